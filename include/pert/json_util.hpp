@@ -1,0 +1,28 @@
+// JSON input with errors that name the file: every JSON file pert reads goes through here.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace pert {
+
+// Deeper nesting than this is refused before parsing, so hostile input cannot exhaust the
+// stack of nlohmann's recursive parser.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Reads a whole file; IoError "<path>: cannot open ..." when it cannot.
+std::string read_text_file(const std::filesystem::path& path);
+
+// Parses `text`; FormatError "<where>: invalid JSON: ..." when it is not well-formed.
+nlohmann::json parse_json(std::string_view text, const std::string& where);
+
+inline nlohmann::json read_json_file(const std::filesystem::path& path) {
+  return parse_json(read_text_file(path), path.string());
+}
+
+// A short rendering of a JSON value for error messages (long values are cut).
+std::string json_brief(const nlohmann::json& value);
+
+}  // namespace pert

@@ -1,0 +1,35 @@
+// A model directory: config.json (+ overrides) and its safetensors, checked against each other.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pert/config.hpp"
+#include "pert/safetensors.hpp"
+
+namespace pert {
+
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor a config needs, in forward-pass order (HF llama names, DESIGN.md §1).
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
+
+struct ModelDir {
+  std::filesystem::path dir;
+  nlohmann::json config_json;  // config.json after overrides
+  ModelConfig config;
+  Checkpoint checkpoint;
+  std::vector<std::string> checks;  // what was verified, in words, for `pert inspect`
+};
+
+// Opens and validates a model directory: the config, every safetensors file, and that the
+// tensors are exactly the ones the config needs with the shapes it implies.
+// Throws IoError / FormatError / ConfigError naming the file and the problem.
+ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides& overrides = {});
+
+}  // namespace pert

@@ -1,0 +1,94 @@
+// safetensors reader: mmap'd files, a validated JSON header, F32/F16/BF16 tensors, and
+// sharded checkpoints through `model.safetensors.index.json`.
+//
+// Layout (https://github.com/huggingface/safetensors): 8-byte little-endian header length N,
+// N bytes of JSON `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}`,
+// then the data; offsets are relative to the end of the header. Validation follows the
+// reference implementation: the tensors tile the data area exactly (no overlap, no gap, no
+// trailing bytes) and each one's byte length is prod(shape) * sizeof(dtype).
+//
+// Tensors stay in the mapping in their stored dtype; read_f32() converts on request (the
+// model converts every weight once, at load).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pert {
+
+enum class DType { F32, F16, BF16 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  uint64_t offset = 0;            // from the start of the data area
+  const uint8_t* data = nullptr;  // inside the mapping; not necessarily aligned
+  size_t nbytes = 0;
+  std::string file;  // the file that holds it, for error messages
+};
+
+// Refuses headers larger than this (the reference implementation's limit).
+inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
+
+// Parses and validates a whole safetensors image held in memory. `label` names it in errors.
+// The returned views point into `bytes`. Throws FormatError.
+struct SafetensorsHeader {
+  std::vector<TensorView> tensors;          // in data order
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsHeader parse_safetensors(const uint8_t* bytes, size_t size, const std::string& label);
+
+// One mmap'd safetensors file.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::filesystem::path& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<TensorView>& tensors() const { return header_.tensors; }
+  const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
+  size_t file_size() const { return size_; }
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  SafetensorsHeader header_;
+};
+
+// All tensors of one model directory: `model.safetensors`, or the shards that
+// `model.safetensors.index.json` names. Tensor names are unique across shards.
+class Checkpoint {
+ public:
+  static Checkpoint open(const std::filesystem::path& model_dir);
+
+  const TensorView* find(const std::string& name) const;
+  const std::map<std::string, const TensorView*>& tensors() const { return by_name_; }
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  // Where to say a tensor is missing: the single file, or the index.
+  const std::string& source() const { return source_; }
+
+ private:
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorView*> by_name_;
+  std::string source_;
+};
+
+// Converts a tensor to F32 into out[0..numel).
+void read_f32(const TensorView& tensor, float* out);
+std::vector<float> read_f32(const TensorView& tensor);
+
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace pert

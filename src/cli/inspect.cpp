@@ -1,0 +1,87 @@
+// pert inspect MODEL_DIR: the resolved config, the positional scheme in words, the tensors,
+// and every check that passed.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "common.hpp"
+#include "pert/error.hpp"
+#include "pert/model_dir.hpp"
+
+namespace pert::cli {
+
+namespace {
+
+struct InspectArgs {
+  std::string model_dir;
+  ConfigFlags config;
+  bool json = false;
+};
+
+int64_t count_nonfinite(const TensorView& t) {
+  int64_t bad = 0;
+  for (float x : read_f32(t)) bad += !std::isfinite(x);
+  return bad;
+}
+
+void run_inspect(const InspectArgs& args) {
+  ModelDir m = open_model_dir(args.model_dir, args.config.overrides());
+  const ModelConfig& c = m.config;
+
+  int64_t params = 0;
+  for (const auto& [name, t] : m.checkpoint.tensors()) {
+    params += t->numel;
+    if (int64_t bad = count_nonfinite(*t))
+      throw FormatError(t->file + ": tensor '" + name + "' has " + std::to_string(bad) + " non-finite values");
+  }
+  m.checks.push_back("every weight is finite");
+  const std::string position = describe(c.position, c.head_dim);
+  const std::vector<std::string> ignored = ignored_config_keys(m.config_json);
+
+  if (args.json) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const auto& [name, t] : m.checkpoint.tensors())
+      tensors.push_back({{"name", name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape},
+                         {"bytes", t->nbytes}, {"file", t->file}});
+    nlohmann::json out = {{"model_dir", m.dir.string()},   {"config", to_json(c)},
+                          {"position", position},          {"tensors", tensors},
+                          {"parameters", params},          {"ignored_config_keys", ignored},
+                          {"checks", m.checks}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+
+  std::printf("model      %s\n", m.dir.string().c_str());
+  std::printf("shape      %d layers, hidden %d, MLP %d, %d heads (%d kv) of dim %d, vocab %d\n", c.n_layers,
+              c.hidden_size, c.intermediate_size, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
+  std::printf("context    trained at %d tokens\n", c.max_position_embeddings);
+  std::printf("position   %s\n", position.c_str());
+  std::printf("parameters %lld (%.3f M)\n", (long long)params, params / 1e6);
+  std::printf("\nresolved config:\n%s\n", to_json(c).dump(2).c_str());
+  if (!ignored.empty()) {
+    std::printf("\nignored config keys:");
+    for (const auto& k : ignored) std::printf(" %s", k.c_str());
+    std::printf("\n");
+  }
+  size_t width = 4;
+  for (const auto& [name, t] : m.checkpoint.tensors()) width = std::max(width, name.size());
+  std::printf("\n%-*s  %-5s  %-14s  %9s\n", int(width), "name", "dtype", "shape", "MiB");
+  for (const auto& [name, t] : m.checkpoint.tensors())
+    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), name.c_str(), dtype_name(t->dtype),
+                shape_str(t->shape).c_str(), t->nbytes / 1048576.0);
+  std::printf("\nchecks passed:\n");
+  for (const auto& check : m.checks) std::printf("  ok  %s\n", check.c_str());
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Validate a model directory and show its config, positions and tensors");
+  cmd->add_option("model_dir", args->model_dir, "Model directory (config.json + safetensors)")->required();
+  args->config.add_to(*cmd);
+  cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
+  cmd->callback([args] { run_inspect(*args); });
+}
+
+}  // namespace pert::cli

@@ -1,0 +1,31 @@
+// pert: command-line entry. Each subcommand lives in its own file; errors from any layer end
+// here as one line on stderr and a non-zero exit.
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "common.hpp"
+#include "pert/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pert: a CPU inference runtime for llama-style decoders with configurable positional encodings"};
+  app.set_version_flag("--version", "pert " PERT_VERSION);
+  app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("pert: error: ") + e.what() + " (see --help)\n";
+  });
+  pert::cli::add_inspect(app);
+  try {
+    app.parse(argc, argv);  // runs the chosen subcommand
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const pert::Error& e) {
+    std::cerr << "pert: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "pert: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}

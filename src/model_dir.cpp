@@ -1,0 +1,75 @@
+#include "pert/model_dir.hpp"
+
+#include <set>
+
+#include "pert/error.hpp"
+#include "pert/json_util.hpp"
+
+namespace pert {
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  const int64_t d = c.hidden_size, ff = c.intermediate_size, V = c.vocab_size;
+  const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim;
+  std::vector<ExpectedTensor> out = {{"model.embed_tokens.weight", {V, d}}};
+  if (c.position.type == PositionType::Learned)
+    out.push_back({"model.embed_positions.weight", {c.position.max_positions, d}});
+  if (c.position.type == PositionType::T5)
+    out.push_back({"model.relative_attention_bias.weight", {c.position.num_buckets, c.n_heads}});
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    out.push_back({l + "input_layernorm.weight", {d}});
+    out.push_back({l + "self_attn.q_proj.weight", {q, d}});
+    out.push_back({l + "self_attn.k_proj.weight", {kv, d}});
+    out.push_back({l + "self_attn.v_proj.weight", {kv, d}});
+    out.push_back({l + "self_attn.o_proj.weight", {d, q}});
+    out.push_back({l + "post_attention_layernorm.weight", {d}});
+    out.push_back({l + "mlp.gate_proj.weight", {ff, d}});
+    out.push_back({l + "mlp.up_proj.weight", {ff, d}});
+    out.push_back({l + "mlp.down_proj.weight", {d, ff}});
+  }
+  out.push_back({"model.norm.weight", {d}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, d}});
+  return out;
+}
+
+// Old HF llama checkpoints carry precomputed RoPE frequencies as buffers; they are derived
+// from the config, never read.
+static bool is_derived_buffer(const std::string& name) {
+  const std::string suffix = "rotary_emb.inv_freq";
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides& overrides) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw IoError(dir.string() + ": not a model directory");
+  ModelDir m;
+  m.dir = dir;
+  const std::filesystem::path config_path = dir / "config.json";
+  m.config_json = apply_overrides(read_json_file(config_path), overrides);
+  const std::string source = config_path.string() + (overrides.empty() ? "" : " (with overrides)");
+  m.config = parse_model_config(m.config_json, source);
+  m.checks.push_back("config.json parses and validates" +
+                     std::string(overrides.empty() ? "" : " (after overrides)"));
+
+  m.checkpoint = Checkpoint::open(dir);
+  m.checks.push_back(std::to_string(m.checkpoint.files().size()) +
+                     " safetensors file(s): headers valid, tensors tile the data exactly");
+
+  std::set<std::string> expected_names;
+  for (const ExpectedTensor& e : expected_tensors(m.config)) {
+    expected_names.insert(e.name);
+    const TensorView* t = m.checkpoint.find(e.name);
+    if (!t) throw ConfigError(m.checkpoint.source() + ": missing tensor '" + e.name + "'");
+    if (t->shape != e.shape)
+      throw ConfigError(t->file + ": tensor '" + e.name + "' has shape " + shape_str(t->shape) +
+                        ", but config.json implies " + shape_str(e.shape));
+  }
+  m.checks.push_back("all " + std::to_string(expected_names.size()) + " tensors the config needs are present with the right shapes");
+  for (const auto& [name, t] : m.checkpoint.tensors())
+    if (!expected_names.count(name) && !is_derived_buffer(name))
+      throw ConfigError(t->file + ": unexpected tensor '" + name + "' (this config does not use it)");
+  m.checks.push_back("no unexpected tensors");
+  return m;
+}
+
+}  // namespace pert
