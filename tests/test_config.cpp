@@ -1,1 +1,363 @@
+#include <cmath>
+
+#include "pert/config.hpp"
+#include "pert/error.hpp"
 #include "test_util.hpp"
+
+using namespace pert;
+
+namespace {
+
+const std::string kSource = "dir/config.json";
+
+ModelConfig parse(const json& j) { return parse_model_config(j, kSource); }
+
+json with_position(json position) {
+  json c = tiny_config();
+  c["position"] = std::move(position);
+  return c;
+}
+
+json with_scaling(json scaling) { return with_position({{"type", "rope"}, {"scaling", std::move(scaling)}}); }
+
+}  // namespace
+
+TEST_CASE("config: a plain HF llama config resolves to RoPE with HF defaults", "[config]") {
+  json c = tiny_config();
+  c.erase("rms_norm_eps");
+  c.erase("num_key_value_heads");
+  c.erase("rope_theta");
+  const ModelConfig m = parse(c);
+  CHECK(m.vocab_size == 32);
+  CHECK(m.hidden_size == 16);
+  CHECK(m.intermediate_size == 24);
+  CHECK(m.n_layers == 2);
+  CHECK(m.n_heads == 4);
+  CHECK(m.n_kv_heads == 4);
+  CHECK(m.head_dim == 4);
+  CHECK(m.max_position_embeddings == 64);
+  CHECK(m.rms_norm_eps == 1e-6);
+  CHECK(m.bos_token_id == 1);
+  CHECK(m.eos_token_ids == std::vector<int>{2});
+  CHECK(m.position.type == PositionType::Rope);
+  CHECK(m.position.base == 10000.0);
+  CHECK(m.position.rotary_dim == 4);
+  CHECK(m.position.layout == RopeLayout::Half);
+  CHECK(m.position.scaling.type == RopeScalingType::None);
+  CHECK_FALSE(m.position.xpos.enabled);
+}
+
+TEST_CASE("config: HF rope keys become the position block", "[config]") {
+  json c = tiny_config();
+  c["rope_theta"] = 500000.0;
+  c["head_dim"] = 8;
+  c["partial_rotary_factor"] = 0.5;
+  c["eos_token_id"] = {2, 3};
+  SECTION("llama3 (rope_type key)") {
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+    const ModelConfig m = parse(c);
+    CHECK(m.head_dim == 8);
+    CHECK(m.position.base == 500000.0);
+    CHECK(m.position.rotary_dim == 4);
+    CHECK(m.eos_token_ids == std::vector<int>{2, 3});
+    CHECK(m.position.scaling.type == RopeScalingType::Llama3);
+    CHECK(m.position.scaling.factor == 8.0);
+    CHECK(m.position.scaling.original_max_position == 8192);
+  }
+  SECTION("yarn (legacy type key) with the default attention factor") {
+    c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+    const ModelConfig m = parse(c);
+    CHECK(m.position.scaling.type == RopeScalingType::Yarn);
+    CHECK(m.position.scaling.original_max_position == 64);
+    CHECK(m.position.scaling.attention_factor == Approx(0.1 * std::log(4.0) + 1.0));
+    CHECK(m.position.scaling.beta_fast == 32.0);
+    CHECK(m.position.scaling.beta_slow == 1.0);
+  }
+  SECTION("'default' means no scaling, 'su' is longrope") {
+    c["rope_scaling"] = {{"rope_type", "default"}};
+    CHECK(parse(c).position.scaling.type == RopeScalingType::None);
+    c["rope_scaling"] = {{"type", "su"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 4.0}}};
+    c["original_max_position_embeddings"] = 32;
+    const ModelConfig m = parse(c);
+    CHECK(m.position.scaling.type == RopeScalingType::LongRope);
+    CHECK(m.position.scaling.original_max_position == 32);
+    CHECK(m.position.scaling.factor == 2.0);  // max_position_embeddings / original
+    CHECK(m.position.scaling.attention_factor == Approx(std::sqrt(1.0 + std::log(2.0) / std::log(32.0))));
+  }
+  SECTION("rope_scaling errors name the key") {
+    c["rope_scaling"] = {{"factor", 2.0}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling", "rope_type");
+    c["rope_scaling"] = {{"rope_type", "mrope"}, {"factor", 2.0}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "position.scaling.type", "'mrope'");
+    c["rope_scaling"] = "linear";
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling must be an object");
+  }
+}
+
+TEST_CASE("config: every scheme is accepted with its parameters and defaults", "[config]") {
+  SECTION("none") { CHECK(parse(with_position({{"type", "none"}})).position.type == PositionType::None); }
+  SECTION("learned") {
+    PositionConfig p = parse(with_position({{"type", "learned"}})).position;
+    CHECK(p.type == PositionType::Learned);
+    CHECK(p.max_positions == 64);
+    CHECK_FALSE(p.clamp_beyond);
+    p = parse(with_position({{"type", "learned"}, {"max_positions", 100}, {"beyond", "clamp"}})).position;
+    CHECK(p.max_positions == 100);
+    CHECK(p.clamp_beyond);
+  }
+  SECTION("sinusoidal") {
+    PositionConfig p = parse(with_position({{"type", "sinusoidal"}})).position;
+    CHECK(p.base == 10000.0);
+    CHECK(p.embed_scale == 1.0);
+    p = parse(with_position({{"type", "sinusoidal"}, {"base", 500.0}, {"embed_scale", 4.0}})).position;
+    CHECK(p.base == 500.0);
+    CHECK(p.embed_scale == 4.0);
+  }
+  SECTION("rope with layout, partial rotary and xpos") {
+    const PositionConfig p = parse(with_position({{"type", "rope"}, {"base", 5e5}, {"rotary_dim", 2},
+                                                  {"layout", "interleaved"}, {"xpos", json::object()}})).position;
+    CHECK(p.base == 5e5);
+    CHECK(p.rotary_dim == 2);
+    CHECK(p.layout == RopeLayout::Interleaved);
+    CHECK(p.xpos.enabled);
+    CHECK(p.xpos.gamma == 0.4);
+    CHECK(p.xpos.scale_base == 512.0);
+    const PositionConfig q = parse(with_position({{"type", "rope"}, {"xpos", {{"gamma", 0.5}, {"scale_base", 256}}}})).position;
+    CHECK(q.xpos.gamma == 0.5);
+    CHECK(q.xpos.scale_base == 256.0);
+  }
+  SECTION("rope scaling: linear, ntk, dynamic") {
+    for (const char* type : {"linear", "ntk", "dynamic"}) {
+      const RopeScaling s = parse(with_scaling({{"type", type}, {"factor", 4}})).position.scaling;
+      CHECK(std::string(rope_scaling_name(s.type)) == type);
+      CHECK(s.factor == 4.0);
+      CHECK(s.original_max_position == 64);
+      CHECK(s.attention_factor == 1.0);
+    }
+    const RopeScaling s = parse(with_scaling({{"type", "linear"}, {"factor", 2}, {"original_max_position_embeddings", 16}})).position.scaling;
+    CHECK(s.original_max_position == 16);
+  }
+  SECTION("rope scaling: yarn") {
+    const RopeScaling s = parse(with_scaling({{"type", "yarn"}, {"factor", 8}, {"beta_fast", 16}, {"beta_slow", 2},
+                                              {"attention_factor", 1.5}})).position.scaling;
+    CHECK(s.factor == 8.0);
+    CHECK(s.beta_fast == 16.0);
+    CHECK(s.beta_slow == 2.0);
+    CHECK(s.attention_factor == 1.5);
+  }
+  SECTION("rope scaling: llama3") {
+    const RopeScaling s = parse(with_scaling({{"type", "llama3"}, {"factor", 8}})).position.scaling;
+    CHECK(s.low_freq_factor == 1.0);
+    CHECK(s.high_freq_factor == 4.0);
+  }
+  SECTION("rope scaling: longrope") {
+    const RopeScaling s = parse(with_scaling({{"type", "longrope"}, {"factor", 4}, {"short_factor", {1.0, 1.1}},
+                                              {"long_factor", {3.0, 5.0}}})).position.scaling;
+    CHECK(s.short_factor == std::vector<double>{1.0, 1.1});
+    CHECK(s.long_factor == std::vector<double>{3.0, 5.0});
+    CHECK(s.attention_factor == Approx(std::sqrt(1.0 + std::log(4.0) / std::log(64.0))));
+  }
+  SECTION("alibi") {
+    CHECK(parse(with_position({{"type", "alibi"}})).position.max_bias == 8.0);
+    CHECK(parse(with_position({{"type", "alibi"}, {"max_bias", 16}})).position.max_bias == 16.0);
+  }
+  SECTION("t5") {
+    PositionConfig p = parse(with_position({{"type", "t5"}})).position;
+    CHECK(p.num_buckets == 32);
+    CHECK(p.max_distance == 128);
+    p = parse(with_position({{"type", "t5"}, {"num_buckets", 16}, {"max_distance", 64}})).position;
+    CHECK(p.num_buckets == 16);
+    CHECK(p.max_distance == 64);
+  }
+}
+
+TEST_CASE("config: the resolved config parses back to itself", "[config]") {
+  for (const json& position : {json{{"type", "none"}}, json{{"type", "learned"}, {"beyond", "clamp"}},
+                               json{{"type", "sinusoidal"}, {"embed_scale", 4.0}},
+                               json{{"type", "rope"}, {"scaling", {{"type", "yarn"}, {"factor", 4}}}, {"xpos", json::object()}},
+                               json{{"type", "rope"}, {"scaling", {{"type", "llama3"}, {"factor", 4}}}},
+                               json{{"type", "rope"}, {"scaling", {{"type", "longrope"}, {"short_factor", {1, 1}}, {"long_factor", {2, 2}}}}},
+                               json{{"type", "alibi"}}, json{{"type", "t5"}}}) {
+    const json resolved = to_json(parse(with_position(position)));
+    INFO(resolved.dump());
+    CHECK(to_json(parse(resolved)) == resolved);
+  }
+}
+
+TEST_CASE("config: bad values are refused with the file and the key named", "[config]") {
+  json c = tiny_config();
+  SECTION("not an object") { REQUIRE_THROWS_NAMING(parse(json::array()), ConfigError, kSource, "JSON object"); }
+  SECTION("missing required key") {
+    c.erase("hidden_size");
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_size is required");
+  }
+  SECTION("wrong types and ranges") {
+    c["hidden_size"] = "16";
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_size must be an integer");
+    c["hidden_size"] = 16.5;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_size must be an integer");
+    c["hidden_size"] = 0;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_size must be in [1,");
+    c["hidden_size"] = -16;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_size must be in [1,");
+    c["hidden_size"] = 18446744073709551615ull;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_size must be at most");
+    c = tiny_config();
+    c["rms_norm_eps"] = 0;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rms_norm_eps must be > 0");
+    c["rms_norm_eps"] = "tiny";
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rms_norm_eps must be a finite number");
+    c = tiny_config();
+    c["tie_word_embeddings"] = 1;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "tie_word_embeddings must be true or false");
+  }
+  SECTION("token ids outside the vocabulary") {
+    c["eos_token_id"] = 32;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "eos_token_id", "[0, vocab_size = 32)");
+    c["eos_token_id"] = {2, -1};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "eos_token_id");
+    c["eos_token_id"] = 2;
+    c["bos_token_id"] = {1, 2};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "bos_token_id must be a single token id");
+  }
+  SECTION("inconsistent dimensions") {
+    c["num_attention_heads"] = 3;
+    c["num_key_value_heads"] = 3;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "num_attention_heads (3) must divide hidden_size (16)");
+    c = tiny_config();
+    c["num_key_value_heads"] = 3;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "num_key_value_heads (3) must divide num_attention_heads (4)");
+    c["num_key_value_heads"] = 8;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "num_key_value_heads (8) must divide");
+    c = tiny_config();
+    c["head_dim"] = 5;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "position.rotary_dim must be even", "head_dim 5");
+    c = tiny_config();
+    c["position"] = {{"type", "rope"}, {"rotary_dim", 3}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "position.rotary_dim must be even");
+    c["position"] = {{"type", "rope"}, {"rotary_dim", 6}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "position.rotary_dim must be in [2, head_dim = 4]");
+    c = tiny_config();
+    c["hidden_size"] = 15;
+    c["head_dim"] = 4;
+    c["position"] = {{"type", "sinusoidal"}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "sinusoidal needs an even hidden_size");
+  }
+  SECTION("architectures pert does not compute") {
+    c["hidden_act"] = "gelu";
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_act must be \"silu\"");
+    c = tiny_config();
+    c["attention_bias"] = true;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "attention_bias is true");
+  }
+  SECTION("unknown scheme or field") {
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "rotary"}})), ConfigError, kSource, "position.type",
+                          "'rotary' is not one of: none, learned, sinusoidal, rope, alibi, t5");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"base", 10000}})), ConfigError, kSource, "position.type is required");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "alibi"}, {"slopes", 2}})), ConfigError, kSource,
+                          "position.slopes is not a field of position type 'alibi'");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "none"}, {"base", 10000}})), ConfigError, kSource,
+                          "position.base is not a field of position type 'none'");
+    REQUIRE_THROWS_NAMING(parse(with_position("rope")), ConfigError, kSource, "position must be an object");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "rope"}, {"layout", "neox"}})), ConfigError, kSource,
+                          "position.layout must be \"half\" or \"interleaved\"");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "rope"}, {"base", 1}})), ConfigError, kSource,
+                          "position.base must be > 1");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "rope"}, {"xpos", true}})), ConfigError, kSource,
+                          "position.xpos must be an object");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "rope"}, {"xpos", {{"scale", 1}}}})), ConfigError, kSource,
+                          "position.xpos.scale is not a field of xpos");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "learned"}, {"beyond", "wrap"}})), ConfigError, kSource,
+                          "position.beyond must be \"error\" or \"clamp\"");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "t5"}, {"num_buckets", 32}, {"max_distance", 16}})),
+                          ConfigError, kSource, "position.max_distance must exceed num_buckets / 2 = 16");
+    REQUIRE_THROWS_NAMING(parse(with_position({{"type", "t5"}, {"num_buckets", 1}})), ConfigError, kSource,
+                          "position.num_buckets must be at least 2");
+  }
+  SECTION("bad scaling") {
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "ntk-by-parts"}, {"factor", 2}})), ConfigError, kSource,
+                          "position.scaling.type", "'ntk-by-parts' is not one of");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "linear"}})), ConfigError, kSource,
+                          "position.scaling.factor is required");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "linear"}, {"factor", 0.5}})), ConfigError, kSource,
+                          "position.scaling.factor must be >= 1");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "linear"}, {"factor", 2}, {"beta_fast", 32}})), ConfigError,
+                          kSource, "position.scaling.beta_fast is not a field of scaling type 'linear'");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "yarn"}, {"factor", 2}, {"beta_fast", 1}, {"beta_slow", 2}})),
+                          ConfigError, kSource, "position.scaling.beta_fast must be greater than beta_slow");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "llama3"}, {"factor", 2}, {"high_freq_factor", 0.5}})),
+                          ConfigError, kSource, "high_freq_factor must be greater than low_freq_factor");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0, 2.0}}})),
+                          ConfigError, kSource, "position.scaling.short_factor must be a list of 2 numbers");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 0.0}}, {"long_factor", {1.0, 2.0}}})),
+                          ConfigError, kSource, "position.scaling.short_factor entries must be finite numbers > 0");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 1.0}}})), ConfigError,
+                          kSource, "position.scaling.long_factor is required");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "linear"}, {"factor", 2}, {"original_max_position_embeddings", 0}})),
+                          ConfigError, kSource, "position.scaling.original_max_position_embeddings must be in [1,");
+  }
+  SECTION("position together with rope_scaling is ambiguous") {
+    c["position"] = {{"type", "alibi"}};
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling is set together with \"position\"");
+    c["rope_scaling"] = nullptr;
+    CHECK(parse(c).position.type == PositionType::Alibi);
+  }
+}
+
+TEST_CASE("config overrides: merge-patch files, then --set in order", "[config]") {
+  TempDir tmp;
+  const json base = tiny_config();
+  SECTION("a file is merged as RFC 7386 says") {
+    write_file(tmp / "o.json", R"({"rope_theta": null, "position": {"type": "rope", "scaling": {"type": "linear", "factor": 2}}})");
+    const json out = apply_overrides(base, {{tmp / "o.json"}, {}});
+    CHECK_FALSE(out.contains("rope_theta"));
+    CHECK(out["position"]["scaling"]["factor"] == 2);
+    CHECK(out["hidden_size"] == 16);
+    write_file(tmp / "p.json", R"({"position": {"scaling": {"factor": 4}}})");
+    const json twice = apply_overrides(base, {{tmp / "o.json", tmp / "p.json"}, {}});
+    CHECK(twice["position"]["scaling"] == json{{"type", "linear"}, {"factor", 4}});
+  }
+  SECTION("--set parses JSON values, else takes a string; null removes; objects replace") {
+    const json out = apply_overrides(base, {{}, {"position.type=rope", "position.scaling={\"type\":\"ntk\",\"factor\":2}",
+                                                 "position.scaling.factor=8", "rms_norm_eps=1e-6",
+                                                 "tie_word_embeddings=true", "bos_token_id=null"}});
+    CHECK(out["position"] == json{{"type", "rope"}, {"scaling", {{"type", "ntk"}, {"factor", 8}}}});
+    CHECK(out["rms_norm_eps"] == 1e-6);
+    CHECK(out["tie_word_embeddings"] == true);
+    CHECK_FALSE(out.contains("bos_token_id"));
+    const json replaced = apply_overrides(out, {{}, {"position={\"type\":\"alibi\"}"}});
+    CHECK(replaced["position"] == json{{"type", "alibi"}});
+  }
+  SECTION("files apply before --set") {
+    write_file(tmp / "o.json", R"({"position": {"type": "alibi", "max_bias": 4}})");
+    const json out = apply_overrides(base, {{tmp / "o.json"}, {"position.max_bias=16"}});
+    CHECK(out["position"]["max_bias"] == 16);
+  }
+  SECTION("errors") {
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"position.type"}}), ConfigError, "--set 'position.type'", "key.path=value");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"=3"}}), ConfigError, "--set '=3'");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"position..type=x"}}), ConfigError, "empty key");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"position.=x"}}), ConfigError, "empty key");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"hidden_size.x=1"}}), ConfigError, "'hidden_size' is 16, not an object");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"num_hiden_layers=1"}}), ConfigError, "'num_hiden_layers' is not a config key");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{tmp / "absent.json"}, {}}), IoError, "absent.json");
+    write_file(tmp / "bad.json", "{\"position\": ");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{tmp / "bad.json"}, {}}), FormatError, "bad.json", "invalid JSON");
+    write_file(tmp / "list.json", "[1]");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{tmp / "list.json"}, {}}), ConfigError, "list.json", "JSON object");
+  }
+}
+
+TEST_CASE("config: ignored keys and descriptions", "[config]") {
+  json c = tiny_config();
+  CHECK(ignored_config_keys(c) == std::vector<std::string>{"architectures", "model_type"});
+  c["position"] = {{"type", "alibi"}};
+  CHECK(ignored_config_keys(c) == std::vector<std::string>{"architectures", "model_type", "rope_theta"});
+  CHECK_THAT(describe(parse(c).position, 4), Catch::Matchers::Contains("ALiBi"));
+  c["position"] = {{"type", "rope"}, {"scaling", {{"type", "yarn"}, {"factor", 4}}}, {"xpos", json::object()}};
+  const std::string d = describe(parse(c).position, 4);
+  CHECK_THAT(d, Catch::Matchers::Contains("RoPE") && Catch::Matchers::Contains("YaRN x4 from L = 64") &&
+                    Catch::Matchers::Contains("xPos"));
+}
