@@ -1,1 +1,152 @@
+// The pert executable end to end: exit codes, one-line errors on stderr, never a crash.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "pert/safetensors.hpp"
 #include "test_util.hpp"
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Run run_pert(const std::vector<std::string>& args) {
+  TempDir io;
+  std::string cmd = quote(PERT_BINARY);
+  for (const std::string& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote((io / "out").string()) + " 2>" + quote((io / "err").string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  REQUIRE(WIFEXITED(status));
+  r.exit_code = WEXITSTATUS(status);
+  r.out = slurp(io / "out");
+  r.err = slurp(io / "err");
+  return r;
+}
+
+// A failed run: exit 1 or 2 (never a signal, which the shell reports as 128+N), one line on
+// stderr that starts with "pert: error:" and contains every needle.
+void require_clean_failure(const Run& r, const std::vector<std::string>& needles) {
+  INFO("stderr: " << r.err);
+  CHECK((r.exit_code == 1 || r.exit_code == 2));
+  REQUIRE(!r.err.empty());
+  CHECK(r.err.rfind("pert: error: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.back() == '\n');
+  for (const std::string& n : needles) CHECK_THAT(r.err, Catch::Matchers::Contains(n));
+}
+
+}  // namespace
+
+TEST_CASE("cli: --version, --help and usage errors", "[cli]") {
+  Run r = run_pert({"--version"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "pert " PERT_VERSION "\n");
+  r = run_pert({"inspect", "--help"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::Contains("--config") && Catch::Matchers::Contains("--set") &&
+                        Catch::Matchers::Contains("--json"));
+  require_clean_failure(run_pert({}), {"subcommand is required"});
+  require_clean_failure(run_pert({"inspect"}), {"model_dir is required"});
+  require_clean_failure(run_pert({"inspect", "--frobnicate", "x"}), {"--frobnicate"});
+  require_clean_failure(run_pert({"nosuch"}), {"nosuch"});
+}
+
+TEST_CASE("cli: inspect shows config, scheme, tensors and checks", "[cli]") {
+  TempDir tmp;
+  write_model_dir(tmp.path, tiny_config(), tiny_tensors("BF16"));
+  const std::string dir = tmp.path.string();
+
+  Run r = run_pert({"inspect", dir});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::Contains("RoPE (Su et al. 2021): half layout, base 10000, rotary dim 4 of 4"));
+  const size_t row = r.out.find("model.layers.1.mlp.down_proj.weight ");
+  REQUIRE(row != std::string::npos);
+  const std::string line = r.out.substr(row, r.out.find('\n', row) - row);
+  CHECK_THAT(line, Catch::Matchers::Contains(" BF16 ") && Catch::Matchers::Contains(" [16, 24] ") &&
+                       Catch::Matchers::EndsWith(" 0.001"));
+  CHECK_THAT(r.out, Catch::Matchers::Contains("checks passed"));
+  CHECK_THAT(r.out, Catch::Matchers::Contains("every weight is finite"));
+  CHECK_THAT(r.out, Catch::Matchers::Contains("ignored config keys: architectures model_type"));
+
+  r = run_pert({"inspect", dir, "--json", "--set", "position.type=alibi", "--set", "rope_theta=null"});
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["config"]["position"] == json{{"type", "alibi"}, {"max_bias", 8.0}});
+  CHECK_THAT(j["position"].get<std::string>(), Catch::Matchers::StartsWith("ALiBi"));
+  int64_t params = 0;
+  for (const TestTensor& t : tiny_tensors()) params += int64_t(t.values.size());
+  CHECK(j["parameters"] == params);
+  CHECK(j["tensors"].size() == 21);
+  CHECK(j["tensors"][0]["name"] == "model.embed_tokens.weight");
+  CHECK(j["tensors"][0]["dtype"] == "BF16");
+  CHECK(j["checks"].size() == 5);
+
+  write_file(tmp / "yarn.json", R"({"rope_scaling": {"rope_type": "yarn", "factor": 4}})");
+  r = run_pert({"inspect", dir, "--config", (tmp / "yarn.json").string()});
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::Contains("YaRN x4 from L = 64"));
+}
+
+TEST_CASE("cli: inspect refuses bad model directories with one line naming the file", "[cli]") {
+  TempDir tmp;
+  const std::string dir = tmp.path.string();
+  const std::string st = (tmp / "model.safetensors").string();
+  const std::string cfg = (tmp / "config.json").string();
+  std::vector<TestTensor> tensors = tiny_tensors();
+  write_model_dir(tmp.path, tiny_config(), tensors);
+  const std::string good = encode_safetensors(tensors);
+
+  SECTION("missing directory") { require_clean_failure(run_pert({"inspect", dir + "/nope"}), {"nope", "not a model directory"}); }
+  SECTION("truncated safetensors") {
+    write_file(tmp / "model.safetensors", good.substr(0, good.size() / 2));
+    require_clean_failure(run_pert({"inspect", dir}), {st, "outside the data area"});
+  }
+  SECTION("garbage header length") {
+    write_file(tmp / "model.safetensors", std::string(8, '\xff') + good.substr(8));
+    require_clean_failure(run_pert({"inspect", dir}), {st, "header length"});
+  }
+  SECTION("header not JSON") {
+    write_file(tmp / "model.safetensors", safetensors_image("{\"a\": nope}", ""));
+    require_clean_failure(run_pert({"inspect", dir}), {st, "invalid JSON"});
+  }
+  SECTION("missing tensor") {
+    tensors.pop_back();
+    write_file(tmp / "model.safetensors", encode_safetensors(tensors));
+    require_clean_failure(run_pert({"inspect", dir}), {st, "missing tensor 'lm_head.weight'"});
+  }
+  SECTION("non-finite weight") {
+    tensors[19].values[3] = std::numeric_limits<float>::quiet_NaN();
+    write_file(tmp / "model.safetensors", encode_safetensors(tensors));
+    require_clean_failure(run_pert({"inspect", dir}), {st, "'model.norm.weight' has 1 non-finite values"});
+  }
+  SECTION("bad config") {
+    json c = tiny_config();
+    c["position"] = {{"type", "rope"}, {"scaling", {{"type", "yarn"}, {"factor", 0.5}}}};
+    write_file(tmp / "config.json", c.dump());
+    require_clean_failure(run_pert({"inspect", dir}), {cfg, "position.scaling.factor must be >= 1"});
+  }
+  SECTION("bad override") {
+    require_clean_failure(run_pert({"inspect", dir, "--set", "position.type=rotary"}),
+                          {cfg + " (with overrides)", "position.type"});
+    require_clean_failure(run_pert({"inspect", dir, "--set", "nonsense"}), {"--set 'nonsense'"});
+    require_clean_failure(run_pert({"inspect", dir, "--config", dir + "/absent.json"}), {"absent.json"});
+  }
+}

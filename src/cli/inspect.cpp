@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "common.hpp"
 #include "pert/error.hpp"
@@ -24,6 +25,19 @@ int64_t count_nonfinite(const TensorView& t) {
   return bad;
 }
 
+// Forward-pass order (layer 2 before layer 10), then whatever else the files hold.
+std::vector<const TensorView*> tensors_in_order(const ModelDir& m) {
+  std::vector<const TensorView*> out;
+  std::set<std::string> seen;
+  for (const ExpectedTensor& e : expected_tensors(m.config)) {
+    out.push_back(m.checkpoint.find(e.name));
+    seen.insert(e.name);
+  }
+  for (const auto& [name, t] : m.checkpoint.tensors())
+    if (!seen.count(name)) out.push_back(t);
+  return out;
+}
+
 void run_inspect(const InspectArgs& args) {
   ModelDir m = open_model_dir(args.model_dir, args.config.overrides());
   const ModelConfig& c = m.config;
@@ -40,8 +54,8 @@ void run_inspect(const InspectArgs& args) {
 
   if (args.json) {
     nlohmann::json tensors = nlohmann::json::array();
-    for (const auto& [name, t] : m.checkpoint.tensors())
-      tensors.push_back({{"name", name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape},
+    for (const TensorView* t : tensors_in_order(m))
+      tensors.push_back({{"name", t->name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape},
                          {"bytes", t->nbytes}, {"file", t->file}});
     nlohmann::json out = {{"model_dir", m.dir.string()},   {"config", to_json(c)},
                           {"position", position},          {"tensors", tensors},
@@ -66,8 +80,8 @@ void run_inspect(const InspectArgs& args) {
   size_t width = 4;
   for (const auto& [name, t] : m.checkpoint.tensors()) width = std::max(width, name.size());
   std::printf("\n%-*s  %-5s  %-14s  %9s\n", int(width), "name", "dtype", "shape", "MiB");
-  for (const auto& [name, t] : m.checkpoint.tensors())
-    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), name.c_str(), dtype_name(t->dtype),
+  for (const TensorView* t : tensors_in_order(m))
+    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), t->name.c_str(), dtype_name(t->dtype),
                 shape_str(t->shape).c_str(), t->nbytes / 1048576.0);
   std::printf("\nchecks passed:\n");
   for (const auto& check : m.checks) std::printf("  ok  %s\n", check.c_str());

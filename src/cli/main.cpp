@@ -16,10 +16,15 @@ int main(int argc, char** argv) {
     return std::string("pert: error: ") + e.what() + " (see --help)\n";
   });
   pert::cli::add_inspect(app);
+  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); }).empty()) {
+    std::cerr << "pert: error: unknown subcommand '" << argv[1] << "' (see --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);  // runs the chosen subcommand
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    app.exit(e);  // prints help, the version, or the one-line error
+    return e.get_exit_code() == 0 ? 0 : 2;
   } catch (const pert::Error& e) {
     std::cerr << "pert: error: " << e.what() << "\n";
     return 1;
