@@ -252,6 +252,7 @@ const TensorView* Checkpoint::find(const std::string& name) const {
 
 void read_f32(const TensorView& t, float* out) {
   const size_t n = size_t(t.numel);
+  if (n == 0) return;  // an empty tensor may come with a null `out`
   switch (t.dtype) {
     case DType::F32:
       std::memcpy(out, t.data, n * 4);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Set-up for a fresh Debian (bookworm) machine, idempotent and quick when nothing is missing:
+# installs the Debian packages pert needs, configures and builds it into build/, and converts
+# the shared stories260K checkpoint into build/models/ for the main job.
+#
+#   bash tools/setup.sh          set up and build
+#   bash tools/setup.sh --test   ... then run the whole test suite, and again under ASan+UBSan
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+run_tests=0
+case "${1:-}" in
+  "") ;;
+  --test) run_tests=1 ;;
+  *) echo "usage: bash tools/setup.sh [--test]" >&2; exit 2 ;;
+esac
+
+packages=(cmake make g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev catch2
+          python3-torch python3-numpy python3-sentencepiece python3-matplotlib)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+
+# Debian's interpreter: the python3 first on PATH may not see Debian's packages.
+python=/usr/bin/python3
+shared=../shared/data/models/stories260K
+if [ -f "$shared/stories260K.bin" ] && [ ! -f build/models/stories260K/model.safetensors ]; then
+  "$python" tools/convert_llama2c.py "$shared/stories260K.bin" build/models/stories260K
+fi
+
+if ((run_tests)); then
+  ctest --test-dir build --output-on-failure -j"$jobs"
+  # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPERT_SANITIZE=ON -DPERT_NATIVE=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+fi
