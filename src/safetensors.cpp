@@ -250,27 +250,24 @@ const TensorView* Checkpoint::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+namespace {
+template <class Convert>
+void widen16(const uint8_t* src, float* out, size_t n, Convert convert) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);  // the mapping gives no alignment guarantee
+    out[i] = convert(h);
+  }
+}
+}  // namespace
+
 void read_f32(const TensorView& t, float* out) {
   const size_t n = size_t(t.numel);
   if (n == 0) return;  // an empty tensor may come with a null `out`
   switch (t.dtype) {
-    case DType::F32:
-      std::memcpy(out, t.data, n * 4);
-      break;
-    case DType::F16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = f16_to_f32(h);
-      }
-      break;
-    case DType::BF16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = bf16_to_f32(h);
-      }
-      break;
+    case DType::F32: std::memcpy(out, t.data, n * 4); break;
+    case DType::F16: widen16(t.data, out, n, f16_to_f32); break;
+    case DType::BF16: widen16(t.data, out, n, bf16_to_f32); break;
   }
 }
 
