@@ -196,6 +196,8 @@ void parse_scaling(const json& obj, int trained, const std::string& source, Mode
   } else {
     s.factor = f.number("factor", std::nullopt, at_least_one, "must be >= 1");
   }
+  if ((s.type == RopeScalingType::Ntk || s.type == RopeScalingType::Dynamic) && mc.position.rotary_dim < 4)
+    f.fail("type", "'" + type + "' needs rotary_dim >= 4 (its exponent is r/(r-2)), got " + std::to_string(mc.position.rotary_dim));
   if (s.type == RopeScalingType::Yarn) {
     s.beta_fast = f.number("beta_fast", 32.0, [](double x) { return x > 0; }, "must be > 0");
     s.beta_slow = f.number("beta_slow", 1.0, [](double x) { return x > 0; }, "must be > 0");

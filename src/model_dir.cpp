@@ -11,10 +11,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   const int64_t d = c.hidden_size, ff = c.intermediate_size, V = c.vocab_size;
   const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim;
   std::vector<ExpectedTensor> out = {{"model.embed_tokens.weight", {V, d}}};
-  if (c.position.type == PositionType::Learned)
-    out.push_back({"model.embed_positions.weight", {c.position.max_positions, d}});
-  if (c.position.type == PositionType::T5)
-    out.push_back({"model.relative_attention_bias.weight", {c.position.num_buckets, c.n_heads}});
+  for (ExpectedTensor& t : position_tensors(c)) out.push_back(std::move(t));
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
     out.push_back({l + "input_layernorm.weight", {d}});

@@ -7,14 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "pert/config.hpp"
+#include "pert/positions.hpp"
 #include "pert/safetensors.hpp"
 
 namespace pert {
-
-struct ExpectedTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-};
 
 // Every tensor a config needs, in forward-pass order (HF llama names, DESIGN.md §1).
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);

@@ -1,0 +1,82 @@
+// A llama-style decoder (DESIGN.md §1): weights in F32, and an inference state holding the KV
+// cache and every scratch buffer, so a forward pass allocates nothing.
+//
+//   h   = x + o_proj(attn(rmsnorm(x)))
+//   out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))
+//   logits = lm_head(rmsnorm(out of the last layer))
+#pragma once
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pert/config.hpp"
+#include "pert/positions.hpp"
+
+namespace pert {
+
+struct LayerWeights {
+  const float* attn_norm;  // [d]
+  const float* wq;         // [n_heads·head_dim][d]
+  const float* wk;         // [n_kv_heads·head_dim][d]
+  const float* wv;         // [n_kv_heads·head_dim][d]
+  const float* wo;         // [d][n_heads·head_dim]
+  const float* ffn_norm;   // [d]
+  const float* w_gate;     // [ffn][d]
+  const float* w_up;       // [ffn][d]
+  const float* w_down;     // [d][ffn]
+};
+
+class Model {
+ public:
+  // Opens, validates and loads a model directory; F16/BF16 weights are converted to F32 once.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir, const ConfigOverrides& overrides = {});
+
+  const ModelConfig& config() const { return config_; }
+  const float* tensor(const std::string& name) const;  // F32 data of a loaded tensor
+
+  const float* embed = nullptr;       // [vocab][d]
+  std::vector<LayerWeights> layers;
+  const float* final_norm = nullptr;  // [d]
+  const float* lm_head = nullptr;     // [vocab][d]; the embedding when tied
+
+ private:
+  ModelConfig config_;
+  std::map<std::string, std::vector<float>> tensors_;
+};
+
+// One sequence being run: KV cache [layer][kv_head][position][head_dim] for `n_ctx`
+// positions, the positional scheme's tables, and scratch for up to `n_batch` tokens per step.
+class InferenceState {
+ public:
+  InferenceState(const Model& model, int n_ctx, int n_batch = 512);
+
+  // Runs tokens[0..n) at positions pos0..pos0+n-1, replacing what the cache held from pos0 on
+  // (pos0 <= n_past()). Writes logits [n][vocab], or only the last token's [vocab] unless
+  // `all_logits`. Longer inputs run in chunks of n_batch. Throws pert::Error on bad input.
+  void forward(const int* tokens, int n, int pos0, float* logits, bool all_logits);
+
+  int n_past() const { return n_past_; }
+  int n_ctx() const { return n_ctx_; }
+  int n_batch() const { return n_batch_; }
+
+ private:
+  void forward_chunk(const int* tokens, int n, int pos0, float* logits, bool all_logits);
+
+  const Model& model_;
+  const ModelConfig& c_;
+  std::unique_ptr<PositionEncoding> position_;
+  int n_ctx_, n_batch_, n_past_ = 0;
+  size_t scratch_per_thread_;
+
+  std::vector<float> k_cache_, v_cache_;  // [layer][kv_head][n_ctx][head_dim]
+  std::vector<float> keys_read_;          // [kv_head][n_ctx][head_dim], keys rotated when read
+  std::vector<float> x_, xb_;             // [n_batch][d]
+  std::vector<float> q_, att_;            // [n_batch][n_heads·head_dim]
+  std::vector<float> k_, v_;              // [n_batch][n_kv_heads·head_dim]
+  std::vector<float> gate_, up_;          // [n_batch][ffn]
+  std::vector<float> scores_;             // [threads][kQueryBlock][n_ctx]
+};
+
+}  // namespace pert

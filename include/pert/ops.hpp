@@ -1,0 +1,36 @@
+// Numerical kernels of the forward pass. Row-major throughout; weights are [out][in] as HF
+// stores them.
+#pragma once
+#include <cstddef>
+
+namespace pert {
+
+class PositionEncoding;
+
+// y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`. BLAS: GEMM for T > 1, GEMV for T = 1.
+void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate = false);
+
+// out[T][d] = x / sqrt(mean(x²) + eps) * weight, row by row.
+void rmsnorm(float* out, const float* x, const float* weight, int T, int d, float eps);
+
+// gate[i] = silu(gate[i]) * up[i]  (SwiGLU).
+void swiglu(float* gate, const float* up, size_t n);
+
+// In place over the first n entries: softmax with the maximum subtracted first.
+void softmax(float* x, int n);
+
+// Causal multi-head attention for T queries at positions pos0..pos0+T-1 over keys/values
+// 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads).
+struct AttentionShape {
+  int T, pos0;
+  int n_heads, n_kv_heads, head_dim;
+  ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
+};
+// q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim].
+// scratch: query_block × (pos0 + T) floats per thread, for omp_get_max_threads() threads.
+// Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
+inline constexpr int kQueryBlock = 16;
+void attention(float* out, const float* q, const float* keys, const float* values, const AttentionShape& shape,
+               float scale, const PositionEncoding& position, float* scratch, size_t scratch_per_thread);
+
+}  // namespace pert

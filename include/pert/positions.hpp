@@ -1,0 +1,71 @@
+// The positional interface (DESIGN.md §2). A scheme implements the hooks it needs:
+//   1. add to the token embeddings at the input        (learned, sinusoidal)
+//   2. rotate queries and keys                         (rope family, xPos)
+//   3. add a bias to attention scores by (query, key, head)   (alibi, t5)
+// The model and the attention kernel call these hooks and never name a scheme. Each scheme
+// lives in its own file under src/positions/ and has one entry in the registry (registry.cpp).
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pert/config.hpp"
+
+namespace pert {
+
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// A scheme's own weights, looked up by tensor name (already F32, shape checked).
+using TensorLookup = std::function<const float*(const std::string& name)>;
+
+// One instance per inference state: begin_forward() may cache tables for the positions at hand.
+class PositionEncoding {
+ public:
+  virtual ~PositionEncoding() = default;
+
+  // Called once per forward over positions [pos0, pos0 + n): the sequence is then
+  // `pos0 + n` long, which length-dependent schemes (dynamic NTK, LongRoPE) read.
+  virtual void begin_forward(int pos0, int n) { (void)pos0, (void)n; }
+
+  // Hook 1. x: [n][hidden] embeddings of positions pos0..pos0+n-1.
+  virtual void add_to_embeddings(float* x, int pos0, int n) const { (void)x, (void)pos0, (void)n; }
+
+  // Hook 2. Rotates head vectors in place: vector (t, h), t < n_pos, h < n_heads, lives at
+  // x + t*pos_stride + h*head_stride and has position pos0 + t. Queries and keys differ only
+  // for xPos (which scales them in opposite directions).
+  virtual bool rotates() const { return false; }
+  virtual void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
+                      bool is_query) const {
+    (void)x, (void)pos0, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)is_query;
+  }
+  // True when the rotation depends on the current length: keys are then cached unrotated and
+  // rotated when read, so no cached key is ever stale.
+  virtual bool rotates_keys_on_read() const { return false; }
+
+  // Hook 3. scores[k] += bias(query_pos, key position k, head) for k in [0, n_keys).
+  virtual bool has_bias() const { return false; }
+  virtual void add_bias(float* scores, int head, int query_pos, int n_keys) const {
+    (void)scores, (void)head, (void)query_pos, (void)n_keys;
+  }
+};
+
+// The tensors a scheme adds to the model (learned table, t5 bias table).
+std::vector<ExpectedTensor> position_tensors(const ModelConfig& config);
+
+// Builds the scheme that `config.position` names.
+std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& config, const TensorLookup& tensors);
+
+// Formulas exposed for the property tests.
+std::vector<double> alibi_slopes(int n_heads, double max_bias);
+int t5_bucket(int distance, int num_buckets, int max_distance);  // distance = m - n >= 0
+// RoPE inverse frequencies θ_i (i < rotary_dim/2) after scaling, for a sequence `length` long,
+// and the attention factor that multiplies the rotated parts of q and k.
+std::vector<double> rope_inv_freq(const PositionConfig& position, int length);
+double rope_attention_factor(const PositionConfig& position);
+
+}  // namespace pert

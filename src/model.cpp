@@ -1,0 +1,146 @@
+#include "pert/model.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "pert/error.hpp"
+#include "pert/model_dir.hpp"
+#include "pert/ops.hpp"
+
+namespace pert {
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const ConfigOverrides& overrides) {
+  const ModelDir md = open_model_dir(dir, overrides);
+  auto m = std::make_unique<Model>();
+  m->config_ = md.config;
+  for (const ExpectedTensor& e : expected_tensors(md.config)) m->tensors_[e.name] = read_f32(*md.checkpoint.find(e.name));
+
+  m->embed = m->tensor("model.embed_tokens.weight");
+  for (int i = 0; i < md.config.n_layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    m->layers.push_back({m->tensor(l + "input_layernorm.weight"), m->tensor(l + "self_attn.q_proj.weight"),
+                         m->tensor(l + "self_attn.k_proj.weight"), m->tensor(l + "self_attn.v_proj.weight"),
+                         m->tensor(l + "self_attn.o_proj.weight"), m->tensor(l + "post_attention_layernorm.weight"),
+                         m->tensor(l + "mlp.gate_proj.weight"), m->tensor(l + "mlp.up_proj.weight"),
+                         m->tensor(l + "mlp.down_proj.weight")});
+  }
+  m->final_norm = m->tensor("model.norm.weight");
+  m->lm_head = md.config.tie_word_embeddings ? m->embed : m->tensor("lm_head.weight");
+  return m;
+}
+
+const float* Model::tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error("model has no tensor '" + name + "'");
+  return it->second.data();
+}
+
+InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch)
+    : model_(model), c_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)) {
+  if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
+  if (n_batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(n_batch));
+  position_ = make_position_encoding(c_, [&](const std::string& name) { return model.tensor(name); });
+  const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
+  const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_);
+  const size_t cache = size_t(c_.n_layers) * kv_dim * size_t(n_ctx);
+  k_cache_.assign(cache, 0.0f);
+  v_cache_.assign(cache, 0.0f);
+  if (position_->rotates_keys_on_read()) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  x_.resize(B * d);
+  xb_.resize(B * d);
+  q_.resize(B * q_dim);
+  att_.resize(B * q_dim);
+  k_.resize(B * kv_dim);
+  v_.resize(B * kv_dim);
+  gate_.resize(B * size_t(c_.intermediate_size));
+  up_.resize(B * size_t(c_.intermediate_size));
+  scratch_per_thread_ = size_t(kQueryBlock) * size_t(n_ctx);
+  scores_.resize(size_t(omp_get_max_threads()) * scratch_per_thread_);
+}
+
+void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
+  if (n < 1) throw Error("forward: no tokens");
+  if (pos0 < 0 || pos0 > n_past_)
+    throw Error("forward: position " + std::to_string(pos0) + " leaves a gap after the " + std::to_string(n_past_) +
+                " cached positions");
+  if (pos0 + n > n_ctx_)
+    throw Error("forward: positions up to " + std::to_string(pos0 + n - 1) + " exceed the context size " +
+                std::to_string(n_ctx_));
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
+      throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
+                  std::to_string(c_.vocab_size) + ")");
+  if (omp_get_max_threads() * scratch_per_thread_ > scores_.size())
+    scores_.resize(size_t(omp_get_max_threads()) * scratch_per_thread_);  // thread count raised since
+  for (int done = 0; done < n; done += n_batch_) {
+    const int chunk = std::min(n_batch_, n - done);
+    const bool last = done + chunk == n;
+    float* out = all_logits ? logits + size_t(done) * c_.vocab_size : logits;
+    if (all_logits || last) forward_chunk(tokens + done, chunk, pos0 + done, out, all_logits);
+    else forward_chunk(tokens + done, chunk, pos0 + done, nullptr, false);
+  }
+}
+
+void InferenceState::forward_chunk(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
+  const ModelConfig& c = c_;
+  const int d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
+  const int q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
+  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  const float eps = float(c.rms_norm_eps);
+  PositionEncoding& pe = *position_;
+  pe.begin_forward(pos0, n);
+
+  // x [n][d]: token embeddings, plus absolute positions for the schemes that add them.
+  for (int t = 0; t < n; ++t)
+    std::memcpy(&x_[size_t(t) * d], model_.embed + size_t(tokens[t]) * d, sizeof(float) * d);
+  pe.add_to_embeddings(x_.data(), pos0, n);
+
+  const AttentionShape shape{n, pos0, c.n_heads, c.n_kv_heads, hd, kv_head_stride};
+  const float scale = 1.0f / std::sqrt(float(hd));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = model_.layers[size_t(l)];
+    float* k_cache = &k_cache_[size_t(l) * kv_dim * n_ctx_];  // [kv_head][n_ctx][hd]
+    float* v_cache = &v_cache_[size_t(l) * kv_dim * n_ctx_];
+
+    rmsnorm(xb_.data(), x_.data(), w.attn_norm, n, d, eps);
+    matmul(q_.data(), xb_.data(), w.wq, n, d, q_dim);
+    matmul(k_.data(), xb_.data(), w.wk, n, d, kv_dim);
+    matmul(v_.data(), xb_.data(), w.wv, n, d, kv_dim);
+    if (pe.rotates()) {
+      pe.rotate(q_.data(), pos0, n, c.n_heads, q_dim, hd, true);
+      if (!pe.rotates_keys_on_read()) pe.rotate(k_.data(), pos0, n, c.n_kv_heads, kv_dim, hd, false);
+    }
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        const size_t src = size_t(t) * kv_dim + size_t(h) * hd, dst = size_t(h) * kv_head_stride + size_t(pos0 + t) * hd;
+        std::memcpy(k_cache + dst, &k_[src], sizeof(float) * hd);
+        std::memcpy(v_cache + dst, &v_[src], sizeof(float) * hd);
+      }
+    const float* keys = k_cache;
+    if (pe.rotates_keys_on_read()) {  // rotate every cached key for the current length
+      const size_t len = size_t(pos0 + n) * hd;
+      for (int h = 0; h < c.n_kv_heads; ++h)
+        std::memcpy(&keys_read_[size_t(h) * kv_head_stride], k_cache + size_t(h) * kv_head_stride, sizeof(float) * len);
+      pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
+      keys = keys_read_.data();
+    }
+    attention(att_.data(), q_.data(), keys, v_cache, shape, scale, pe, scores_.data(), scratch_per_thread_);
+    matmul(x_.data(), att_.data(), w.wo, n, q_dim, d, /*accumulate=*/true);
+
+    rmsnorm(xb_.data(), x_.data(), w.ffn_norm, n, d, eps);
+    matmul(gate_.data(), xb_.data(), w.w_gate, n, d, ff);
+    matmul(up_.data(), xb_.data(), w.w_up, n, d, ff);
+    swiglu(gate_.data(), up_.data(), size_t(n) * ff);
+    matmul(x_.data(), gate_.data(), w.w_down, n, ff, d, /*accumulate=*/true);
+  }
+  n_past_ = pos0 + n;
+  if (!logits) return;
+  const int first = all_logits ? 0 : n - 1, rows = n - first;
+  rmsnorm(xb_.data(), &x_[size_t(first) * d], model_.final_norm, rows, d, eps);
+  matmul(logits, xb_.data(), model_.lm_head, rows, d, c.vocab_size);
+}
+
+}  // namespace pert

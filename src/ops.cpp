@@ -1,0 +1,86 @@
+#include "pert/ops.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "pert/positions.hpp"
+
+namespace pert {
+
+void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (T == 1)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, x, 1, beta, y, 1);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, x, K, w, K, beta, y, N);
+}
+
+void rmsnorm(float* out, const float* x, const float* weight, int T, int d, float eps) {
+#pragma omp parallel for if (T > 16)
+  for (int t = 0; t < T; ++t) {
+    const float* xt = x + size_t(t) * d;
+    float* ot = out + size_t(t) * d;
+    double ss = 0.0;
+    for (int i = 0; i < d; ++i) ss += double(xt[i]) * xt[i];
+    const float inv = float(1.0 / std::sqrt(ss / d + eps));
+    for (int i = 0; i < d; ++i) ot[i] = xt[i] * inv * weight[i];
+  }
+}
+
+void swiglu(float* gate, const float* up, size_t n) {
+#pragma omp parallel for if (n > 65536)
+  for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void softmax(float* x, int n) {
+  const float max = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void attention(float* out, const float* q, const float* keys, const float* values, const AttentionShape& s,
+               float scale, const PositionEncoding& position, float* scratch, size_t scratch_per_thread) {
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
+  const size_t row_len = size_t(s.pos0 + s.T);  // keys the last query sees
+  const bool bias = position.has_bias();
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int h = 0; h < s.n_heads; ++h)
+    for (int b = 0; b < n_blocks; ++b) {
+      float* scores = scratch + size_t(omp_get_thread_num()) * scratch_per_thread;  // [kQueryBlock][row_len]
+      const float* k = keys + (h / group) * s.kv_head_stride;                       // [position][hd]
+      const float* v = values + (h / group) * s.kv_head_stride;
+      const int t_end = std::min(s.T, (b + 1) * kQueryBlock);
+      for (int t = b * kQueryBlock; t < t_end; ++t) {
+        const int pos = s.pos0 + t, n_keys = pos + 1;  // causal: keys 0..pos
+        float* row = scores + size_t(t - b * kQueryBlock) * row_len;
+        const float* qt = q + (size_t(t) * s.n_heads + h) * hd;
+        for (int j = 0; j < n_keys; ++j) {
+          const float* kj = k + size_t(j) * hd;
+          float dot = 0.0f;
+          for (int i = 0; i < hd; ++i) dot += qt[i] * kj[i];
+          row[j] = dot * scale;
+        }
+        if (bias) position.add_bias(row, h, pos, n_keys);
+        softmax(row, n_keys);
+        float* ot = out + (size_t(t) * s.n_heads + h) * hd;
+        std::fill(ot, ot + hd, 0.0f);
+        for (int j = 0; j < n_keys; ++j) {
+          const float* vj = v + size_t(j) * hd;
+          const float p = row[j];
+          for (int i = 0; i < hd; ++i) ot[i] += p * vj[i];
+        }
+      }
+    }
+}
+
+}  // namespace pert

@@ -1,0 +1,173 @@
+// Rotary position embedding (Su et al., RoFormer) with its scaling variants and xPos.
+//
+// Pair (a, b) of a head vector rotates by m·θ_i: a' = a cos − b sin, b' = a sin + b cos, with
+// pairs (i, i + r/2) in the "half" layout and (2i, 2i+1) in the "interleaved" one; dims past
+// the rotary dim r are left alone. Frequencies follow HF transformers' modeling_rope_utils.py:
+//   linear   θ_i / s                       (Chen et al. 2023, position interpolation)
+//   ntk      base · s^(r/(r−2))            (bloc97, NTK-aware)
+//   dynamic  base · (s·ℓ/L − (s−1))^(r/(r−2)) while ℓ > L   (HF "dynamic")
+//   yarn     θ_i/s and θ_i blended by a ramp between the beta_fast / beta_slow correction dims
+//            (floored / ceiled, as HF and llama.cpp do)  (Peng et al. 2023)
+//   llama3   wavelength bands: long → θ/s, short → θ, smooth blend between
+//   longrope θ_i / short_factor_i, or / long_factor_i once ℓ > L
+// YaRN and LongRoPE multiply the rotated dims of q and k by an attention factor, as HF does
+// by scaling cos and sin. xPos (Sun et al. 2022) scales pair i of q by ζ_i^(m/scale_base) and
+// of k by ζ_i^(−n/scale_base), ζ_i = (2i/r + γ)/(1 + γ).
+#include <cmath>
+
+#include "pert/error.hpp"
+#include "schemes.hpp"
+
+namespace pert {
+
+std::vector<double> rope_inv_freq(const PositionConfig& p, int length) {
+  const RopeScaling& s = p.scaling;
+  const int r = p.rotary_dim, half = r / 2;
+  const double L = s.original_max_position;
+  double base = p.base;
+  if (s.type == RopeScalingType::Ntk) base *= std::pow(s.factor, r / (r - 2.0));
+  if (s.type == RopeScalingType::Dynamic && length > L)
+    base *= std::pow(s.factor * length / L - (s.factor - 1.0), r / (r - 2.0));
+
+  std::vector<double> theta(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) theta[size_t(i)] = std::pow(base, -2.0 * i / r);
+
+  switch (s.type) {
+    case RopeScalingType::None:
+    case RopeScalingType::Ntk:
+    case RopeScalingType::Dynamic:
+      break;
+    case RopeScalingType::Linear:
+      for (double& t : theta) t /= s.factor;
+      break;
+    case RopeScalingType::Yarn: {
+      // Dimension whose wavelength makes `rotations` turns over L positions.
+      auto correction_dim = [&](double rotations) {
+        return r * std::log(L / (rotations * 2.0 * M_PI)) / (2.0 * std::log(p.base));
+      };
+      const double low = std::max(std::floor(correction_dim(s.beta_fast)), 0.0);
+      double high = std::min(std::ceil(correction_dim(s.beta_slow)), r - 1.0);
+      if (high == low) high += 0.001;  // avoid a zero-width ramp
+      for (int i = 0; i < half; ++i) {
+        const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+        const double extrapolation = 1.0 - ramp;  // 1: keep θ_i (high frequency), 0: interpolate
+        theta[size_t(i)] = theta[size_t(i)] / s.factor * (1.0 - extrapolation) + theta[size_t(i)] * extrapolation;
+      }
+      break;
+    }
+    case RopeScalingType::Llama3: {
+      const double low_wavelen = L / s.low_freq_factor, high_wavelen = L / s.high_freq_factor;
+      for (double& t : theta) {
+        const double wavelen = 2.0 * M_PI / t;
+        if (wavelen > low_wavelen) {
+          t /= s.factor;
+        } else if (wavelen >= high_wavelen) {
+          const double u = (L / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+          t = (1.0 - u) * t / s.factor + u * t;
+        }
+      }
+      break;
+    }
+    case RopeScalingType::LongRope: {
+      const std::vector<double>& ext = length > L ? s.long_factor : s.short_factor;
+      for (int i = 0; i < half; ++i) theta[size_t(i)] /= ext[size_t(i)];
+      break;
+    }
+  }
+  return theta;
+}
+
+double rope_attention_factor(const PositionConfig& p) {
+  const RopeScalingType t = p.scaling.type;
+  return (t == RopeScalingType::Yarn || t == RopeScalingType::LongRope) ? p.scaling.attention_factor : 1.0;
+}
+
+namespace {
+
+class Rope final : public PositionEncoding {
+ public:
+  explicit Rope(const PositionConfig& p) : p_(p), half_(p.rotary_dim / 2), attention_factor_(rope_attention_factor(p)) {
+    const RopeScalingType t = p.scaling.type;
+    on_read_ = t == RopeScalingType::Dynamic || t == RopeScalingType::LongRope;
+    for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
+  }
+
+  bool rotates() const override { return true; }
+  bool rotates_keys_on_read() const override { return on_read_; }
+
+  // Makes the tables cover positions [0, pos0 + n) for the frequencies of that length.
+  void begin_forward(int pos0, int n) override {
+    const int length = pos0 + n;
+    std::vector<double> theta = rope_inv_freq(p_, length);
+    if (theta != theta_) {
+      theta_ = std::move(theta);
+      rows_ = 0;
+    }
+    if (length <= rows_) return;
+    const size_t cells = size_t(length) * half_;
+    cos_.resize(cells);
+    sin_.resize(cells);
+    if (p_.xpos.enabled) {
+      xpos_q_.resize(cells);
+      xpos_k_.resize(cells);
+    }
+    for (int m = rows_; m < length; ++m)
+      for (int i = 0; i < half_; ++i) {
+        const size_t at = size_t(m) * half_ + i;
+        const double angle = double(m) * theta_[size_t(i)];
+        cos_[at] = float(std::cos(angle) * attention_factor_);
+        sin_[at] = float(std::sin(angle) * attention_factor_);
+        if (p_.xpos.enabled) {
+          const double e = m / p_.xpos.scale_base;
+          xpos_q_[at] = float(std::pow(zeta_[size_t(i)], e));
+          xpos_k_[at] = float(std::pow(zeta_[size_t(i)], -e));
+          if (!std::isfinite(xpos_k_[at]))
+            throw Error("xpos: position " + std::to_string(m) + " is too far for F32 scales (scale_base " +
+                        std::to_string(p_.xpos.scale_base) + ")");
+        }
+      }
+    rows_ = length;
+  }
+
+  void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
+              bool is_query) const override {
+    const bool half_layout = p_.layout == RopeLayout::Half;
+    const std::vector<float>* xpos = p_.xpos.enabled ? (is_query ? &xpos_q_ : &xpos_k_) : nullptr;
+    for (int t = 0; t < n_pos; ++t) {
+      const size_t row = size_t(pos0 + t) * half_;
+      const float* c = &cos_[row];
+      const float* s = &sin_[row];
+      const float* z = xpos ? &(*xpos)[row] : nullptr;
+      for (int h = 0; h < n_heads; ++h) {
+        float* v = x + t * pos_stride + h * head_stride;
+        for (int i = 0; i < half_; ++i) {
+          float& a = v[half_layout ? i : 2 * i];
+          float& b = v[half_layout ? i + half_ : 2 * i + 1];
+          const float zi = z ? z[i] : 1.0f;
+          const float a0 = a, b0 = b;
+          a = (a0 * c[i] - b0 * s[i]) * zi;
+          b = (a0 * s[i] + b0 * c[i]) * zi;
+        }
+      }
+    }
+  }
+
+ private:
+  PositionConfig p_;
+  int half_;
+  double attention_factor_;
+  bool on_read_ = false;
+  std::vector<double> zeta_;        // [half] xPos bases
+  std::vector<double> theta_;       // [half] frequencies the tables were built for
+  int rows_ = 0;                    // positions the tables cover
+  std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
+  std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
+};
+
+}  // namespace
+
+std::unique_ptr<PositionEncoding> make_rope(const ModelConfig& c, const TensorLookup&) {
+  return std::make_unique<Rope>(c.position);
+}
+
+}  // namespace pert

@@ -1,0 +1,48 @@
+// Test harness: runs a model over token ids and writes every position's logits as raw F32
+// [T][vocab], so the Python reference tests can compare them.
+//   pert_logits MODEL_DIR IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]...
+// --chunk N feeds the ids N at a time through the KV cache (1 = token-by-token decode);
+// without it the whole sequence is one prefill.
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include <CLI/CLI.hpp>
+
+#include "pert/error.hpp"
+#include "pert/model.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write pert's logits for a token sequence"};
+  std::string model_dir, ids_file, out_file;
+  int chunk = 0, ctx = 0;
+  std::vector<std::string> sets;
+  app.add_option("model_dir", model_dir)->required();
+  app.add_option("ids_file", ids_file, "whitespace-separated token ids")->required();
+  app.add_option("out_file", out_file)->required();
+  app.add_option("--chunk", chunk);
+  app.add_option("--ctx", ctx);
+  app.add_option("--set", sets)->allow_extra_args(false);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::ifstream in(ids_file);
+    std::vector<int> ids{std::istream_iterator<int>(in), std::istream_iterator<int>()};
+    if (ids.empty()) throw pert::Error(ids_file + ": no token ids");
+    auto model = pert::Model::load(model_dir, {{}, sets});
+    const int T = int(ids.size()), V = model->config().vocab_size;
+    if (chunk <= 0) chunk = T;
+    pert::InferenceState state(*model, ctx > 0 ? ctx : T, chunk);
+    std::vector<float> logits(size_t(T) * V);
+    for (int pos = 0; pos < T; pos += chunk) {
+      const int n = std::min(chunk, T - pos);
+      state.forward(&ids[size_t(pos)], n, pos, &logits[size_t(pos) * V], true);
+    }
+    std::ofstream out(out_file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
+    if (!out) throw pert::Error(out_file + ": write failed");
+  } catch (const pert::Error& e) {
+    std::cerr << "pert_logits: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
