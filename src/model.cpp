@@ -75,23 +75,25 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
                   std::to_string(c_.vocab_size) + ")");
   if (omp_get_max_threads() * scratch_per_thread_ > scores_.size())
     scores_.resize(size_t(omp_get_max_threads()) * scratch_per_thread_);  // thread count raised since
-  for (int done = 0; done < n; done += n_batch_) {
-    const int chunk = std::min(n_batch_, n - done);
+  // Chunks of at most n_batch positions, all of one length class (see PositionEncoding).
+  for (int done = 0, chunk; done < n; done += chunk) {
+    const int length = position_->length_class(pos0 + done);
+    chunk = 1;
+    while (chunk < std::min(n_batch_, n - done) && position_->length_class(pos0 + done + chunk) == length) ++chunk;
     const bool last = done + chunk == n;
-    float* out = all_logits ? logits + size_t(done) * c_.vocab_size : logits;
-    if (all_logits || last) forward_chunk(tokens + done, chunk, pos0 + done, out, all_logits);
-    else forward_chunk(tokens + done, chunk, pos0 + done, nullptr, false);
+    float* out = all_logits ? logits + size_t(done) * c_.vocab_size : (last ? logits : nullptr);
+    forward_chunk(tokens + done, chunk, pos0 + done, length, out, all_logits);
   }
 }
 
-void InferenceState::forward_chunk(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
+void InferenceState::forward_chunk(const int* tokens, int n, int pos0, int length, float* logits, bool all_logits) {
   const ModelConfig& c = c_;
   const int d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
   const int q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
   const float eps = float(c.rms_norm_eps);
   PositionEncoding& pe = *position_;
-  pe.begin_forward(pos0, n);
+  pe.begin_forward(length, pos0, n);
 
   // x [n][d]: token embeddings, plus absolute positions for the schemes that add them.
   for (int t = 0; t < n; ++t)
@@ -120,7 +122,7 @@ void InferenceState::forward_chunk(const int* tokens, int n, int pos0, float* lo
         std::memcpy(v_cache + dst, &v_[src], sizeof(float) * hd);
       }
     const float* keys = k_cache;
-    if (pe.rotates_keys_on_read()) {  // rotate every cached key for the current length
+    if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
       const size_t len = size_t(pos0 + n) * hd;
       for (int h = 0; h < c.n_kv_heads; ++h)
         std::memcpy(&keys_read_[size_t(h) * kv_head_stride], k_cache + size_t(h) * kv_head_stride, sizeof(float) * len);

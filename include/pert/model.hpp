@@ -54,7 +54,8 @@ class InferenceState {
 
   // Runs tokens[0..n) at positions pos0..pos0+n-1, replacing what the cache held from pos0 on
   // (pos0 <= n_past()). Writes logits [n][vocab], or only the last token's [vocab] unless
-  // `all_logits`. Longer inputs run in chunks of n_batch. Throws pert::Error on bad input.
+  // `all_logits`. Runs in chunks of at most n_batch positions of one length class, which for
+  // a causal model gives the same logits as one pass. Throws pert::Error on bad input.
   void forward(const int* tokens, int n, int pos0, float* logits, bool all_logits);
 
   int n_past() const { return n_past_; }
@@ -62,7 +63,7 @@ class InferenceState {
   int n_batch() const { return n_batch_; }
 
  private:
-  void forward_chunk(const int* tokens, int n, int pos0, float* logits, bool all_logits);
+  void forward_chunk(const int* tokens, int n, int pos0, int length, float* logits, bool all_logits);
 
   const Model& model_;
   const ModelConfig& c_;

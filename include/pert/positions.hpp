@@ -28,9 +28,15 @@ class PositionEncoding {
  public:
   virtual ~PositionEncoding() = default;
 
-  // Called once per forward over positions [pos0, pos0 + n): the sequence is then
-  // `pos0 + n` long, which length-dependent schemes (dynamic NTK, LongRoPE) read.
-  virtual void begin_forward(int pos0, int n) { (void)pos0, (void)n; }
+  // Length-dependent schemes (dynamic NTK, LongRoPE) encode position m as part of a sequence
+  // of m + 1 tokens, so they stay causal: the output at m never depends on later tokens, and
+  // one prefill equals token-by-token decoding. length_class(m) names the length whose
+  // encoding m uses; the model runs consecutive positions of one class in one forward.
+  // Schemes that do not depend on length return 0 everywhere.
+  virtual int length_class(int pos) const { (void)pos; return 0; }
+
+  // Called before each forward over positions [pos0, pos0 + n), all of length class `length`.
+  virtual void begin_forward(int length, int pos0, int n) { (void)length, (void)pos0, (void)n; }
 
   // Hook 1. x: [n][hidden] embeddings of positions pos0..pos0+n-1.
   virtual void add_to_embeddings(float* x, int pos0, int n) const { (void)x, (void)pos0, (void)n; }
@@ -43,8 +49,8 @@ class PositionEncoding {
                       bool is_query) const {
     (void)x, (void)pos0, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)is_query;
   }
-  // True when the rotation depends on the current length: keys are then cached unrotated and
-  // rotated when read, so no cached key is ever stale.
+  // True when the rotation depends on the length: keys are then cached unrotated and rotated
+  // when read, so no cached key is ever stale.
   virtual bool rotates_keys_on_read() const { return false; }
 
   // Hook 3. scores[k] += bias(query_pos, key position k, head) for k in [0, n_keys).
@@ -63,7 +69,7 @@ std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& conf
 // Formulas exposed for the property tests.
 std::vector<double> alibi_slopes(int n_heads, double max_bias);
 int t5_bucket(int distance, int num_buckets, int max_distance);  // distance = m - n >= 0
-// RoPE inverse frequencies θ_i (i < rotary_dim/2) after scaling, for a sequence `length` long,
+// RoPE inverse frequencies θ_i (i < rotary_dim/2) after scaling, for a sequence `length` long
 // and the attention factor that multiplies the rotated parts of q and k.
 std::vector<double> rope_inv_freq(const PositionConfig& position, int length);
 double rope_attention_factor(const PositionConfig& position);

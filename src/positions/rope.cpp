@@ -95,23 +95,30 @@ class Rope final : public PositionEncoding {
   bool rotates() const override { return true; }
   bool rotates_keys_on_read() const override { return on_read_; }
 
-  // Makes the tables cover positions [0, pos0 + n) for the frequencies of that length.
-  void begin_forward(int pos0, int n) override {
-    const int length = pos0 + n;
+  int length_class(int pos) const override {
+    if (!on_read_) return 0;
+    const int L = p_.scaling.original_max_position;
+    if (pos < L) return L;  // plain frequencies (dynamic) or the short factors (LongRoPE)
+    return p_.scaling.type == RopeScalingType::LongRope ? L + 1 : pos + 1;
+  }
+
+  // Makes the tables cover positions [0, pos0 + n) with the frequencies of `length`.
+  void begin_forward(int length, int pos0, int n) override {
     std::vector<double> theta = rope_inv_freq(p_, length);
     if (theta != theta_) {
       theta_ = std::move(theta);
       rows_ = 0;
     }
-    if (length <= rows_) return;
-    const size_t cells = size_t(length) * half_;
+    const int rows = pos0 + n;
+    if (rows <= rows_) return;
+    const size_t cells = size_t(rows) * half_;
     cos_.resize(cells);
     sin_.resize(cells);
     if (p_.xpos.enabled) {
       xpos_q_.resize(cells);
       xpos_k_.resize(cells);
     }
-    for (int m = rows_; m < length; ++m)
+    for (int m = rows_; m < rows; ++m)
       for (int i = 0; i < half_; ++i) {
         const size_t at = size_t(m) * half_ + i;
         const double angle = double(m) * theta_[size_t(i)];
@@ -126,7 +133,7 @@ class Rope final : public PositionEncoding {
                         std::to_string(p_.xpos.scale_base) + ")");
         }
       }
-    rows_ = length;
+    rows_ = rows;
   }
 
   void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,

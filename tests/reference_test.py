@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""pert's logits against the PyTorch reference (tools/reference.py), one positional case at a time.
+
+    reference_test.py --list
+    reference_test.py CASE PERT_LOGITS
+
+For a random-weight model trained-length L = 32, over T = 128 positions (4L), it checks with
+max |Δ| ≤ 1e-4 (float32 pert vs float64 reference):
+  - one prefill of all T tokens,
+  - token-by-token decode through the KV cache, and chunks of 7,
+  - prefill against decode inside pert itself, and for length-dependent schemes (dynamic NTK,
+    LongRoPE) decode steps past L against a fresh prefill of the same tokens.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+T, L, TOL = 128, 32, 1e-4
+
+LONGROPE = {"type": "longrope", "factor": 4.0,
+            "short_factor": [1.0, 1.0, 1.1, 1.2, 1.5, 2.0, 2.5, 3.0],
+            "long_factor": [1.0, 1.2, 1.6, 2.2, 3.0, 4.0, 5.0, 6.0]}
+# name: (position block or None for HF keys, make_model options, length-dependent)
+CASES = {
+    "none": ({"type": "none"}, {}, False),
+    "learned": ({"type": "learned", "max_positions": T}, {}, False),
+    "learned_clamp": ({"type": "learned", "beyond": "clamp"}, {}, False),
+    "sinusoidal": ({"type": "sinusoidal", "embed_scale": 8.0}, {}, False),
+    "rope": ({"type": "rope"}, {}, False),
+    "rope_interleaved": ({"type": "rope", "layout": "interleaved"}, {}, False),
+    "rope_partial": ({"type": "rope", "rotary_dim": 8, "base": 500.0}, {}, False),
+    "rope_partial_interleaved": ({"type": "rope", "rotary_dim": 8, "layout": "interleaved"}, {}, False),
+    "rope_linear": ({"type": "rope", "scaling": {"type": "linear", "factor": 4.0}}, {}, False),
+    "rope_ntk": ({"type": "rope", "scaling": {"type": "ntk", "factor": 4.0}}, {}, False),
+    "rope_dynamic": ({"type": "rope", "scaling": {"type": "dynamic", "factor": 2.0}}, {}, True),
+    "rope_yarn": ({"type": "rope", "base": 500.0, "scaling": {"type": "yarn", "factor": 4.0}}, {}, False),
+    "rope_yarn_partial": ({"type": "rope", "rotary_dim": 8, "layout": "interleaved",
+                           "scaling": {"type": "yarn", "factor": 8.0, "beta_fast": 16, "beta_slow": 2,
+                                       "original_max_position_embeddings": 16}}, {}, False),
+    "rope_llama3": ({"type": "rope", "scaling": {"type": "llama3", "factor": 8.0}}, {}, False),
+    "rope_longrope": ({"type": "rope", "scaling": LONGROPE}, {}, True),
+    "rope_xpos": ({"type": "rope", "xpos": {}}, {}, False),
+    "rope_xpos_interleaved": ({"type": "rope", "layout": "interleaved", "xpos": {"gamma": 0.2, "scale_base": 64}},
+                              {}, False),
+    "alibi": ({"type": "alibi"}, {}, False),
+    "alibi_6_heads": ({"type": "alibi", "max_bias": 6.0}, {"hidden": 96, "heads": 6, "kv_heads": 3}, False),
+    "t5": ({"type": "t5", "num_buckets": 16, "max_distance": 48}, {}, False),
+    "hf_yarn_partial": (None, {"extra_config": {"rope_theta": 5000.0, "partial_rotary_factor": 0.5,
+                                                "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}, False),
+    "hf_llama3_tied_mha": (None, {"tie": True, "kv_heads": 4,
+                                  "extra_config": {"rope_scaling": {"rope_type": "llama3", "factor": 4.0,
+                                                                    "original_max_position_embeddings": 16}}}, False),
+    "rope_head_dim_bf16": ({"type": "rope"}, {"head_dim": 24, "dtype": "BF16"}, False),
+}
+
+
+def main():
+    if sys.argv[1] == "--list":
+        print(";".join(CASES))
+        return 0
+    case, pert_logits = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+    import numpy as np
+    import reference
+
+    position, options, length_dependent = CASES[case]
+    options = dict(options)
+    dtype = options.pop("dtype", "F32")
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        reference.make_model(model, position, seed=hash(case) % 1000, dtype=dtype, trained=L, **options)
+        vocab = json.load(open(os.path.join(model, "config.json")))["vocab_size"]
+        ids = np.random.default_rng(7).integers(0, vocab, T).tolist()
+        config, W = reference.load_model_dir(model)
+        prefix_ref = {}
+
+        def ref(b):  # reference logits for the first b tokens
+            if b not in prefix_ref:
+                with reference.torch.no_grad():
+                    prefix_ref[b] = reference.forward(config, W, ids[:b]).numpy()
+            return prefix_ref[b]
+
+        def run_pert(n, chunk=None):
+            ids_file, out = os.path.join(tmp, "ids.txt"), os.path.join(tmp, "out.bin")
+            with open(ids_file, "w") as f:
+                f.write(" ".join(map(str, ids[:n])))
+            cmd = [pert_logits, model, ids_file, out] + (["--chunk", str(chunk)] if chunk else [])
+            subprocess.run(cmd, check=True)
+            return np.fromfile(out, dtype=np.float32).reshape(n, vocab).astype(np.float64)
+
+        def check(what, got, want):
+            err = float(np.max(np.abs(got - want)))
+            print(f"{case:28s} {what:44s} max|Δ| = {err:.2e}  (|logit| ≤ {np.max(np.abs(want)):.1f})")
+            if not err <= TOL:
+                failures.append(what)
+
+        prefill = run_pert(T)
+        check("prefill vs reference", prefill, ref(T))
+        decode = run_pert(T, 1)
+        check("decode vs reference", decode, ref(T))
+        check("chunks of 7 vs reference", run_pert(T, 7), ref(T))
+        check("prefill vs decode (pert)", prefill, decode)
+        if length_dependent:
+            for n in (L - 1, L, L + 1, 2 * L + 3):
+                check(f"decode step {n - 1} vs fresh prefill of {n} tokens", decode[:n], run_pert(n))
+                check(f"reference: {n} tokens vs the first {n} of {T}", ref(n), ref(T)[:n])
+    if failures:
+        print(f"{case}: FAILED: {', '.join(failures)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

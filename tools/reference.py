@@ -1,0 +1,359 @@
+#!/usr/bin/env python3
+"""PyTorch reference for pert: the same llama-style decoder for every positional scheme.
+
+Written from the formulas of ../shared/DESIGN.md and their sources (HF transformers'
+modeling_llama.py / modeling_rope_utils.py / T5Attention, Meta's llama, torchscale's xPos,
+the ALiBi paper's repository, the annotated Transformer), not from pert's C++. It computes in
+float64 so that it is the truth pert's float32 is measured against, and it runs the whole
+sequence at once with no cache.
+
+Length-dependent RoPE scalings (dynamic NTK, LongRoPE) are defined causally, as pert defines
+them: position m is encoded as part of a sequence of m + 1 tokens, with its query and every
+key it reads rotated for that length. So the logits at m never depend on later tokens, and a
+KV-cached decode can equal a fresh prefill. (HF instead uses the whole input's length for every
+position of an uncached forward, and whatever length each token saw when it was cached.)
+
+    reference.py make-model OUT_DIR POSITION_JSON [--seed N] [--dtype F32] [dims...]
+    reference.py logits MODEL_DIR IDS_FILE OUT_FILE     # float64 [T][vocab]
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+DT = torch.float64
+
+
+# ----------------------------------------------------------------------------- model files
+def load_model_dir(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    single = os.path.join(model_dir, "model.safetensors")
+    if os.path.exists(single):
+        tensors = safetensors_io.load(single)
+    else:
+        with open(os.path.join(model_dir, "model.safetensors.index.json")) as f:
+            index = json.load(f)
+        tensors = {}
+        for shard in sorted(set(index["weight_map"].values())):
+            tensors.update(safetensors_io.load(os.path.join(model_dir, shard)))
+    return config, {k: torch.tensor(v, dtype=DT) for k, v in tensors.items()}
+
+
+def position_block(config):
+    """pert's "position" block, or the HF rope keys it stands for."""
+    if config.get("position") is not None:
+        return dict(config["position"])
+    pos = {"type": "rope", "base": config.get("rope_theta", 10000.0)}
+    if config.get("partial_rotary_factor") is not None:
+        head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+        pos["rotary_dim"] = int(head_dim * config["partial_rotary_factor"])
+    rs = config.get("rope_scaling")
+    if rs:
+        rs = dict(rs)
+        kind = rs.pop("rope_type", None) or rs.pop("type")
+        rs.pop("type", None)
+        kind = {"su": "longrope"}.get(kind, kind)
+        if kind != "default":
+            pos["scaling"] = dict(rs, type=kind)
+    return pos
+
+
+# ----------------------------------------------------------------------------- rope family
+def rope_inv_freq(pos, rot_dim, seq_len, config):
+    """HF modeling_rope_utils: inverse frequencies for one forward over seq_len tokens."""
+    base = pos.get("base", 10000.0)
+    sc = pos.get("scaling") or {"type": "none"}
+    kind = sc["type"]
+    L = sc.get("original_max_position_embeddings") or config.get("original_max_position_embeddings") \
+        or config.get("max_position_embeddings", 2048)
+    exponents = torch.arange(0, rot_dim, 2, dtype=DT) / rot_dim
+    if kind == "none":
+        return 1.0 / base ** exponents
+    factor = sc.get("factor")
+    if kind == "linear":
+        return 1.0 / base ** exponents / factor
+    if kind == "ntk":
+        return 1.0 / (base * factor ** (rot_dim / (rot_dim - 2))) ** exponents
+    if kind == "dynamic":  # _compute_dynamic_ntk_parameters
+        if seq_len > L:
+            base = base * ((factor * seq_len / L) - (factor - 1)) ** (rot_dim / (rot_dim - 2))
+        return 1.0 / base ** exponents
+    if kind == "yarn":  # _compute_yarn_parameters
+        beta_fast, beta_slow = sc.get("beta_fast", 32), sc.get("beta_slow", 1)
+
+        def correction_dim(num_rotations):
+            return (rot_dim * math.log(L / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+        low = max(math.floor(correction_dim(beta_fast)), 0)
+        high = min(math.ceil(correction_dim(beta_slow)), rot_dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(rot_dim // 2, dtype=DT) - low) / (high - low), 0, 1)
+        extrapolation_factor = 1 - ramp
+        pos_freqs = base ** exponents
+        return (1.0 / (factor * pos_freqs)) * (1 - extrapolation_factor) + (1.0 / pos_freqs) * extrapolation_factor
+    if kind == "llama3":  # _compute_llama3_parameters
+        low_ff, high_ff = sc.get("low_freq_factor", 1.0), sc.get("high_freq_factor", 4.0)
+        inv_freq = 1.0 / base ** exponents
+        low_wavelen, high_wavelen = L / low_ff, L / high_ff
+        wavelen = 2 * math.pi / inv_freq
+        out = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (L / wavelen - low_ff) / (high_ff - low_ff)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+        return torch.where(medium, smoothed, out)
+    if kind == "longrope":  # _compute_longrope_parameters
+        ext = sc["long_factor"] if seq_len > L else sc["short_factor"]
+        return 1.0 / (torch.tensor(ext, dtype=DT) * base ** exponents)
+    raise ValueError(f"unknown rope scaling {kind}")
+
+
+def rope_attention_factor(pos, config):
+    sc = pos.get("scaling") or {"type": "none"}
+    factor = sc.get("factor")
+    L = sc.get("original_max_position_embeddings") or config.get("original_max_position_embeddings") \
+        or config.get("max_position_embeddings", 2048)
+    if sc["type"] == "yarn":
+        return sc.get("attention_factor", 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    if sc["type"] == "longrope":
+        if factor is None:
+            factor = config["max_position_embeddings"] / L
+        default = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(L))
+        return sc.get("attention_factor", default)
+    return 1.0
+
+
+def rotate_half(x):
+    """HF llama: pairs (i, i + r/2)."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x, angles, mscale, layout, xpos_scale):
+    """x: [H, T, r] rotary part; angles: [T, r/2]. Returns the rotated x."""
+    if layout == "half":  # HF: x*cos + rotate_half(x)*sin with cos/sin repeated over both halves
+        cos = torch.cat([angles.cos(), angles.cos()], dim=-1) * mscale
+        sin = torch.cat([angles.sin(), angles.sin()], dim=-1) * mscale
+        out = x * cos + rotate_half(x) * sin
+        if xpos_scale is not None:
+            out = out * torch.cat([xpos_scale, xpos_scale], dim=-1)
+        return out
+    # Meta llama / llama2.c: pairs (2i, 2i+1) as complex numbers times e^{i·angle}
+    xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
+    rot = torch.polar(torch.full_like(angles, mscale), angles)
+    if xpos_scale is not None:
+        rot = rot * xpos_scale
+    return torch.view_as_real(xc * rot).reshape(x.shape)
+
+
+def xpos_scales(pos, rot_dim, T):
+    """torchscale XPOS: scale_i^(position/scale_base) with positions centred on the sequence
+    (only m - n matters); queries up, keys down."""
+    xp = pos["xpos"]
+    gamma, scale_base = xp.get("gamma", 0.4), xp.get("scale_base", 512)
+    zeta = (torch.arange(0, rot_dim, 2, dtype=DT) + gamma * rot_dim) / ((1 + gamma) * rot_dim)
+    min_pos = -T // 2
+    positions = torch.arange(min_pos, min_pos + T, dtype=DT)
+    scale = zeta[None, :] ** (positions[:, None] / scale_base)  # [T, r/2]
+    return scale, 1.0 / scale
+
+
+# ----------------------------------------------------------------------------- bias schemes
+def alibi_slopes(n, max_bias=8.0):
+    """The ALiBi paper's get_slopes, with max_bias in place of its fixed 8."""
+    def power_of_2(n):
+        start = 2 ** (-max_bias / n)
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + alibi_slopes(2 * closest, max_bias)[0::2][: n - closest]
+
+
+def t5_relative_position_bucket(relative_position, num_buckets, max_distance):
+    """HF T5Attention._relative_position_bucket with bidirectional=False (float32 log, as HF)."""
+    relative_buckets = 0
+    relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    val_if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)).to(torch.long)
+    val_if_large = torch.min(val_if_large, torch.full_like(val_if_large, num_buckets - 1))
+    relative_buckets += torch.where(is_small, relative_position, val_if_large)
+    return relative_buckets
+
+
+def sinusoidal_table(T, d, base):
+    """The annotated Transformer's PositionalEncoding: sin on even dims, cos on odd."""
+    pe = torch.zeros(T, d, dtype=DT)
+    position = torch.arange(0, T, dtype=DT).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d, 2, dtype=DT) * -(math.log(base) / d))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+# ----------------------------------------------------------------------------- the model
+def rmsnorm(x, w, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def forward(config, W, ids):
+    """Logits [T, vocab] for token ids, all positions at once, causal."""
+    d = config["hidden_size"]
+    H = config["num_attention_heads"]
+    KV = config.get("num_key_value_heads") or H
+    hd = config.get("head_dim") or d // H
+    eps = config.get("rms_norm_eps", 1e-6)
+    pos = position_block(config)
+    kind = pos["type"]
+    T = len(ids)
+    ids_t = torch.tensor(ids, dtype=torch.long)
+    positions = torch.arange(T)
+
+    x = W["model.embed_tokens.weight"][ids_t]
+    if kind == "learned":
+        table = W["model.embed_positions.weight"]
+        rows = pos.get("max_positions", config.get("max_position_embeddings", 2048))
+        if T > rows and pos.get("beyond", "error") != "clamp":
+            raise ValueError("past the learned table")
+        x = x + table[torch.clamp(positions, max=rows - 1)]
+    elif kind == "sinusoidal":
+        x = x * pos.get("embed_scale", 1.0) + sinusoidal_table(T, d, pos.get("base", 10000.0))
+
+    bias = torch.zeros(H, T, T, dtype=DT)  # [head, query m, key n]
+    rel = positions[:, None] - positions[None, :]  # m - n
+    if kind == "alibi":
+        slopes = torch.tensor(alibi_slopes(H, pos.get("max_bias", 8.0)), dtype=DT)
+        bias = -slopes[:, None, None] * rel[None].to(DT)
+    elif kind == "t5":
+        buckets = t5_relative_position_bucket(-rel, pos.get("num_buckets", 32), pos.get("max_distance", 128))
+        bias = W["model.relative_attention_bias.weight"][buckets].permute(2, 0, 1)
+    causal = torch.full((T, T), float("-inf"), dtype=DT).triu(1)
+
+    if kind == "rope":
+        rot = pos.get("rotary_dim", hd)
+        mscale = rope_attention_factor(pos, config)
+        layout = pos.get("layout", "half")
+        xq, xk = xpos_scales(pos, rot, T) if pos.get("xpos") is not None else (None, None)
+        # Query rows grouped by the frequencies their length (m + 1) gives: [(rows, angles [T, r/2])].
+        groups = []
+        for m in range(T):
+            inv_freq = rope_inv_freq(pos, rot, m + 1, config)
+            if groups and torch.equal(groups[-1][2], inv_freq):
+                groups[-1][0].append(m)
+            else:
+                groups.append(([m], None, inv_freq))
+        groups = [(rows, positions[:, None].to(DT) * inv[None, :]) for rows, _, inv in groups]
+
+    def rotate(x, angles, scale):  # x [heads, n, hd]: rotary dims rotated, the rest kept
+        return torch.cat([apply_rope(x[..., :rot], angles, mscale, layout, scale), x[..., rot:]], dim=-1)
+
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)   # [H, T, hd]
+        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, KV, hd).transpose(0, 1)  # [KV, T, hd]
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, KV, hd).transpose(0, 1)
+        k = k.repeat_interleave(H // KV, dim=0)  # GQA: head h reads kv head h // (H/KV)
+        v = v.repeat_interleave(H // KV, dim=0)
+        if kind == "rope":
+            scores = torch.empty(H, T, T, dtype=DT)
+            for rows, angles in groups:
+                qr = rotate(q[:, rows], angles[rows], None if xq is None else xq[rows])
+                kr = rotate(k, angles, xk)
+                scores[:, rows] = qr @ kr.transpose(-1, -2)
+        else:
+            scores = q @ k.transpose(-1, -2)
+        scores = scores / math.sqrt(hd) + bias + causal
+        att = torch.softmax(scores, dim=-1) @ v  # [H, T, hd]
+        x = x + att.transpose(0, 1).reshape(T, H * hd) @ W[p + "self_attn.o_proj.weight"].T
+        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        gate = h @ W[p + "mlp.gate_proj.weight"].T
+        up = h @ W[p + "mlp.up_proj.weight"].T
+        x = x + (torch.nn.functional.silu(gate) * up) @ W[p + "mlp.down_proj.weight"].T
+    x = rmsnorm(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if config.get("tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ head.T
+
+
+# ----------------------------------------------------------------------------- random models
+def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
+               vocab=96, trained=32, tie=False, head_dim=None, extra_config=None):
+    """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1)."""
+    g = torch.Generator().manual_seed(seed)
+    hd = head_dim or hidden // heads
+
+    def randn(*shape, std=1.0):
+        return (torch.randn(*shape, generator=g, dtype=torch.float64) * std).numpy()
+
+    t = {"model.embed_tokens.weight": randn(vocab, hidden), "model.norm.weight": 1 + randn(hidden, std=0.1)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = 1 + randn(hidden, std=0.1)
+        t[p + "post_attention_layernorm.weight"] = 1 + randn(hidden, std=0.1)
+        t[p + "self_attn.q_proj.weight"] = randn(heads * hd, hidden, std=hidden ** -0.5 * 2)
+        t[p + "self_attn.k_proj.weight"] = randn(kv_heads * hd, hidden, std=hidden ** -0.5 * 2)
+        t[p + "self_attn.v_proj.weight"] = randn(kv_heads * hd, hidden, std=hidden ** -0.5)
+        t[p + "self_attn.o_proj.weight"] = randn(hidden, heads * hd, std=(heads * hd) ** -0.5)
+        t[p + "mlp.gate_proj.weight"] = randn(ffn, hidden, std=hidden ** -0.5)
+        t[p + "mlp.up_proj.weight"] = randn(ffn, hidden, std=hidden ** -0.5)
+        t[p + "mlp.down_proj.weight"] = randn(hidden, ffn, std=ffn ** -0.5)
+    if not tie:
+        t["lm_head.weight"] = randn(vocab, hidden, std=hidden ** -0.5)
+    if position is not None and position["type"] == "learned":
+        t["model.embed_positions.weight"] = randn(position.get("max_positions", trained), hidden)
+    if position is not None and position["type"] == "t5":
+        t["model.relative_attention_bias.weight"] = randn(position.get("num_buckets", 32), heads)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+              "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
+              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "max_position_embeddings": trained,
+              "rms_norm_eps": 1e-5, "tie_word_embeddings": tie, "bos_token_id": 1, "eos_token_id": 2}
+    if head_dim:
+        config["head_dim"] = head_dim
+    if position is not None:
+        config["position"] = position
+    config.update(extra_config or {})
+    os.makedirs(out_dir, exist_ok=True)
+    safetensors_io.save(os.path.join(out_dir, "model.safetensors"), t, dtype)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def logits_for(model_dir, ids):
+    config, W = load_model_dir(model_dir)
+    with torch.no_grad():
+        return forward(config, W, ids).numpy()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    mk = sub.add_parser("make-model")
+    mk.add_argument("out_dir")
+    mk.add_argument("position", help='JSON position block, e.g. \'{"type": "alibi"}\'')
+    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    lg = sub.add_parser("logits")
+    lg.add_argument("model_dir")
+    lg.add_argument("ids_file")
+    lg.add_argument("out_file")
+    a = ap.parse_args()
+    if a.cmd == "make-model":
+        make_model(a.out_dir, json.loads(a.position), a.seed, a.dtype)
+    else:
+        ids = [int(t) for t in open(a.ids_file).read().split()]
+        logits_for(a.model_dir, ids).astype(np.float64).tofile(a.out_file)
+
+
+if __name__ == "__main__":
+    main()
