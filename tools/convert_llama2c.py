@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Converts a llama2.c checkpoint (legacy format) into a pert / HF-llama model directory.
 
-    convert_llama2c.py CHECKPOINT.bin OUT_DIR [--layout half|interleaved] [--dtype F32|F16|BF16]
+    convert_llama2c.py CHECKPOINT.bin TOKENIZER.bin OUT_DIR [--layout half|interleaved] [--dtype F32|F16|BF16]
+
+TOKENIZER.bin is the checkpoint's llama2.c tokenizer; its vocabulary must match the checkpoint's.
 
 llama2.c rotates interleaved pairs (2i, 2i+1). With --layout half (the default, what HF llama
 expects) the q/k projection rows are permuted so that pairs become (i, i + head_dim/2), as HF's
@@ -21,6 +23,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama2c_tokenizer  # noqa: E402
 import safetensors_io  # noqa: E402
 
 
@@ -69,8 +72,12 @@ def interleaved_to_half(w, n_heads):
     return w.reshape(n_heads, rows // n_heads // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
 
 
-def convert(checkpoint, out_dir, layout="half", dtype="F32"):
+def convert(checkpoint, tokenizer, out_dir, layout="half", dtype="F32"):
     hp, p = read_llama2c(checkpoint)
+    try:
+        llama2c_tokenizer.read_tokenizer_bin(tokenizer, hp["vocab"])
+    except ValueError as e:
+        sys.exit(f"{e} (the checkpoint's vocabulary has {hp['vocab']} tokens)")
     os.makedirs(out_dir, exist_ok=True)
     t = {"model.embed_tokens.weight": p["embed"], "model.norm.weight": p["rms_final"]}
     for i in range(hp["n_layers"]):
@@ -108,11 +115,12 @@ def convert(checkpoint, out_dir, layout="half", dtype="F32"):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("checkpoint")
+    ap.add_argument("tokenizer")
     ap.add_argument("out_dir")
     ap.add_argument("--layout", choices=["half", "interleaved"], default="half")
     ap.add_argument("--dtype", choices=["F32", "F16", "BF16"], default="F32")
     a = ap.parse_args()
-    convert(a.checkpoint, a.out_dir, a.layout, a.dtype)
+    convert(a.checkpoint, a.tokenizer, a.out_dir, a.layout, a.dtype)
     print(f"wrote {a.out_dir}", file=sys.stderr)
 
 

@@ -37,7 +37,7 @@ cmake --build build -j"$jobs"
 python=/usr/bin/python3
 shared=../shared/data/models/stories260K
 if [ -f "$shared/stories260K.bin" ] && [ ! -f build/models/stories260K/model.safetensors ]; then
-  "$python" tools/convert_llama2c.py "$shared/stories260K.bin" build/models/stories260K
+  "$python" tools/convert_llama2c.py "$shared/stories260K.bin" "$shared/tok512.bin" build/models/stories260K
 fi
 
 if ((run_tests)); then
