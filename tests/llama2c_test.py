@@ -13,15 +13,14 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import llama2c_tokenizer  # noqa: E402
 import reference  # noqa: E402
+from logits_check import Checker, pert_logits  # noqa: E402
 
 SHARED = os.path.join(HERE, "..", "..", "shared", "data")
-N, TOL = 1024, 1e-4
+N = 1024
 
 
 def first_tokens(tokenizer, n):
@@ -38,28 +37,14 @@ def first_tokens(tokenizer, n):
 
 
 def main():
-    name, pert_logits = sys.argv[1], sys.argv[2]
+    name, binary = sys.argv[1], sys.argv[2]
     ckpt = os.path.join(SHARED, "models", name, name + ".bin")
     tok = os.path.join(SHARED, "models", name, "tok512.bin")
     ids = first_tokens(tok, N)
-    failures = []
-
-    def check(what, got, want):
-        err = float(np.max(np.abs(got - want)))
-        print(f"{name:14s} {what:46s} max|Δ| = {err:.2e}  (|logit| ≤ {np.max(np.abs(want)):.1f})")
-        if not err <= TOL:
-            failures.append(what)
-
+    check = Checker(name)
     with tempfile.TemporaryDirectory() as tmp:
-        ids_file = os.path.join(tmp, "ids.txt")
-        with open(ids_file, "w") as f:
-            f.write(" ".join(map(str, ids)))
-
         def run_pert(model, chunk=None):
-            out = os.path.join(tmp, "out.bin")
-            cmd = [pert_logits, os.path.join(tmp, model), ids_file, out] + (["--chunk", str(chunk)] if chunk else [])
-            subprocess.run(cmd, check=True)
-            return np.fromfile(out, dtype=np.float32).reshape(N, -1).astype(np.float64)
+            return pert_logits(binary, os.path.join(tmp, model), ids, tmp, chunk)
 
         refs = {}
         for layout in ("half", "interleaved"):
@@ -73,10 +58,7 @@ def main():
             check(f"{layout}: prefill of {N} vs reference", prefill[layout], refs[layout])
             check(f"{layout}: chunks of 100 vs reference", run_pert(layout, 100), refs[layout])
         check("pert: half vs interleaved layout", prefill["half"], prefill["interleaved"])
-    if failures:
-        print(f"{name}: FAILED: {', '.join(failures)}")
-        return 1
-    return 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":

@@ -13,11 +13,10 @@ max |Δ| ≤ 1e-4 (float32 pert vs float64 reference):
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-T, L, TOL = 128, 32, 1e-4
+T, L = 128, 32
 
 LONGROPE = {"type": "longrope", "factor": 4.0,
             "short_factor": [1.0, 1.0, 1.1, 1.2, 1.5, 2.0, 2.5, 3.0],
@@ -60,18 +59,19 @@ def main():
     if sys.argv[1] == "--list":
         print(";".join(CASES))
         return 0
-    case, pert_logits = sys.argv[1], sys.argv[2]
+    case, binary = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
     import numpy as np
     import reference
+    from logits_check import Checker, pert_logits
 
     position, options, length_dependent = CASES[case]
     options = dict(options)
     dtype = options.pop("dtype", "F32")
-    failures = []
+    check = Checker(case)
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
-        reference.make_model(model, position, seed=hash(case) % 1000, dtype=dtype, trained=L, **options)
+        reference.make_model(model, position, seed=list(CASES).index(case), dtype=dtype, trained=L, **options)
         vocab = json.load(open(os.path.join(model, "config.json")))["vocab_size"]
         ids = np.random.default_rng(7).integers(0, vocab, T).tolist()
         config, W = reference.load_model_dir(model)
@@ -84,18 +84,7 @@ def main():
             return prefix_ref[b]
 
         def run_pert(n, chunk=None):
-            ids_file, out = os.path.join(tmp, "ids.txt"), os.path.join(tmp, "out.bin")
-            with open(ids_file, "w") as f:
-                f.write(" ".join(map(str, ids[:n])))
-            cmd = [pert_logits, model, ids_file, out] + (["--chunk", str(chunk)] if chunk else [])
-            subprocess.run(cmd, check=True)
-            return np.fromfile(out, dtype=np.float32).reshape(n, vocab).astype(np.float64)
-
-        def check(what, got, want):
-            err = float(np.max(np.abs(got - want)))
-            print(f"{case:28s} {what:44s} max|Δ| = {err:.2e}  (|logit| ≤ {np.max(np.abs(want)):.1f})")
-            if not err <= TOL:
-                failures.append(what)
+            return pert_logits(binary, model, ids[:n], tmp, chunk)
 
         prefill = run_pert(T)
         check("prefill vs reference", prefill, ref(T))
@@ -107,10 +96,7 @@ def main():
             for n in (L - 1, L, L + 1, 2 * L + 3):
                 check(f"decode step {n - 1} vs fresh prefill of {n} tokens", decode[:n], run_pert(n))
                 check(f"reference: {n} tokens vs the first {n} of {T}", ref(n), ref(T)[:n])
-    if failures:
-        print(f"{case}: FAILED: {', '.join(failures)}")
-        return 1
-    return 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":
