@@ -1,0 +1,93 @@
+// The forward-pass API: its input checks, the last-logits path, batching, and cache reuse.
+// (Numerical agreement with the PyTorch reference is tested by tests/reference_test.py.)
+#include <cmath>
+
+#include "pert/error.hpp"
+#include "pert/model.hpp"
+#include "test_util.hpp"
+
+using namespace pert;
+
+namespace {
+
+std::unique_ptr<Model> tiny_model(const TempDir& tmp, const json& position = nullptr) {
+  json c = tiny_config();
+  if (!position.is_null()) c["position"] = position;
+  std::vector<TestTensor> tensors = tiny_tensors();
+  if (!position.is_null() && position["type"] == "learned")
+    tensors.push_back({"model.embed_positions.weight", "F32", {8, 16}, exact_values(8 * 16, 99)});
+  write_model_dir(tmp.path, c, tensors);
+  return Model::load(tmp.path);
+}
+
+std::vector<int> some_tokens(int n) {
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) ids.push_back((i * 7 + 3) % 32);
+  return ids;
+}
+
+float max_abs_diff(const float* a, const float* b, size_t n) {
+  float m = 0.0f;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("model: bad forward input is an error, never a bad read", "[model]") {
+  TempDir tmp;
+  auto model = tiny_model(tmp);
+  InferenceState state(*model, 16);
+  std::vector<float> logits(32 * 16);
+  std::vector<int> ids = some_tokens(4);
+  REQUIRE_THROWS_NAMING(state.forward(ids.data(), 0, 0, logits.data(), false), Error, "no tokens");
+  ids[2] = 32;
+  REQUIRE_THROWS_NAMING(state.forward(ids.data(), 4, 0, logits.data(), false), Error, "token id 32", "[0, 32)");
+  ids[2] = -1;
+  REQUIRE_THROWS_NAMING(state.forward(ids.data(), 4, 0, logits.data(), false), Error, "token id -1");
+  ids = some_tokens(17);
+  REQUIRE_THROWS_NAMING(state.forward(ids.data(), 17, 0, logits.data(), false), Error, "position", "16", "context size 16");
+  REQUIRE_THROWS_NAMING(state.forward(ids.data(), 2, 3, logits.data(), false), Error, "leaves a gap");
+  CHECK(state.n_past() == 0);
+  REQUIRE_THROWS_NAMING(InferenceState(*model, 0), Error, "context size");
+}
+
+TEST_CASE("model: last-token logits, batching and cache reuse agree with one full prefill", "[model]") {
+  TempDir tmp;
+  auto model = tiny_model(tmp);
+  const int n = 13, V = 32;
+  const std::vector<int> ids = some_tokens(n);
+  std::vector<float> all(size_t(n) * V), last(V), batched(size_t(n) * V), again(size_t(n) * V);
+
+  InferenceState full(*model, 16);
+  full.forward(ids.data(), n, 0, all.data(), true);
+  CHECK(full.n_past() == n);
+  InferenceState one(*model, 16);
+  one.forward(ids.data(), n, 0, last.data(), false);
+  CHECK(max_abs_diff(last.data(), &all[size_t(n - 1) * V], V) <= 1e-5f);
+
+  InferenceState small_batches(*model, 16, /*n_batch=*/4);  // 13 tokens in chunks of 4
+  small_batches.forward(ids.data(), n, 0, batched.data(), true);
+  CHECK(max_abs_diff(batched.data(), all.data(), all.size()) <= 1e-4f);
+
+  // Rewinding: re-running positions 5.. over a cache that holds 13 replaces them.
+  full.forward(ids.data() + 5, n - 5, 5, &again[5 * V], true);
+  CHECK(max_abs_diff(&again[5 * V], &all[5 * V], size_t(n - 5) * V) <= 1e-4f);
+  for (float x : all) REQUIRE(std::isfinite(x));
+}
+
+TEST_CASE("model: a learned table ends in an error unless clamped", "[model]") {
+  TempDir tmp;
+  auto model = tiny_model(tmp, {{"type", "learned"}, {"max_positions", 8}});
+  std::vector<float> logits(32);
+  const std::vector<int> ids = some_tokens(9);
+  InferenceState state(*model, 16);
+  REQUIRE_THROWS_NAMING(state.forward(ids.data(), 9, 0, logits.data(), false), Error, "position 8",
+                        "learned position table (8 positions)", "position.beyond=clamp");
+  CHECK_NOTHROW(state.forward(ids.data(), 8, 0, logits.data(), false));
+
+  TempDir tmp2;
+  auto clamped = tiny_model(tmp2, {{"type", "learned"}, {"max_positions", 8}, {"beyond", "clamp"}});
+  InferenceState ok(*clamped, 16);
+  CHECK_NOTHROW(ok.forward(ids.data(), 9, 0, logits.data(), false));
+}
