@@ -37,6 +37,7 @@ void swiglu(float* gate, const float* up, size_t n) {
 }
 
 void softmax(float* x, int n) {
+  if (n <= 0) return;
   const float max = *std::max_element(x, x + n);
   double sum = 0.0;
   for (int i = 0; i < n; ++i) {

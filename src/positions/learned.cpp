@@ -1,5 +1,6 @@
 // Learned absolute positions (GPT-2 `wpe`): x_m += P[m]. Past the table it is an error, or
 // with "beyond": "clamp" the last row is reused.
+#include <algorithm>
 #include <string>
 
 #include "pert/error.hpp"
@@ -14,7 +15,7 @@ class Learned final : public PositionEncoding {
 
   void add_to_embeddings(float* x, int pos0, int n) const override {
     if (!clamp_ && pos0 + n > rows_)
-      throw Error("position " + std::to_string(pos0 + n - 1) + " is past the learned position table (" +
+      throw Error("position " + std::to_string(std::max(pos0, rows_)) + " is past the learned position table (" +
                   std::to_string(rows_) + " positions); use --set position.beyond=clamp to reuse the last one");
     for (int t = 0; t < n; ++t) {
       const float* row = table_ + size_t(std::min(pos0 + t, rows_ - 1)) * hidden_;

@@ -130,7 +130,7 @@ class Rope final : public PositionEncoding {
           xpos_k_[at] = float(std::pow(zeta_[size_t(i)], -e));
           if (!std::isfinite(xpos_k_[at]))
             throw Error("xpos: position " + std::to_string(m) + " is too far for F32 scales (scale_base " +
-                        std::to_string(p_.xpos.scale_base) + ")");
+                        std::to_string(int(p_.xpos.scale_base)) + "; roughly 70·scale_base positions fit)");
         }
       }
     rows_ = rows;

@@ -1,0 +1,209 @@
+// Unit tests of the numerical kernels (include/pert/ops.hpp), each against a naive double
+// precision version of the formula written here (DESIGN.md §1, §2).
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "pert/config.hpp"
+#include "pert/ops.hpp"
+#include "pert/positions.hpp"
+#include "test_util.hpp"
+
+using namespace pert;
+
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace
+
+// y[T][N] = x[T][K]·W[N][K]ᵀ (+ y when accumulating), on the GEMV (T = 1) and GEMM (T > 1) paths.
+TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
+  const int K = 37, N = 23;
+  for (int T : {1, 2, 9}) {
+    for (bool accumulate : {false, true}) {
+      INFO("T " << T << ", accumulate " << accumulate);
+      const std::vector<float> x = random_floats(size_t(T * K), 1), w = random_floats(size_t(N * K), 2);
+      const std::vector<float> y0 = random_floats(size_t(T * N), 3);
+      std::vector<float> y = y0;
+      matmul(y.data(), x.data(), w.data(), T, K, N, accumulate);
+      for (int t = 0; t < T; ++t)
+        for (int n = 0; n < N; ++n) {
+          double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
+          for (int k = 0; k < K; ++k) want += double(x[size_t(t * K + k)]) * w[size_t(n * K + k)];
+          CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
+        }
+    }
+  }
+}
+
+// RMSNorm: out = x / sqrt(mean(x²) + eps) · weight, row by row; a zero row stays finite.
+TEST_CASE("ops: rmsnorm matches the formula", "[ops]") {
+  const int T = 4, d = 19;
+  const float eps = 1e-5f;
+  std::vector<float> x = random_floats(size_t(T * d), 4, 3.0f);
+  for (int i = 0; i < d; ++i) x[size_t(2 * d + i)] = 0.0f;  // row 2: zeros
+  const std::vector<float> w = random_floats(size_t(d), 5, 2.0f);
+  std::vector<float> out(size_t(T * d), -7.0f);
+  rmsnorm(out.data(), x.data(), w.data(), T, d, eps);
+  for (int t = 0; t < T; ++t) {
+    double ss = 0.0;
+    for (int i = 0; i < d; ++i) ss += double(x[size_t(t * d + i)]) * x[size_t(t * d + i)];
+    const double inv = 1.0 / std::sqrt(ss / d + eps);
+    for (int i = 0; i < d; ++i)
+      CHECK(out[size_t(t * d + i)] == Approx(x[size_t(t * d + i)] * inv * w[size_t(i)]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+// SwiGLU (Shazeer 2020): gate ← silu(gate)·up with silu(g) = g / (1 + e^(−g)), also at large |g|.
+TEST_CASE("ops: swiglu matches the formula", "[ops]") {
+  std::vector<float> gate = random_floats(100, 6, 6.0f);
+  gate.insert(gate.end(), {0.0f, -90.0f, 90.0f, -1000.0f, 1000.0f});
+  const std::vector<float> up = random_floats(gate.size(), 7, 2.0f), g0 = gate;
+  swiglu(gate.data(), up.data(), gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    INFO("gate " << g0[i] << ", up " << up[i]);
+    const double g = g0[i];
+    CHECK(std::isfinite(gate[i]));
+    CHECK(gate[i] == Approx(g / (1.0 + std::exp(-g)) * up[i]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+// Softmax: e^(x_i) / Σ e^(x_j); sums to 1 and stays finite for inputs like ±1000 (max subtracted).
+TEST_CASE("ops: softmax matches the formula and is stable", "[ops]") {
+  SECTION("moderate inputs against the direct formula") {
+    std::vector<float> x = random_floats(33, 8, 5.0f);
+    const std::vector<float> x0 = x;
+    softmax(x.data(), int(x.size()));
+    double z = 0.0, sum = 0.0;
+    for (float v : x0) z += std::exp(double(v));
+    for (size_t i = 0; i < x.size(); ++i) {
+      CHECK(x[i] == Approx(std::exp(double(x0[i])) / z).epsilon(1e-5));
+      sum += x[i];
+    }
+    CHECK(sum == Approx(1.0).epsilon(1e-6));
+  }
+  SECTION("large inputs") {
+    std::vector<float> x = {1000.0f, -1000.0f, 999.0f, 0.0f, 1000.0f};
+    softmax(x.data(), int(x.size()));
+    const double z = 2.0 + std::exp(-1.0);  // relative to the maximum 1000
+    CHECK(x[0] == Approx(1.0 / z).epsilon(1e-6));
+    CHECK(x[4] == Approx(1.0 / z).epsilon(1e-6));
+    CHECK(x[2] == Approx(std::exp(-1.0) / z).epsilon(1e-6));
+    CHECK(x[1] == 0.0f);
+    CHECK(x[3] == 0.0f);  // e^-1000 underflows
+  }
+  SECTION("only the first n entries") {
+    std::vector<float> x = {-3.0f, -3.0f, -3.0f, -3.0f, 42.0f};
+    softmax(x.data(), 4);
+    for (int i = 0; i < 4; ++i) CHECK(x[size_t(i)] == Approx(0.25));
+    CHECK(x[4] == 42.0f);
+  }
+}
+
+namespace {
+
+// Naive causal attention over the whole score matrix: query t at position pos0 + t, head h,
+// reads kv head h / (n_heads / n_kv_heads), keys 0..pos0 + t, plus `bias(h, m, n)`.
+template <class Bias>
+std::vector<double> naive_attention(const std::vector<float>& q, const std::vector<float>& keys,
+                                    const std::vector<float>& values, const AttentionShape& s, double scale,
+                                    Bias bias) {
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  std::vector<double> out(size_t(s.T * s.n_heads * hd), 0.0);
+  for (int t = 0; t < s.T; ++t)
+    for (int h = 0; h < s.n_heads; ++h) {
+      const int m = s.pos0 + t;
+      const float* qt = &q[size_t((t * s.n_heads + h) * hd)];
+      const float* k = &keys[size_t(h / group) * size_t(s.kv_head_stride)];
+      const float* v = &values[size_t(h / group) * size_t(s.kv_head_stride)];
+      std::vector<double> p(size_t(m + 1));
+      double max = -std::numeric_limits<double>::infinity(), z = 0.0;
+      for (int n = 0; n <= m; ++n) {
+        double dot = 0.0;
+        for (int i = 0; i < hd; ++i) dot += double(qt[i]) * k[n * hd + i];
+        p[size_t(n)] = dot * scale + bias(h, m, n);
+        max = std::max(max, p[size_t(n)]);
+      }
+      for (double& x : p) z += (x = std::exp(x - max));
+      for (int n = 0; n <= m; ++n)
+        for (int i = 0; i < hd; ++i) out[size_t((t * s.n_heads + h) * hd + i)] += p[size_t(n)] / z * v[n * hd + i];
+    }
+  return out;
+}
+
+// A test scheme whose bias depends on query position, key position and head, non-linearly.
+struct ArbitraryBias final : PositionEncoding {
+  static double bias(int h, int m, int n) { return std::sin(0.3 * m + 0.7 * n * n + h); }
+  bool has_bias() const override { return true; }
+  void add_bias(float* scores, int head, int query_pos, int n_keys) const override {
+    for (int k = 0; k < n_keys; ++k) scores[k] += float(bias(head, query_pos, k));
+  }
+};
+
+}  // namespace
+
+// The blocked, parallel, grouped-query kernel equals full-matrix causal attention: over several
+// query blocks, with keys already cached before pos0, a cache larger than needed (its unused
+// rows hold NaN, so reading them fails), without a bias, with ALiBi's −slope·(m − n) built by
+// make_position_encoding, and with an arbitrary bias.
+TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
+  const int n_heads = 4, n_kv_heads = 2, hd = 8, capacity = 80;
+  for (const auto& [T, pos0] : {std::pair{37, 11}, std::pair{1, 50}, std::pair{16, 0}}) {
+    INFO("T " << T << ", pos0 " << pos0);
+    const AttentionShape shape{T, pos0, n_heads, n_kv_heads, hd, ptrdiff_t(capacity) * hd};
+    const int n_keys = pos0 + T;
+    REQUIRE(n_keys <= capacity);
+    std::vector<float> keys = random_floats(size_t(n_kv_heads * capacity * hd), 10, 2.0f);
+    std::vector<float> values = random_floats(keys.size(), 11);
+    for (int kv = 0; kv < n_kv_heads; ++kv)
+      for (size_t i = size_t(n_keys) * hd; i < size_t(capacity) * hd; ++i) {
+        keys[size_t(kv * capacity * hd) + i] = std::numeric_limits<float>::quiet_NaN();
+        values[size_t(kv * capacity * hd) + i] = std::numeric_limits<float>::quiet_NaN();
+      }
+    const std::vector<float> q = random_floats(size_t(T * n_heads * hd), 12, 2.0f);
+    const float scale = 1.0f / std::sqrt(float(hd));
+    const size_t per_thread = size_t(kQueryBlock) * size_t(n_keys);
+    std::vector<float> scratch(size_t(omp_get_max_threads()) * per_thread);
+    std::vector<float> out(q.size(), -1.0f);
+
+    // No bias: the base interface, whose hooks do nothing.
+    PositionEncoding plain;
+    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, plain, scratch.data(), per_thread);
+    const std::vector<double> unbiased =
+        naive_attention(q, keys, values, shape, scale, [](int, int, int) { return 0.0; });
+    for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(unbiased[i]).margin(1e-5));
+
+    // ALiBi for the 4 heads of tiny_config(): slopes 2^-2, 2^-4, 2^-6, 2^-8.
+    json c = tiny_config();
+    c["position"] = {{"type", "alibi"}};
+    const auto alibi = make_position_encoding(parse_model_config(c, "test/config.json"),
+                                              [](const std::string&) -> const float* { return nullptr; });
+    REQUIRE(alibi);
+    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, *alibi, scratch.data(), per_thread);
+    const std::vector<double> biased = naive_attention(
+        q, keys, values, shape, scale, [](int h, int m, int n) { return -std::pow(2.0, -2.0 * (h + 1)) * (m - n); });
+    double differs = 0.0;  // the bias must matter, or this would not test it
+    for (size_t i = 0; i < out.size(); ++i) {
+      CHECK(out[i] == Approx(biased[i]).margin(1e-5));
+      differs = std::max(differs, std::abs(biased[i] - unbiased[i]));
+    }
+    CHECK(differs > 1e-2);
+
+    // A bias that no row constant absorbs (ALiBi's does: softmax ignores it), so the kernel must
+    // pass the true query position, key index and head.
+    const ArbitraryBias arbitrary;
+    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, arbitrary, scratch.data(), per_thread);
+    const std::vector<double> want = naive_attention(q, keys, values, shape, scale, ArbitraryBias::bias);
+    for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(want[i]).margin(1e-5));
+  }
+}
