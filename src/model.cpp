@@ -86,6 +86,27 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
   }
 }
 
+bool InferenceState::shift(int n_keep, int n_discard) {
+  if (n_keep < 0 || n_discard < 1 || n_keep + n_discard > n_past_)
+    throw Error("context shift: cannot drop [" + std::to_string(n_keep) + ", " + std::to_string(n_keep + n_discard) +
+                ") of " + std::to_string(n_past_) + " cached positions");
+  const int hd = c_.head_dim, n_move = n_past_ - n_keep - n_discard;
+  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  if (!position_->can_shift()) return false;
+  for (int l = 0; l < c_.n_layers; ++l)
+    for (int h = 0; h < c_.n_kv_heads; ++h) {
+      const size_t head = (size_t(l) * c_.n_kv_heads + h) * size_t(kv_head_stride);
+      for (std::vector<float>* cache : {&k_cache_, &v_cache_})
+        std::memmove(&(*cache)[head + size_t(n_keep) * hd], &(*cache)[head + size_t(n_keep + n_discard) * hd],
+                     sizeof(float) * size_t(n_move) * hd);
+    }
+  for (int l = 0; l < c_.n_layers; ++l)
+    position_->shift_keys(&k_cache_[size_t(l) * c_.n_kv_heads * kv_head_stride + size_t(n_keep) * hd], n_move,
+                          c_.n_kv_heads, hd, kv_head_stride, n_discard);
+  n_past_ -= n_discard;
+  return true;
+}
+
 void InferenceState::forward_chunk(const int* tokens, int n, int pos0, int length, float* logits, bool all_logits) {
   const ModelConfig& c = c_;
   const int d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;

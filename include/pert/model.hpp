@@ -58,8 +58,15 @@ class InferenceState {
   // a causal model gives the same logits as one pass. Throws pert::Error on bad input.
   void forward(const int* tokens, int n, int pos0, float* logits, bool all_logits);
 
+  // Context shift (llama.cpp's): drops the cached positions [n_keep, n_keep + n_discard) and
+  // moves the later ones back by n_discard, re-rotating RoPE keys by the delta. Returns false,
+  // touching nothing, when the scheme's positions are baked into the cache (learned,
+  // sinusoidal): the caller must then re-encode the tokens it keeps.
+  bool shift(int n_keep, int n_discard);
+
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
+  int vocab_size() const { return c_.vocab_size; }
   int n_batch() const { return n_batch_; }
 
  private:

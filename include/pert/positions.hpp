@@ -53,6 +53,16 @@ class PositionEncoding {
   // when read, so no cached key is ever stale.
   virtual bool rotates_keys_on_read() const { return false; }
 
+  // Context shift: cached keys of n_pos positions (laid out as for rotate()) move back by
+  // `delta` positions. Bias schemes and NoPE depend on distances only: nothing to do. A cache
+  // cannot follow when positions are baked into the token states (learned, sinusoidal):
+  // can_shift() is false and the caller re-encodes the tokens instead.
+  virtual bool can_shift() const { return true; }
+  virtual void shift_keys(float* k, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
+                          int delta) const {
+    (void)k, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)delta;
+  }
+
   // Hook 3. scores[k] += bias(query_pos, key position k, head) for k in [0, n_keys).
   virtual bool has_bias() const { return false; }
   virtual void add_bias(float* scores, int head, int query_pos, int n_keys) const {

@@ -1,5 +1,9 @@
 #include "common.hpp"
 
+#include <fstream>
+
+#include "pert/error.hpp"
+
 namespace pert::cli {
 
 void ConfigFlags::add_to(CLI::App& app) {
@@ -18,6 +22,28 @@ ConfigOverrides ConfigFlags::overrides() const {
   o.files.assign(files.begin(), files.end());
   o.sets = sets;
   return o;
+}
+
+}  // namespace pert::cli
+
+namespace pert::cli {
+
+std::filesystem::path resolve_model_dir(const std::string& given) {
+  namespace fs = std::filesystem;
+  if (!given.empty()) return given;
+  const fs::path pointer = PERT_DEFAULT_MODEL;
+  std::error_code ec;
+  if (fs::is_directory(pointer, ec)) return pointer;
+  if (fs::is_regular_file(pointer, ec)) {
+    std::ifstream in(pointer);
+    std::string name;
+    std::getline(in, name);
+    return pointer.parent_path() / name;
+  }
+  throw IoError("no -m MODEL_DIR given and " + pointer.string() +
+                " does not exist; convert a model first, e.g. /usr/bin/python3 tools/convert_llama2c.py "
+                "../shared/data/models/stories260K/stories260K.bin ../shared/data/models/stories260K/tok512.bin "
+                "build/models/stories260K, then pass -m build/models/stories260K");
 }
 
 }  // namespace pert::cli

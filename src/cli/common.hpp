@@ -1,5 +1,6 @@
 // What the subcommands share: the model-selection flags and machine-readable output.
 #pragma once
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,12 @@ struct ConfigFlags {
   ConfigOverrides overrides() const;
 };
 
+// The model directory to use: `given`, or with none the one models/default names (a link to a
+// model directory, or a file holding its path relative to models/).
+std::filesystem::path resolve_model_dir(const std::string& given);
+
 // Each subcommand file defines one of these; main.cpp registers them all.
 void add_inspect(CLI::App& app);
+void add_generate(CLI::App& app);
 
 }  // namespace pert::cli

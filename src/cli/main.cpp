@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     return std::string("pert: error: ") + e.what() + " (see --help)\n";
   });
   pert::cli::add_inspect(app);
+  pert::cli::add_generate(app);
   if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); }).empty()) {
     std::cerr << "pert: error: unknown subcommand '" << argv[1] << "' (see --help)\n";
     return 2;

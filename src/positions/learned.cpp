@@ -13,6 +13,8 @@ class Learned final : public PositionEncoding {
  public:
   Learned(const float* table, int rows, int hidden, bool clamp) : table_(table), rows_(rows), hidden_(hidden), clamp_(clamp) {}
 
+  bool can_shift() const override { return false; }  // positions are in the token states
+
   void add_to_embeddings(float* x, int pos0, int n) const override {
     if (!clamp_ && pos0 + n > rows_)
       throw Error("position " + std::to_string(std::max(pos0, rows_)) + " is past the learned position table (" +

@@ -136,30 +136,48 @@ class Rope final : public PositionEncoding {
     rows_ = rows;
   }
 
+  // A pure rotation by −delta·θ_i (the attention factor is in the keys already); for xPos
+  // the key's magnitude moves from ζ^(−n/b) to ζ^(−(n−delta)/b), a factor ζ^(delta/b).
+  // Length-dependent scalings cache keys unrotated: nothing to do.
+  void shift_keys(float* k, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride, int delta) const override {
+    if (on_read_ || delta == 0) return;
+    const std::vector<double> theta = rope_inv_freq(p_, 1);  // static frequencies
+    std::vector<float> c(static_cast<size_t>(half_)), s(static_cast<size_t>(half_));
+    for (int i = 0; i < half_; ++i) {
+      const double magnitude = p_.xpos.enabled ? std::pow(zeta_[size_t(i)], delta / p_.xpos.scale_base) : 1.0;
+      c[size_t(i)] = float(std::cos(-delta * theta[size_t(i)]) * magnitude);
+      s[size_t(i)] = float(std::sin(-delta * theta[size_t(i)]) * magnitude);
+    }
+    for (int t = 0; t < n_pos; ++t)
+      for (int h = 0; h < n_heads; ++h) rotate_pairs(k + t * pos_stride + h * head_stride, c.data(), s.data(), nullptr);
+  }
+
   void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
               bool is_query) const override {
-    const bool half_layout = p_.layout == RopeLayout::Half;
     const std::vector<float>* xpos = p_.xpos.enabled ? (is_query ? &xpos_q_ : &xpos_k_) : nullptr;
     for (int t = 0; t < n_pos; ++t) {
       const size_t row = size_t(pos0 + t) * half_;
       const float* c = &cos_[row];
       const float* s = &sin_[row];
       const float* z = xpos ? &(*xpos)[row] : nullptr;
-      for (int h = 0; h < n_heads; ++h) {
-        float* v = x + t * pos_stride + h * head_stride;
-        for (int i = 0; i < half_; ++i) {
-          float& a = v[half_layout ? i : 2 * i];
-          float& b = v[half_layout ? i + half_ : 2 * i + 1];
-          const float zi = z ? z[i] : 1.0f;
-          const float a0 = a, b0 = b;
-          a = (a0 * c[i] - b0 * s[i]) * zi;
-          b = (a0 * s[i] + b0 * c[i]) * zi;
-        }
-      }
+      for (int h = 0; h < n_heads; ++h) rotate_pairs(x + t * pos_stride + h * head_stride, c, s, z);
     }
   }
 
  private:
+  // Turns pair i of one head vector by (c[i], s[i]) and scales it by z[i] (when given).
+  void rotate_pairs(float* v, const float* c, const float* s, const float* z) const {
+    const bool half_layout = p_.layout == RopeLayout::Half;
+    for (int i = 0; i < half_; ++i) {
+      float& a = v[half_layout ? i : 2 * i];
+      float& b = v[half_layout ? i + half_ : 2 * i + 1];
+      const float zi = z ? z[i] : 1.0f;
+      const float a0 = a, b0 = b;
+      a = (a0 * c[i] - b0 * s[i]) * zi;
+      b = (a0 * s[i] + b0 * c[i]) * zi;
+    }
+  }
+
   PositionConfig p_;
   int half_;
   double attention_factor_;

@@ -14,6 +14,8 @@ class Sinusoidal final : public PositionEncoding {
     for (int i = 0; 2 * i < hidden; ++i) inv_freq_.push_back(std::pow(base, -2.0 * i / hidden));
   }
 
+  bool can_shift() const override { return false; }  // positions are in the token states
+
   void add_to_embeddings(float* x, int pos0, int n) const override {
     for (int t = 0; t < n; ++t) {
       float* xt = x + size_t(t) * hidden_;

@@ -1,0 +1,34 @@
+// Token sampling, in llama.cpp's order: repetition penalty, top-k, top-p, min-p, temperature,
+// then a draw. Greedy (argmax) when the temperature is 0. The same seed gives the same draws.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace pert {
+
+struct SamplerParams {
+  float temperature = 0.8f;     // <= 0: greedy
+  int top_k = 40;               // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off (CTRL's penalty: logit/p if > 0, logit·p if < 0)
+  int repeat_last_n = 64;       // tokens the penalty looks back over
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& params) : p_(params), rng_(params.seed) {}
+  // Picks the next token from logits[0..vocab) (modified in place) given the tokens so far.
+  int sample(float* logits, int vocab, const std::vector<int>& history);
+  const SamplerParams& params() const { return p_; }
+
+ private:
+  SamplerParams p_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int>> candidates_;  // (logit, id), reused
+};
+
+}  // namespace pert

@@ -1,0 +1,110 @@
+// pert generate: text in, streamed text out (flags as in llama.cpp's CLI where they mean the same).
+#include <omp.h>
+
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "common.hpp"
+#include "pert/error.hpp"
+#include "pert/generate.hpp"
+#include "pert/tokenizer.hpp"
+
+namespace pert::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model_dir, prompt;
+  int n_predict = 256, n_ctx = 0, n_keep = 0, threads = 0;
+  long long seed = -1;
+  SamplerParams sampling;
+  ConfigFlags config;
+  bool json = false;
+};
+
+void run_generate(GenerateArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  const std::filesystem::path dir = resolve_model_dir(a.model_dir);
+  const auto model = Model::load(dir, a.config.overrides());
+  const std::filesystem::path tok_path = dir / "tokenizer.json";
+  if (!std::filesystem::exists(tok_path))
+    throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
+  const Tokenizer tok = Tokenizer::load(tok_path);
+  const ModelConfig& c = model->config();
+  if (tok.vocab_size() > c.vocab_size)
+    throw ConfigError(tok_path.string() + ": " + std::to_string(tok.vocab_size()) + " tokens, but the model has " +
+                      std::to_string(c.vocab_size));
+
+  std::vector<int> prompt;
+  if (c.bos_token_id >= 0) prompt.push_back(c.bos_token_id);
+  for (int id : tok.encode(a.prompt)) prompt.push_back(id);
+  const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
+  GenerateOptions options;
+  options.n_predict = a.n_predict;
+  options.vocab = tok.vocab_size();
+  options.eos = c.eos_token_ids;
+  // As llama.cpp: --keep counts prompt tokens (-1: all of them) and the BOS is always kept.
+  const int prompt_text = int(prompt.size()) - (c.bos_token_id >= 0);
+  options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_text ? prompt_text : a.n_keep) + (c.bos_token_id >= 0);
+  a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
+  Sampler sampler(a.sampling);
+  InferenceState state(*model, n_ctx);
+
+  StreamDecoder stream(tok);
+  if (!a.json) {
+    std::cout << a.prompt << std::flush;
+    if (!a.prompt.empty()) stream.push(prompt.back());  // the continuation is not the text's start
+  }
+  const GenerateResult r = generate(state, prompt, options, sampler, [&](int id) {
+    if (!a.json) std::cout << stream.push(id) << std::flush;
+  });
+  const double prompt_tps = prompt.size() / std::max(r.prompt_seconds, 1e-9);
+  const double gen_tps = r.tokens.size() / std::max(r.generate_seconds, 1e-9);
+  if (a.json) {
+    std::string text = Tokenizer::load(tok_path).decode(r.tokens);
+    if (!a.prompt.empty() && tok.adds_prefix_space() && !r.tokens.empty() && tok.token_text(r.tokens[0]).rfind(' ', 0) == 0)
+      text.insert(0, " ");  // decode() strips the space a continuation starts with
+    const nlohmann::json out = {{"model_dir", dir.string()},       {"prompt", a.prompt},
+                                {"text", text},                     {"prompt_tokens", prompt},
+                                {"tokens", r.tokens},               {"stop", r.stop},
+                                {"n_ctx", n_ctx},                   {"n_keep", options.n_keep},
+                                {"context_shifts", r.context_shifts}, {"seed", a.sampling.seed},
+                                {"prompt_seconds", r.prompt_seconds}, {"generate_seconds", r.generate_seconds},
+                                {"prompt_tokens_per_second", prompt_tps}, {"tokens_per_second", gen_tps}};
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return;
+  }
+  std::cout << stream.flush() << "\n";
+  std::fprintf(stderr,
+               "pert: prompt %zu tokens, %.1f tokens/s | generated %zu tokens, %.1f tokens/s | %d context shifts | "
+               "stop: %s | seed %llu\n",
+               prompt.size(), prompt_tps, r.tokens.size(), gen_tps, r.context_shifts, r.stop.c_str(),
+               (unsigned long long)a.sampling.seed);
+}
+
+}  // namespace
+
+void add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout");
+  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("-c,--ctx-size", a->n_ctx, "Context size (default: the trained length); past it the context shifts")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--keep", a->n_keep, "Prompt tokens kept on a context shift (-1: all)")->capture_default_str();
+  cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "Top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p, "Top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", a->sampling.min_p, "Min-p (0: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", a->sampling.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
+  cmd->add_option("-s,--seed", a->seed, "Random seed (-1: random)")->capture_default_str();
+  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  a->config.add_to(*cmd);
+  cmd->add_flag("--json", a->json, "Write the text, token ids and timings as JSON instead of streaming");
+  cmd->callback([a] { run_generate(*a); });
+}
+
+}  // namespace pert::cli
