@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "pert/error.hpp"
 
@@ -36,11 +37,14 @@ GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, c
   start = std::chrono::steady_clock::now();
   r.stop = "length";
   for (int i = 0; i < options.n_predict; ++i) {
+    for (int v = 0; v < vocab; ++v)
+      if (!std::isfinite(logits[size_t(v)]))
+        throw Error("generate: non-finite logits at position " + std::to_string(state.n_past() - 1));
     const int next = sampler.sample(logits.data(), vocab, history);
     r.tokens.push_back(next);
     history.push_back(next);
     on_token(next);
-    if (std::find(options.eos.begin(), options.eos.end(), next) != options.eos.end()) {
+    if (!options.ignore_eos && std::find(options.eos.begin(), options.eos.end(), next) != options.eos.end()) {
       r.stop = "eos";
       break;
     }

@@ -23,6 +23,7 @@ struct GenerateOptions {
   int n_keep = 0;       // context shift keeps the first n_keep cached tokens
   int vocab = 0;        // sample among ids [0, vocab) (the tokenizer's); 0: the model's
   std::vector<int> eos;
+  bool ignore_eos = false;  // keep going past EOS tokens
 };
 
 // Runs `prompt` (which must fit the context) and generates. When the next token would not

@@ -20,7 +20,7 @@ struct GenerateArgs {
   long long seed = -1;
   SamplerParams sampling;
   ConfigFlags config;
-  bool json = false;
+  bool json = false, ignore_eos = false;
 };
 
 void run_generate(GenerateArgs& a) {
@@ -44,6 +44,7 @@ void run_generate(GenerateArgs& a) {
   options.n_predict = a.n_predict;
   options.vocab = tok.vocab_size();
   options.eos = c.eos_token_ids;
+  options.ignore_eos = a.ignore_eos;
   // As llama.cpp: --keep counts prompt tokens (-1: all of them) and the BOS is always kept.
   const int prompt_text = int(prompt.size()) - (c.bos_token_id >= 0);
   options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_text ? prompt_text : a.n_keep) + (c.bos_token_id >= 0);
@@ -62,7 +63,7 @@ void run_generate(GenerateArgs& a) {
   const double prompt_tps = prompt.size() / std::max(r.prompt_seconds, 1e-9);
   const double gen_tps = r.tokens.size() / std::max(r.generate_seconds, 1e-9);
   if (a.json) {
-    std::string text = Tokenizer::load(tok_path).decode(r.tokens);
+    std::string text = tok.decode(r.tokens);
     if (!a.prompt.empty() && tok.adds_prefix_space() && !r.tokens.empty() && tok.token_text(r.tokens[0]).rfind(' ', 0) == 0)
       text.insert(0, " ");  // decode() strips the space a continuation starts with
     const nlohmann::json out = {{"model_dir", dir.string()},       {"prompt", a.prompt},
@@ -102,6 +103,7 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--repeat-last-n", a->sampling.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   cmd->add_option("-s,--seed", a->seed, "Random seed (-1: random)")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence tokens");
   a->config.add_to(*cmd);
   cmd->add_flag("--json", a->json, "Write the text, token ids and timings as JSON instead of streaming");
   cmd->callback([a] { run_generate(*a); });
