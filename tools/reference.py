@@ -335,6 +335,18 @@ def logits_for(model_dir, ids):
         return forward(config, W, ids).numpy()
 
 
+def greedy(model_dir, ids, n):
+    """Greedy decoding: n tokens after `ids`, each the argmax of a full forward (no cache)."""
+    config, W = load_model_dir(model_dir)
+    ids = list(ids)
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            out.append(int(torch.argmax(forward(config, W, ids)[-1])))
+            ids.append(out[-1])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
