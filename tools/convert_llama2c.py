@@ -4,6 +4,7 @@
     convert_llama2c.py CHECKPOINT.bin TOKENIZER.bin OUT_DIR [--layout half|interleaved] [--dtype F32|F16|BF16]
 
 TOKENIZER.bin is the checkpoint's llama2.c tokenizer; its vocabulary must match the checkpoint's.
+It is written to OUT_DIR/tokenizer.json in HF's Llama format (tools/tokenizer_json.py).
 
 llama2.c rotates interleaved pairs (2i, 2i+1). With --layout half (the default, what HF llama
 expects) the q/k projection rows are permuted so that pairs become (i, i + head_dim/2), as HF's
@@ -25,6 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama2c_tokenizer  # noqa: E402
 import safetensors_io  # noqa: E402
+import tokenizer_json  # noqa: E402
 
 
 def read_llama2c(path):
@@ -75,10 +77,19 @@ def interleaved_to_half(w, n_heads):
 def convert(checkpoint, tokenizer, out_dir, layout="half", dtype="F32"):
     hp, p = read_llama2c(checkpoint)
     try:
-        llama2c_tokenizer.read_tokenizer_bin(tokenizer, hp["vocab"])
+        n = len(llama2c_tokenizer.read_tokenizer_bin(tokenizer)[0])
+        if n != hp["vocab"]:
+            raise ValueError(f"{tokenizer}: {n} entries, expected {hp['vocab']}")
     except ValueError as e:
         sys.exit(f"{e} (the checkpoint's vocabulary has {hp['vocab']} tokens)")
+    except OSError as e:
+        sys.exit(f"{tokenizer}: {e.strerror}")
+    try:
+        tok_json = tokenizer_json.from_llama2c(tokenizer)
+    except ValueError as e:
+        sys.exit(str(e))
     os.makedirs(out_dir, exist_ok=True)
+    tokenizer_json.write(tok_json, os.path.join(out_dir, "tokenizer.json"))
     t = {"model.embed_tokens.weight": p["embed"], "model.norm.weight": p["rms_final"]}
     for i in range(hp["n_layers"]):
         wq, wk = p["wq"][i], p["wk"][i]

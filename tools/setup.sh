@@ -36,7 +36,7 @@ cmake --build build -j"$jobs"
 # Debian's interpreter: the python3 first on PATH may not see Debian's packages.
 python=/usr/bin/python3
 shared=../shared/data/models/stories260K
-if [ -f "$shared/stories260K.bin" ] && [ ! -f build/models/stories260K/model.safetensors ]; then
+if [ -f "$shared/stories260K.bin" ] && [ ! -f build/models/stories260K/tokenizer.json ]; then
   "$python" tools/convert_llama2c.py "$shared/stories260K.bin" "$shared/tok512.bin" build/models/stories260K
 fi
 
