@@ -1,0 +1,125 @@
+// The tokenizer on a small hand-made tokenizer.json: BPE by rank, byte fallback, decoding,
+// streaming, and clear errors for files it cannot read. (Agreement with SentencePiece on real
+// text is tests/tokenizer_test.py.)
+#include "pert/error.hpp"
+#include "pert/tokenizer.hpp"
+#include "test_util.hpp"
+
+using namespace pert;
+
+namespace {
+
+const std::string M = "\xe2\x96\x81";  // ▁
+
+json tiny_tokenizer() {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  int id = 259;
+  for (const std::string& p : {M, std::string("a"), std::string("b"), std::string("c"), M + "a", std::string("bc"),
+                               M + "ab", M + "abc", M + M})
+    vocab[p] = id++;
+  return {{"version", "1.0"},
+          {"added_tokens",
+           {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+            {{"id", 1}, {"content", "<s>"}, {"special", true}},
+            {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+          {"normalizer",
+           {{"type", "Sequence"},
+            {"normalizers",
+             {{{"type", "Prepend"}, {"prepend", M}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", M}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"decoder", nullptr},
+          {"model",
+           {{"type", "BPE"},
+            {"vocab", vocab},
+            {"merges", {M + " a", "b c", M + "a b", M + "ab c", M + " " + M}},
+            {"byte_fallback", true},
+            {"fuse_unk", true},
+            {"unk_token", "<unk>"}}}};
+}
+
+Tokenizer load(const TempDir& tmp, const json& j) {
+  write_file(tmp / "tokenizer.json", j.dump());
+  return Tokenizer::load(tmp / "tokenizer.json");
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: BPE by merge rank, byte fallback, decoding", "[tokenizer]") {
+  TempDir tmp;
+  const Tokenizer t = load(tmp, tiny_tokenizer());
+  const int meta = 259, b = 261, c = 262, ma = 263, bc = 264, mab = 265;
+  REQUIRE(t.vocab_size() == 268);
+  CHECK(t.encode("") == std::vector<int>{});
+  // "▁abc": ▁+a (rank 0) then b+c (rank 1) then ▁a+bc has no merge; ▁ab never forms.
+  CHECK(t.encode("abc") == std::vector<int>{ma, bc});
+  CHECK(t.encode("ab") == std::vector<int>{mab});
+  // "▁a▁▁a": both "▁ a" (rank 0) merge before "▁ ▁" (rank 4), which is then gone.
+  CHECK(t.encode("a  a") == std::vector<int>{ma, meta, ma});
+  CHECK(t.encode("  ") == std::vector<int>{267, meta});  // "▁▁▁": leftmost pair first
+  CHECK(t.encode("c") == std::vector<int>{meta, c});
+  // "é" is not in the vocabulary: its two UTF-8 bytes become <0xC3> <0xA9>.
+  CHECK(t.encode("\xc3\xa9") == std::vector<int>{meta, 3 + 0xc3, 3 + 0xa9});
+  for (const std::string s : {"abc", " ab", "a  b c", "\xc3\xa9t\xc3\xa9", "", "cab"})
+    CHECK(t.decode(t.encode(s)) == s);
+  CHECK(t.decode({1, ma, b, 2}) == "ab");  // special tokens decode to nothing
+  REQUIRE_THROWS_NAMING(t.encode("a\xff"), Error, "not valid UTF-8", "byte 1");
+  REQUIRE_THROWS_NAMING(t.token_text(268), Error, "token id 268");
+}
+
+TEST_CASE("tokenizer: streaming holds a split UTF-8 character back", "[tokenizer]") {
+  TempDir tmp;
+  const Tokenizer t = load(tmp, tiny_tokenizer());
+  StreamDecoder s(t);
+  CHECK(s.push(1).empty());           // <s>
+  CHECK(s.push(263) == "a");          // "▁a": the prepended space is stripped at the start
+  CHECK(s.push(3 + 0xe2).empty());    // first byte of "€" (E2 82 AC)
+  CHECK(s.push(3 + 0x82).empty());
+  CHECK(s.push(3 + 0xac) == "\xe2\x82\xac");
+  CHECK(s.push(259) == " ");
+  CHECK(s.push(3 + 0xc3).empty());
+  CHECK(s.flush() == "\xc3");         // an incomplete character at the end comes out as is
+}
+
+TEST_CASE("tokenizer: files it cannot read are refused with the file named", "[tokenizer]") {
+  TempDir tmp;
+  const std::string path = (tmp / "tokenizer.json").string();
+  json j = tiny_tokenizer();
+  SECTION("not JSON") {
+    write_file(tmp / "tokenizer.json", "{\"model\": ");
+    REQUIRE_THROWS_NAMING(Tokenizer::load(tmp / "tokenizer.json"), FormatError, path, "invalid JSON");
+  }
+  SECTION("not BPE") {
+    j["model"]["type"] = "Unigram";
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "'Unigram' is not supported");
+  }
+  SECTION("a merge of unknown pieces") {
+    j["model"]["merges"].push_back("x y");
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "merge \"x y\"", "not in the vocabulary");
+  }
+  SECTION("a gap in the ids") {
+    j["model"]["vocab"]["bc"] = 400;
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "no token has id 264");
+  }
+  SECTION("another normalizer") {
+    j["normalizer"] = {{"type", "NFKC"}};
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "normalizer", "not supported");
+  }
+  SECTION("no space convention at all") {
+    j["normalizer"] = nullptr;
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "not a llama/SentencePiece tokenizer");
+  }
+  SECTION("a Metaspace pre-tokenizer stands for the normalizer") {
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", M}, {"prepend_scheme", "first"}, {"split", false}};
+    CHECK(load(tmp, j).encode("ab") == std::vector<int>{265});
+  }
+  SECTION("missing file") {
+    REQUIRE_THROWS_NAMING(Tokenizer::load(tmp / "none.json"), IoError, "none.json");
+  }
+}
