@@ -6,7 +6,8 @@
 stories260K from ../shared, converted (weights + tokenizer.json), prompt "Once upon a time",
 200 tokens: pert's prompt ids must equal llama2.c's encoding, its generated ids the reference's
 greedy ids (argmax of a float64 forward over the whole sequence each step, no cache), and its
-text (JSON and streamed) the decoding of those ids.
+text (JSON and streamed) the decoding of those ids. Then 10,000 sampled tokens through a
+256-token context: every one made (the generator stops on non-finite logits), 77 shifts.
 """
 import json
 import os
@@ -32,6 +33,9 @@ def main():
         args = [pert, "generate", "-m", tmp, "-p", PROMPT, "-n", str(N), "--temp", "0"]
         got = json.loads(subprocess.run(args + ["--json"], check=True, capture_output=True, text=True).stdout)
         streamed = subprocess.run(args, check=True, capture_output=True).stdout.decode("utf-8")
+        long = json.loads(subprocess.run([pert, "generate", "-m", tmp, "-p", PROMPT, "-n", "10000", "-c", "256",
+                                          "--ignore-eos", "--seed", "1", "--json"],
+                                         check=True, capture_output=True, text=True).stdout)
         prompt = llama2c_tokenizer.encode(PROMPT, pieces, scores, bos=True)
         want = reference.greedy(tmp, prompt, N)
 
@@ -48,6 +52,10 @@ def main():
         failures.append(f"JSON text {got['text'][:80]!r} != reference {text(want)[:80]!r}")
     if streamed != PROMPT + text(want) + "\n":
         failures.append(f"streamed text {streamed[:80]!r} != {(PROMPT + text(want))[:80]!r}")
+    # 5 prompt tokens fill 256 positions after 251; each shift then frees (256 - 1) // 2 = 127.
+    if len(long["tokens"]) != 10000 or long["stop"] != "length" or long["context_shifts"] != 77:
+        failures.append(f"10,000 tokens at -c 256: {len(long['tokens'])} made, {long['context_shifts']} shifts")
+    print(f"10,000 tokens at -c 256: {long['context_shifts']} context shifts, {long['tokens_per_second']:.0f} tokens/s")
     print(f"greedy decode of {N} tokens: {agree} agree with the reference; text: {PROMPT + text(want)[:120]!r}...")
     for f in failures:
         print("FAILED:", f)
