@@ -150,3 +150,17 @@ TEST_CASE("cli: inspect refuses bad model directories with one line naming the f
     require_clean_failure(run_pert({"inspect", dir, "--config", dir + "/absent.json"}), {"absent.json"});
   }
 }
+
+TEST_CASE("cli: generate refuses what it cannot run with one line", "[cli]") {
+  TempDir tmp;
+  write_model_dir(tmp.path, tiny_config(), tiny_tensors());
+  const std::string dir = tmp.path.string();
+  require_clean_failure(run_pert({"generate", "-m", dir, "-p", "hi"}), {(tmp / "tokenizer.json").string(), "missing"});
+  write_file(tmp / "tokenizer.json", "{\"model\": {}}");
+  require_clean_failure(run_pert({"generate", "-m", dir, "-p", "hi"}), {(tmp / "tokenizer.json").string()});
+  require_clean_failure(run_pert({"generate", "-m", dir + "/nope", "-p", "hi"}), {"nope"});
+  require_clean_failure(run_pert({"generate", "-m", dir}), {"--prompt is required"});
+  require_clean_failure(run_pert({"generate", "-m", dir, "-p", "hi", "-n", "-3"}), {"-n"});
+  if (!fs::exists(fs::path(PERT_SOURCE_DIR) / "models" / "default"))  // until pert ships its own models
+    require_clean_failure(run_pert({"generate", "-p", "hi"}), {"models/default", "convert_llama2c.py"});
+}
