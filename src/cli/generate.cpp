@@ -76,7 +76,7 @@ void run_generate(GenerateArgs& a) {
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
   }
-  std::cout << stream.flush() << "\n";
+  std::cout << stream.flush() << std::endl;  // before the stats on stderr
   std::fprintf(stderr,
                "pert: prompt %zu tokens, %.1f tokens/s | generated %zu tokens, %.1f tokens/s | %d context shifts | "
                "stop: %s | seed %llu\n",
