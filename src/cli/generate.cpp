@@ -52,20 +52,20 @@ void run_generate(GenerateArgs& a) {
   Sampler sampler(a.sampling);
   InferenceState state(*model, n_ctx);
 
+  // The continuation is decoded as what follows the prompt (its leading space is kept).
   StreamDecoder stream(tok);
-  if (!a.json) {
-    std::cout << a.prompt << std::flush;
-    if (!a.prompt.empty()) stream.push(prompt.back());  // the continuation is not the text's start
-  }
+  if (!a.prompt.empty()) stream.push(prompt.back());
+  if (!a.json) std::cout << a.prompt << std::flush;
+  std::string text;
   const GenerateResult r = generate(state, prompt, options, sampler, [&](int id) {
-    if (!a.json) std::cout << stream.push(id) << std::flush;
+    const std::string piece = stream.push(id);
+    text += piece;
+    if (!a.json) std::cout << piece << std::flush;
   });
+  text += stream.flush();
   const double prompt_tps = prompt.size() / std::max(r.prompt_seconds, 1e-9);
   const double gen_tps = r.tokens.size() / std::max(r.generate_seconds, 1e-9);
   if (a.json) {
-    std::string text = tok.decode(r.tokens);
-    if (!a.prompt.empty() && tok.adds_prefix_space() && !r.tokens.empty() && tok.token_text(r.tokens[0]).rfind(' ', 0) == 0)
-      text.insert(0, " ");  // decode() strips the space a continuation starts with
     const nlohmann::json out = {{"model_dir", dir.string()},       {"prompt", a.prompt},
                                 {"text", text},                     {"prompt_tokens", prompt},
                                 {"tokens", r.tokens},               {"stop", r.stop},
@@ -76,7 +76,7 @@ void run_generate(GenerateArgs& a) {
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
   }
-  std::cout << stream.flush() << std::endl;  // before the stats on stderr
+  std::cout << std::endl;  // before the stats on stderr
   std::fprintf(stderr,
                "pert: prompt %zu tokens, %.1f tokens/s | generated %zu tokens, %.1f tokens/s | %d context shifts | "
                "stop: %s | seed %llu\n",
