@@ -208,7 +208,8 @@ def rmsnorm(x, w, eps):
 
 
 def forward(config, W, ids):
-    """Logits [T, vocab] for token ids, all positions at once, causal."""
+    """Logits [..., T, vocab] for token ids [..., T] (a list, or a [B, T] tensor), causal, in the
+    weights' dtype (float64 from load_model_dir; float32 when train.py trains through it)."""
     d = config["hidden_size"]
     H = config["num_attention_heads"]
     KV = config.get("num_key_value_heads") or H
@@ -216,11 +217,12 @@ def forward(config, W, ids):
     eps = config.get("rms_norm_eps", 1e-6)
     pos = position_block(config)
     kind = pos["type"]
-    T = len(ids)
-    ids_t = torch.tensor(ids, dtype=torch.long)
+    ids_t = torch.as_tensor(ids, dtype=torch.long)
+    T = ids_t.shape[-1]
+    dt = W["model.embed_tokens.weight"].dtype
     positions = torch.arange(T)
 
-    x = W["model.embed_tokens.weight"][ids_t]
+    x = W["model.embed_tokens.weight"][ids_t]  # [..., T, d]
     if kind == "learned":
         table = W["model.embed_positions.weight"]
         rows = pos.get("max_positions", config.get("max_position_embeddings", 2048))
@@ -228,23 +230,23 @@ def forward(config, W, ids):
             raise ValueError("past the learned table")
         x = x + table[torch.clamp(positions, max=rows - 1)]
     elif kind == "sinusoidal":
-        x = x * pos.get("embed_scale", 1.0) + sinusoidal_table(T, d, pos.get("base", 10000.0))
+        x = x * pos.get("embed_scale", 1.0) + sinusoidal_table(T, d, pos.get("base", 10000.0)).to(dt)
 
-    bias = torch.zeros(H, T, T, dtype=DT)  # [head, query m, key n]
+    bias = torch.zeros(H, T, T, dtype=dt)  # [head, query m, key n]
     rel = positions[:, None] - positions[None, :]  # m - n
     if kind == "alibi":
         slopes = torch.tensor(alibi_slopes(H, pos.get("max_bias", 8.0)), dtype=DT)
-        bias = -slopes[:, None, None] * rel[None].to(DT)
+        bias = (-slopes[:, None, None] * rel[None].to(DT)).to(dt)
     elif kind == "t5":
         buckets = t5_relative_position_bucket(-rel, pos.get("num_buckets", 32), pos.get("max_distance", 128))
         bias = W["model.relative_attention_bias.weight"][buckets].permute(2, 0, 1)
-    causal = torch.full((T, T), float("-inf"), dtype=DT).triu(1)
+    causal = torch.full((T, T), float("-inf"), dtype=dt).triu(1)
 
     if kind == "rope":
         rot = pos.get("rotary_dim", hd)
         mscale = rope_attention_factor(pos, config)
         layout = pos.get("layout", "half")
-        xq, xk = xpos_scales(pos, rot, T) if pos.get("xpos") is not None else (None, None)
+        xq, xk = (s.to(dt) for s in xpos_scales(pos, rot, T)) if pos.get("xpos") is not None else (None, None)
         # Query rows grouped by the frequencies their length (m + 1) gives: [(rows, angles [T, r/2])].
         groups = []
         for m in range(T):
@@ -253,30 +255,35 @@ def forward(config, W, ids):
                 groups[-1][0].append(m)
             else:
                 groups.append(([m], None, inv_freq))
-        groups = [(rows, positions[:, None].to(DT) * inv[None, :]) for rows, _, inv in groups]
+        groups = [(rows, (positions[:, None].to(DT) * inv[None, :]).to(dt)) for rows, _, inv in groups]
 
-    def rotate(x, angles, scale):  # x [heads, n, hd]: rotary dims rotated, the rest kept
+    def rotate(x, angles, scale):  # x [..., n, hd]: rotary dims rotated, the rest kept
         return torch.cat([apply_rope(x[..., :rot], angles, mscale, layout, scale), x[..., rot:]], dim=-1)
+
+    def heads(t, n):  # [..., T, n·hd] -> [..., n, T, hd]
+        return t.view(*t.shape[:-1], n, hd).transpose(-2, -3)
 
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
-        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)   # [H, T, hd]
-        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, KV, hd).transpose(0, 1)  # [KV, T, hd]
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, KV, hd).transpose(0, 1)
-        k = k.repeat_interleave(H // KV, dim=0)  # GQA: head h reads kv head h // (H/KV)
-        v = v.repeat_interleave(H // KV, dim=0)
+        q = heads(h @ W[p + "self_attn.q_proj.weight"].T, H)  # [..., H, T, hd]
+        k = heads(h @ W[p + "self_attn.k_proj.weight"].T, KV)  # [..., KV, T, hd]
+        v = heads(h @ W[p + "self_attn.v_proj.weight"].T, KV)
+        k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
+        v = v.repeat_interleave(H // KV, dim=-3)
         if kind == "rope":
-            scores = torch.empty(H, T, T, dtype=DT)
-            for rows, angles in groups:
-                qr = rotate(q[:, rows], angles[rows], None if xq is None else xq[rows])
-                kr = rotate(k, angles, xk)
-                scores[:, rows] = qr @ kr.transpose(-1, -2)
+            if len(groups) == 1:
+                scores = rotate(q, groups[0][1], xq) @ rotate(k, groups[0][1], xk).transpose(-1, -2)
+            else:
+                scores = torch.empty(*q.shape[:-1], T, dtype=dt)
+                for rows, angles in groups:
+                    qr = rotate(q[..., rows, :], angles[rows], None if xq is None else xq[rows])
+                    scores[..., rows, :] = qr @ rotate(k, angles, xk).transpose(-1, -2)
         else:
             scores = q @ k.transpose(-1, -2)
         scores = scores / math.sqrt(hd) + bias + causal
-        att = torch.softmax(scores, dim=-1) @ v  # [H, T, hd]
-        x = x + att.transpose(0, 1).reshape(T, H * hd) @ W[p + "self_attn.o_proj.weight"].T
+        att = torch.softmax(scores, dim=-1) @ v  # [..., H, T, hd]
+        x = x + att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd) @ W[p + "self_attn.o_proj.weight"].T
         h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
         gate = h @ W[p + "mlp.gate_proj.weight"].T
         up = h @ W[p + "mlp.up_proj.weight"].T
