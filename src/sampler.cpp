@@ -30,7 +30,8 @@ int Sampler::sample(float* logits, int vocab, const std::vector<int>& history) {
   candidates_.resize(k);
 
   // Probabilities at temperature 1 for top-p and min-p, as llama.cpp computes them.
-  std::vector<double> prob(candidates_.size());
+  std::vector<double>& prob = prob_;
+  prob.resize(candidates_.size());
   const double max = candidates_[0].first;
   double sum = 0.0;
   for (size_t i = 0; i < prob.size(); ++i) sum += prob[i] = std::exp(double(candidates_[i].first) - max);
@@ -51,7 +52,8 @@ int Sampler::sample(float* logits, int vocab, const std::vector<int>& history) {
   candidates_.resize(keep);
 
   // Temperature, then one draw.
-  std::vector<double> weight(keep);
+  std::vector<double>& weight = weight_;
+  weight.resize(keep);
   double total = 0.0;
   for (size_t i = 0; i < keep; ++i) total += weight[i] = std::exp((double(candidates_[i].first) - max) / p_.temperature);
   const double u = double(rng_() >> 11) * 0x1.0p-53 * total;  // uniform in [0, total)

@@ -2,7 +2,9 @@
 // [T][vocab], so the Python reference tests can compare them.
 //   pert_logits MODEL_DIR IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]...
 // --chunk N feeds the ids N at a time through the KV cache (1 = token-by-token decode);
-// without it the whole sequence is one prefill.
+// without it the whole sequence is one prefill. --window N cuts the ids into windows of N,
+// each run from an empty cache at position 0 (the non-overlapping perplexity evaluation).
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -15,13 +17,14 @@
 int main(int argc, char** argv) {
   CLI::App app{"Write pert's logits for a token sequence"};
   std::string model_dir, ids_file, out_file;
-  int chunk = 0, ctx = 0;
+  int chunk = 0, ctx = 0, window = 0;
   std::vector<std::string> sets;
   app.add_option("model_dir", model_dir)->required();
   app.add_option("ids_file", ids_file, "whitespace-separated token ids")->required();
   app.add_option("out_file", out_file)->required();
   app.add_option("--chunk", chunk);
   app.add_option("--ctx", ctx);
+  app.add_option("--window", window);
   app.add_option("--set", sets)->allow_extra_args(false);
   CLI11_PARSE(app, argc, argv);
   try {
@@ -30,13 +33,15 @@ int main(int argc, char** argv) {
     if (ids.empty()) throw pert::Error(ids_file + ": no token ids");
     auto model = pert::Model::load(model_dir, {{}, sets});
     const int T = int(ids.size()), V = model->config().vocab_size;
-    if (chunk <= 0) chunk = T;
-    pert::InferenceState state(*model, ctx > 0 ? ctx : T, chunk);
+    if (window <= 0) window = T;
+    if (chunk <= 0) chunk = window;
+    pert::InferenceState state(*model, ctx > 0 ? ctx : window, chunk);
     std::vector<float> logits(size_t(T) * V);
-    for (int pos = 0; pos < T; pos += chunk) {
-      const int n = std::min(chunk, T - pos);
-      state.forward(&ids[size_t(pos)], n, pos, &logits[size_t(pos) * V], true);
-    }
+    for (int start = 0; start < T; start += window)  // each window from position 0 again
+      for (int pos = 0; pos < std::min(window, T - start); pos += chunk) {
+        const int n = std::min({chunk, window - pos, T - start - pos});
+        state.forward(&ids[size_t(start + pos)], n, pos, &logits[size_t(start + pos) * V], true);
+      }
     std::ofstream out(out_file, std::ios::binary);
     out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
     if (!out) throw pert::Error(out_file + ": write failed");

@@ -29,6 +29,7 @@ class Sampler {
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int>> candidates_;  // (logit, id), reused
+  std::vector<double> prob_, weight_;              // per candidate, reused
 };
 
 }  // namespace pert

@@ -104,10 +104,12 @@ class Rope final : public PositionEncoding {
 
   // Makes the tables cover positions [0, pos0 + n) with the frequencies of `length`.
   void begin_forward(int length, int pos0, int n) override {
-    std::vector<double> theta = rope_inv_freq(p_, length);
-    if (theta != theta_) {
-      theta_ = std::move(theta);
-      rows_ = 0;
+    if (theta_.empty() || on_read_) {  // static frequencies are computed once
+      std::vector<double> theta = rope_inv_freq(p_, length);
+      if (theta != theta_) {
+        theta_ = std::move(theta);
+        rows_ = 0;
+      }
     }
     const int rows = pos0 + n;
     if (rows <= rows_) return;

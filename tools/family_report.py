@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Writes models/README.md: a card per family model, from models/NAME/card.json (tools/train.py)
+and the validation perplexity pert measures (tests/family_test.py), plus a sample story each.
+
+    family_report.py BUILD_DIR      # e.g. build (needs build/pert and build/tests/pert_logits)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAMES = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5"]
+
+
+def main():
+    build = os.path.abspath(sys.argv[1])
+    rows, samples = [], []
+    for name in NAMES:
+        model = os.path.join(ROOT, "models", name)
+        if not os.path.exists(os.path.join(model, "card.json")):
+            continue
+        card = json.load(open(os.path.join(model, "card.json")))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "ppl.json")
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "family_test.py"), name,
+                            os.path.join(build, "tests", "pert_logits"), "--json", out], check=True,
+                           stdout=subprocess.DEVNULL)
+            ppl = json.load(open(out))
+        gen = json.loads(subprocess.run(
+            [os.path.join(build, "pert"), "generate", "-m", model, "-p", "Once upon a time", "-n", "80",
+             "--seed", "1", "--json"], check=True, capture_output=True, text=True).stdout)
+        rows.append(f"| `{name}` | `{json.dumps(card['position'])}` | {card['parameters']:,} | {card['steps']} | "
+                    f"{card['train_loss']:.3f} | {card['val_loss']:.3f} | **{ppl['ppl']:.2f}** | "
+                    f"{card['wall_seconds'] / 60:.1f} min |")
+        samples.append(f"**{name}**: Once upon a time{gen['text']}".replace("\n", " "))
+    text = open(os.path.join(ROOT, "models", "README.template.md")).read()
+    text = text.replace("{{TABLE}}", "\n".join(rows)).replace("{{SAMPLES}}", "\n\n".join(samples))
+    with open(os.path.join(ROOT, "models", "README.md"), "w") as f:
+        f.write(text)
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
