@@ -62,7 +62,8 @@ void run_generate(GenerateArgs& a) {
     text += piece;
     if (!a.json) std::cout << piece << std::flush;
   });
-  text += stream.flush();
+  const std::string held = stream.flush();  // an incomplete character at the very end
+  text += held;
   const double prompt_tps = prompt.size() / std::max(r.prompt_seconds, 1e-9);
   const double gen_tps = r.tokens.size() / std::max(r.generate_seconds, 1e-9);
   if (a.json) {
@@ -76,7 +77,7 @@ void run_generate(GenerateArgs& a) {
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
   }
-  std::cout << std::endl;  // before the stats on stderr
+  std::cout << held << std::endl;  // before the stats on stderr
   std::fprintf(stderr,
                "pert: prompt %zu tokens, %.1f tokens/s | generated %zu tokens, %.1f tokens/s | %d context shifts | "
                "stop: %s | seed %llu\n",
