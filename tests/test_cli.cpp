@@ -161,6 +161,16 @@ TEST_CASE("cli: generate refuses what it cannot run with one line", "[cli]") {
   require_clean_failure(run_pert({"generate", "-m", dir + "/nope", "-p", "hi"}), {"nope"});
   require_clean_failure(run_pert({"generate", "-m", dir}), {"--prompt is required"});
   require_clean_failure(run_pert({"generate", "-m", dir, "-p", "hi", "-n", "-3"}), {"-n"});
-  if (!fs::exists(fs::path(PERT_SOURCE_DIR) / "models" / "default"))  // until pert ships its own models
-    require_clean_failure(run_pert({"generate", "-p", "hi"}), {"models/default", "convert_llama2c.py"});
+}
+
+TEST_CASE("cli: generate with no -m runs the model models/default names", "[cli]") {
+  REQUIRE(fs::exists(fs::path(PERT_SOURCE_DIR) / "models" / "default"));
+  const Run r = run_pert({"generate", "-p", "Once upon a time", "-n", "12", "--seed", "3", "--json", "-t", "1"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["tokens"].size() == (j["stop"] == "length" ? 12u : j["tokens"].size()));
+  CHECK(j["tokens"].size() <= 12);
+  CHECK(!j["text"].get<std::string>().empty());
+  CHECK_THAT(j["model_dir"].get<std::string>(), Catch::Matchers::Contains("models"));
 }
