@@ -33,7 +33,7 @@ def main():
              "--seed", "1", "--json"], check=True, capture_output=True, text=True).stdout)
         rows.append(f"| `{name}` | `{json.dumps(card['position'])}` | {card['parameters']:,} | {card['steps']} | "
                     f"{card['train_loss']:.3f} | {card['val_loss']:.3f} | **{ppl['ppl']:.2f}** | "
-                    f"{card['wall_seconds'] / 60:.1f} min |")
+                    f"{card['wall_seconds'] / 60:.1f} min | `{card['command']}` |")
         samples.append(f"**{name}**: Once upon a time{gen['text']}".replace("\n", " "))
     text = open(os.path.join(ROOT, "models", "README.template.md")).read()
     text = text.replace("{{TABLE}}", "\n".join(rows)).replace("{{SAMPLES}}", "\n\n".join(samples))
