@@ -187,6 +187,7 @@ void parse_scaling(const json& obj, int trained, const std::string& source, Mode
   const double L = s.original_max_position;
 
   if (s.type == RopeScalingType::LongRope) {
+    if (L < 2) f.fail("original_max_position_embeddings", "must be at least 2 for longrope (its attention factor divides by ln L)");
     s.factor = f.number("factor", mc.max_position_embeddings / L, at_least_one, "must be >= 1");
     const size_t pairs = size_t(mc.position.rotary_dim / 2);
     s.short_factor = f.numbers("short_factor", pairs);
@@ -368,6 +369,7 @@ json apply_overrides(json config, const ConfigOverrides& overrides) {
     } catch (const json::exception&) {
       value = text;  // ... and anything else is a string: --set position.type=alibi
     }
+    if (!config.is_object()) throw ConfigError("--set '" + set + "': the config is not a JSON object");
     json* node = &config;
     for (size_t i = 0; i + 1 < keys.size(); ++i) {
       json& next = (*node)[keys[i]];

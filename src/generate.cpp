@@ -22,9 +22,7 @@ GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, c
   if (int(prompt.size()) > n_ctx)
     throw Error("generate: the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context size " +
                 std::to_string(n_ctx));
-  if (options.n_keep < 0 || options.n_keep >= n_ctx - 1)
-    throw Error("generate: --keep " + std::to_string(options.n_keep) + " leaves no room in a context of " +
-                std::to_string(n_ctx));
+  if (options.n_keep < 0) throw Error("generate: --keep must not be negative here");
 
   GenerateResult r;
   std::vector<float> logits(static_cast<size_t>(V));
@@ -50,6 +48,9 @@ GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, c
     }
     if (i + 1 == options.n_predict) break;
     if (state.n_past() == n_ctx) {  // full: drop the older half of what follows n_keep
+      if (options.n_keep > n_ctx - 2)
+        throw Error("generate: the context of " + std::to_string(n_ctx) + " is full and keeping " +
+                    std::to_string(options.n_keep) + " tokens leaves nothing to drop; use a larger -c or a smaller --keep");
       const int n_discard = (state.n_past() - options.n_keep) / 2;
       context.erase(context.begin() + options.n_keep, context.begin() + options.n_keep + n_discard);
       if (!state.shift(options.n_keep, n_discard))  // positions baked into the cache: re-encode

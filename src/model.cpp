@@ -46,8 +46,13 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch)
   const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
   const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_);
   const size_t cache = size_t(c_.n_layers) * kv_dim * size_t(n_ctx);
-  k_cache_.assign(cache, 0.0f);
-  v_cache_.assign(cache, 0.0f);
+  try {
+    k_cache_.assign(cache, 0.0f);
+    v_cache_.assign(cache, 0.0f);
+  } catch (const std::bad_alloc&) {
+    throw Error("a KV cache for a context of " + std::to_string(n_ctx) + " needs " +
+                std::to_string(2 * cache * sizeof(float) >> 20) + " MiB, more than is free; pass a smaller -c");
+  }
   if (position_->rotates_keys_on_read()) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
   x_.resize(B * d);
   xb_.resize(B * d);
@@ -97,7 +102,7 @@ bool InferenceState::shift(int n_keep, int n_discard) {
     for (int h = 0; h < c_.n_kv_heads; ++h) {
       const size_t head = (size_t(l) * c_.n_kv_heads + h) * size_t(kv_head_stride);
       for (std::vector<float>* cache : {&k_cache_, &v_cache_})
-        std::memmove(&(*cache)[head + size_t(n_keep) * hd], &(*cache)[head + size_t(n_keep + n_discard) * hd],
+        std::memmove(cache->data() + head + size_t(n_keep) * hd, cache->data() + head + size_t(n_keep + n_discard) * hd,
                      sizeof(float) * size_t(n_move) * hd);
     }
   for (int l = 0; l < c_.n_layers; ++l)

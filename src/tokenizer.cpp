@@ -58,8 +58,17 @@ bool valid_utf8(std::string_view s, size_t* bad_at) {
 }
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
-  const std::string where = path.string();
   const json j = read_json_file(path);
+  try {
+    return from_json(j, path.string());
+  } catch (const json::exception& e) {  // a field of the wrong JSON type
+    std::string what = e.what();
+    if (auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
+    throw FormatError(path.string() + ": " + what);
+  }
+}
+
+Tokenizer Tokenizer::from_json(const json& j, const std::string& where) {
   auto fail = [&](const std::string& what) -> void { throw FormatError(where + ": " + what); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) fail("expected an object with a \"model\"");
   const json& m = j["model"];
@@ -74,7 +83,9 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   auto add_piece = [&](const std::string& piece, const json& id, const std::string& what) {
     if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= (1 << 24))
       fail(what + " '" + piece + "' has a bad id " + json_brief(id));
-    by_id[id.get<int>()] = piece;
+    auto [it, fresh] = by_id.emplace(id.get<int>(), piece);
+    if (!fresh && it->second != piece)
+      fail(what + " '" + piece + "' reuses id " + std::to_string(it->first) + " of '" + it->second + "'");
   };
   if (!m.contains("vocab") || !m["vocab"].is_object()) fail("model.vocab must be an object of piece: id");
   for (const auto& [piece, id] : m["vocab"].items()) add_piece(piece, id, "vocab piece");

@@ -161,6 +161,7 @@ TEST_CASE("cli: generate refuses what it cannot run with one line", "[cli]") {
   require_clean_failure(run_pert({"generate", "-m", dir + "/nope", "-p", "hi"}), {"nope"});
   require_clean_failure(run_pert({"generate", "-m", dir}), {"--prompt is required"});
   require_clean_failure(run_pert({"generate", "-m", dir, "-p", "hi", "-n", "-3"}), {"-n"});
+  require_clean_failure(run_pert({"generate", "-m", dir, "-p", "hi", "--repeat-penalty", "0"}), {"--repeat-penalty"});
 }
 
 TEST_CASE("cli: generate with no -m runs the model models/default names", "[cli]") {
@@ -173,4 +174,9 @@ TEST_CASE("cli: generate with no -m runs the model models/default names", "[cli]
   CHECK(j["tokens"].size() <= 12);
   CHECK(!j["text"].get<std::string>().empty());
   CHECK_THAT(j["model_dir"].get<std::string>(), Catch::Matchers::Contains("models"));
+
+  // A prompt longer than the context is an error before any text is written.
+  const Run tight = run_pert({"generate", "-p", "Once upon a time there was", "-c", "3"});
+  require_clean_failure(tight, {"prompt has", "context size 3"});
+  CHECK(tight.out.empty());
 }

@@ -294,6 +294,9 @@ TEST_CASE("config: bad values are refused with the file and the key named", "[co
                           ConfigError, kSource, "position.scaling.short_factor entries must be finite numbers > 0");
     REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 1.0}}})), ConfigError,
                           kSource, "position.scaling.long_factor is required");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {2.0, 2.0}},
+                                              {"original_max_position_embeddings", 1}})),
+                          ConfigError, kSource, "original_max_position_embeddings must be at least 2 for longrope");
     REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "linear"}, {"factor", 2}, {"original_max_position_embeddings", 0}})),
                           ConfigError, kSource, "position.scaling.original_max_position_embeddings must be in [1,");
   }

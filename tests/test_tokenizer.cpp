@@ -119,6 +119,14 @@ TEST_CASE("tokenizer: files it cannot read are refused with the file named", "[t
     j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", M}, {"prepend_scheme", "first"}, {"split", false}};
     CHECK(load(tmp, j).encode("ab") == std::vector<int>{265});
   }
+  SECTION("a field of the wrong type") {
+    j["model"]["byte_fallback"] = "true";
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "boolean");
+  }
+  SECTION("an added token that takes a vocabulary id") {
+    j["added_tokens"].push_back({{"id", 260}, {"content", "<pad>"}, {"special", true}});
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "'<pad>' reuses id 260 of 'a'");
+  }
   SECTION("missing file") {
     REQUIRE_THROWS_NAMING(Tokenizer::load(tmp / "none.json"), IoError, "none.json");
   }

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace pert {
 
 class Tokenizer {
@@ -49,6 +51,7 @@ class Tokenizer {
   bool split_words_ = false;               // Metaspace split: merges stay inside "▁word" pieces
 
   void encode_word(std::string_view word, std::vector<int>& out) const;
+  static Tokenizer from_json(const nlohmann::json& j, const std::string& where);
 };
 
 // Turns a stream of token ids into text as it comes: bytes of a UTF-8 character split over

@@ -1,6 +1,7 @@
 // pert generate: text in, streamed text out (flags as in llama.cpp's CLI where they mean the same).
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -39,7 +40,7 @@ void run_generate(GenerateArgs& a) {
   std::vector<int> prompt;
   if (c.bos_token_id >= 0) prompt.push_back(c.bos_token_id);
   for (int id : tok.encode(a.prompt)) prompt.push_back(id);
-  const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
+  const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(c.max_position_embeddings, 4096);
   GenerateOptions options;
   options.n_predict = a.n_predict;
   options.vocab = tok.vocab_size();
@@ -55,13 +56,19 @@ void run_generate(GenerateArgs& a) {
   // The continuation is decoded as what follows the prompt (its leading space is kept).
   StreamDecoder stream(tok);
   if (!a.prompt.empty()) stream.push(prompt.back());
-  if (!a.json) std::cout << a.prompt << std::flush;
   std::string text;
+  bool echoed = a.json;  // the prompt is echoed once it has run, so errors come before any text
+  auto echo = [&] {
+    if (!echoed) std::cout << a.prompt << std::flush;
+    echoed = true;
+  };
   const GenerateResult r = generate(state, prompt, options, sampler, [&](int id) {
     const std::string piece = stream.push(id);
     text += piece;
+    echo();
     if (!a.json) std::cout << piece << std::flush;
   });
+  echo();
   const std::string held = stream.flush();  // an incomplete character at the very end
   text += held;
   const double prompt_tps = prompt.size() / std::max(r.prompt_seconds, 1e-9);
@@ -93,14 +100,18 @@ void add_generate(CLI::App& app) {
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("-c,--ctx-size", a->n_ctx, "Context size (default: the trained length); past it the context shifts")
+  cmd->add_option("-c,--ctx-size", a->n_ctx, "Context size (default: the trained length, at most 4096); past it the context shifts")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--keep", a->n_keep, "Prompt tokens kept on a context shift (-1: all)")->capture_default_str();
-  cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   cmd->add_option("--top-k", a->sampling.top_k, "Top-k (0: off)")->capture_default_str();
   cmd->add_option("--top-p", a->sampling.top_p, "Top-p (1: off)")->capture_default_str();
   cmd->add_option("--min-p", a->sampling.min_p, "Min-p (0: off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty (1: off)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--repeat-last-n", a->sampling.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   cmd->add_option("-s,--seed", a->seed, "Random seed (-1: random)")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
