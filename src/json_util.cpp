@@ -44,11 +44,14 @@ nlohmann::json parse_json(std::string_view text, const std::string& where) {
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    // nlohmann's messages look like "[json.exception.parse_error.101] parse error at line 1, ...".
-    std::string what = e.what();
-    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    throw FormatError(where + ": invalid JSON: " + what);
+    throw FormatError(where + ": invalid JSON: " + json_error_text(e));
   }
+}
+
+std::string json_error_text(const nlohmann::json::exception& e) {
+  const std::string what = e.what();
+  const auto pos = what.find("] ");
+  return pos == std::string::npos ? what : what.substr(pos + 2);
 }
 
 std::string json_brief(const nlohmann::json& value) {

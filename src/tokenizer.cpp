@@ -62,9 +62,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   try {
     return from_json(j, path.string());
   } catch (const json::exception& e) {  // a field of the wrong JSON type
-    std::string what = e.what();
-    if (auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
-    throw FormatError(path.string() + ": " + what);
+    throw FormatError(path.string() + ": " + json_error_text(e));
   }
 }
 

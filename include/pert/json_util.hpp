@@ -25,4 +25,7 @@ inline nlohmann::json read_json_file(const std::filesystem::path& path) {
 // A short rendering of a JSON value for error messages (long values are cut).
 std::string json_brief(const nlohmann::json& value);
 
+// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+std::string json_error_text(const nlohmann::json::exception& e);
+
 }  // namespace pert
