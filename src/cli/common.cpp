@@ -1,8 +1,14 @@
 #include "common.hpp"
 
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 
 #include "pert/error.hpp"
+#include "pert/json_util.hpp"
 
 namespace pert::cli {
 
@@ -44,6 +50,78 @@ std::filesystem::path resolve_model_dir(const std::string& given) {
                 " does not exist; convert a model first, e.g. /usr/bin/python3 tools/convert_llama2c.py "
                 "../shared/data/models/stories260K/stories260K.bin ../shared/data/models/stories260K/tok512.bin "
                 "build/models/stories260K, then pass -m build/models/stories260K");
+}
+
+}  // namespace pert::cli
+
+namespace pert::cli {
+
+LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides) {
+  LoadedModel m{dir, Model::load(dir, overrides), {}};
+  const std::filesystem::path tok_path = dir / "tokenizer.json";
+  if (!std::filesystem::exists(tok_path))
+    throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
+  m.tokenizer = Tokenizer::load(tok_path);
+  const int model_vocab = m.model->config().vocab_size;
+  if (m.tokenizer.vocab_size() > model_vocab)
+    throw ConfigError(tok_path.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
+                      " tokens, but the model has " + std::to_string(model_vocab));
+  return m;
+}
+
+std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs) {
+  const std::string text = read_text_file(path);
+  size_t bad = 0;
+  if (!valid_utf8(text, &bad)) throw FormatError(path.string() + ": not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  if (!split_docs) return tokenizer.encode(text);
+  std::vector<int> ids;
+  const char* space = " \t\n\r\v\f";
+  for (size_t at = 0; at <= text.size();) {
+    size_t end = text.find("\n\n", at);
+    if (end == std::string::npos) end = text.size();
+    const size_t a = text.find_first_not_of(space, at);
+    if (a != std::string::npos && a < end) {
+      const size_t b = text.find_last_not_of(space, end - 1);
+      if (bos >= 0) ids.push_back(bos);
+      for (int id : tokenizer.encode(std::string_view(text).substr(a, b + 1 - a))) ids.push_back(id);
+    }
+    at = end + 2;
+  }
+  return ids;
+}
+
+void set_threads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Progress::Progress(std::string label, std::string unit)
+    : label_(std::move(label)), unit_(std::move(unit)), tty_(isatty(fileno(stderr))), start_(now_seconds()) {}
+
+void Progress::update(long long done, long long total, const std::string& note) {
+  const double t = now_seconds(), frac = total > 0 ? double(done) / double(total) : 1.0;
+  const int decile = int(frac * 10);
+  if (tty_ ? (t - last_draw_ < 0.1 && done < total) : decile == last_decile_) return;
+  last_draw_ = t;
+  last_decile_ = decile;
+  const int width = 30, filled = int(frac * width);
+  const double elapsed = t - start_, eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
+  std::string bar = std::string(size_t(filled), '=') + (filled < width ? ">" : "") +
+                    std::string(size_t(std::max(0, width - filled - 1)), ' ');
+  std::fprintf(stderr, "%s%s [%s] %lld/%lld %s %.0fs, eta %.0fs%s%s%s", tty_ ? "\r\033[K" : "", label_.c_str(),
+               bar.c_str(), done, total, unit_.c_str(), elapsed, eta, note.empty() ? "" : " | ", note.c_str(),
+               tty_ ? "" : "\n");
+  drawn_ = true;
+}
+
+void Progress::finish() {
+  if (tty_ && drawn_) std::fputc('\n', stderr);
+  drawn_ = false;
 }
 
 }  // namespace pert::cli

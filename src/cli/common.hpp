@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 
 #include "pert/config.hpp"
+#include "pert/model.hpp"
+#include "pert/tokenizer.hpp"
 
 namespace pert::cli {
 
@@ -23,8 +25,41 @@ struct ConfigFlags {
 // model directory, or a file holding its path relative to models/).
 std::filesystem::path resolve_model_dir(const std::string& given);
 
+// A model directory loaded with its tokenizer.json (which must fit the model's vocabulary).
+struct LoadedModel {
+  std::filesystem::path dir;
+  std::unique_ptr<Model> model;
+  Tokenizer tokenizer;
+};
+LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides);
+
+// A text file as token ids: the whole file as one text, or with `split_docs` each document
+// (separated by a blank line, "\n\n", and stripped of surrounding whitespace) encoded on its
+// own with `bos` before it, as tools/train.py feeds stories to the family.
+std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs);
+
+// `--threads` for every subcommand: 0 leaves OpenMP's default (all cores).
+void set_threads(int threads);
+
+// A progress bar on stderr: redrawn in place on a terminal, a line every 10% otherwise.
+class Progress {
+ public:
+  Progress(std::string label, std::string unit);
+  void update(long long done, long long total, const std::string& note = "");
+  void finish();  // ends the bar's line
+
+ private:
+  std::string label_, unit_;
+  bool tty_, drawn_ = false;
+  int last_decile_ = -1;
+  double start_, last_draw_ = -1;
+};
+
 // Each subcommand file defines one of these; main.cpp registers them all.
 void add_inspect(CLI::App& app);
 void add_generate(CLI::App& app);
+void add_perplexity(CLI::App& app);
+void add_sweep(CLI::App& app);
+void add_positions(CLI::App& app);
 
 }  // namespace pert::cli

@@ -1,6 +1,4 @@
 // pert generate: text in, streamed text out (flags as in llama.cpp's CLI where they mean the same).
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -25,17 +23,11 @@ struct GenerateArgs {
 };
 
 void run_generate(GenerateArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(a.threads);
-  const std::filesystem::path dir = resolve_model_dir(a.model_dir);
-  const auto model = Model::load(dir, a.config.overrides());
-  const std::filesystem::path tok_path = dir / "tokenizer.json";
-  if (!std::filesystem::exists(tok_path))
-    throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
-  const Tokenizer tok = Tokenizer::load(tok_path);
-  const ModelConfig& c = model->config();
-  if (tok.vocab_size() > c.vocab_size)
-    throw ConfigError(tok_path.string() + ": " + std::to_string(tok.vocab_size()) + " tokens, but the model has " +
-                      std::to_string(c.vocab_size));
+  set_threads(a.threads);
+  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides());
+  const std::filesystem::path& dir = m.dir;
+  const Tokenizer& tok = m.tokenizer;
+  const ModelConfig& c = m.model->config();
 
   std::vector<int> prompt;
   if (c.bos_token_id >= 0) prompt.push_back(c.bos_token_id);
@@ -51,7 +43,7 @@ void run_generate(GenerateArgs& a) {
   options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_text ? prompt_text : a.n_keep) + (c.bos_token_id >= 0);
   a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
   Sampler sampler(a.sampling);
-  InferenceState state(*model, n_ctx);
+  InferenceState state(*m.model, n_ctx);
 
   // The continuation is decoded as what follows the prompt (its leading space is kept).
   StreamDecoder stream(tok);

@@ -1,0 +1,72 @@
+// pert perplexity: PPL of a text at one context length, with the NLL-by-position curve
+// (flags as llama-perplexity's where they mean the same).
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "evaluate.hpp"
+#include "pert/error.hpp"
+
+namespace pert::cli {
+
+namespace {
+
+struct PerplexityArgs {
+  std::string model_dir, json_file;
+  int n_ctx = 0, threads = 0;
+  EvalFlags eval;
+  ConfigFlags config;
+};
+
+void run(const PerplexityArgs& a) {
+  set_threads(a.threads);
+  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides());
+  const ModelConfig& c = m.model->config();
+  const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
+  const std::vector<int> tokens = tokenize_file(m.tokenizer, a.eval.text_file, c.bos_token_id, a.eval.split_docs);
+  const PerplexityOptions o = a.eval.options(n_ctx, c.bos_token_id);
+  const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity");
+
+  const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
+  if (!a.json_file.empty()) {
+    nlohmann::json j = {{"model_dir", m.dir.string()},
+                        {"position", describe(c.position, c.head_dim)},
+                        {"trained_length", c.max_position_embeddings},
+                        {"n_ctx", n_ctx},
+                        {"text_tokens", tokens.size()},
+                        {"threads", omp_get_max_threads()}};
+    j.update(a.eval.settings());
+    j.update(result_json(r));
+    write_json(a.json_file, j);
+    if (a.json_file == "-") return;
+  }
+  std::printf("%s: %s\n", m.dir.string().c_str(), describe(c.position, c.head_dim).c_str());
+  std::printf("%s: %zu tokens; %s windows of %d positions (%s%d text tokens), trained length %d\n",
+              a.eval.text_file.c_str(), tokens.size(), perplexity_mode_name(o.mode), n_ctx,
+              o.bos >= 0 ? "BOS + " : "", window_text_tokens(o), c.max_position_embeddings);
+  std::printf("%s\n", ppl_text(r.ppl, r.ppl_stderr).c_str());
+  std::printf("%lld tokens scored in %d windows (stride %d), %.2f s, %.1f tokens/s\n", r.tokens, r.windows, r.stride,
+              r.seconds, tps);
+  std::printf("\nNLL by position in the window:\n\n| positions | tokens | NLL | PPL |\n|---|---:|---:|---:|\n");
+  for (const PositionBucket& b : r.buckets)
+    if (b.tokens) std::printf("| %d–%d | %lld | %.4f | %.3f |\n", b.first, b.last, b.tokens, b.nll, std::exp(b.nll));
+}
+
+}  // namespace
+
+void add_perplexity(CLI::App& app) {
+  auto a = std::make_shared<PerplexityArgs>();
+  CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of a text at a context length, and NLL by position");
+  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
+  cmd->add_option("-c,--ctx-size", a->n_ctx, "Context length: positions per window, BOS included (default: the trained length)")
+      ->check(CLI::NonNegativeNumber);
+  a->eval.add_to(*cmd);
+  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  a->config.add_to(*cmd);
+  cmd->add_option("--json", a->json_file, "Write the result as JSON to this file (-: stdout, instead of the text)");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace pert::cli

@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Writes the family's held-out text: the last 10% of ../shared/data/text/tinystories_val.txt's
+stories (tools/train.py's split, never trained on), one blank line between stories.
+
+    /usr/bin/python3 tools/heldout.py build/data/tinystories_heldout.txt
+
+`pert perplexity/sweep --split-docs` reads it back as the family saw text in training: each
+story encoded on its own, BOS before it.
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import train  # noqa: E402
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    cfg = train.load_run_config(os.path.join(os.path.dirname(HERE), "configs", "train", "family.json"))
+    _, val_stories = train.split(cfg)
+    os.makedirs(os.path.dirname(os.path.abspath(sys.argv[1])), exist_ok=True)
+    with open(sys.argv[1], "w", encoding="utf-8") as f:
+        f.write("\n\n".join(val_stories) + "\n")
+    print(f"{sys.argv[1]}: {len(val_stories)} held-out stories", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
