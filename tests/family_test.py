@@ -1,22 +1,21 @@
 #!/usr/bin/env python3
 """A model of pert's family (models/NAME) in pert against the PyTorch reference, on held-out text.
 
-    family_test.py NAME PERT_LOGITS [--json OUT]
+    family_test.py NAME PERT_LOGITS PERT [--json OUT]
 
 The held-out split is the last 10% of tinystories_val.txt's stories (tools/train.py's split),
 tokenized with the family's tokenizer, BOS before each story. Checks pert's logits against the
-float64 reference on the first 4 windows of the trained length L = 128 (max |Δ| ≤ 1e-3, the
-bar for BF16-stored weights), then measures the validation perplexity at L with pert: the
-split cut into non-overlapping windows of L tokens, each run from an empty cache, every token
-after a window's first scored (the ALiBi paper's evaluation).
+float64 reference on the first 4 windows of the trained length L = 128 and on one window of 8L
+(past the trained length, where extrapolation results are read; the learned model reuses its
+last row there), max |Δ| ≤ 1e-3, the bar for BF16-stored weights. Then measures the validation
+perplexity at L with `pert perplexity --split-docs` (chunks of BOS + L - 1 tokens, every token
+scored) and prints it; --json writes it for tools/family_report.py.
 """
 import json
-import math
 import os
+import subprocess
 import sys
 import tempfile
-
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -27,43 +26,46 @@ import train  # noqa: E402
 from logits_check import Checker, pert_logits  # noqa: E402
 
 
-def validation_ids():
+def held_out():
     import sentencepiece as spm
     cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
     _, val_stories = train.split(cfg)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, cfg["tokenizer"]["dir"], "tokenizer.model"))
-    return train.encode(sp, val_stories), cfg["train"]["context"]
+    return val_stories, train.encode(sp, val_stories).tolist(), cfg["train"]["context"]
 
 
 def main():
-    name, binary = sys.argv[1], sys.argv[2]
+    name, logits_binary, pert = sys.argv[1], sys.argv[2], sys.argv[3]
     model = os.path.join(ROOT, "models", name)
-    ids, L = validation_ids()
-    n_windows = len(ids) // L
-    ids = ids[:n_windows * L].tolist()
+    stories, ids, L = held_out()
     check = Checker(name, tol=1e-3)
-    with tempfile.TemporaryDirectory() as tmp:
-        logits = pert_logits(binary, model, ids, tmp, window=L)
     config, W = reference.load_model_dir(model)
-    for w in range(4):
-        with reference.torch.no_grad():
+    sets = []
+    if reference.position_block(config)["type"] == "learned":
+        config.setdefault("position", {})["beyond"] = "clamp"
+        sets = ["--set", "position.beyond=clamp"]
+    with tempfile.TemporaryDirectory() as tmp:
+        logits = pert_logits(logits_binary, model, ids[:4 * L], tmp, window=L)
+        long = pert_logits(logits_binary, model, ids[:8 * L], tmp, extra=sets)
+        text = os.path.join(tmp, "heldout.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            f.write("\n\n".join(stories) + "\n")
+        out = subprocess.run([pert, "perplexity", "-m", model, "-f", text, "--split-docs", "-c", str(L), "--json", "-"],
+                             check=True, capture_output=True, text=True).stdout
+    result = json.loads(out)
+    with reference.torch.no_grad():
+        for w in range(4):
             want = reference.forward(config, W, ids[w * L:(w + 1) * L]).numpy()
-        check(f"window {w} of {L} tokens vs reference", logits[w * L:(w + 1) * L], want)
-
-    # Perplexity: within each window, position t predicts token t + 1.
-    nll, count = 0.0, 0
-    for w in range(n_windows):
-        lg = logits[w * L:(w + 1) * L - 1]
-        target = np.array(ids[w * L + 1:(w + 1) * L])
-        m = lg.max(axis=1, keepdims=True)
-        logp = lg - m - np.log(np.exp(lg - m).sum(axis=1, keepdims=True))
-        nll -= float(logp[np.arange(len(target)), target].sum())
-        count += len(target)
-    ppl = math.exp(nll / count)
-    print(f"{name}: validation perplexity at L = {L}: {ppl:.3f} ({count} tokens in {n_windows} windows)")
+            check(f"window {w} of {L} tokens vs reference", logits[w * L:(w + 1) * L], want)
+        check(f"one window of {8 * L} tokens vs reference", long, reference.forward(config, W, ids[:8 * L]).numpy())
+    if result["text_tokens"] != len(ids):
+        check.failures.append(f"pert perplexity read {result['text_tokens']} tokens, sentencepiece {len(ids)}")
+    print(f"{name}: validation perplexity at L = {L}: {result['ppl']:.3f} ± {result['ppl_stderr']:.3f} "
+          f"({result['tokens']} tokens in {result['windows']} windows)")
     if "--json" in sys.argv:
         with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
-            json.dump({"name": name, "L": L, "ppl": ppl, "tokens": count, "windows": n_windows}, f)
+            json.dump({"name": name, "L": L, "ppl": result["ppl"], "ppl_stderr": result["ppl_stderr"],
+                       "tokens": result["tokens"], "windows": result["windows"]}, f)
     return check.exit_code()
 
 

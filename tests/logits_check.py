@@ -5,13 +5,13 @@ import subprocess
 import numpy as np
 
 
-def pert_logits(binary, model_dir, ids, workdir, chunk=None, window=None):
+def pert_logits(binary, model_dir, ids, workdir, chunk=None, window=None, extra=()):
     """pert's logits [len(ids)][vocab] as float64; chunk feeds the ids that many at a time,
-    window restarts from an empty cache every that many ids."""
+    window restarts from an empty cache every that many ids; extra: more pert_logits flags."""
     ids_file, out = os.path.join(workdir, "ids.txt"), os.path.join(workdir, "out.bin")
     with open(ids_file, "w") as f:
         f.write(" ".join(map(str, ids)))
-    cmd = [binary, model_dir, ids_file, out] + (["--chunk", str(chunk)] if chunk else [])
+    cmd = [binary, model_dir, ids_file, out] + (["--chunk", str(chunk)] if chunk else []) + list(extra)
     subprocess.run(cmd + (["--window", str(window)] if window else []), check=True)
     return np.fromfile(out, dtype=np.float32).reshape(len(ids), -1).astype(np.float64)
 

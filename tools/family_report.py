@@ -25,7 +25,8 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "ppl.json")
             subprocess.run([sys.executable, os.path.join(ROOT, "tests", "family_test.py"), name,
-                            os.path.join(build, "tests", "pert_logits"), "--json", out], check=True,
+                            os.path.join(build, "tests", "pert_logits"), os.path.join(build, "pert"), "--json", out],
+                           check=True,
                            stdout=subprocess.DEVNULL)
             ppl = json.load(open(out))
         gen = json.loads(subprocess.run(

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up for a fresh Debian (bookworm) machine, idempotent and quick when nothing is missing:
 # installs the Debian packages pert needs, configures and builds it into build/, and converts
-# the shared stories260K checkpoint into build/models/ for the main job.
+# the shared stories260K checkpoint into build/models/ for the main job, and writes the family's
+# held-out text to build/data/.
 #
 #   bash tools/setup.sh          set up and build
 #   bash tools/setup.sh --test   ... then run the whole test suite, and again under ASan+UBSan
@@ -38,6 +39,11 @@ python=/usr/bin/python3
 shared=../shared/data/models/stories260K
 if [ -f "$shared/stories260K.bin" ] && [ ! -f build/models/stories260K/tokenizer.json ]; then
   "$python" tools/convert_llama2c.py "$shared/stories260K.bin" "$shared/tok512.bin" build/models/stories260K
+fi
+
+# The family's held-out text (README "Extrapolation"; tests read it).
+if [ -f ../shared/data/text/tinystories_val.txt ] && [ ! -f build/data/tinystories_heldout.txt ]; then
+  "$python" tools/heldout.py build/data/tinystories_heldout.txt
 fi
 
 if ((run_tests)); then

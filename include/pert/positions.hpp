@@ -76,6 +76,14 @@ std::vector<ExpectedTensor> position_tensors(const ModelConfig& config);
 // Builds the scheme that `config.position` names.
 std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& config, const TensorLookup& tensors);
 
+// How a scheme alone weighs distance (the picture in the RoPE, ALiBi and xPos papers): the
+// attention logit the kernel computes, q·k/√head_dim + bias, for q = k = ones before the
+// scheme acts, a query at `query_pos` and keys 0..max_distance positions back.
+// Returns [head][distance]. Schemes that add positions to the embeddings (learned,
+// sinusoidal) have no per-head q and k: one row of p(m)·p(n)/√hidden, p the position vectors.
+std::vector<std::vector<double>> distance_profile(const ModelConfig& config, const TensorLookup& tensors,
+                                                  int query_pos, int max_distance);
+
 // Formulas exposed for the property tests.
 std::vector<double> alibi_slopes(int n_heads, double max_bias);
 int t5_bucket(int distance, int num_buckets, int max_distance);  // distance = m - n >= 0

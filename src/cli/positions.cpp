@@ -1,0 +1,87 @@
+// pert positions: the attention logit of q = k = ones against relative distance, computed by
+// the model's own positional scheme (RoPE's long-range decay, ALiBi's lines, xPos's decay).
+// tools/plot.py draws it.
+#include <cstdio>
+#include <fstream>
+
+#include "evaluate.hpp"
+#include "pert/error.hpp"
+
+namespace pert::cli {
+
+namespace {
+
+struct PositionsArgs {
+  std::string model_dir, json_file, csv_file;
+  int distance = 0, query_pos = -1;
+  ConfigFlags config;
+};
+
+void run(const PositionsArgs& a) {
+  const std::filesystem::path dir = resolve_model_dir(a.model_dir);
+  const auto model = Model::load(dir, a.config.overrides());
+  const ModelConfig& c = model->config();
+  const int distance = a.distance > 0 ? a.distance : c.max_position_embeddings - 1;
+  const int query_pos = a.query_pos >= 0 ? a.query_pos : distance;
+  const auto profile = distance_profile(c, [&](const std::string& name) { return model->tensor(name); }, query_pos,
+                                        distance);
+  const std::string position = describe(c.position, c.head_dim);
+  if (!a.json_file.empty())
+    write_json(a.json_file, {{"model_dir", dir.string()},
+                             {"position", position},
+                             {"scheme", position_type_name(c.position.type)},
+                             {"trained_length", c.max_position_embeddings},
+                             {"query_pos", query_pos},
+                             {"per_head", c.n_heads == int(profile.size())},
+                             {"scores", profile}});
+  if (!a.csv_file.empty()) {
+    std::ofstream out(a.csv_file);
+    out << "distance";
+    for (size_t h = 0; h < profile.size(); ++h) out << ",head" << h;
+    out << "\n";
+    for (int dlt = 0; dlt <= distance; ++dlt) {
+      out << dlt;
+      for (const auto& row : profile) out << ',' << row[size_t(dlt)];
+      out << "\n";
+    }
+    if (!out.flush()) throw IoError(a.csv_file + ": cannot write");
+  }
+  if (a.json_file == "-") return;
+  std::printf("%s: %s\nq·k/√d + bias for q = k = ones, query at position %d (trained length %d)%s\n\n", dir.string().c_str(),
+              position.c_str(), query_pos, c.max_position_embeddings,
+              profile.size() == 1 && c.n_heads > 1 ? "; p(m)·p(n)/√hidden for positions added to the embeddings" : "");
+  const size_t shown = std::min<size_t>(profile.size(), 8);
+  std::printf("| distance |");
+  for (size_t h = 0; h < shown; ++h)
+    if (profile.size() == 1)
+      std::printf(" score |");
+    else
+      std::printf(" head %zu |", h);
+  std::printf("\n|---:|");
+  for (size_t h = 0; h < shown; ++h) std::printf("---:|");
+  std::printf("\n");
+  for (int dlt = 0;; dlt = dlt == 0 ? 1 : 2 * dlt) {  // 0, 1, 2, 4, ... and the last
+    const int at = std::min(dlt, distance);
+    std::printf("| %d |", at);
+    for (size_t h = 0; h < shown; ++h) std::printf(" %.4f |", profile[h][size_t(at)]);
+    std::printf("\n");
+    if (at == distance) break;
+  }
+}
+
+}  // namespace
+
+void add_positions(CLI::App& app) {
+  auto a = std::make_shared<PositionsArgs>();
+  CLI::App* cmd = app.add_subcommand("positions", "The positional scheme's attention logit against distance (q = k = ones)");
+  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
+  cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--query-pos", a->query_pos, "Position of the query (default: the largest distance)")
+      ->check(CLI::NonNegativeNumber);
+  a->config.add_to(*cmd);
+  cmd->add_option("--json", a->json_file, "Write every score as JSON to this file (-: stdout, instead of the table)");
+  cmd->add_option("--csv", a->csv_file, "Write every score as CSV to this file");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace pert::cli

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""`pert perplexity --split-docs --json -` on family models against the same numbers computed
+here from the float64 PyTorch reference's logits.
+
+    perplexity_test.py PERT [MODEL...]      # default models: rope alibi t5
+
+The text is the first held-out stories (tools/train.py's split, as tools/heldout.py writes
+them), tokenized with SentencePiece as tools/train.py does: BOS + story, concatenated. The
+windows follow include/pert/perplexity.hpp: chunks of BOS + n_ctx-1 text tokens, every text
+token scored; sliding windows of n_ctx-1 text tokens moved by the stride, the first scoring
+all its tokens and the others their last `stride`. Position q is scored from the logits at
+q - 1. Checked: text tokens, windows, tokens scored, stride, PPL (rel 1e-4), its standard
+error (rel 1e-3), and every position bucket's range, token count and mean NLL (1e-4).
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import reference  # noqa: E402
+import train  # noqa: E402
+
+SKIP = 77  # CTest SKIP_RETURN_CODE
+N_STORIES = 12
+# (mode, n_ctx, stride, --chunks): at the trained length 128 (every window), and past it.
+CASES = [("chunks", 128, 0, 0), ("chunks", 256, 0, 2), ("sliding", 256, 64, 4)]
+N_BUCKETS = 16
+
+
+def held_out_text():
+    cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
+    if not os.path.exists(os.path.join(ROOT, cfg["data"])):
+        print(f"SKIP: {cfg['data']} not found")
+        sys.exit(SKIP)
+    import sentencepiece as spm
+    _, val_stories = train.split(cfg)
+    stories = val_stories[:N_STORIES]
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, cfg["tokenizer"]["dir"], "tokenizer.model"))
+    return "\n\n".join(stories) + "\n", train.encode(sp, stories).tolist()
+
+
+def expected(logp_of, ids, mode, n_ctx, stride, max_windows, bos=1):
+    """The documented windows and scoring; logp_of(window ids) -> log-softmax [n_ctx][vocab]."""
+    per = n_ctx - 1
+    S = per if mode == "chunks" else stride
+    nll, positions = [], []
+    w = 0
+    while w * S + per <= len(ids) and (max_windows == 0 or w < max_windows):
+        window = [bos] + ids[w * S: w * S + per]
+        logp = logp_of(window)
+        first = 1 if mode == "chunks" or w == 0 else n_ctx - S
+        for q in range(first, n_ctx):
+            nll.append(-logp[q - 1, window[q]])
+            positions.append(q)
+        w += 1
+    nll, positions = np.array(nll), np.array(positions)
+    mean = nll.mean()
+    ppl = math.exp(mean)
+    stderr = ppl * math.sqrt(((nll * nll).mean() - mean * mean) / (len(nll) - 1))
+    buckets = []
+    for b in range(N_BUCKETS):
+        sel = positions * N_BUCKETS // n_ctx == b
+        buckets.append({"first": -(-b * n_ctx // N_BUCKETS), "last": -(-(b + 1) * n_ctx // N_BUCKETS) - 1,
+                        "tokens": int(sel.sum()), "nll": float(nll[sel].mean()) if sel.any() else None})
+    return {"ppl": ppl, "ppl_stderr": stderr, "nll": mean, "tokens": len(nll), "windows": w, "stride": S,
+            "nll_by_position": buckets}
+
+
+def main():
+    binary = sys.argv[1]
+    models = sys.argv[2:] or ["rope", "alibi", "t5"]
+    text, ids = held_out_text()
+    failures = []
+
+    def check(what, ok):
+        if not ok:
+            failures.append(what)
+            print(f"  FAILED: {what}")
+
+    def close(a, b, rel):
+        return a is not None and b is not None and abs(a - b) <= rel * max(1.0, abs(b))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        text_file = os.path.join(tmp, "heldout.txt")
+        with open(text_file, "w", encoding="utf-8") as f:
+            f.write(text)
+        for name in models:
+            model_dir = os.path.join(ROOT, "models", name)
+            config, W = reference.load_model_dir(model_dir)
+            cache = {}
+
+            def logp_of(window):
+                key = tuple(window)
+                if key not in cache:
+                    with torch.no_grad():
+                        cache[key] = torch.log_softmax(reference.forward(config, W, window), dim=-1).numpy()
+                return cache[key]
+
+            for mode, n_ctx, stride, chunks in CASES:
+                cmd = [binary, "perplexity", "-m", model_dir, "-f", text_file, "--split-docs", "-c", str(n_ctx),
+                       "--mode", mode, "--chunks", str(chunks), "--buckets", str(N_BUCKETS), "-t", "1", "--json", "-"]
+                if stride:
+                    cmd += ["--stride", str(stride)]
+                run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                if run.returncode != 0:
+                    sys.exit(f"{' '.join(cmd)}: exit {run.returncode}\n{run.stderr}")
+                got = json.loads(run.stdout)
+                want = expected(logp_of, ids, mode, n_ctx, stride, chunks)
+                label = f"{name} {mode} -c {n_ctx}" + (f" --stride {stride}" if stride else "")
+                print(f"{label:34s} PPL {got['ppl']:.6f} ± {got['ppl_stderr']:.5f} (reference {want['ppl']:.6f} ± "
+                      f"{want['ppl_stderr']:.5f}), {got['tokens']} tokens in {got['windows']} windows")
+                check(f"{label}: text tokens {got['text_tokens']} != {len(ids)}", got["text_tokens"] == len(ids))
+                for key in ("windows", "tokens", "stride", "n_ctx"):
+                    want_value = n_ctx if key == "n_ctx" else want[key]
+                    check(f"{label}: {key} {got[key]} != {want_value}", got[key] == want_value)
+                check(f"{label}: ppl {got['ppl']} vs {want['ppl']}", close(got["ppl"], want["ppl"], 1e-4))
+                check(f"{label}: nll {got['nll']} vs {want['nll']}", close(got["nll"], want["nll"], 1e-4))
+                check(f"{label}: ppl_stderr {got['ppl_stderr']} vs {want['ppl_stderr']}",
+                      abs(got["ppl_stderr"] - want["ppl_stderr"]) <= 1e-3 * want["ppl_stderr"])
+                gb, wb = got["nll_by_position"], want["nll_by_position"]
+                check(f"{label}: {len(gb)} buckets", len(gb) == len(wb))
+                check(f"{label}: bucket tokens sum to {sum(b['tokens'] for b in gb)}",
+                      sum(b["tokens"] for b in gb) == got["tokens"])
+                for g, e in zip(gb, wb):
+                    where = f"{label}: bucket {e['first']}-{e['last']}"
+                    check(f"{where}: {g}", (g["first"], g["last"], g["tokens"]) == (e["first"], e["last"], e["tokens"]))
+                    check(f"{where}: nll {g['nll']} vs {e['nll']}",
+                          g["nll"] is None if e["nll"] is None else close(g["nll"], e["nll"], 1e-4))
+    if failures:
+        print(f"perplexity_test: {len(failures)} FAILED")
+        return 1
+    print("perplexity_test: all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

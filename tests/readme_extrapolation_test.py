@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The README's "Extrapolation" tables are what pert prints, and pert still prints them.
+
+    readme_extrapolation_test.py PERT
+
+For each sweep file under models/extrapolation/ that the README shows: the Markdown table that
+`pert sweep --merge FILE` prints must appear verbatim in README.md; then a few cells are run
+again from scratch with the README's flags (held-out text remade by tools/heldout.py) and must
+give the same perplexity as the file (to 1e-6 relative: same code, same threads' order of sums).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SWEEPS = {  # file -> cells re-run: (model, config, length)
+    "family.json": [("models/alibi", "plain", 256), ("models/sinusoidal", "plain", 512)],
+    "stories260K.json": [("build/models/stories260K", "configs/rope/ntk-x2.json", 1024)],
+}
+
+
+def main():
+    pert = os.path.abspath(sys.argv[1])
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        text = os.path.join(tmp, "heldout.txt")
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "heldout.py"), text], check=True)
+        for name, cells in SWEEPS.items():
+            path = os.path.join(ROOT, "models", "extrapolation", name)
+            sweep = json.load(open(path))
+            table = subprocess.run([pert, "sweep", "--merge", path, "--out", os.path.join(tmp, "m.json")], check=True,
+                                   capture_output=True, text=True, cwd=ROOT).stdout
+            if table not in readme:
+                failures.append(f"{name}: README.md lacks the table `pert sweep --merge` prints:\n{table}")
+            settings = sweep["settings"]
+            for model, config, length in cells:
+                if not os.path.isdir(os.path.join(ROOT, model)):
+                    print(f"{model}: missing (tools/setup.sh makes it); skipped")
+                    continue
+                want = next(c for c in sweep["cells"]
+                            if (c["model"], c["config"], c["length"]) == (model, config, length))
+                out = os.path.join(tmp, f"cell-{len(failures)}-{length}.json")
+                cmd = [pert, "sweep", "-m", model, "--config", config, "--lengths", str(length), "-f", text,
+                       "--mode", settings["mode"], "--buckets", str(settings["buckets"]), "--out", out]
+                cmd += ["--split-docs"] if settings["split_docs"] else []
+                subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+                got = json.load(open(out))["cells"][0]
+                ok = abs(got["ppl"] - want["ppl"]) <= 1e-6 * want["ppl"] and got["tokens"] == want["tokens"]
+                print(f"{name}: {model} {config} @{length}: PPL {got['ppl']:.4f} now, {want['ppl']:.4f} in the file"
+                      f" ({got['tokens']} tokens) {'ok' if ok else 'DIFFERENT'}")
+                if not ok:
+                    failures.append(f"{name}: {model} {config} @{length} gives {got['ppl']}, the file {want['ppl']}")
+    for f in failures:
+        print("FAILED:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

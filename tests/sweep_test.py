@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""`pert sweep`: a full sweep, the same in two shards merged, resuming, settings that do not
+match the --out file, the CSV, a cell that cannot run, and bad --shard values.
+
+    sweep_test.py PERT
+
+Cells: models/rope and models/learned at 64, 128 and 192 (past learned's 128-row table: an
+error cell) on the first held-out stories, 3 windows each.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import train  # noqa: E402
+
+SKIP = 77  # CTest SKIP_RETURN_CODE
+MODELS = [os.path.join(ROOT, "models", "rope"), os.path.join(ROOT, "models", "learned")]
+LENGTHS = [64, 128, 192]
+TIMING = ("seconds", "tokens_per_second")
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(f"{'ok' if ok else 'FAILED'}: {what}" + (f"\n    {detail}" if detail and not ok else ""))
+    if not ok:
+        failures.append(what)
+
+
+def cells_of(path):
+    with open(path) as f:
+        return json.load(f)["cells"]
+
+
+def untimed(cells):
+    return [{k: v for k, v in c.items() if k not in TIMING} for c in cells]
+
+
+def one_error_line(r):
+    lines = r.stderr.strip().split("\n")
+    return len(lines) == 1 and lines[0].startswith("pert: error: ")
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
+    if not os.path.exists(os.path.join(ROOT, cfg["data"])):
+        print(f"SKIP: {cfg['data']} not found")
+        return SKIP
+    _, val_stories = train.split(cfg)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        text = os.path.join(tmp, "heldout.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            f.write("\n\n".join(val_stories[:12]) + "\n")
+
+        def sweep(*args, out=None, models=MODELS, mode="chunks"):
+            cmd = [binary, "sweep"] + [a for m in models for a in ("-m", m)] + [
+                "-f", text, "--split-docs", "--lengths", ",".join(map(str, LENGTHS)), "--chunks", "3",
+                "--mode", mode, "-t", "1"] + (["--out", out] if out else []) + list(args)
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp)
+
+        full = os.path.join(tmp, "full.json")
+        r = sweep(out=full)
+        check("full sweep exits 0", r.returncode == 0, (r.returncode, r.stderr))
+        table = r.stdout
+        print(table)
+        cells = cells_of(full)
+        check("full sweep: 6 cells in order", [(c["index"], os.path.basename(c["model"]), c["length"]) for c in cells]
+              == [(i, os.path.basename(m), n) for i, (m, n) in enumerate((m, n) for m in MODELS for n in LENGTHS)])
+        check("full sweep: stderr says 6 to run", "6 cells, 6 in shard 1/1, 6 to run" in r.stderr, r.stderr)
+
+        # A cell that cannot run is a result: an "error" key, "—" in the table.
+        bad = [c for c in cells if "error" in c]
+        check("learned @192 is the one error cell", [(os.path.basename(c["model"]), c["length"]) for c in bad]
+              == [("learned", 192)] and "ppl" not in bad[0] and "past the learned position table" in bad[0]["error"])
+        check("every other cell has ppl, 3 windows", all("ppl" in c and c["windows"] == 3 for c in cells if c not in bad))
+        rows = {line.split("|")[1].strip(): [v.strip() for v in line.split("|")[3:-1]]
+                for line in table.splitlines() if line.startswith("| ") and "---" not in line}
+        check("table: header marks the trained length", rows.get("model") == ["64", "128 (L)", "192"], rows)
+        check("table: learned @192 is —", rows.get("learned", [None])[-1] == "—", rows)
+        check("table: rope cells are the ppl to 2 decimals",
+              rows.get("rope") == [f"{c['ppl']:.2f}" for c in cells[:3]], rows)
+
+        # CSV next to --out: a header and one line per cell.
+        with open(os.path.join(tmp, "full.csv")) as f:
+            csv = f.read().splitlines()
+        check("csv: header", csv[0] == "model,config,length,trained_length,ppl,ppl_stderr,nll,tokens,windows,"
+              "seconds,tokens_per_second,error", csv[0])
+        check("csv: one line per cell", len(csv) == 1 + len(cells), len(csv))
+        check("csv: the error cell's line", csv[-1].startswith(f"{MODELS[1]},plain,192,128,,,,,,,,position 128"),
+              csv[-1])
+        check("csv: ppl as in the JSON", all(float(line.split(",")[4]) == c["ppl"] for line, c in zip(csv[1:4], cells)))
+
+        # Two shards merged: the same cells and table.
+        parts = [os.path.join(tmp, f"shard{k}.json") for k in (1, 2)]
+        for k, part in enumerate(parts, 1):
+            r = sweep("--shard", f"{k}/2", out=part)
+            check(f"shard {k}/2 exits 0", r.returncode == 0, r.stderr)
+            check(f"shard {k}/2 runs 3 cells", f"6 cells, 3 in shard {k}/2, 3 to run" in r.stderr, r.stderr)
+            check(f"shard {k}/2 holds cells {k - 1}, {k + 1}, {k + 3}",
+                  [c["index"] for c in cells_of(part)] == [k - 1, k + 1, k + 3])
+        merged = os.path.join(tmp, "merged.json")
+        r = subprocess.run([binary, "sweep", "--merge", parts[1], parts[0], "--out", merged, "--csv",
+                            os.path.join(tmp, "merged-cells.csv")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        check("merge exits 0", r.returncode == 0, r.stderr)
+        check("merge: the same table on stdout", r.stdout == table, r.stdout)
+        mcells = cells_of(merged)
+        check("merge: the same cells in the same order", untimed(mcells) == untimed(cells))
+        check("merge: the same ppl, exactly", [c.get("ppl") for c in mcells] == [c.get("ppl") for c in cells])
+        with open(os.path.join(tmp, "merged-cells.csv")) as f:
+            check("merge: --csv written, one line per cell", len(f.read().splitlines()) == 7)
+
+        # Resume: nothing to run on a complete file; one cell on a file that lacks it.
+        before = open(full).read()
+        r = sweep(out=full)
+        check("resume: exits 0", r.returncode == 0, r.stderr)
+        check("resume: stderr says 0 to run", "0 to run" in r.stderr, r.stderr)
+        check("resume: cells unchanged", cells_of(full) == json.loads(before)["cells"])
+        check("resume: the same table", r.stdout == table, r.stdout)
+        partial = os.path.join(tmp, "partial.json")
+        j = json.loads(before)
+        j["cells"] = [c for c in j["cells"] if c["index"] != 1]
+        with open(partial, "w") as f:
+            json.dump(j, f)
+        r = sweep(out=partial)
+        check("resume: a missing cell is run", r.returncode == 0 and "1 to run" in r.stderr, r.stderr)
+        check("resume: then the same ppl", sorted((c["index"], c.get("ppl")) for c in cells_of(partial)) ==
+              [(c["index"], c.get("ppl")) for c in cells])
+
+        # Other settings on an existing file: one-line error naming the file, file untouched.
+        r = sweep("--stride", "32", out=full, mode="sliding")
+        check("other settings: exit 1", r.returncode == 1, (r.returncode, r.stderr))
+        check("other settings: one line 'pert: error: ...' naming the file",
+              one_error_line(r) and full in r.stderr and "mode" in r.stderr, r.stderr)
+        check("other settings: file untouched", open(full).read() == before)
+
+        # Bad --shard values.
+        for shard in ("0/2", "3/2", "x", "1/0", "1/2x", "-1/2"):
+            out = os.path.join(tmp, "bad.json")
+            r = sweep("--shard", shard, out=out)
+            check(f"--shard {shard}: non-zero exit, one line", r.returncode != 0 and one_error_line(r)
+                  and "--shard" in r.stderr and not os.path.exists(out), (r.returncode, r.stderr))
+
+    if failures:
+        print(f"sweep_test: {len(failures)} FAILED")
+        return 1
+    print("sweep_test: all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

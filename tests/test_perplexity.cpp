@@ -1,0 +1,219 @@
+// evaluate_perplexity against a brute-force computation written here: every window run from a
+// fresh cache, log-softmax in double, the documented windowing and scoring rules.
+#include <omp.h>
+
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "pert/error.hpp"
+#include "pert/model_dir.hpp"
+#include "pert/perplexity.hpp"
+#include "test_util.hpp"
+
+using namespace pert;
+
+namespace {
+
+constexpr int kVocab = 32;
+
+// tiny_config() with small random weights (so the NLLs stay O(1) and PPL finite).
+std::unique_ptr<Model> small_model(const TempDir& tmp) {
+  json c = tiny_config();
+  std::vector<TestTensor> tensors;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = e.shape.size() == 1 ? 1.0f + normal(rng) * 0.1f : normal(rng);
+    tensors.push_back({e.name, "F32", e.shape, v});
+  }
+  write_model_dir(tmp.path, c, tensors);
+  return Model::load(tmp.path);
+}
+
+std::vector<int> text(int n) {
+  std::mt19937 rng(17);
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(int(rng() % kVocab));
+  return ids;
+}
+
+PerplexityOptions opts(int n_ctx, PerplexityMode mode, int stride, int bos, int n_buckets = 4) {
+  PerplexityOptions o;
+  o.n_ctx = n_ctx;
+  o.mode = mode;
+  o.stride = stride;
+  o.bos = bos;
+  o.n_buckets = n_buckets;
+  return o;
+}
+
+// The same numbers the slow way: each window's logits from one fresh forward over all n_ctx
+// positions; window position q >= first scored from row q - 1.
+PerplexityResult brute_force(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& o,
+                             std::vector<size_t>* scored_text = nullptr) {
+  const int has_bos = o.bos >= 0, per = o.n_ctx - has_bos;
+  const int S = o.mode == PerplexityMode::Chunks ? per : (o.stride ? o.stride : o.n_ctx / 2);
+  const int nb = std::min(o.n_buckets, o.n_ctx);
+  std::vector<double> nll, bsum(size_t(nb), 0.0);
+  std::vector<long long> bcount(size_t(nb), 0);
+  PerplexityResult r;
+  for (size_t start = 0; start + size_t(per) <= tokens.size(); start += size_t(S)) {
+    if (o.max_windows && r.windows == o.max_windows) break;
+    std::vector<int> ids;
+    if (has_bos) ids.push_back(o.bos);
+    ids.insert(ids.end(), tokens.begin() + ptrdiff_t(start), tokens.begin() + ptrdiff_t(start) + per);
+    REQUIRE(int(ids.size()) == o.n_ctx);
+    std::vector<float> logits(ids.size() * kVocab);
+    InferenceState state(model, o.n_ctx);
+    state.forward(ids.data(), o.n_ctx, 0, logits.data(), true);
+    const int first = (o.mode == PerplexityMode::Chunks || r.windows == 0) ? 1 : o.n_ctx - S;
+    for (int q = first; q < o.n_ctx; ++q) {
+      const float* row = &logits[size_t(q - 1) * kVocab];
+      double z = 0;
+      for (int i = 0; i < kVocab; ++i) z += std::exp(double(row[i]));
+      const double v = std::log(z) - double(row[ids[size_t(q)]]);
+      nll.push_back(v);
+      bsum[size_t(q * nb / o.n_ctx)] += v;
+      ++bcount[size_t(q * nb / o.n_ctx)];
+      if (scored_text) scored_text->push_back(start + size_t(q - has_bos));
+    }
+    ++r.windows;
+  }
+  r.tokens = (long long)nll.size();
+  r.nll = std::accumulate(nll.begin(), nll.end(), 0.0) / double(nll.size());
+  r.ppl = std::exp(r.nll);
+  double ss = 0;
+  for (double v : nll) ss += (v - r.nll) * (v - r.nll);
+  r.ppl_stderr = r.ppl * std::sqrt(ss / double(nll.size()) / double(nll.size() - 1));
+  for (int b = 0; b < nb; ++b) r.buckets.push_back({0, 0, bcount[size_t(b)], bsum[size_t(b)] / double(bcount[size_t(b)])});
+  return r;
+}
+
+void check_same(const PerplexityResult& got, const PerplexityResult& want, double rel) {
+  CHECK(got.windows == want.windows);
+  CHECK(got.tokens == want.tokens);
+  CHECK(got.nll == Approx(want.nll).epsilon(rel));
+  CHECK(got.ppl == Approx(want.ppl).epsilon(rel));
+  CHECK(got.ppl_stderr == Approx(want.ppl_stderr).epsilon(rel * 10));
+  REQUIRE(got.buckets.size() == want.buckets.size());
+  long long total = 0;
+  for (size_t b = 0; b < got.buckets.size(); ++b) {
+    INFO("bucket " << b);
+    CHECK(got.buckets[b].tokens == want.buckets[b].tokens);
+    if (want.buckets[b].tokens) CHECK(got.buckets[b].nll == Approx(want.buckets[b].nll).epsilon(rel));
+    total += got.buckets[b].tokens;
+  }
+  CHECK(total == got.tokens);
+}
+
+}  // namespace
+
+TEST_CASE("perplexity: windows and text tokens per window", "[perplexity]") {
+  using M = PerplexityMode;
+  CHECK(window_text_tokens(opts(16, M::Chunks, 0, 1)) == 15);
+  CHECK(window_text_tokens(opts(16, M::Chunks, 0, -1)) == 16);
+  CHECK(count_windows(14, opts(16, M::Chunks, 0, 1)) == 0);
+  CHECK(count_windows(15, opts(16, M::Chunks, 0, 1)) == 1);
+  CHECK(count_windows(44, opts(16, M::Chunks, 0, 1)) == 2);
+  CHECK(count_windows(45, opts(16, M::Chunks, 0, 1)) == 3);
+  CHECK(count_windows(15, opts(16, M::Chunks, 0, -1)) == 0);
+  CHECK(count_windows(47, opts(16, M::Chunks, 0, -1)) == 2);
+  CHECK(count_windows(48, opts(16, M::Chunks, 0, -1)) == 3);
+  // sliding: 1 + (n - per) / stride; stride 0 means n_ctx / 2
+  CHECK(count_windows(15, opts(16, M::Sliding, 4, 1)) == 1);
+  CHECK(count_windows(18, opts(16, M::Sliding, 4, 1)) == 1);
+  CHECK(count_windows(19, opts(16, M::Sliding, 4, 1)) == 2);
+  CHECK(count_windows(31, opts(16, M::Sliding, 0, 1)) == 3);
+  CHECK(count_windows(16, opts(16, M::Sliding, 4, -1)) == 1);
+  CHECK(count_windows(20, opts(16, M::Sliding, 4, -1)) == 2);
+  CHECK(count_windows(15, opts(16, M::Sliding, 4, -1)) == 0);
+}
+
+TEST_CASE("perplexity: equals a brute-force evaluation, chunks and sliding, with and without BOS", "[perplexity]") {
+  TempDir tmp;
+  auto model = small_model(tmp);
+  const std::vector<int> tokens = text(75);
+  for (int bos : {1, -1}) {
+    for (auto [mode, stride] : {std::pair{PerplexityMode::Chunks, 0}, {PerplexityMode::Sliding, 5},
+                                {PerplexityMode::Sliding, 0}, {PerplexityMode::Sliding, 1}}) {
+      for (int buckets : {4, 5, 100}) {
+        INFO("bos " << bos << " mode " << perplexity_mode_name(mode) << " stride " << stride << " buckets " << buckets);
+        const PerplexityOptions o = opts(12, mode, stride, bos, buckets);
+        std::vector<size_t> scored;
+        const PerplexityResult want = brute_force(*model, tokens, o, &scored);
+        const PerplexityResult got = evaluate_perplexity(*model, tokens, o);
+        check_same(got, want, 1e-6);
+        CHECK(got.windows == count_windows(tokens.size(), o));
+        CHECK(got.stride == (mode == PerplexityMode::Chunks ? 12 - (bos >= 0) : stride ? stride : 6));
+        CHECK(got.buckets.size() == size_t(std::min(buckets, 12)));
+        for (const PositionBucket& b : got.buckets)  // [first, last] is where q * B / n_ctx lands
+          for (int q = b.first; q <= b.last; ++q) CHECK(&b == &got.buckets[size_t(q * got.buckets.size() / 12)]);
+        // each text token scored at most once; sliding scores a contiguous run
+        CHECK(std::set<size_t>(scored.begin(), scored.end()).size() == scored.size());
+        if (mode == PerplexityMode::Sliding) CHECK(scored.back() - scored.front() + 1 == scored.size());
+      }
+    }
+  }
+}
+
+TEST_CASE("perplexity: sliding at stride n_ctx-1 is chunks; max_windows; n_batch; threads", "[perplexity]") {
+  TempDir tmp;
+  auto model = small_model(tmp);
+  const std::vector<int> tokens = text(90);
+  const PerplexityOptions chunks = opts(16, PerplexityMode::Chunks, 0, 1);
+  const PerplexityResult base = evaluate_perplexity(*model, tokens, chunks);
+  CHECK(base.windows == 6);
+  check_same(evaluate_perplexity(*model, tokens, opts(16, PerplexityMode::Sliding, 15, 1)), base, 1e-12);
+
+  PerplexityOptions limited = chunks;
+  limited.max_windows = 2;
+  const PerplexityResult two = evaluate_perplexity(*model, tokens, limited);
+  CHECK(two.windows == 2);
+  CHECK(two.tokens == 30);
+  check_same(two, brute_force(*model, tokens, limited), 1e-6);
+  limited.max_windows = 100;
+  CHECK(evaluate_perplexity(*model, tokens, limited).windows == 6);
+
+  for (PerplexityOptions o : {chunks, opts(16, PerplexityMode::Sliding, 3, -1)}) {
+    const PerplexityResult full = evaluate_perplexity(*model, tokens, o);
+    for (int n_batch : {1, 4, 7}) {
+      INFO("n_batch " << n_batch);
+      o.n_batch = n_batch;
+      check_same(evaluate_perplexity(*model, tokens, o), full, 1e-6);
+    }
+  }
+
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const PerplexityResult one = evaluate_perplexity(*model, tokens, chunks);
+  omp_set_num_threads(2);
+  const PerplexityResult two_threads = evaluate_perplexity(*model, tokens, chunks);
+  omp_set_num_threads(saved);
+  check_same(two_threads, one, 1e-9);
+}
+
+TEST_CASE("perplexity: progress once per window; bad options and short text are errors", "[perplexity]") {
+  TempDir tmp;
+  auto model = small_model(tmp);
+  const std::vector<int> tokens = text(40);
+  PerplexityOptions o = opts(8, PerplexityMode::Sliding, 3, 1);
+  o.max_windows = 5;
+  std::vector<std::pair<int, int>> calls;
+  evaluate_perplexity(*model, tokens, o, [&](int done, int total) { calls.push_back({done, total}); });
+  CHECK(calls == std::vector<std::pair<int, int>>{{1, 5}, {2, 5}, {3, 5}, {4, 5}, {5, 5}});
+
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(1, PerplexityMode::Chunks, 0, 1)), Error, "-c", "1");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(0, PerplexityMode::Chunks, 0, -1)), Error, "-c");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(8, PerplexityMode::Sliding, 8, 1)), Error, "--stride",
+                        "8");
+  CHECK_NOTHROW(evaluate_perplexity(*model, tokens, opts(8, PerplexityMode::Sliding, 7, 1)));
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(6), opts(8, PerplexityMode::Chunks, 0, 1)), Error, "6 tokens",
+                        "one window");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(7), opts(8, PerplexityMode::Chunks, 0, -1)), Error, "7 tokens");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, {}, opts(8, PerplexityMode::Sliding, 2, 1)), Error, "0 tokens");
+  CHECK_NOTHROW(evaluate_perplexity(*model, text(7), opts(8, PerplexityMode::Chunks, 0, 1)));
+}
