@@ -44,7 +44,20 @@ std::string cell_key(const json& c) {
 }
 
 std::string stem_of(const std::string& path) { return path == kPlain ? kPlain : fs::path(path).stem().string(); }
-std::string name_of(const std::string& dir) { return fs::path(dir).lexically_normal().filename().string(); }
+// "models/rope/" and "./models/rope" are one model: "models/rope".
+std::string normal_dir(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  return (p.has_filename() ? p : p.parent_path()).string();
+}
+std::string name_of(const std::string& dir) { return fs::path(normal_dir(dir)).filename().string(); }
+
+template <class T>
+std::vector<T> unique_in_order(const std::vector<T>& v) {
+  std::vector<T> out;
+  for (const T& x : v)
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  return out;
+}
 
 std::pair<int, int> parse_shard(const std::string& s) {
   int k = 0, n = 0;
@@ -148,7 +161,10 @@ std::string markdown_table(const json& cells) {
   return o.str();
 }
 
-void finish(const fs::path& out, const std::string& csv, const json& sweep) {
+// Cells in sweep order (stable: cells of separate sweeps into one file keep their order).
+void finish(const fs::path& out, const std::string& csv, json& sweep) {
+  std::stable_sort(sweep["cells"].begin(), sweep["cells"].end(),
+                   [](const json& x, const json& y) { return x.value("index", 0) < y.value("index", 0); });
   write_json(out, sweep);
   write_csv(csv.empty() ? fs::path(out).replace_extension(".csv") : fs::path(csv), sweep["cells"]);
 }
@@ -168,8 +184,6 @@ void run_merge(const SweepArgs& a) {
         merged["cells"].push_back(c);
       }
   }
-  std::stable_sort(merged["cells"].begin(), merged["cells"].end(),
-                   [](const json& x, const json& y) { return x.value("index", 0) < y.value("index", 0); });
   finish(a.out, a.csv, merged);
   std::cout << markdown_table(merged["cells"]);
 }
@@ -184,12 +198,14 @@ void run_sweep(const SweepArgs& a) {
   for (const std::string& c : configs)
     if (c != kPlain && !fs::is_regular_file(c)) throw IoError(c + ": --config file not found");
 
+  std::vector<std::string> models;
+  for (const std::string& m : a.models) models.push_back(normal_dir(m));
   std::vector<Cell> cells;
-  for (const std::string& m : a.models)
-    for (const std::string& c : configs)
-      for (int n : a.lengths) {
+  for (const std::string& m : unique_in_order(models))
+    for (const std::string& c : unique_in_order(configs))
+      for (int n : unique_in_order(a.lengths)) {
         const int index = int(cells.size());
-        cells.push_back({index, fs::path(m).lexically_normal().string(), c, n});
+        cells.push_back({index, m, c, n});
       }
   std::vector<Cell> mine;
   for (const Cell& c : cells)
@@ -210,7 +226,7 @@ void run_sweep(const SweepArgs& a) {
                shard_n, todo);
   std::string loaded_key;
   LoadedModel m;
-  std::map<std::string, std::vector<int>> tokens_of;  // model dir -> the text's tokens
+  std::map<std::pair<std::string, int>, std::vector<int>> tokens_of;  // (model dir, BOS) -> the text's tokens
   int ran = 0;
   for (const Cell& cell : mine) {
     if (done[cell.model + "\n" + cell.config + "\n" + std::to_string(cell.length)]) continue;
@@ -227,7 +243,7 @@ void run_sweep(const SweepArgs& a) {
       const ModelConfig& mc = m.model->config();
       c["trained_length"] = mc.max_position_embeddings;
       c["position"] = describe(mc.position, mc.head_dim);
-      auto& tokens = tokens_of[cell.model];
+      auto& tokens = tokens_of[{cell.model, mc.bos_token_id}];  // a config may change the BOS
       if (tokens.empty()) tokens = tokenize_file(m.tokenizer, a.eval.text_file, mc.bos_token_id, a.eval.split_docs);
       c["text_tokens"] = tokens.size();
       c["threads"] = omp_get_max_threads();
