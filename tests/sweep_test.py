@@ -141,6 +141,11 @@ def main():
               one_error_line(r) and full in r.stderr and "mode" in r.stderr, r.stderr)
         check("other settings: file untouched", open(full).read() == before)
 
+        # One model however its directory is written, and each length once: no new cell to run.
+        r = sweep("--lengths", "64,64,128,192", out=full, models=[MODELS[0] + "/", MODELS[0] + "/.", MODELS[1]])
+        check("same model dir written twice, a length twice: 0 to run", r.returncode == 0 and "6 cells" in r.stderr
+              and "0 to run" in r.stderr, r.stderr)
+
         # Bad --shard values.
         for shard in ("0/2", "3/2", "x", "1/0", "1/2x", "-1/2"):
             out = os.path.join(tmp, "bad.json")
