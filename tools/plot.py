@@ -98,15 +98,20 @@ def plain_log_yaxis(ax, values):
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
+def save(fig, prefix):
+    """PREFIX.png and PREFIX.svg, without a date inside, so the same data gives the same files."""
+    fig.savefig(f"{prefix}.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(f"{prefix}.svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 def finish(fig, ax, prefix, legend_outside):
     ax.grid(True, which="major", alpha=0.4)
     if legend_outside:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     else:
         ax.legend(fontsize=8)
-    for ext in ("png", "svg"):
-        fig.savefig(f"{prefix}.{ext}", dpi=150, bbox_inches="tight")
-    plt.close(fig)
+    save(fig, prefix)
 
 
 def plot_ppl(rows, labels, styles, trained, title, prefix):
@@ -206,9 +211,7 @@ def cmd_positions(args):
         ax.set_visible(False)
     fig.suptitle("attention logit vs relative distance (q = k = ones)")
     fig.tight_layout()
-    for ext in ("png", "svg"):
-        fig.savefig(f"{args.out}.{ext}", dpi=150, bbox_inches="tight")
-    plt.close(fig)
+    save(fig, args.out)
 
 
 def main():

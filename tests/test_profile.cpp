@@ -1,0 +1,73 @@
+// distance_profile (pert positions) against closed forms of q = k = ones for each scheme.
+#include <cmath>
+
+#include "pert/config.hpp"
+#include "pert/error.hpp"
+#include "pert/positions.hpp"
+#include "test_util.hpp"
+
+using namespace pert;
+
+namespace {
+
+ModelConfig config_with(const json& position) {
+  json c = tiny_config();  // head_dim 4, 4 heads, hidden 16
+  c["position"] = position;
+  return parse_model_config(c, "test/config.json");
+}
+
+const TensorLookup kNoTensors = [](const std::string&) -> const float* { return nullptr; };
+
+}  // namespace
+
+TEST_CASE("profile: NoPE is the constant sqrt(head_dim)", "[positions][profile]") {
+  const auto p = distance_profile(config_with({{"type", "none"}}), kNoTensors, 40, 40);
+  REQUIRE(p.size() == 4);
+  for (const auto& head : p) {
+    REQUIRE(head.size() == 41);
+    for (double v : head) CHECK(v == Approx(2.0).epsilon(1e-6));  // 4 / sqrt(4)
+  }
+}
+
+TEST_CASE("profile: RoPE is sum over pairs of 2 cos(delta theta_i) / sqrt(hd), the same for every head", "[positions][profile]") {
+  const ModelConfig c = config_with({{"type", "rope"}, {"base", 100.0}});
+  const auto p = distance_profile(c, kNoTensors, 50, 30);
+  for (int delta = 0; delta <= 30; ++delta) {
+    double want = 0;
+    for (int i = 0; i < 2; ++i) want += 2 * std::cos(delta * std::pow(100.0, -2.0 * i / 4)) / 2.0;
+    for (const auto& head : p) CHECK(head[size_t(delta)] == Approx(want).margin(1e-5));
+  }
+}
+
+TEST_CASE("profile: ALiBi is sqrt(hd) minus slope times distance, per head", "[positions][profile]") {
+  const ModelConfig c = config_with({{"type", "alibi"}});
+  const auto p = distance_profile(c, kNoTensors, 20, 20);
+  const std::vector<double> slopes = alibi_slopes(4, 8.0);
+  for (int h = 0; h < 4; ++h)
+    for (int delta = 0; delta <= 20; ++delta) CHECK(p[size_t(h)][size_t(delta)] == Approx(2.0 - slopes[size_t(h)] * delta).margin(1e-5));
+}
+
+TEST_CASE("profile: xPos weighs RoPE's pairs by zeta_i^(delta / scale_base)", "[positions][profile]") {
+  const auto p = distance_profile(config_with({{"type", "rope"}, {"xpos", {{"scale_base", 16.0}}}}), kNoTensors, 64, 64);
+  for (int delta = 0; delta <= 64; ++delta) {
+    double want = 0;  // q scaled by zeta^(m/b), k by zeta^(-n/b): the product depends on m - n only
+    for (int i = 0; i < 2; ++i)
+      want += 2 * std::cos(delta * std::pow(10000.0, -2.0 * i / 4)) * std::pow((2.0 * i / 4 + 0.4) / 1.4, delta / 16.0) / 2.0;
+    CHECK(p[0][size_t(delta)] == Approx(want).margin(1e-5));
+  }
+}
+
+TEST_CASE("profile: sinusoidal is p(m).p(n)/sqrt(d), one row", "[positions][profile]") {
+  const auto p = distance_profile(config_with({{"type", "sinusoidal"}}), kNoTensors, 30, 10);
+  REQUIRE(p.size() == 1);
+  for (int delta = 0; delta <= 10; ++delta) {
+    double want = 0;  // sin a sin b + cos a cos b = cos(a - b) for each of the 8 pairs
+    for (int i = 0; i < 8; ++i) want += std::cos(delta * std::pow(10000.0, -2.0 * i / 16));
+    CHECK(p[0][size_t(delta)] == Approx(want / 4.0).margin(1e-5));
+  }
+}
+
+TEST_CASE("profile: bad distances are errors", "[positions][profile]") {
+  CHECK_THROWS_AS(distance_profile(config_with({{"type", "none"}}), kNoTensors, 10, 11), Error);
+  CHECK_THROWS_AS(distance_profile(config_with({{"type", "none"}}), kNoTensors, 10, -1), Error);
+}
