@@ -146,6 +146,13 @@ def main():
         check("same model dir written twice, a length twice: 0 to run", r.returncode == 0 and "6 cells" in r.stderr
               and "0 to run" in r.stderr, r.stderr)
 
+        # A model that does not load stops the sweep with one line (not an error cell per length).
+        out = os.path.join(tmp, "missing.json")
+        r = sweep(out=out, models=[os.path.join(tmp, "no-such-model")])
+        last = r.stderr.strip().split("\n")[-1]
+        check("missing model dir: exit 1, an error line naming it", r.returncode == 1 and
+              last.startswith("pert: error: ") and "no-such-model" in last, (r.returncode, r.stderr))
+
         # Bad --shard values.
         for shard in ("0/2", "3/2", "x", "1/0", "1/2x", "-1/2"):
             out = os.path.join(tmp, "bad.json")

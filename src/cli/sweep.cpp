@@ -232,26 +232,27 @@ void run_sweep(const SweepArgs& a) {
     if (done[cell.model + "\n" + cell.config + "\n" + std::to_string(cell.length)]) continue;
     json c = {{"index", cell.index}, {"model", cell.model}, {"config", cell.config}, {"length", cell.length}};
     const std::string label = name_of(cell.model) + " " + stem_of(cell.config) + " @" + std::to_string(cell.length);
+    // A model or config that does not load stops the sweep (what is done so far is saved).
+    if (loaded_key != cell.model + "\n" + cell.config) {
+      loaded_key.clear();
+      ConfigOverrides o;
+      if (cell.config != kPlain) o.files.push_back(cell.config);
+      m = load_model(cell.model, o);
+      loaded_key = cell.model + "\n" + cell.config;
+    }
+    const ModelConfig& mc = m.model->config();
+    c["trained_length"] = mc.max_position_embeddings;
+    c["position"] = describe(mc.position, mc.head_dim);
+    auto& tokens = tokens_of[{cell.model, mc.bos_token_id}];  // a config may change the BOS
+    if (tokens.empty()) tokens = tokenize_file(m.tokenizer, a.eval.text_file, mc.bos_token_id, a.eval.split_docs);
+    c["text_tokens"] = tokens.size();
+    c["threads"] = omp_get_max_threads();
     try {
-      if (loaded_key != cell.model + "\n" + cell.config) {
-        loaded_key.clear();
-        ConfigOverrides o;
-        if (cell.config != kPlain) o.files.push_back(cell.config);
-        m = load_model(cell.model, o);
-        loaded_key = cell.model + "\n" + cell.config;
-      }
-      const ModelConfig& mc = m.model->config();
-      c["trained_length"] = mc.max_position_embeddings;
-      c["position"] = describe(mc.position, mc.head_dim);
-      auto& tokens = tokens_of[{cell.model, mc.bos_token_id}];  // a config may change the BOS
-      if (tokens.empty()) tokens = tokenize_file(m.tokenizer, a.eval.text_file, mc.bos_token_id, a.eval.split_docs);
-      c["text_tokens"] = tokens.size();
-      c["threads"] = omp_get_max_threads();
       c.update(result_json(run_perplexity(*m.model, tokens, a.eval.options(cell.length, mc.bos_token_id),
                                           "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label)));
       std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
                    ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
-    } catch (const Error& e) {  // a cell that cannot run (e.g. past a learned table) is a result too
+    } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
       c["error"] = e.what();
       std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), e.what());
     }
