@@ -61,5 +61,6 @@ void add_generate(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_positions(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace pert::cli

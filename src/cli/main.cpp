@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   pert::cli::add_perplexity(app);
   pert::cli::add_sweep(app);
   pert::cli::add_positions(app);
+  pert::cli::add_bench(app);
   if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); }).empty()) {
     std::cerr << "pert: error: unknown subcommand '" << argv[1] << "' (see --help)\n";
     return 2;

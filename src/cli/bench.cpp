@@ -1,0 +1,115 @@
+// pert bench: prompt processing (ppN: N tokens in one forward, logits of the last) and
+// generation (tgN: N single-token steps) in tokens/s, mean ± sd over repetitions after a
+// warm-up, as llama-bench reports them.
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "evaluate.hpp"
+#include "pert/error.hpp"
+
+namespace pert::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string model_dir;
+  std::vector<int> prompt = {512}, generate = {128};
+  int reps = 5, threads = 0;
+  bool json = false;
+  ConfigFlags config;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One timed run of a test: n tokens, prompt (one forward) or generation (n forwards of one).
+double run_once(const Model& model, bool prompt, int n, std::mt19937& rng) {
+  const int vocab = model.config().vocab_size;
+  std::uniform_int_distribution<int> token(0, vocab - 1);
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int& id : ids) id = token(rng);
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  InferenceState state(model, n, prompt ? n : 1);  // allocation is not timed
+  const auto t0 = std::chrono::steady_clock::now();
+  if (prompt)
+    state.forward(ids.data(), n, 0, logits.data(), false);
+  else
+    for (int i = 0; i < n; ++i) state.forward(&ids[size_t(i)], 1, i, logits.data(), false);
+  return seconds_since(t0);
+}
+
+long long parameter_count(const ModelConfig& c) {
+  const long long d = c.hidden_size, q = 1LL * c.n_heads * c.head_dim, kv = 1LL * c.n_kv_heads * c.head_dim;
+  const long long layer = 2 * d + d * q * 2 + d * kv * 2 + 3 * d * c.intermediate_size;
+  return c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * layer + d;
+}
+
+void run(const BenchArgs& a) {
+  set_threads(a.threads);
+  const std::filesystem::path dir = resolve_model_dir(a.model_dir);
+  const auto model = Model::load(dir, a.config.overrides());
+  const ModelConfig& c = model->config();
+  const int threads = omp_get_max_threads();
+  const long long params = parameter_count(c);
+  std::mt19937 rng(1234);
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<std::pair<bool, int>> tests;
+  for (int n : a.prompt) tests.push_back({true, n});
+  for (int n : a.generate) tests.push_back({false, n});
+  if (!a.json)
+    std::printf("| model | params | precision | threads | test | t/s |\n|---|---:|---|---:|---|---:|\n");
+  for (const auto& [prompt, n] : tests) {
+    const std::string test = (prompt ? "pp" : "tg") + std::to_string(n);
+    Progress bar("bench " + test, "runs");
+    run_once(*model, prompt, n, rng);  // warm-up: caches, page faults, thread start
+    std::vector<double> tps;
+    for (int r = 0; r < a.reps; ++r) {
+      tps.push_back(n / run_once(*model, prompt, n, rng));
+      bar.update(r + 1, a.reps);
+    }
+    bar.finish();
+    double mean = 0, var = 0;
+    for (double x : tps) mean += x / double(tps.size());
+    for (double x : tps) var += (x - mean) * (x - mean) / double(std::max<size_t>(1, tps.size() - 1));
+    const double sd = std::sqrt(var);
+    results.push_back({{"test", test}, {"n_tokens", n}, {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
+    if (!a.json)
+      std::printf("| %s | %.1fM | %s | %d | %s | %.2f ± %.2f |\n", dir.filename().string().c_str(), params / 1e6,
+                  "F32", threads, test.c_str(), mean, sd);
+    std::fflush(stdout);
+  }
+  if (a.json)
+    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", "F32"}, {"threads", threads},
+                     {"repetitions", a.reps}, {"results", results}});
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prompt-processing and generation speed, as llama-bench");
+  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
+  cmd->add_option("-p,--n-prompt", a->prompt, "Prompt lengths to test, e.g. 128,512 (0 entries: none)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("-n,--n-gen", a->generate, "Generation lengths to test")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("-r,--repetitions", a->reps, "Timed runs per test (after one warm-up)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  a->config.add_to(*cmd);
+  cmd->add_flag("--json", a->json, "Write the results as JSON to stdout instead of the table");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace pert::cli
