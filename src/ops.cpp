@@ -50,37 +50,39 @@ void softmax(float* x, int n) {
 
 void attention(float* out, const float* q, const float* keys, const float* values, const AttentionShape& s,
                float scale, const PositionEncoding& position, float* scratch, size_t scratch_per_thread) {
-  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_stride = s.n_heads * hd;
   const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
   const size_t row_len = size_t(s.pos0 + s.T);  // keys the last query sees
   const bool bias = position.has_bias();
+  // Each (head, block of queries) is two small GEMMs, scores = Q·Kᵀ and out = P·V, on the keys
+  // the block's last query sees; BLAS runs single-threaded inside this parallel loop.
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int h = 0; h < s.n_heads; ++h)
     for (int b = 0; b < n_blocks; ++b) {
       float* scores = scratch + size_t(omp_get_thread_num()) * scratch_per_thread;  // [kQueryBlock][row_len]
       const float* k = keys + (h / group) * s.kv_head_stride;                       // [position][hd]
       const float* v = values + (h / group) * s.kv_head_stride;
-      const int t_end = std::min(s.T, (b + 1) * kQueryBlock);
-      for (int t = b * kQueryBlock; t < t_end; ++t) {
-        const int pos = s.pos0 + t, n_keys = pos + 1;  // causal: keys 0..pos
-        float* row = scores + size_t(t - b * kQueryBlock) * row_len;
-        const float* qt = q + (size_t(t) * s.n_heads + h) * hd;
-        for (int j = 0; j < n_keys; ++j) {
-          const float* kj = k + size_t(j) * hd;
-          float dot = 0.0f;
-          for (int i = 0; i < hd; ++i) dot += qt[i] * kj[i];
-          row[j] = dot * scale;
-        }
+      const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0;
+      const int n_keys_max = s.pos0 + t0 + nq;
+      const float* qb = q + size_t(t0) * q_stride + size_t(h) * hd;  // [nq][hd], rows q_stride apart
+      float* ob = out + size_t(t0) * q_stride + size_t(h) * hd;
+      if (nq == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_keys_max, hd, scale, k, hd, qb, 1, 0.0f, scores, 1);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n_keys_max, hd, scale, qb, q_stride, k, hd, 0.0f,
+                    scores, int(row_len));
+      for (int i = 0; i < nq; ++i) {
+        const int pos = s.pos0 + t0 + i, n_keys = pos + 1;  // causal: keys 0..pos
+        float* row = scores + size_t(i) * row_len;
         if (bias) position.add_bias(row, h, pos, n_keys);
         softmax(row, n_keys);
-        float* ot = out + (size_t(t) * s.n_heads + h) * hd;
-        std::fill(ot, ot + hd, 0.0f);
-        for (int j = 0; j < n_keys; ++j) {
-          const float* vj = v + size_t(j) * hd;
-          const float p = row[j];
-          for (int i = 0; i < hd; ++i) ot[i] += p * vj[i];
-        }
+        std::fill(row + n_keys, row + n_keys_max, 0.0f);
       }
+      if (nq == 1)
+        cblas_sgemv(CblasRowMajor, CblasTrans, n_keys_max, hd, 1.0f, v, hd, scores, 1, 0.0f, ob, 1);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, n_keys_max, 1.0f, scores, int(row_len), v, hd,
+                    0.0f, ob, q_stride);
     }
 }
 
