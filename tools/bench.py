@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""pert's speed on the random-weight stories15M and stories110M shapes (issue "Speed"), the
+way these noisy machines must be measured: rounds that alternate the models, each round one
+`pert bench` run of -r repetitions; the table gives the median over all runs and the spread.
+
+    /usr/bin/python3 tools/bench.py [--rounds 5] [-t 2] [--out build/bench/bench.json]
+
+Checkpoints are made on first use by tools/bench_model.py under build/models/bench-*.
+Prints a Markdown table (date, machine, threads) and writes every sample as JSON.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = "/usr/bin/python3"
+
+
+def checkpoint(shape, dtype):
+    path = os.path.join(ROOT, "build", "models", f"bench-{shape}-{dtype.lower()}")
+    if not os.path.exists(os.path.join(path, "model.safetensors")):
+        subprocess.run([PYTHON, os.path.join(ROOT, "tools", "bench_model.py"), shape, path, "--dtype", dtype],
+                       check=True)
+    return path
+
+
+def cpu_name():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("-r", "--repetitions", type=int, default=3)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--shapes", default="stories15M,stories110M")
+    ap.add_argument("--dtypes", default="F32,BF16", help="checkpoint dtypes")
+    ap.add_argument("-p", default="512")
+    ap.add_argument("-n", default="128")
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"))
+    a = ap.parse_args()
+    models = [(s, d, checkpoint(s, d)) for s in a.shapes.split(",") for d in a.dtypes.split(",")]
+    samples = {}  # (shape, dtype, test) -> [t/s of every run]
+    for r in range(a.rounds):
+        for shape, dtype, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
+            out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-r", str(a.repetitions),
+                                  "-t", str(a.threads), "--json"], check=True, capture_output=True, text=True).stdout
+            for res in json.loads(out)["results"]:
+                samples.setdefault((shape, dtype, res["test"]), []).extend(res["samples"])
+            print(f"round {r + 1}/{a.rounds}: {shape} {dtype} done", file=sys.stderr)
+    date = datetime.date.today().isoformat()
+    print(f"pert bench, {date}, {cpu_name()}, {os.cpu_count()} cores, -t {a.threads}; "
+          f"median (min–max) of {a.rounds} rounds × {a.repetitions} runs\n")
+    print("| shape | checkpoint | test | t/s |\n|---|---|---|---:|")
+    rows = []
+    for (shape, dtype, test), v in samples.items():
+        med = statistics.median(v)
+        rows.append({"shape": shape, "checkpoint": dtype, "test": test, "median": med, "min": min(v), "max": max(v),
+                     "samples": v})
+        print(f"| {shape} | {dtype} | {test} | {med:.1f} ({min(v):.0f}–{max(v):.0f}) |")
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"date": date, "cpu": cpu_name(), "threads": a.threads, "rounds": a.rounds,
+                   "repetitions": a.repetitions, "results": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
