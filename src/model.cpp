@@ -9,33 +9,68 @@
 #include "pert/error.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/ops.hpp"
+#include "pert/safetensors.hpp"
 
 namespace pert {
 
-std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const ConfigOverrides& overrides) {
+const char* weight_type_name(WeightType type) { return type == WeightType::BF16 ? "BF16" : "F32"; }
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
   const ModelDir md = open_model_dir(dir, overrides);
   auto m = std::make_unique<Model>();
   m->config_ = md.config;
-  for (const ExpectedTensor& e : expected_tensors(md.config)) m->tensors_[e.name] = read_f32(*md.checkpoint.find(e.name));
-
-  m->embed = m->tensor("model.embed_tokens.weight");
+  m->type_ = type;
+  for (const ExpectedTensor& e : expected_tensors(md.config)) {
+    const TensorView& view = *md.checkpoint.find(e.name);
+    // Matrices go to BF16 when asked (BF16 checkpoints as stored); vectors and tables stay F32.
+    const bool matrix = e.shape.size() == 2 && e.name.find("embed_positions") == std::string::npos &&
+                        e.name.find("relative_attention_bias") == std::string::npos;
+    if (type == WeightType::BF16 && matrix) {
+      std::vector<uint16_t>& out = m->bf16_tensors_[e.name];
+      out.resize(size_t(view.numel));
+      if (view.dtype == DType::BF16) {
+        std::memcpy(out.data(), view.data, view.nbytes);
+      } else {
+        const std::vector<float> f = read_f32(view);
+        for (size_t i = 0; i < f.size(); ++i) out[i] = f32_to_bf16(f[i]);
+      }
+    } else {
+      m->tensors_[e.name] = read_f32(view);
+    }
+  }
+  m->embed = m->weight("model.embed_tokens.weight");
   for (int i = 0; i < md.config.n_layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
-    m->layers.push_back({m->tensor(l + "input_layernorm.weight"), m->tensor(l + "self_attn.q_proj.weight"),
-                         m->tensor(l + "self_attn.k_proj.weight"), m->tensor(l + "self_attn.v_proj.weight"),
-                         m->tensor(l + "self_attn.o_proj.weight"), m->tensor(l + "post_attention_layernorm.weight"),
-                         m->tensor(l + "mlp.gate_proj.weight"), m->tensor(l + "mlp.up_proj.weight"),
-                         m->tensor(l + "mlp.down_proj.weight")});
+    m->layers.push_back({m->tensor(l + "input_layernorm.weight"), m->weight(l + "self_attn.q_proj.weight"),
+                         m->weight(l + "self_attn.k_proj.weight"), m->weight(l + "self_attn.v_proj.weight"),
+                         m->weight(l + "self_attn.o_proj.weight"), m->tensor(l + "post_attention_layernorm.weight"),
+                         m->weight(l + "mlp.gate_proj.weight"), m->weight(l + "mlp.up_proj.weight"),
+                         m->weight(l + "mlp.down_proj.weight")});
   }
   m->final_norm = m->tensor("model.norm.weight");
-  m->lm_head = md.config.tie_word_embeddings ? m->embed : m->tensor("lm_head.weight");
+  m->lm_head = md.config.tie_word_embeddings ? m->embed : m->weight("lm_head.weight");
   return m;
 }
 
 const float* Model::tensor(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw Error("model has no tensor '" + name + "'");
+  if (it == tensors_.end()) throw Error("model has no F32 tensor '" + name + "'");
   return it->second.data();
+}
+
+Weight Model::weight(const std::string& name) const {
+  auto it = bf16_tensors_.find(name);
+  if (it != bf16_tensors_.end()) return {nullptr, it->second.data()};
+  return {tensor(name), nullptr};
+}
+
+void Model::embedding(int token, float* out) const {
+  const size_t d = size_t(config_.hidden_size), row = size_t(token) * d;
+  if (embed.f32) {
+    std::memcpy(out, embed.f32 + row, sizeof(float) * d);
+  } else {
+    for (size_t i = 0; i < d; ++i) out[i] = bf16_to_f32_value(embed.bf16[row + i]);
+  }
 }
 
 InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch)
@@ -122,8 +157,7 @@ void InferenceState::forward_chunk(const int* tokens, int n, int pos0, int lengt
   pe.begin_forward(length, pos0, n);
 
   // x [n][d]: token embeddings, plus absolute positions for the schemes that add them.
-  for (int t = 0; t < n; ++t)
-    std::memcpy(&x_[size_t(t) * d], model_.embed + size_t(tokens[t]) * d, sizeof(float) * d);
+  for (int t = 0; t < n; ++t) model_.embedding(tokens[t], &x_[size_t(t) * d]);
   pe.add_to_embeddings(x_.data(), pos0, n);
 
   const AttentionShape shape{n, pos0, c.n_heads, c.n_kv_heads, hd, kv_head_stride};

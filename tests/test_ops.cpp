@@ -46,6 +46,36 @@ TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
   }
 }
 
+// BF16 weights: decoding rounds x to BF16 too (products of BF16 pairs, summed in F32); T > 1
+// widens the weights and keeps x in F32. K = 75 exercises the kernel's 32-wide tail.
+TEST_CASE("ops: matmul with BF16 weights matches a triple loop over the rounded values", "[ops]") {
+  const int K = 75, N = 41;
+  CHECK(f32_to_bf16(1.0f) == 0x3f80);
+  CHECK(f32_to_bf16(1.00390625f) == 0x3f80);  // halfway: to even
+  CHECK(f32_to_bf16(1.01171875f) == 0x3f82);  // halfway: to even (up)
+  CHECK(bf16_to_f32_value(0x3f80) == 1.0f);
+  for (int T : {1, 3, 17}) {
+    for (bool accumulate : {false, true}) {
+      INFO("T " << T << ", accumulate " << accumulate);
+      const std::vector<float> x = random_floats(size_t(T * K), 4), wf = random_floats(size_t(N * K), 5);
+      std::vector<uint16_t> w(wf.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+      const std::vector<float> y0 = random_floats(size_t(T * N), 6);
+      std::vector<float> y = y0;
+      matmul(y.data(), x.data(), Weight{nullptr, w.data()}, T, K, N, accumulate);
+      for (int t = 0; t < T; ++t)
+        for (int n = 0; n < N; ++n) {
+          double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
+          for (int k = 0; k < K; ++k) {
+            const float xk = x[size_t(t * K + k)];
+            want += double(T == 1 ? bf16_to_f32_value(f32_to_bf16(xk)) : xk) * bf16_to_f32_value(w[size_t(n * K + k)]);
+          }
+          CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
+        }
+    }
+  }
+}
+
 // RMSNorm: out = x / sqrt(mean(x²) + eps) · weight, row by row; a zero row stays finite.
 TEST_CASE("ops: rmsnorm matches the formula", "[ops]") {
   const int T = 4, d = 19;

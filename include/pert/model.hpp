@@ -12,38 +12,50 @@
 #include <vector>
 
 #include "pert/config.hpp"
+#include "pert/ops.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
 
 struct LayerWeights {
   const float* attn_norm;  // [d]
-  const float* wq;         // [n_heads·head_dim][d]
-  const float* wk;         // [n_kv_heads·head_dim][d]
-  const float* wv;         // [n_kv_heads·head_dim][d]
-  const float* wo;         // [d][n_heads·head_dim]
+  Weight wq;               // [n_heads·head_dim][d]
+  Weight wk;               // [n_kv_heads·head_dim][d]
+  Weight wv;               // [n_kv_heads·head_dim][d]
+  Weight wo;               // [d][n_heads·head_dim]
   const float* ffn_norm;   // [d]
-  const float* w_gate;     // [ffn][d]
-  const float* w_up;       // [ffn][d]
-  const float* w_down;     // [d][ffn]
+  Weight w_gate;           // [ffn][d]
+  Weight w_up;             // [ffn][d]
+  Weight w_down;           // [d][ffn]
 };
+
+// What the matrices are kept and multiplied in: F32 (exact against the reference) or BF16
+// (half the memory traffic; norms and positional tables stay F32).
+enum class WeightType { F32, BF16 };
+const char* weight_type_name(WeightType type);
 
 class Model {
  public:
-  // Opens, validates and loads a model directory; F16/BF16 weights are converted to F32 once.
-  static std::unique_ptr<Model> load(const std::filesystem::path& dir, const ConfigOverrides& overrides = {});
+  // Opens, validates and loads a model directory; weights are converted once to `type`.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir, const ConfigOverrides& overrides = {},
+                                     WeightType type = WeightType::F32);
 
   const ModelConfig& config() const { return config_; }
-  const float* tensor(const std::string& name) const;  // F32 data of a loaded tensor
+  WeightType weight_type() const { return type_; }
+  const float* tensor(const std::string& name) const;  // F32 data of a loaded F32 tensor
+  void embedding(int token, float* out) const;          // out[d] = the token's embedding row
 
-  const float* embed = nullptr;       // [vocab][d]
+  Weight embed;                       // [vocab][d]
   std::vector<LayerWeights> layers;
   const float* final_norm = nullptr;  // [d]
-  const float* lm_head = nullptr;     // [vocab][d]; the embedding when tied
+  Weight lm_head;                     // [vocab][d]; the embedding when tied
 
  private:
+  Weight weight(const std::string& name) const;
   ModelConfig config_;
+  WeightType type_ = WeightType::F32;
   std::map<std::string, std::vector<float>> tensors_;
+  std::map<std::string, std::vector<uint16_t>> bf16_tensors_;
 };
 
 // One sequence being run: KV cache [layer][kv_head][position][head_dim] for `n_ctx`

@@ -2,6 +2,7 @@
 // stores them.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace pert {
 
@@ -9,6 +10,25 @@ class PositionEncoding;
 
 // y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`. BLAS: GEMM for T > 1, GEMV for T = 1.
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate = false);
+
+// A weight matrix [N][K] kept in F32 or in BF16 (the model's --dtype).
+struct Weight {
+  const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+};
+// As above. For BF16 weights: decoding (T = 1) multiplies in BF16 with F32 accumulation (x
+// rounded to BF16, AVX-512 BF16 `vdpbf16ps` where the CPU has it, the same arithmetic in plain
+// C++ elsewhere), streaming half the bytes; T > 1 widens blocks of rows to F32 for BLAS GEMM.
+void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate = false);
+
+// BF16 <-> F32: round to nearest even, and the exact widening.
+uint16_t f32_to_bf16(float x);
+inline float bf16_to_f32_value(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
 
 // out[T][d] = x / sqrt(mean(x²) + eps) * weight, row by row.
 void rmsnorm(float* out, const float* x, const float* weight, int T, int d, float eps);

@@ -53,7 +53,7 @@ long long parameter_count(const ModelConfig& c) {
 void run(const BenchArgs& a) {
   set_threads(a.threads);
   const std::filesystem::path dir = resolve_model_dir(a.model_dir);
-  const auto model = Model::load(dir, a.config.overrides());
+  const auto model = Model::load(dir, a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = model->config();
   const int threads = omp_get_max_threads();
   const long long params = parameter_count(c);
@@ -81,11 +81,11 @@ void run(const BenchArgs& a) {
     results.push_back({{"test", test}, {"n_tokens", n}, {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
     if (!a.json)
       std::printf("| %s | %.1fM | %s | %d | %s | %.2f ± %.2f |\n", dir.filename().string().c_str(), params / 1e6,
-                  "F32", threads, test.c_str(), mean, sd);
+                  weight_type_name(model->weight_type()), threads, test.c_str(), mean, sd);
     std::fflush(stdout);
   }
   if (a.json)
-    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", "F32"}, {"threads", threads},
+    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", weight_type_name(model->weight_type())}, {"threads", threads},
                      {"repetitions", a.reps}, {"results", results}});
 }
 

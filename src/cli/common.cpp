@@ -21,6 +21,13 @@ void ConfigFlags::add_to(CLI::App& app) {
                  "Set one config value: key.path=value (value is JSON, else a string; null removes); "
                  "repeatable, applied after --config. E.g. --set position.type=alibi")
       ->allow_extra_args(false);
+  add_dtype(app, dtype);
+}
+
+void ConfigFlags::add_dtype(CLI::App& app, std::string& dtype) {
+  app.add_option("--dtype", dtype, "Weights kept and multiplied in f32 (exact) or bf16 (half the memory traffic)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
 }
 
 ConfigOverrides ConfigFlags::overrides() const {
@@ -56,8 +63,8 @@ std::filesystem::path resolve_model_dir(const std::string& given) {
 
 namespace pert::cli {
 
-LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides) {
-  LoadedModel m{dir, Model::load(dir, overrides), {}};
+LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
+  LoadedModel m{dir, Model::load(dir, overrides, type), {}};
   const std::filesystem::path tok_path = dir / "tokenizer.json";
   if (!std::filesystem::exists(tok_path))
     throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");

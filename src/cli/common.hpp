@@ -16,9 +16,13 @@ namespace pert::cli {
 struct ConfigFlags {
   std::vector<std::string> files;
   std::vector<std::string> sets;
+  std::string dtype = "f32";
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app);  // --config, --set and --dtype
   ConfigOverrides overrides() const;
+  WeightType weight_type() const { return parse_dtype(dtype); }
+  static WeightType parse_dtype(const std::string& s) { return s == "bf16" ? WeightType::BF16 : WeightType::F32; }
+  static void add_dtype(CLI::App& app, std::string& dtype);
 };
 
 // The model directory to use: `given`, or with none the one models/default names (a link to a
@@ -31,7 +35,8 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
 };
-LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides);
+LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides,
+                       WeightType type = WeightType::F32);
 
 // A text file as token ids: the whole file as one text, or with `split_docs` each document
 // (separated by a blank line, "\n\n", and stripped of surrounding whitespace) encoded on its

@@ -24,7 +24,7 @@ struct GenerateArgs {
 
 void run_generate(GenerateArgs& a) {
   set_threads(a.threads);
-  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides());
+  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const std::filesystem::path& dir = m.dir;
   const Tokenizer& tok = m.tokenizer;
   const ModelConfig& c = m.model->config();

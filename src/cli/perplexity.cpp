@@ -22,7 +22,7 @@ struct PerplexityArgs {
 
 void run(const PerplexityArgs& a) {
   set_threads(a.threads);
-  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides());
+  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
   const std::vector<int> tokens = tokenize_file(m.tokenizer, a.eval.text_file, c.bos_token_id, a.eval.split_docs);
@@ -36,7 +36,8 @@ void run(const PerplexityArgs& a) {
                         {"trained_length", c.max_position_embeddings},
                         {"n_ctx", n_ctx},
                         {"text_tokens", tokens.size()},
-                        {"threads", omp_get_max_threads()}};
+                        {"threads", omp_get_max_threads()},
+                        {"dtype", a.config.dtype}};
     j.update(a.eval.settings());
     j.update(result_json(r));
     write_json(a.json_file, j);

@@ -19,7 +19,7 @@ struct PositionsArgs {
 
 void run(const PositionsArgs& a) {
   const std::filesystem::path dir = resolve_model_dir(a.model_dir);
-  const auto model = Model::load(dir, a.config.overrides());
+  const auto model = Model::load(dir, a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = model->config();
   const int distance = a.distance > 0 ? a.distance : c.max_position_embeddings - 1;
   const int query_pos = a.query_pos >= 0 ? a.query_pos : distance;

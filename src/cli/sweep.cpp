@@ -27,7 +27,7 @@ constexpr const char* kPlain = "plain";  // --config plain: the model's own conf
 struct SweepArgs {
   std::vector<std::string> models, configs, merge;
   std::vector<int> lengths;
-  std::string out, csv, shard;
+  std::string out, csv, shard, dtype = "f32";
   int threads = 0;
   EvalFlags eval;
 };
@@ -82,10 +82,12 @@ json read_sweep(const fs::path& path) {
 }
 
 void check_settings(const json& have, const json& want, const std::string& where) {
-  for (auto& [key, value] : want.items())
-    if (!have.contains(key) || have[key] != value)
+  json keys = want;
+  keys.update(have);  // every key either side has; a missing one reads as null
+  for (auto& [key, unused] : keys.items())
+    if (have.value(key, json()) != want.value(key, json()))
       throw ConfigError(where + ": made with " + key + " = " + json_brief(have.value(key, json())) + ", not " +
-                        json_brief(value) + "; use another --out or the same settings");
+                        json_brief(want.value(key, json())) + "; use another --out or the same settings");
 }
 
 std::string csv_field(std::string s) {
@@ -211,7 +213,8 @@ void run_sweep(const SweepArgs& a) {
   for (const Cell& c : cells)
     if (c.index % shard_n == shard_k - 1) mine.push_back(c);
 
-  const json settings = a.eval.settings();
+  json settings = a.eval.settings();
+  if (a.dtype != "f32") settings["dtype"] = a.dtype;  // files from before --dtype are f32
   json sweep = {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
   std::map<std::string, bool> done;
   if (fs::exists(a.out)) {
@@ -237,7 +240,7 @@ void run_sweep(const SweepArgs& a) {
       loaded_key.clear();
       ConfigOverrides o;
       if (cell.config != kPlain) o.files.push_back(cell.config);
-      m = load_model(cell.model, o);
+      m = load_model(cell.model, o, ConfigFlags::parse_dtype(a.dtype));
       loaded_key = cell.model + "\n" + cell.config;
     }
     const ModelConfig& mc = m.model->config();
@@ -284,6 +287,7 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array");
   cmd->add_option("--merge", a->merge, "Join these sweep files into --out instead of running")->expected(1, -1);
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  ConfigFlags::add_dtype(*cmd, a->dtype);
   cmd->callback([a] {
     if (!a->merge.empty()) {
       if (!a->models.empty()) throw Error("sweep: --merge runs nothing; drop -m");
