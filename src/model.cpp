@@ -26,14 +26,17 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     const bool matrix = e.shape.size() == 2 && e.name.find("embed_positions") == std::string::npos &&
                         e.name.find("relative_attention_bias") == std::string::npos;
     if (type == WeightType::BF16 && matrix) {
-      std::vector<uint16_t>& out = m->bf16_tensors_[e.name];
-      out.resize(size_t(view.numel));
+      std::vector<uint16_t> rows(size_t(view.numel));  // [N][K] as stored, or rounded
       if (view.dtype == DType::BF16) {
-        std::memcpy(out.data(), view.data, view.nbytes);
+        std::memcpy(rows.data(), view.data, view.nbytes);
       } else {
         const std::vector<float> f = read_f32(view);
-        for (size_t i = 0; i < f.size(); ++i) out[i] = f32_to_bf16(f[i]);
+        for (size_t i = 0; i < f.size(); ++i) rows[i] = f32_to_bf16(f[i]);
       }
+      const int N = int(e.shape[0]), K = int(e.shape[1]);
+      std::vector<uint16_t>& packed = m->bf16_tensors_[e.name];
+      packed.resize(bf16_packed_size(N, K));
+      pack_bf16(packed.data(), rows.data(), N, K);
     } else {
       m->tensors_[e.name] = read_f32(view);
     }
@@ -65,11 +68,11 @@ Weight Model::weight(const std::string& name) const {
 }
 
 void Model::embedding(int token, float* out) const {
-  const size_t d = size_t(config_.hidden_size), row = size_t(token) * d;
+  const size_t d = size_t(config_.hidden_size);
   if (embed.f32) {
-    std::memcpy(out, embed.f32 + row, sizeof(float) * d);
+    std::memcpy(out, embed.f32 + size_t(token) * d, sizeof(float) * d);
   } else {
-    for (size_t i = 0; i < d; ++i) out[i] = bf16_to_f32_value(embed.bf16[row + i]);
+    for (size_t i = 0; i < d; ++i) out[i] = bf16_to_f32_value(bf16_packed_at(embed.bf16, int(d), token, int(i)));
   }
 }
 

@@ -6,11 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
-
-#if defined(__AVX512BF16__)
-#include <immintrin.h>
-#endif
 
 #include "pert/positions.hpp"
 
@@ -22,66 +17,6 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
     cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, x, 1, beta, y, 1);
   else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, x, K, w, K, beta, y, N);
-}
-
-uint16_t f32_to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-namespace {
-
-// y[n] (+)= Σ_k W[n][k] · xb[k] for BF16 W and BF16 x, products summed in F32.
-void gemv_bf16(float* y, const uint16_t* xb, const uint16_t* w, int K, int N, bool accumulate) {
-#pragma omp parallel for schedule(static) if (size_t(N) * K > 32768)
-  for (int n = 0; n < N; ++n) {
-    const uint16_t* wn = w + size_t(n) * K;
-    float dot;
-#if defined(__AVX512BF16__)
-    __m512 acc = _mm512_setzero_ps();
-    int k = 0;
-    for (; k + 32 <= K; k += 32)
-      acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(wn + k), (__m512bh)_mm512_loadu_si512(xb + k));
-    if (k < K) {
-      const __mmask32 m = (__mmask32)((1ull << (K - k)) - 1);
-      acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(m, wn + k),
-                             (__m512bh)_mm512_maskz_loadu_epi16(m, xb + k));
-    }
-    dot = _mm512_reduce_add_ps(acc);
-#else
-    dot = 0.0f;
-    for (int k = 0; k < K; ++k) dot += bf16_to_f32_value(wn[k]) * bf16_to_f32_value(xb[k]);
-#endif
-    y[n] = accumulate ? y[n] + dot : dot;
-  }
-}
-
-}  // namespace
-
-void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
-  if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
-  static thread_local std::vector<uint16_t> xb;  // x in BF16; grows once, then reused
-  static thread_local std::vector<float> rows;   // a block of W widened to F32
-  if (T == 1) {
-    xb.resize(size_t(K));
-    for (int k = 0; k < K; ++k) xb[size_t(k)] = f32_to_bf16(x[k]);
-    return gemv_bf16(y, xb.data(), w.bf16, K, N, accumulate);
-  }
-  const int block = std::max(1, std::min(N, (1 << 20) / std::max(1, K)));  // ~4 MB of F32 rows
-  rows.resize(size_t(block) * K);
-  float* const wide = rows.data();  // this thread's buffer: thread_local names another in the loop below
-  for (int n0 = 0; n0 < N; n0 += block) {
-    const int nb = std::min(block, N - n0);
-    const uint16_t* src = w.bf16 + size_t(n0) * K;
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < nb; ++r)
-      for (int k = 0; k < K; ++k) wide[size_t(r) * K + k] = bf16_to_f32_value(src[size_t(r) * K + k]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nb, K, 1.0f, x, K, wide, K,
-                accumulate ? 1.0f : 0.0f, y + n0, N);
-  }
 }
 
 void rmsnorm(float* out, const float* x, const float* weight, int T, int d, float eps) {

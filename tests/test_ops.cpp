@@ -46,8 +46,8 @@ TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
   }
 }
 
-// BF16 weights: decoding rounds x to BF16 too (products of BF16 pairs, summed in F32); T > 1
-// widens the weights and keeps x in F32. K = 75 exercises the kernel's 32-wide tail.
+// BF16 weights (packed): x is rounded to BF16 too, products of BF16 pairs summed in F32. Odd K
+// and N = 41 exercise the padding; T = 17 the 6-row kernel's remainders.
 TEST_CASE("ops: matmul with BF16 weights matches a triple loop over the rounded values", "[ops]") {
   const int K = 75, N = 41;
   CHECK(f32_to_bf16(1.0f) == 0x3f80);
@@ -62,13 +62,17 @@ TEST_CASE("ops: matmul with BF16 weights matches a triple loop over the rounded 
       for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
       const std::vector<float> y0 = random_floats(size_t(T * N), 6);
       std::vector<float> y = y0;
-      matmul(y.data(), x.data(), Weight{nullptr, w.data()}, T, K, N, accumulate);
+      std::vector<uint16_t> packed(bf16_packed_size(N, K));
+      pack_bf16(packed.data(), w.data(), N, K);
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k) REQUIRE(bf16_packed_at(packed.data(), K, n, k) == w[size_t(n * K + k)]);
+      matmul(y.data(), x.data(), Weight{nullptr, packed.data()}, T, K, N, accumulate);
       for (int t = 0; t < T; ++t)
         for (int n = 0; n < N; ++n) {
           double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
           for (int k = 0; k < K; ++k) {
             const float xk = x[size_t(t * K + k)];
-            want += double(T == 1 ? bf16_to_f32_value(f32_to_bf16(xk)) : xk) * bf16_to_f32_value(w[size_t(n * K + k)]);
+            want += double(bf16_to_f32_value(f32_to_bf16(xk))) * bf16_to_f32_value(w[size_t(n * K + k)]);
           }
           CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
         }

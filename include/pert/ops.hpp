@@ -11,14 +11,22 @@ class PositionEncoding;
 // y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`. BLAS: GEMM for T > 1, GEMV for T = 1.
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate = false);
 
-// A weight matrix [N][K] kept in F32 or in BF16 (the model's --dtype).
+// A weight matrix [N][K] kept in F32, or in BF16 packed for `vdpbf16ps` (the model's --dtype):
+// per block of 16 rows, the ⌈K/2⌉ column pairs, each holding the 16 rows' pairs side by side,
+// [⌈N/16⌉][⌈K/2⌉][16][2], zero-padded (src/ops_bf16.cpp).
 struct Weight {
   const float* f32 = nullptr;
   const uint16_t* bf16 = nullptr;
 };
-// As above. For BF16 weights: decoding (T = 1) multiplies in BF16 with F32 accumulation (x
-// rounded to BF16, AVX-512 BF16 `vdpbf16ps` where the CPU has it, the same arithmetic in plain
-// C++ elsewhere), streaming half the bytes; T > 1 widens blocks of rows to F32 for BLAS GEMM.
+size_t bf16_packed_size(int N, int K);
+void pack_bf16(uint16_t* packed, const uint16_t* rows, int N, int K);  // rows: [N][K] BF16
+inline uint16_t bf16_packed_at(const uint16_t* packed, int K, int n, int k) {
+  const size_t pairs = size_t(K + 1) / 2;
+  return packed[((size_t(n / 16) * pairs + size_t(k / 2)) * 16 + size_t(n % 16)) * 2 + size_t(k % 2)];
+}
+// As above. BF16 weights multiply in BF16 with F32 accumulation: x is rounded to BF16 and the
+// products of BF16 pairs summed in F32 (AVX-512 BF16 `vdpbf16ps` where the CPU has it, the
+// same arithmetic in plain C++ elsewhere), streaming half the bytes of F32.
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate = false);
 
 // BF16 <-> F32: round to nearest even, and the exact widening.
