@@ -40,6 +40,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     } else {
       m->tensors_[e.name] = read_f32(view);
     }
+    release_pages(view);
   }
   m->embed = m->weight("model.embed_tokens.weight");
   for (int i = 0; i < md.config.n_layers; ++i) {

@@ -42,7 +42,7 @@ def main():
     ap.add_argument("-r", "--repetitions", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--shapes", default="stories15M,stories110M")
-    ap.add_argument("--dtypes", default="F32,BF16", help="checkpoint dtypes")
+    ap.add_argument("--dtypes", default="F32,BF16", help="precisions: an F32 checkpoint run in F32, a BF16 one in BF16")
     ap.add_argument("-p", default="512")
     ap.add_argument("-n", default="128")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
@@ -53,14 +53,15 @@ def main():
     for r in range(a.rounds):
         for shape, dtype, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-r", str(a.repetitions),
-                                  "-t", str(a.threads), "--json"], check=True, capture_output=True, text=True).stdout
+                                  "-t", str(a.threads), "--dtype", dtype.lower(), "--json"], check=True,
+                                 capture_output=True, text=True).stdout
             for res in json.loads(out)["results"]:
                 samples.setdefault((shape, dtype, res["test"]), []).extend(res["samples"])
             print(f"round {r + 1}/{a.rounds}: {shape} {dtype} done", file=sys.stderr)
     date = datetime.date.today().isoformat()
     print(f"pert bench, {date}, {cpu_name()}, {os.cpu_count()} cores, -t {a.threads}; "
           f"median (min–max) of {a.rounds} rounds × {a.repetitions} runs\n")
-    print("| shape | checkpoint | test | t/s |\n|---|---|---|---:|")
+    print("| shape | precision | test | t/s |\n|---|---|---|---:|")
     rows = []
     for (shape, dtype, test), v in samples.items():
         med = statistics.median(v)

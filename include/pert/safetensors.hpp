@@ -89,6 +89,10 @@ class Checkpoint {
 void read_f32(const TensorView& tensor, float* out);
 std::vector<float> read_f32(const TensorView& tensor);
 
+// Hands the mapped pages that only this tensor covers back to the kernel (they are read again
+// from the file if touched), so loading a model never holds the file and its copy at once.
+void release_pages(const TensorView& tensor);
+
 std::string shape_str(const std::vector<int64_t>& shape);
 
 }  // namespace pert
