@@ -39,12 +39,14 @@ void swiglu(float* gate, const float* up, size_t n) {
 void softmax(float* x, int n) {
   if (n <= 0) return;
   const float max = *std::max_element(x, x + n);
-  double sum = 0.0;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
   for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
+    x[i] = exp_nonpositive(x[i] - max);
     sum += x[i];
   }
-  const float inv = float(1.0 / sum);
+  const float inv = 1.0f / sum;
+#pragma omp simd
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "pert/error.hpp"
+#include "pert/ops.hpp"
 
 namespace pert {
 
@@ -34,11 +35,12 @@ void validate(const PerplexityOptions& o) {
   if (o.n_batch < 1) throw Error("perplexity: batch size must be >= 1, got " + std::to_string(o.n_batch));
 }
 
-// -log softmax(row)[target], in double.
+// -log softmax(row)[target]; the sum of exponentials in double.
 double token_nll(const float* row, int vocab, int target) {
   const float mx = *std::max_element(row, row + vocab);
   double sum = 0;
-  for (int i = 0; i < vocab; ++i) sum += std::exp(double(row[i]) - mx);
+#pragma omp simd reduction(+ : sum)
+  for (int i = 0; i < vocab; ++i) sum += double(exp_nonpositive(row[i] - mx));
   return std::log(sum) + mx - row[target];
 }
 

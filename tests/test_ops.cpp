@@ -113,6 +113,17 @@ TEST_CASE("ops: swiglu matches the formula", "[ops]") {
 }
 
 // Softmax: e^(x_i) / Σ e^(x_j); sums to 1 and stays finite for inputs like ±1000 (max subtracted).
+TEST_CASE("ops: exp_nonpositive is e^x to 2e-7 relative over [-87, 0], 0 below, NaN kept", "[ops]") {
+  for (double x = -87.0; x <= 0.0; x += 0.00731) {
+    const double want = std::exp(double(float(x)));
+    CHECK(std::abs(exp_nonpositive(float(x)) - want) <= 2e-7 * want);
+  }
+  CHECK(exp_nonpositive(0.0f) == 1.0f);
+  CHECK(exp_nonpositive(-88.0f) == 0.0f);
+  CHECK(exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isnan(exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+}
+
 TEST_CASE("ops: softmax matches the formula and is stable", "[ops]") {
   SECTION("moderate inputs against the direct formula") {
     std::vector<float> x = random_floats(33, 8, 5.0f);

@@ -47,6 +47,25 @@ void swiglu(float* gate, const float* up, size_t n);
 // In place over the first n entries: softmax with the maximum subtracted first.
 void softmax(float* x, int n);
 
+// e^x for x <= 0 within ~2 ulp (0 below -87), branch-free so loops over it vectorize: the
+// exponentials of attention and perplexity cost more than their matrix products otherwise.
+inline float exp_nonpositive(float x0) {
+  const float x = x0 > -87.0f ? x0 : -87.0f;  // NaN too, so the conversion below stays defined
+  const float n = __builtin_rintf(x * 1.44269504f);            // x = n·ln2 + r, |r| <= ln2/2
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts (Cephes)
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int bits = (int(n) + 127) << 23;  // 2^n, n in [-126, 0]
+  float scale;
+  __builtin_memcpy(&scale, &bits, 4);
+  return x0 != x0 ? x0 : x0 < -87.0f ? 0.0f : p * scale;  // NaN stays NaN; e^-inf = 0
+}
+
 // Causal multi-head attention for T queries at positions pos0..pos0+T-1 over keys/values
 // 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads).
 struct AttentionShape {
