@@ -77,14 +77,15 @@ void Model::embedding(int token, float* out) const {
   }
 }
 
-InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch)
-    : model_(model), c_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)) {
+InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq)
+    : model_(model), c_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
   if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(n_batch));
+  if (n_seq < 1) throw Error("sequence count must be at least 1, got " + std::to_string(n_seq));
   position_ = make_position_encoding(c_, [&](const std::string& name) { return model.tensor(name); });
   const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
-  const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_);
-  const size_t cache = size_t(c_.n_layers) * kv_dim * size_t(n_ctx);
+  const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_) * size_t(n_seq);
+  const size_t cache = size_t(n_seq) * size_t(c_.n_layers) * kv_dim * size_t(n_ctx);
   try {
     k_cache_.assign(cache, 0.0f);
     v_cache_.assign(cache, 0.0f);
@@ -113,7 +114,7 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
   if (pos0 + n > n_ctx_)
     throw Error("forward: positions up to " + std::to_string(pos0 + n - 1) + " exceed the context size " +
                 std::to_string(n_ctx_));
-  for (int i = 0; i < n; ++i)
+  for (size_t i = 0; i < size_t(n) * size_t(n_seq_); ++i)
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
@@ -125,8 +126,9 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     chunk = 1;
     while (chunk < std::min(n_batch_, n - done) && position_->length_class(pos0 + done + chunk) == length) ++chunk;
     const bool last = done + chunk == n;
-    float* out = all_logits ? logits + size_t(done) * c_.vocab_size : (last ? logits : nullptr);
-    forward_chunk(tokens + done, chunk, pos0 + done, length, out, all_logits);
+    const size_t V = size_t(c_.vocab_size);
+    float* out = all_logits ? logits + size_t(done) * V : (last ? logits : nullptr);
+    forward_chunk(tokens + done, n, chunk, pos0 + done, length, out, all_logits ? size_t(n) * V : V, all_logits);
   }
 }
 
@@ -137,76 +139,85 @@ bool InferenceState::shift(int n_keep, int n_discard) {
   const int hd = c_.head_dim, n_move = n_past_ - n_keep - n_discard;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
   if (!position_->can_shift()) return false;
-  for (int l = 0; l < c_.n_layers; ++l)
-    for (int h = 0; h < c_.n_kv_heads; ++h) {
-      const size_t head = (size_t(l) * c_.n_kv_heads + h) * size_t(kv_head_stride);
-      for (std::vector<float>* cache : {&k_cache_, &v_cache_})
-        std::memmove(cache->data() + head + size_t(n_keep) * hd, cache->data() + head + size_t(n_keep + n_discard) * hd,
-                     sizeof(float) * size_t(n_move) * hd);
-    }
-  for (int l = 0; l < c_.n_layers; ++l)
-    position_->shift_keys(&k_cache_[size_t(l) * c_.n_kv_heads * kv_head_stride + size_t(n_keep) * hd], n_move,
-                          c_.n_kv_heads, hd, kv_head_stride, n_discard);
+  const int heads = n_seq_ * c_.n_layers * c_.n_kv_heads;  // every (sequence, layer, kv head)
+  for (int i = 0; i < heads; ++i) {
+    const size_t head = size_t(i) * size_t(kv_head_stride);
+    for (std::vector<float>* cache : {&k_cache_, &v_cache_})
+      std::memmove(cache->data() + head + size_t(n_keep) * hd, cache->data() + head + size_t(n_keep + n_discard) * hd,
+                   sizeof(float) * size_t(n_move) * hd);
+  }
+  position_->shift_keys(&k_cache_[size_t(n_keep) * hd], n_move, heads, hd, kv_head_stride, n_discard);
   n_past_ -= n_discard;
   return true;
 }
 
-void InferenceState::forward_chunk(const int* tokens, int n, int pos0, int length, float* logits, bool all_logits) {
+void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos0, int length, float* logits,
+                                   size_t logits_stride, bool all_logits) {
   const ModelConfig& c = c_;
-  const int d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
+  const int d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size, S = n_seq_, rows = S * n;
   const int q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  const size_t seq_cache = size_t(c.n_layers) * kv_dim * n_ctx_;  // one sequence's cache
   const float eps = float(c.rms_norm_eps);
   PositionEncoding& pe = *position_;
   pe.begin_forward(length, pos0, n);
 
-  // x [n][d]: token embeddings, plus absolute positions for the schemes that add them.
-  for (int t = 0; t < n; ++t) model_.embedding(tokens[t], &x_[size_t(t) * d]);
-  pe.add_to_embeddings(x_.data(), pos0, n);
+  // x [S][n][d]: token embeddings, plus absolute positions for the schemes that add them.
+  for (int s = 0; s < S; ++s) {
+    for (int t = 0; t < n; ++t) model_.embedding(tokens[size_t(s) * stride + t], &x_[(size_t(s) * n + t) * d]);
+    pe.add_to_embeddings(&x_[size_t(s) * n * d], pos0, n);
+  }
 
   const AttentionShape shape{n, pos0, c.n_heads, c.n_kv_heads, hd, kv_head_stride};
   const float scale = 1.0f / std::sqrt(float(hd));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model_.layers[size_t(l)];
-    float* k_cache = &k_cache_[size_t(l) * kv_dim * n_ctx_];  // [kv_head][n_ctx][hd]
-    float* v_cache = &v_cache_[size_t(l) * kv_dim * n_ctx_];
-
-    rmsnorm(xb_.data(), x_.data(), w.attn_norm, n, d, eps);
-    matmul(q_.data(), xb_.data(), w.wq, n, d, q_dim);
-    matmul(k_.data(), xb_.data(), w.wk, n, d, kv_dim);
-    matmul(v_.data(), xb_.data(), w.wv, n, d, kv_dim);
-    if (pe.rotates()) {
-      pe.rotate(q_.data(), pos0, n, c.n_heads, q_dim, hd, true);
-      if (!pe.rotates_keys_on_read()) pe.rotate(k_.data(), pos0, n, c.n_kv_heads, kv_dim, hd, false);
-    }
-    for (int t = 0; t < n; ++t)
-      for (int h = 0; h < c.n_kv_heads; ++h) {
-        const size_t src = size_t(t) * kv_dim + size_t(h) * hd, dst = size_t(h) * kv_head_stride + size_t(pos0 + t) * hd;
-        std::memcpy(k_cache + dst, &k_[src], sizeof(float) * hd);
-        std::memcpy(v_cache + dst, &v_[src], sizeof(float) * hd);
+    // The projections see all S·n rows at once: that is what running sequences in step buys.
+    rmsnorm(xb_.data(), x_.data(), w.attn_norm, rows, d, eps);
+    matmul(q_.data(), xb_.data(), w.wq, rows, d, q_dim);
+    matmul(k_.data(), xb_.data(), w.wk, rows, d, kv_dim);
+    matmul(v_.data(), xb_.data(), w.wv, rows, d, kv_dim);
+    for (int s = 0; s < S; ++s) {
+      float* q = &q_[size_t(s) * n * q_dim];    // [n][q_dim]
+      float* k = &k_[size_t(s) * n * kv_dim];   // [n][kv_dim]
+      const float* v = &v_[size_t(s) * n * kv_dim];
+      float* k_cache = &k_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_];  // [kv_head][n_ctx][hd]
+      float* v_cache = &v_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_];
+      if (pe.rotates()) {
+        pe.rotate(q, pos0, n, c.n_heads, q_dim, hd, true);
+        if (!pe.rotates_keys_on_read()) pe.rotate(k, pos0, n, c.n_kv_heads, kv_dim, hd, false);
       }
-    const float* keys = k_cache;
-    if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
-      const size_t len = size_t(pos0 + n) * hd;
-      for (int h = 0; h < c.n_kv_heads; ++h)
-        std::memcpy(&keys_read_[size_t(h) * kv_head_stride], k_cache + size_t(h) * kv_head_stride, sizeof(float) * len);
-      pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
-      keys = keys_read_.data();
+      for (int t = 0; t < n; ++t)
+        for (int h = 0; h < c.n_kv_heads; ++h) {
+          const size_t src = size_t(t) * kv_dim + size_t(h) * hd, dst = size_t(h) * kv_head_stride + size_t(pos0 + t) * hd;
+          std::memcpy(k_cache + dst, k + src, sizeof(float) * hd);
+          std::memcpy(v_cache + dst, v + src, sizeof(float) * hd);
+        }
+      const float* keys = k_cache;
+      if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
+        const size_t len = size_t(pos0 + n) * hd;
+        for (int h = 0; h < c.n_kv_heads; ++h)
+          std::memcpy(&keys_read_[size_t(h) * kv_head_stride], k_cache + size_t(h) * kv_head_stride, sizeof(float) * len);
+        pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
+        keys = keys_read_.data();
+      }
+      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache, shape, scale, pe, scores_.data(), scratch_per_thread_);
     }
-    attention(att_.data(), q_.data(), keys, v_cache, shape, scale, pe, scores_.data(), scratch_per_thread_);
-    matmul(x_.data(), att_.data(), w.wo, n, q_dim, d, /*accumulate=*/true);
+    matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
 
-    rmsnorm(xb_.data(), x_.data(), w.ffn_norm, n, d, eps);
-    matmul(gate_.data(), xb_.data(), w.w_gate, n, d, ff);
-    matmul(up_.data(), xb_.data(), w.w_up, n, d, ff);
-    swiglu(gate_.data(), up_.data(), size_t(n) * ff);
-    matmul(x_.data(), gate_.data(), w.w_down, n, ff, d, /*accumulate=*/true);
+    rmsnorm(xb_.data(), x_.data(), w.ffn_norm, rows, d, eps);
+    matmul(gate_.data(), xb_.data(), w.w_gate, rows, d, ff);
+    matmul(up_.data(), xb_.data(), w.w_up, rows, d, ff);
+    swiglu(gate_.data(), up_.data(), size_t(rows) * ff);
+    matmul(x_.data(), gate_.data(), w.w_down, rows, ff, d, /*accumulate=*/true);
   }
   n_past_ = pos0 + n;
   if (!logits) return;
-  const int first = all_logits ? 0 : n - 1, rows = n - first;
-  rmsnorm(xb_.data(), &x_[size_t(first) * d], model_.final_norm, rows, d, eps);
-  matmul(logits, xb_.data(), model_.lm_head, rows, d, c.vocab_size);
+  const int first = all_logits ? 0 : n - 1, out_rows = n - first;
+  for (int s = 0; s < S; ++s) {
+    rmsnorm(xb_.data(), &x_[(size_t(s) * n + first) * d], model_.final_norm, out_rows, d, eps);
+    matmul(logits + size_t(s) * logits_stride, xb_.data(), model_.lm_head, out_rows, d, c.vocab_size);
+  }
 }
 
 }  // namespace pert

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "pert/error.hpp"
 #include "pert/ops.hpp"
@@ -32,7 +33,7 @@ void validate(const PerplexityOptions& o) {
                 std::to_string(o.n_ctx) + ", got " + std::to_string(o.stride));
   if (o.max_windows < 0) throw Error("perplexity: --chunks must be >= 0, got " + std::to_string(o.max_windows));
   if (o.n_buckets < 1) throw Error("perplexity: --buckets must be >= 1, got " + std::to_string(o.n_buckets));
-  if (o.n_batch < 1) throw Error("perplexity: batch size must be >= 1, got " + std::to_string(o.n_batch));
+  if (o.n_batch < 0) throw Error("perplexity: batch size must be >= 0, got " + std::to_string(o.n_batch));
 }
 
 // -log softmax(row)[target]; the sum of exponentials in double.
@@ -67,39 +68,57 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   const int vocab = model.config().vocab_size, n_buckets = std::min(o.n_buckets, n_ctx);
 
   // Only positions 0 .. n_ctx-2 run: the last position's logits would predict past the window.
-  const int n_run = n_ctx - 1, n_batch = std::min(o.n_batch, n_run);
-  InferenceState state(model, n_run, n_batch);
-  std::vector<int> ids(static_cast<size_t>(n_ctx));                             // [n_ctx] the window
-  std::vector<float> logits(static_cast<size_t>(n_batch) * size_t(vocab));     // [n_batch][vocab]
-  std::vector<double> row_nll(static_cast<size_t>(n_batch));                  // [n_batch]
+  // Windows shorter than a batch run several in step (one forward, separate caches), so the
+  // matrix products of short contexts see about n_batch rows.
+  const int rows = o.n_batch > 0 ? o.n_batch : std::clamp((16 << 20) / vocab, 64, 2048);
+  const int n_run = n_ctx - 1, n_batch = std::min(rows, n_run);
+  const int group = std::max(1, std::min(windows, rows / n_run));
+  std::unique_ptr<InferenceState> state;
+  std::vector<int> ids(static_cast<size_t>(group) * n_ctx);                           // [group][n_ctx] windows
+  std::vector<int> run(static_cast<size_t>(group) * n_batch);                         // [group][n] tokens run
+  std::vector<float> logits(static_cast<size_t>(group) * n_batch * size_t(vocab));    // [group][n][vocab]
+  std::vector<double> row_nll(static_cast<size_t>(group) * n_batch);                  // [group][n]
   std::vector<double> bucket_sum(static_cast<size_t>(n_buckets), 0.0);
   std::vector<long long> bucket_count(static_cast<size_t>(n_buckets), 0);
   double sum = 0, sum2 = 0;
   long long count = 0;
 
-  for (int w = 0; w < windows; ++w) {
-    const size_t start = size_t(w) * size_t(stride);
-    if (has_bos) ids[0] = o.bos;
-    std::copy(tokens.begin() + ptrdiff_t(start), tokens.begin() + ptrdiff_t(start + size_t(per)), ids.begin() + has_bos);
-    // Positions q >= first are scored (predicted by the logits at q - 1).
-    const int first = (o.mode == PerplexityMode::Chunks || w == 0) ? 1 : n_ctx - stride;
+  for (int w0 = 0; w0 < windows; w0 += group) {
+    const int g = std::min(group, windows - w0);
+    if (!state || state->n_seq() != g) state = std::make_unique<InferenceState>(model, n_run, n_batch, g);
+    for (int s = 0; s < g; ++s) {
+      int* win = &ids[size_t(s) * n_ctx];
+      const size_t start = size_t(w0 + s) * size_t(stride);
+      if (has_bos) win[0] = o.bos;
+      std::copy(tokens.begin() + ptrdiff_t(start), tokens.begin() + ptrdiff_t(start + size_t(per)), win + has_bos);
+    }
     for (int b = 0; b < n_run; b += n_batch) {
       const int n = std::min(n_batch, n_run - b);
-      state.forward(&ids[size_t(b)], n, b, logits.data(), /*all_logits=*/true);
-      const int r0 = std::max(0, first - 1 - b);
-#pragma omp parallel for schedule(static)
-      for (int r = r0; r < n; ++r) row_nll[size_t(r)] = token_nll(&logits[size_t(r) * vocab], vocab, ids[size_t(b + r + 1)]);
-      for (int r = r0; r < n; ++r) {  // in order, so the sums do not depend on the thread count
-        const double v = row_nll[size_t(r)];
-        const int q = b + r + 1, bucket = int(int64_t(q) * n_buckets / n_ctx);
-        sum += v;
-        sum2 += v * v;
-        ++count;
-        bucket_sum[size_t(bucket)] += v;
-        ++bucket_count[size_t(bucket)];
+      for (int s = 0; s < g; ++s)
+        std::copy_n(&ids[size_t(s) * n_ctx + size_t(b)], n, &run[size_t(s) * n]);
+      state->forward(run.data(), n, b, logits.data(), /*all_logits=*/true);
+#pragma omp parallel for collapse(2) schedule(static)
+      for (int s = 0; s < g; ++s)
+        for (int r = 0; r < n; ++r) {
+          const size_t row = size_t(s) * n + size_t(r);
+          row_nll[row] = token_nll(&logits[row * vocab], vocab, ids[size_t(s) * n_ctx + size_t(b + r + 1)]);
+        }
+      for (int s = 0; s < g; ++s) {  // in order, so the sums do not depend on threads or grouping
+        // Positions q >= first are scored (predicted by the logits at q - 1).
+        const int first = (o.mode == PerplexityMode::Chunks || w0 + s == 0) ? 1 : n_ctx - stride;
+        for (int r = std::max(0, first - 1 - b); r < n; ++r) {
+          const double v = row_nll[size_t(s) * n + size_t(r)];
+          const int q = b + r + 1, bucket = int(int64_t(q) * n_buckets / n_ctx);
+          sum += v;
+          sum2 += v * v;
+          ++count;
+          bucket_sum[size_t(bucket)] += v;
+          ++bucket_count[size_t(bucket)];
+        }
       }
     }
-    if (progress) progress(w + 1, windows);
+    if (progress)
+      for (int s = 0; s < g; ++s) progress(w0 + s + 1, windows);
   }
 
   PerplexityResult r;

@@ -58,16 +58,19 @@ class Model {
   std::map<std::string, std::vector<uint16_t>> bf16_tensors_;
 };
 
-// One sequence being run: KV cache [layer][kv_head][position][head_dim] for `n_ctx`
-// positions, the positional scheme's tables, and scratch for up to `n_batch` tokens per step.
+// `n_seq` sequences run in step (same positions, separate caches; one is the usual case,
+// several let short windows share each matrix product): KV cache
+// [seq][layer][kv_head][position][head_dim] for `n_ctx` positions, the positional scheme's
+// tables, and scratch for up to `n_batch` tokens per sequence per step.
 class InferenceState {
  public:
-  InferenceState(const Model& model, int n_ctx, int n_batch = 512);
+  InferenceState(const Model& model, int n_ctx, int n_batch = 512, int n_seq = 1);
 
-  // Runs tokens[0..n) at positions pos0..pos0+n-1, replacing what the cache held from pos0 on
-  // (pos0 <= n_past()). Writes logits [n][vocab], or only the last token's [vocab] unless
-  // `all_logits`. Runs in chunks of at most n_batch positions of one length class, which for
-  // a causal model gives the same logits as one pass. Throws pert::Error on bad input.
+  // Runs tokens [n_seq][n] at positions pos0..pos0+n-1, replacing what the caches held from
+  // pos0 on (pos0 <= n_past()). Writes logits [n_seq][n][vocab], or only each sequence's last
+  // [n_seq][vocab] unless `all_logits`. Runs in chunks of at most n_batch positions of one
+  // length class, which for a causal model gives the same logits as one pass. Throws
+  // pert::Error on bad input.
   void forward(const int* tokens, int n, int pos0, float* logits, bool all_logits);
 
   // Context shift (llama.cpp's): drops the cached positions [n_keep, n_keep + n_discard) and
@@ -80,22 +83,26 @@ class InferenceState {
   int n_ctx() const { return n_ctx_; }
   int vocab_size() const { return c_.vocab_size; }
   int n_batch() const { return n_batch_; }
+  int n_seq() const { return n_seq_; }
 
  private:
-  void forward_chunk(const int* tokens, int n, int pos0, int length, float* logits, bool all_logits);
+  // Positions pos0..pos0+n-1 of every sequence: tokens of sequence s at tokens + s·stride,
+  // logits (when wanted) at logits + s·logits_stride.
+  void forward_chunk(const int* tokens, int stride, int n, int pos0, int length, float* logits, size_t logits_stride,
+                     bool all_logits);
 
   const Model& model_;
   const ModelConfig& c_;
   std::unique_ptr<PositionEncoding> position_;
-  int n_ctx_, n_batch_, n_past_ = 0;
+  int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
   size_t scratch_per_thread_;
 
-  std::vector<float> k_cache_, v_cache_;  // [layer][kv_head][n_ctx][head_dim]
+  std::vector<float> k_cache_, v_cache_;  // [seq][layer][kv_head][n_ctx][head_dim]
   std::vector<float> keys_read_;          // [kv_head][n_ctx][head_dim], keys rotated when read
-  std::vector<float> x_, xb_;             // [n_batch][d]
-  std::vector<float> q_, att_;            // [n_batch][n_heads·head_dim]
-  std::vector<float> k_, v_;              // [n_batch][n_kv_heads·head_dim]
-  std::vector<float> gate_, up_;          // [n_batch][ffn]
+  std::vector<float> x_, xb_;             // [seq][n_batch][d]
+  std::vector<float> q_, att_;            // [seq][n_batch][n_heads·head_dim]
+  std::vector<float> k_, v_;              // [seq][n_batch][n_kv_heads·head_dim]
+  std::vector<float> gate_, up_;          // [seq][n_batch][ffn]
   std::vector<float> scores_;             // [threads][kQueryBlock][n_ctx]
 };
 

@@ -24,7 +24,8 @@ struct PerplexityOptions {
   int max_windows = 0;           // evaluate at most this many windows; 0: all that fit
   int n_buckets = 16;            // equal-width position buckets over [0, n_ctx)
   int bos = -1;                  // token put first in every window; -1: none
-  int n_batch = 512;             // positions per forward pass (bounds the logits buffer)
+  int n_batch = 0;               // rows per forward pass (all windows' positions together); 0:
+                                 // 2048, fewer when the logits [rows][vocab] would pass 64 MiB
 };
 
 struct PositionBucket {
