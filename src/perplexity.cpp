@@ -1,7 +1,5 @@
 #include "pert/perplexity.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -97,16 +95,20 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
       for (int s = 0; s < g; ++s)
         std::copy_n(&ids[size_t(s) * n_ctx + size_t(b)], n, &run[size_t(s) * n]);
       state->forward(run.data(), n, b, logits.data(), /*all_logits=*/true);
+      // Window w scores positions q >= first (predicted by the logits at q - 1): rows r >= first - 1 - b.
+      auto first_row = [&](int s) {
+        const int first = (o.mode == PerplexityMode::Chunks || w0 + s == 0) ? 1 : n_ctx - stride;
+        return std::max(0, first - 1 - b);
+      };
 #pragma omp parallel for collapse(2) schedule(static)
       for (int s = 0; s < g; ++s)
         for (int r = 0; r < n; ++r) {
+          if (r < first_row(s)) continue;
           const size_t row = size_t(s) * n + size_t(r);
           row_nll[row] = token_nll(&logits[row * vocab], vocab, ids[size_t(s) * n_ctx + size_t(b + r + 1)]);
         }
       for (int s = 0; s < g; ++s) {  // in order, so the sums do not depend on threads or grouping
-        // Positions q >= first are scored (predicted by the logits at q - 1).
-        const int first = (o.mode == PerplexityMode::Chunks || w0 + s == 0) ? 1 : n_ctx - stride;
-        for (int r = std::max(0, first - 1 - b); r < n; ++r) {
+        for (int r = first_row(s); r < n; ++r) {
           const double v = row_nll[size_t(s) * n + size_t(r)];
           const int q = b + r + 1, bucket = int(int64_t(q) * n_buckets / n_ctx);
           sum += v;

@@ -11,6 +11,7 @@
 
 #include "evaluate.hpp"
 #include "pert/error.hpp"
+#include "pert/model_dir.hpp"
 
 namespace pert::cli {
 
@@ -44,10 +45,15 @@ double run_once(const Model& model, bool prompt, int n, std::mt19937& rng) {
   return seconds_since(t0);
 }
 
+// Every tensor the loader expects (what `pert inspect` counts from the file).
 long long parameter_count(const ModelConfig& c) {
-  const long long d = c.hidden_size, q = 1LL * c.n_heads * c.head_dim, kv = 1LL * c.n_kv_heads * c.head_dim;
-  const long long layer = 2 * d + d * q * 2 + d * kv * 2 + 3 * d * c.intermediate_size;
-  return c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * layer + d;
+  long long n = 0;
+  for (const ExpectedTensor& t : expected_tensors(c)) {
+    long long numel = 1;
+    for (int64_t dim : t.shape) numel *= dim;
+    n += numel;
+  }
+  return n;
 }
 
 void run(const BenchArgs& a) {

@@ -37,10 +37,6 @@ ConfigOverrides ConfigFlags::overrides() const {
   return o;
 }
 
-}  // namespace pert::cli
-
-namespace pert::cli {
-
 std::filesystem::path resolve_model_dir(const std::string& given) {
   namespace fs = std::filesystem;
   if (!given.empty()) return given;
@@ -58,10 +54,6 @@ std::filesystem::path resolve_model_dir(const std::string& given) {
                 "../shared/data/models/stories260K/stories260K.bin ../shared/data/models/stories260K/tok512.bin "
                 "build/models/stories260K, then pass -m build/models/stories260K");
 }
-
-}  // namespace pert::cli
-
-namespace pert::cli {
 
 LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
   LoadedModel m{dir, Model::load(dir, overrides, type), {}};
