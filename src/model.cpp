@@ -1,7 +1,5 @@
 #include "pert/model.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -102,8 +100,7 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   v_.resize(B * kv_dim);
   gate_.resize(B * size_t(c_.intermediate_size));
   up_.resize(B * size_t(c_.intermediate_size));
-  scratch_per_thread_ = size_t(kQueryBlock) * size_t(n_ctx);
-  scores_.resize(size_t(omp_get_max_threads()) * scratch_per_thread_);
+  attention_scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx);
 }
 
 void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
@@ -118,8 +115,7 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
-  if (omp_get_max_threads() * scratch_per_thread_ > scores_.size())
-    scores_.resize(size_t(omp_get_max_threads()) * scratch_per_thread_);  // thread count raised since
+  attention_scratch_->fit_threads();
   // Chunks of at most n_batch positions, all of one length class (see PositionEncoding).
   for (int done = 0, chunk; done < n; done += chunk) {
     const int length = position_->length_class(pos0 + done);
@@ -201,7 +197,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
         pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
         keys = keys_read_.data();
       }
-      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache, shape, scale, pe, scores_.data(), scratch_per_thread_);
+      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache, shape, scale, pe, *attention_scratch_);
     }
     matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
 

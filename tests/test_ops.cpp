@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "pert/config.hpp"
@@ -28,10 +29,11 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
 
 // y[T][N] = x[T][K]·W[N][K]ᵀ (+ y when accumulating), on the GEMV (T = 1) and GEMM (T > 1) paths.
 TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
-  const int K = 37, N = 23;
-  for (int T : {1, 2, 9}) {
+  // K = 37 and N = 23 leave remainders in every kernel's steps; 4096 rows run threaded.
+  for (const auto& [T, K, N] : {std::tuple{1, 37, 23}, std::tuple{2, 37, 23}, std::tuple{9, 37, 23},
+                                std::tuple{1, 64, 4096}, std::tuple{1, 7, 3}}) {
     for (bool accumulate : {false, true}) {
-      INFO("T " << T << ", accumulate " << accumulate);
+      INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
       const std::vector<float> x = random_floats(size_t(T * K), 1), w = random_floats(size_t(N * K), 2);
       const std::vector<float> y0 = random_floats(size_t(T * N), 3);
       std::vector<float> y = y0;
@@ -190,8 +192,8 @@ std::vector<double> naive_attention(const std::vector<float>& q, const std::vect
 struct ArbitraryBias final : PositionEncoding {
   static double bias(int h, int m, int n) { return std::sin(0.3 * m + 0.7 * n * n + h); }
   bool has_bias() const override { return true; }
-  void add_bias(float* scores, int head, int query_pos, int n_keys) const override {
-    for (int k = 0; k < n_keys; ++k) scores[k] += float(bias(head, query_pos, k));
+  void add_bias(float* scores, int head, int query_pos, int key0, int n_keys) const override {
+    for (int i = 0; i < n_keys; ++i) scores[i] += float(bias(head, query_pos, key0 + i));
   }
 };
 
@@ -202,12 +204,13 @@ struct ArbitraryBias final : PositionEncoding {
 // rows hold NaN, so reading them fails), without a bias, with ALiBi's −slope·(m − n) built by
 // make_position_encoding, and with an arbitrary bias.
 TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
-  const int n_heads = 4, n_kv_heads = 2, hd = 8, capacity = 80;
-  for (const auto& [T, pos0] : {std::pair{37, 11}, std::pair{1, 50}, std::pair{16, 0}}) {
+  const int n_heads = 4, n_kv_heads = 2, hd = 8;
+  // Decoding (T = 1) over one key block, exactly one, one and a single key, and three.
+  for (const auto& [T, pos0] : {std::pair{37, 11}, std::pair{17, 3}, std::pair{16, 0}, std::pair{1, 50},
+                                std::pair{1, kKeyBlock - 1}, std::pair{1, kKeyBlock}, std::pair{1, 2 * kKeyBlock + 88}}) {
     INFO("T " << T << ", pos0 " << pos0);
+    const int n_keys = pos0 + T, capacity = n_keys + 13;
     const AttentionShape shape{T, pos0, n_heads, n_kv_heads, hd, ptrdiff_t(capacity) * hd};
-    const int n_keys = pos0 + T;
-    REQUIRE(n_keys <= capacity);
     std::vector<float> keys = random_floats(size_t(n_kv_heads * capacity * hd), 10, 2.0f);
     std::vector<float> values = random_floats(keys.size(), 11);
     for (int kv = 0; kv < n_kv_heads; ++kv)
@@ -217,13 +220,12 @@ TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
       }
     const std::vector<float> q = random_floats(size_t(T * n_heads * hd), 12, 2.0f);
     const float scale = 1.0f / std::sqrt(float(hd));
-    const size_t per_thread = size_t(kQueryBlock) * size_t(n_keys);
-    std::vector<float> scratch(size_t(omp_get_max_threads()) * per_thread);
+    AttentionScratch scratch(n_heads, hd, capacity);
     std::vector<float> out(q.size(), -1.0f);
 
     // No bias: the base interface, whose hooks do nothing.
     PositionEncoding plain;
-    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, plain, scratch.data(), per_thread);
+    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, plain, scratch);
     const std::vector<double> unbiased =
         naive_attention(q, keys, values, shape, scale, [](int, int, int) { return 0.0; });
     for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(unbiased[i]).margin(1e-5));
@@ -234,7 +236,7 @@ TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
     const auto alibi = make_position_encoding(parse_model_config(c, "test/config.json"),
                                               [](const std::string&) -> const float* { return nullptr; });
     REQUIRE(alibi);
-    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, *alibi, scratch.data(), per_thread);
+    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, *alibi, scratch);
     const std::vector<double> biased = naive_attention(
         q, keys, values, shape, scale, [](int h, int m, int n) { return -std::pow(2.0, -2.0 * (h + 1)) * (m - n); });
     double differs = 0.0;  // the bias must matter, or this would not test it
@@ -247,7 +249,7 @@ TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
     // A bias that no row constant absorbs (ALiBi's does: softmax ignores it), so the kernel must
     // pass the true query position, key index and head.
     const ArbitraryBias arbitrary;
-    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, arbitrary, scratch.data(), per_thread);
+    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, arbitrary, scratch);
     const std::vector<double> want = naive_attention(q, keys, values, shape, scale, ArbitraryBias::bias);
     for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(want[i]).margin(1e-5));
   }

@@ -314,7 +314,7 @@ TEST_CASE("positions: alibi slopes and bias", "[positions]") {
     for (int m : {0, 1, 9, 300}) {
       std::vector<float> scores(static_cast<size_t>(m + 1));
       for (int n = 0; n <= m; ++n) scores[size_t(n)] = 0.25f * float(n % 5);
-      pe->add_bias(scores.data(), h, m, m + 1);
+      pe->add_bias(scores.data(), h, m, 0, m + 1);
       const double slope = std::pow(2.0, -2.0 * (h + 1));
       for (int n = 0; n <= m; ++n)
         CHECK(scores[size_t(n)] == Approx(0.25 * (n % 5) - slope * (m - n)).margin(1e-5));
@@ -347,10 +347,32 @@ TEST_CASE("positions: t5 buckets and bias", "[positions]") {
   std::vector<float> scores(size_t(m + 1));
   for (int h = 0; h < heads; ++h) {
     std::fill(scores.begin(), scores.end(), 1.0f);
-    pe->add_bias(scores.data(), h, m, m + 1);
+    pe->add_bias(scores.data(), h, m, 0, m + 1);
     for (const auto& [d, bucket] : table) {
       INFO("head " << h << ", distance " << d);
       CHECK(scores[size_t(m - d)] == 1.0f + float(100 * bucket + h) + 0.5f);
+    }
+  }
+}
+
+// Split-K decoding asks for the bias of one block of keys at a time: add_bias over
+// [key0, key0 + n) must be that slice of the full row, for both bias schemes.
+TEST_CASE("positions: bias over a block of keys is the slice of the full row", "[positions]") {
+  const ModelConfig t5 = config_with({{"type", "t5"}});
+  std::vector<float> weights(size_t(32 * t5.n_heads));
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = std::sin(float(i));
+  const TensorLookup lookup = [&](const std::string&) -> const float* { return weights.data(); };
+  for (const ModelConfig& c : {config_with({{"type", "alibi"}}), t5}) {
+    auto pe = make(c, lookup);
+    const int m = 700;
+    for (int h = 0; h < c.n_heads; ++h) {
+      std::vector<float> full(size_t(m + 1), 0.5f);
+      pe->add_bias(full.data(), h, m, 0, m + 1);
+      for (const auto& [key0, n] : {std::pair{0, 256}, std::pair{256, 256}, std::pair{512, 189}, std::pair{650, 51}}) {
+        std::vector<float> block(size_t(n), 0.5f);
+        pe->add_bias(block.data(), h, m, key0, n);
+        for (int i = 0; i < n; ++i) CHECK(block[size_t(i)] == full[size_t(key0 + i)]);
+      }
     }
   }
 }

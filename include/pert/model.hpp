@@ -95,7 +95,6 @@ class InferenceState {
   const ModelConfig& c_;
   std::unique_ptr<PositionEncoding> position_;
   int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
-  size_t scratch_per_thread_;
 
   std::vector<float> k_cache_, v_cache_;  // [seq][layer][kv_head][n_ctx][head_dim]
   std::vector<float> keys_read_;          // [kv_head][n_ctx][head_dim], keys rotated when read
@@ -103,7 +102,7 @@ class InferenceState {
   std::vector<float> q_, att_;            // [seq][n_batch][n_heads·head_dim]
   std::vector<float> k_, v_;              // [seq][n_batch][n_kv_heads·head_dim]
   std::vector<float> gate_, up_;          // [seq][n_batch][ffn]
-  std::vector<float> scores_;             // [threads][kQueryBlock][n_ctx]
+  std::unique_ptr<AttentionScratch> attention_scratch_;
 };
 
 }  // namespace pert

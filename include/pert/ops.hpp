@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace pert {
 
@@ -74,10 +75,22 @@ struct AttentionShape {
   ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
 };
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim].
-// scratch: query_block × (pos0 + T) floats per thread, for omp_get_max_threads() threads.
 // Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
+// Prefill works per (head, block of kQueryBlock queries); decoding (T = 1) per (head, block of
+// kKeyBlock keys), each block's softmax partial (max, sum, unnormalised output) merged at the
+// end (split-K, as flash-decoding), so a long cache spreads over all threads whatever the heads.
 inline constexpr int kQueryBlock = 16;
+inline constexpr int kKeyBlock = 256;
+
+// Everything the kernel writes besides its output, sized once for a context of n_ctx positions.
+struct AttentionScratch {
+  AttentionScratch(int n_heads, int head_dim, int n_ctx);
+  void fit_threads();  // grows `scores` when the thread count was raised since
+  size_t per_thread;           // kQueryBlock·n_ctx
+  std::vector<float> scores;   // [threads][kQueryBlock][n_ctx]
+  std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉][head_dim + 2]: output, max, sum
+};
 void attention(float* out, const float* q, const float* keys, const float* values, const AttentionShape& shape,
-               float scale, const PositionEncoding& position, float* scratch, size_t scratch_per_thread);
+               float scale, const PositionEncoding& position, AttentionScratch& scratch);
 
 }  // namespace pert

@@ -63,10 +63,10 @@ class PositionEncoding {
     (void)k, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)delta;
   }
 
-  // Hook 3. scores[k] += bias(query_pos, key position k, head) for k in [0, n_keys).
+  // Hook 3. scores[i] += bias(query_pos, key position key0 + i, head) for i in [0, n_keys).
   virtual bool has_bias() const { return false; }
-  virtual void add_bias(float* scores, int head, int query_pos, int n_keys) const {
-    (void)scores, (void)head, (void)query_pos, (void)n_keys;
+  virtual void add_bias(float* scores, int head, int query_pos, int key0, int n_keys) const {
+    (void)scores, (void)head, (void)query_pos, (void)key0, (void)n_keys;
   }
 };
 

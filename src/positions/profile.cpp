@@ -47,7 +47,7 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
       for (int i = 0; i < hd; ++i) dot += double(q[size_t(i)]) * k[size_t(j) * hd + i];
       scores[size_t(j)] = float(dot / std::sqrt(double(hd)));
     }
-    if (pe->has_bias()) pe->add_bias(scores.data(), h, query_pos, n_keys);
+    if (pe->has_bias()) pe->add_bias(scores.data(), h, query_pos, 0, n_keys);
     std::vector<double> row;
     for (int delta = 0; delta <= max_distance; ++delta) row.push_back(scores[size_t(query_pos - delta)]);
     out.push_back(row);

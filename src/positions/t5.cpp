@@ -26,11 +26,11 @@ class T5 final : public PositionEncoding {
     last_ = num_buckets - 1;
   }
   bool has_bias() const override { return true; }
-  void add_bias(float* scores, int head, int query_pos, int n_keys) const override {
+  void add_bias(float* scores, int head, int query_pos, int key0, int n_keys) const override {
     const int near = int(bucket_of_.size());
-    for (int k = 0; k < n_keys; ++k) {
-      const int d = query_pos - k;
-      scores[k] += table_[size_t(d < near ? bucket_of_[size_t(d)] : last_) * n_heads_ + head];
+    for (int i = 0; i < n_keys; ++i) {
+      const int d = query_pos - key0 - i;
+      scores[i] += table_[size_t(d < near ? bucket_of_[size_t(d)] : last_) * n_heads_ + head];
     }
   }
 
