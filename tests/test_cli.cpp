@@ -180,3 +180,25 @@ TEST_CASE("cli: generate with no -m runs the model models/default names", "[cli]
   require_clean_failure(tight, {"prompt has", "context size 3"});
   CHECK(tight.out.empty());
 }
+
+// pert bench: every test at every depth, llama-bench's names, one sample per repetition.
+TEST_CASE("cli: bench runs ppN and tgN at each depth and reports them as JSON", "[cli]") {
+  const Run r = run_pert({"bench", "-p", "8", "-n", "4", "-d", "0,16", "-r", "2", "-t", "1", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["threads"] == 1);
+  CHECK(j["precision"] == "F32");
+  CHECK(j["params"].get<long long>() > 0);
+  const std::vector<std::string> names = {"pp8", "tg4", "pp8 @ d16", "tg4 @ d16"};
+  REQUIRE(j["results"].size() == names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const json& t = j["results"][i];
+    CHECK(t["test"] == names[i]);
+    CHECK(t["depth"] == (i < 2 ? 0 : 16));
+    REQUIRE(t["samples"].size() == 2);
+    for (const json& s : t["samples"]) CHECK(s.get<double>() > 0.0);
+    CHECK(t["tokens_per_second"].get<double>() > 0.0);
+  }
+  require_clean_failure(run_pert({"bench", "-d", "-1"}), {"-d"});
+}

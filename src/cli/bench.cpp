@@ -1,6 +1,7 @@
 // pert bench: prompt processing (ppN: N tokens in one forward, logits of the last) and
 // generation (tgN: N single-token steps) in tokens/s, mean ± sd over repetitions after a
-// warm-up, as llama-bench reports them.
+// warm-up, as llama-bench reports them; `-d` runs each test after that many cached tokens
+// (untimed), which is where long-context decoding spends its time: attention over the cache.
 #include <omp.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <tuple>
 
 #include "evaluate.hpp"
 #include "pert/error.hpp"
@@ -19,7 +21,7 @@ namespace {
 
 struct BenchArgs {
   std::string model_dir;
-  std::vector<int> prompt = {512}, generate = {128};
+  std::vector<int> prompt = {512}, generate = {128}, depth = {0};
   int reps = 5, threads = 0;
   bool json = false;
   ConfigFlags config;
@@ -29,19 +31,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// One timed run of a test: n tokens, prompt (one forward) or generation (n forwards of one).
-double run_once(const Model& model, bool prompt, int n, std::mt19937& rng) {
+// One timed run of a test: n tokens, prompt (one forward) or generation (n forwards of one),
+// after `depth` cached tokens.
+double run_once(const Model& model, bool prompt, int n, int depth, std::mt19937& rng) {
   const int vocab = model.config().vocab_size;
   std::uniform_int_distribution<int> token(0, vocab - 1);
-  std::vector<int> ids(static_cast<size_t>(n));
+  std::vector<int> ids(static_cast<size_t>(depth + n));
   for (int& id : ids) id = token(rng);
   std::vector<float> logits(static_cast<size_t>(vocab));
-  InferenceState state(model, n, prompt ? n : 1);  // allocation is not timed
+  InferenceState state(model, depth + n, prompt ? n : depth > 0 ? 512 : 1);  // allocation is not timed
+  if (depth > 0) state.forward(ids.data(), depth, 0, logits.data(), false);
   const auto t0 = std::chrono::steady_clock::now();
   if (prompt)
-    state.forward(ids.data(), n, 0, logits.data(), false);
+    state.forward(&ids[size_t(depth)], n, depth, logits.data(), false);
   else
-    for (int i = 0; i < n; ++i) state.forward(&ids[size_t(i)], 1, i, logits.data(), false);
+    for (int i = depth; i < depth + n; ++i) state.forward(&ids[size_t(i)], 1, i, logits.data(), false);
   return seconds_since(t0);
 }
 
@@ -65,18 +69,20 @@ void run(const BenchArgs& a) {
   const long long params = parameter_count(c);
   std::mt19937 rng(1234);
   nlohmann::json results = nlohmann::json::array();
-  std::vector<std::pair<bool, int>> tests;
-  for (int n : a.prompt) tests.push_back({true, n});
-  for (int n : a.generate) tests.push_back({false, n});
+  std::vector<std::tuple<bool, int, int>> tests;  // prompt?, tokens, depth
+  for (int depth : a.depth) {
+    for (int n : a.prompt) tests.push_back({true, n, depth});
+    for (int n : a.generate) tests.push_back({false, n, depth});
+  }
   if (!a.json)
     std::printf("| model | params | precision | threads | test | t/s |\n|---|---:|---|---:|---|---:|\n");
-  for (const auto& [prompt, n] : tests) {
-    const std::string test = (prompt ? "pp" : "tg") + std::to_string(n);
+  for (const auto& [prompt, n, depth] : tests) {
+    const std::string test = (prompt ? "pp" : "tg") + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "");
     Progress bar("bench " + test, "runs");
-    run_once(*model, prompt, n, rng);  // warm-up: caches, page faults, thread start
+    run_once(*model, prompt, n, depth, rng);  // warm-up: caches, page faults, thread start
     std::vector<double> tps;
     for (int r = 0; r < a.reps; ++r) {
-      tps.push_back(n / run_once(*model, prompt, n, rng));
+      tps.push_back(n / run_once(*model, prompt, n, depth, rng));
       bar.update(r + 1, a.reps);
     }
     bar.finish();
@@ -84,7 +90,7 @@ void run(const BenchArgs& a) {
     for (double x : tps) mean += x / double(tps.size());
     for (double x : tps) var += (x - mean) * (x - mean) / double(std::max<size_t>(1, tps.size() - 1));
     const double sd = std::sqrt(var);
-    results.push_back({{"test", test}, {"n_tokens", n}, {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
+    results.push_back({{"test", test}, {"n_tokens", n}, {"depth", depth}, {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
     if (!a.json)
       std::printf("| %s | %.1fM | %s | %d | %s | %.2f ± %.2f |\n", dir.filename().string().c_str(), params / 1e6,
                   weight_type_name(model->weight_type()), threads, test.c_str(), mean, sd);
@@ -108,6 +114,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-n,--n-gen", a->generate, "Generation lengths to test")
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("-d,--n-depth", a->depth, "Cached tokens before each test, e.g. 0,4096 (untimed prefill)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", a->reps, "Timed runs per test (after one warm-up)")
       ->check(CLI::Range(1, 1000))
