@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--dtypes", default="F32,BF16", help="precisions: an F32 checkpoint run in F32, a BF16 one in BF16")
     ap.add_argument("-p", default="512")
     ap.add_argument("-n", default="128")
+    ap.add_argument("-d", default="0", help="depths: cached tokens before each test, e.g. 0,4096")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"))
     a = ap.parse_args()
@@ -52,7 +53,7 @@ def main():
     samples = {}  # (shape, dtype, test) -> [t/s of every run]
     for r in range(a.rounds):
         for shape, dtype, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
-            out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-r", str(a.repetitions),
+            out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
                                   "-t", str(a.threads), "--dtype", dtype.lower(), "--json"], check=True,
                                  capture_output=True, text=True).stdout
             for res in json.loads(out)["results"]:

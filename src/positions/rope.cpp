@@ -150,34 +150,43 @@ class Rope final : public PositionEncoding {
       c[size_t(i)] = float(std::cos(-delta * theta[size_t(i)]) * magnitude);
       s[size_t(i)] = float(std::sin(-delta * theta[size_t(i)]) * magnitude);
     }
+    const RotatePairs turn = rotate_pairs_for(false);
     for (int t = 0; t < n_pos; ++t)
-      for (int h = 0; h < n_heads; ++h) rotate_pairs(k + t * pos_stride + h * head_stride, c.data(), s.data(), nullptr);
+      for (int h = 0; h < n_heads; ++h) turn(k + t * pos_stride + h * head_stride, c.data(), s.data(), nullptr, half_);
   }
 
   void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
               bool is_query) const override {
     const std::vector<float>* xpos = p_.xpos.enabled ? (is_query ? &xpos_q_ : &xpos_k_) : nullptr;
+    const RotatePairs turn = rotate_pairs_for(xpos != nullptr);
     for (int t = 0; t < n_pos; ++t) {
       const size_t row = size_t(pos0 + t) * half_;
       const float* c = &cos_[row];
       const float* s = &sin_[row];
       const float* z = xpos ? &(*xpos)[row] : nullptr;
-      for (int h = 0; h < n_heads; ++h) rotate_pairs(x + t * pos_stride + h * head_stride, c, s, z);
+      for (int h = 0; h < n_heads; ++h) turn(x + t * pos_stride + h * head_stride, c, s, z, half_);
     }
   }
 
  private:
-  // Turns pair i of one head vector by (c[i], s[i]) and scales it by z[i] (when given).
-  void rotate_pairs(float* v, const float* c, const float* s, const float* z) const {
-    const bool half_layout = p_.layout == RopeLayout::Half;
-    for (int i = 0; i < half_; ++i) {
-      float& a = v[half_layout ? i : 2 * i];
-      float& b = v[half_layout ? i + half_ : 2 * i + 1];
-      const float zi = z ? z[i] : 1.0f;
-      const float a0 = a, b0 = b;
-      a = (a0 * c[i] - b0 * s[i]) * zi;
-      b = (a0 * s[i] + b0 * c[i]) * zi;
+  // Turns pair i of one head vector, (v[i], v[i + half]) in HF's half layout or (v[2i], v[2i+1])
+  // interleaved, by (c[i], s[i]) and scales it by z[i] when Scaled (xPos). One instance per
+  // case, so each loop is straight-line and vectorizes.
+  using RotatePairs = void (*)(float* v, const float* c, const float* s, const float* z, int half);
+  template <bool HalfLayout, bool Scaled>
+  static void rotate_pairs(float* v, const float* c, const float* s, const float* z, int half) {
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      float* a = v + (HalfLayout ? i : 2 * i);
+      float* b = a + (HalfLayout ? half : 1);
+      const float zi = Scaled ? z[i] : 1.0f, a0 = *a, b0 = *b;
+      *a = (a0 * c[i] - b0 * s[i]) * zi;
+      *b = (a0 * s[i] + b0 * c[i]) * zi;
     }
+  }
+  RotatePairs rotate_pairs_for(bool scaled) const {
+    if (p_.layout == RopeLayout::Half) return scaled ? rotate_pairs<true, true> : rotate_pairs<true, false>;
+    return scaled ? rotate_pairs<false, true> : rotate_pairs<false, false>;
   }
 
   PositionConfig p_;

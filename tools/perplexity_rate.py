@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""What `pert perplexity` costs per token at a short and a long context, and how fast its matrix
+products run next to this machine's F32 GEMM rate (issue "Speed"), measured in alternation:
+
+    /usr/bin/python3 tools/perplexity_rate.py [--rounds 5] [-m models/rope] [-c 128,2048] [-t 2]
+
+Each round times numpy's OpenBLAS sgemm at 2048³ (best of 3) and then `pert perplexity` at every
+context, so machine swings hit both sides alike; the table gives medians over rounds. The
+matrix products' rate is tokens/s × 2·(matrix parameters per token: projections, MLP and the
+classifier); attention, norms and the log-softmax are the cost on top. Writes every sample as
+JSON (--out).
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sgemm_gflops(n=2048, tries=3):
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
+    a @ b  # warm-up: threads, pages
+    best = min(timed(lambda: a @ b) for _ in range(tries))
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def timed(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def matrix_flops_per_token(model_dir):
+    c = json.load(open(os.path.join(model_dir, "config.json")))
+    d, ff, layers, vocab = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
+    heads = c["num_attention_heads"]
+    hd = c.get("head_dim", d // heads)
+    kv = c.get("num_key_value_heads", heads) * hd
+    per_layer = d * heads * hd * 2 + 2 * d * kv + 3 * d * ff  # q, o; k, v; gate, up, down
+    return 2.0 * (layers * per_layer + d * vocab)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "rope"))
+    ap.add_argument("-f", "--file", default=os.path.join(ROOT, "build", "data", "tinystories_heldout.txt"))
+    ap.add_argument("-c", "--contexts", default="128,2048")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "perplexity_rate.json"))
+    a = ap.parse_args()
+    if not os.path.exists(a.file):
+        sys.exit(f"{a.file}: missing; tools/setup.sh writes it (tools/heldout.py)")
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)  # numpy's OpenBLAS (the OpenMP build) too
+    contexts = [int(c) for c in a.contexts.split(",")]
+    flops = matrix_flops_per_token(a.model)
+    gemm, rate = [], {c: [] for c in contexts}
+    for r in range(a.rounds):
+        gemm.append(sgemm_gflops())
+        for c in (contexts if r % 2 == 0 else contexts[::-1]):
+            out = subprocess.run([a.pert, "perplexity", "-m", a.model, "-f", a.file, "--split-docs", "-c", str(c),
+                                  "-t", str(a.threads), "--json", "-"], check=True, capture_output=True, text=True)
+            rate[c].append(json.loads(out.stdout)["tokens_per_second"])
+        print(f"round {r + 1}/{a.rounds}: sgemm {gemm[-1]:.0f} GFLOP/s, " +
+              ", ".join(f"-c {c} {rate[c][-1]:.0f} t/s" for c in contexts), file=sys.stderr)
+
+    g = statistics.median(gemm)
+    short = contexts[0]
+    print(f"pert perplexity, {os.path.basename(os.path.normpath(a.model))}, {datetime.date.today().isoformat()}, "
+          f"-t {a.threads}, median of {a.rounds} alternated rounds; numpy/OpenBLAS sgemm 2048³ "
+          f"{g:.0f} GFLOP/s ({min(gemm):.0f}–{max(gemm):.0f}); matrix products {flops / 1e6:.2f} MFLOP/token\n")
+    print("| context | tokens/s | cost per token vs -c %d | matrix products GFLOP/s | of sgemm |" % short)
+    print("|---:|---:|---:|---:|---:|")
+    rows = []
+    for c in contexts:
+        tps = statistics.median(rate[c])
+        fractions = [t * flops / 1e9 / s for t, s in zip(rate[c], gemm)]  # per round: same minutes
+        row = {"context": c, "tokens_per_second": tps, "samples": rate[c],
+               "cost_vs_short": statistics.median(rate[short]) / tps,
+               "gflops": tps * flops / 1e9, "fraction_of_sgemm": statistics.median(fractions),
+               "fractions": fractions}
+        rows.append(row)
+        print(f"| {c} | {tps:.0f} ({min(rate[c]):.0f}–{max(rate[c]):.0f}) | {row['cost_vs_short']:.2f}× | "
+              f"{row['gflops']:.1f} | {100 * row['fraction_of_sgemm']:.0f}% "
+              f"({100 * min(fractions):.0f}–{100 * max(fractions):.0f}%) |")
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"date": datetime.date.today().isoformat(), "model": a.model, "threads": a.threads,
+                   "rounds": a.rounds, "matrix_flops_per_token": flops, "sgemm_gflops": gemm, "results": rows}, f,
+                  indent=2)
+
+
+if __name__ == "__main__":
+    main()
