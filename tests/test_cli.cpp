@@ -201,4 +201,9 @@ TEST_CASE("cli: bench runs ppN and tgN at each depth and reports them as JSON", 
     CHECK(t["tokens_per_second"].get<double>() > 0.0);
   }
   require_clean_failure(run_pert({"bench", "-d", "-1"}), {"-d"});
+  const Run only_tg = run_pert({"bench", "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--json"});  // 0: no pp test
+  REQUIRE(only_tg.exit_code == 0);
+  const json tg = json::parse(only_tg.out)["results"];
+  REQUIRE(tg.size() == 1);
+  CHECK(tg[0]["test"] == "tg2");
 }

@@ -71,8 +71,10 @@ void run(const BenchArgs& a) {
   nlohmann::json results = nlohmann::json::array();
   std::vector<std::tuple<bool, int, int>> tests;  // prompt?, tokens, depth
   for (int depth : a.depth) {
-    for (int n : a.prompt) tests.push_back({true, n, depth});
-    for (int n : a.generate) tests.push_back({false, n, depth});
+    for (int n : a.prompt)
+      if (n > 0) tests.push_back({true, n, depth});  // 0: no such test, as in llama-bench
+    for (int n : a.generate)
+      if (n > 0) tests.push_back({false, n, depth});
   }
   if (!a.json)
     std::printf("| model | params | precision | threads | test | t/s |\n|---|---:|---|---:|---|---:|\n");
@@ -107,13 +109,13 @@ void add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt-processing and generation speed, as llama-bench");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
-  cmd->add_option("-p,--n-prompt", a->prompt, "Prompt lengths to test, e.g. 128,512 (0 entries: none)")
+  cmd->add_option("-p,--n-prompt", a->prompt, "Prompt lengths to test, e.g. 128,512 (0: none)")
       ->delimiter(',')
-      ->check(CLI::Range(1, 1 << 20))
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("-n,--n-gen", a->generate, "Generation lengths to test")
+  cmd->add_option("-n,--n-gen", a->generate, "Generation lengths to test (0: none)")
       ->delimiter(',')
-      ->check(CLI::Range(1, 1 << 20))
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("-d,--n-depth", a->depth, "Cached tokens before each test, e.g. 0,4096 (untimed prefill)")
       ->delimiter(',')
