@@ -1,8 +1,12 @@
 #include "pert/model.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "pert/error.hpp"
 #include "pert/model_dir.hpp"
@@ -20,6 +24,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   m->type_ = type;
   for (const ExpectedTensor& e : expected_tensors(md.config)) {
     const TensorView& view = *md.checkpoint.find(e.name);
+    require_finite(view);  // at load, by name, rather than as NaN logits later
     // Matrices go to BF16 when asked (BF16 checkpoints as stored); vectors and tables stay F32.
     const bool matrix = e.shape.size() == 2 && e.name.find("embed_positions") == std::string::npos &&
                         e.name.find("relative_attention_bias") == std::string::npos;
@@ -75,6 +80,18 @@ void Model::embedding(int token, float* out) const {
   }
 }
 
+namespace {
+
+// Bytes the kernel would give this process now (MemAvailable), or 0 when unknown.
+double available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::atof(line.c_str() + 13) * 1024.0;  // "... kB"
+  return 0.0;
+}
+
+}  // namespace
+
 InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq)
     : model_(model), c_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
   if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
@@ -83,6 +100,16 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   position_ = make_position_encoding(c_, [&](const std::string& name) { return model.tensor(name); });
   const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
   const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_) * size_t(n_seq);
+  // Checked before allocating: a hostile context size or config gets an error, never an
+  // allocation that fails (or that the sanitizer build reports as a crash).
+  const double per_position = 2.0 * n_seq * double(c_.n_layers) * double(kv_dim) +   // K and V caches
+                              double(kv_dim) + double(omp_get_max_threads()) * kQueryBlock;  // keys read, scores
+  const double bytes = 4.0 * per_position * n_ctx, available = available_memory();
+  if (available > 0 && bytes > 0.9 * available)
+    throw Error("a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
+                " positions needs " +
+                std::to_string(int64_t(bytes / 1048576.0)) + " MiB (KV cache), more than the " +
+                std::to_string(int64_t(available / 1048576.0)) + " MiB of memory available; pass a smaller -c");
   const size_t cache = size_t(n_seq) * size_t(c_.n_layers) * kv_dim * size_t(n_ctx);
   try {
     k_cache_.assign(cache, 0.0f);

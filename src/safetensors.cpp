@@ -128,6 +128,10 @@ SafetensorsHeader parse_safetensors(const uint8_t* bytes, size_t size, const std
   const json header = parse_json(std::string_view(reinterpret_cast<const char*>(bytes + 8), n), label + " header");
   if (!header.is_object()) throw FormatError(label + ": header is not a JSON object");
 
+  const size_t n_tensors = header.size() - (header.contains("__metadata__") ? 1 : 0);
+  if (n_tensors > kMaxSafetensorsTensors)
+    throw FormatError(label + ": " + std::to_string(n_tensors) + " tensors exceed the limit of " +
+                      std::to_string(kMaxSafetensorsTensors));
   SafetensorsHeader out;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -275,6 +279,27 @@ void read_f32(const TensorView& t, float* out) {
     case DType::F16: widen16(t.data, out, n, f16_to_f32); break;
     case DType::BF16: widen16(t.data, out, n, bf16_to_f32); break;
   }
+}
+
+void require_finite(const TensorView& t) {
+  // NaN and ±Inf are the values whose exponent bits are all ones, in every dtype read here.
+  const size_t n = size_t(t.numel);
+  int64_t bad = 0;
+  if (t.dtype == DType::F32) {
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, t.data + 4 * i, 4);
+      bad += (u & 0x7f800000u) == 0x7f800000u;
+    }
+  } else {
+    const uint16_t exponent = t.dtype == DType::F16 ? 0x7c00 : 0x7f80;
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      bad += (h & exponent) == exponent;
+    }
+  }
+  if (bad) throw FormatError(t.file + ": tensor '" + t.name + "' has " + std::to_string(bad) + " non-finite values");
 }
 
 std::vector<float> read_f32(const TensorView& t) {

@@ -1,58 +1,9 @@
 // The pert executable end to end: exit codes, one-line errors on stderr, never a crash.
-#include <sys/wait.h>
-
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
+#include "cli_util.hpp"
 #include "pert/safetensors.hpp"
-#include "test_util.hpp"
-
-namespace {
-
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-Run run_pert(const std::vector<std::string>& args) {
-  TempDir io;
-  std::string cmd = quote(PERT_BINARY);
-  for (const std::string& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote((io / "out").string()) + " 2>" + quote((io / "err").string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  REQUIRE(WIFEXITED(status));
-  r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(io / "out");
-  r.err = slurp(io / "err");
-  return r;
-}
-
-// A failed run: exit 1 or 2 (never a signal, which the shell reports as 128+N), one line on
-// stderr that starts with "pert: error:" and contains every needle.
-void require_clean_failure(const Run& r, const std::vector<std::string>& needles) {
-  INFO("stderr: " << r.err);
-  CHECK((r.exit_code == 1 || r.exit_code == 2));
-  REQUIRE(!r.err.empty());
-  CHECK(r.err.rfind("pert: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.back() == '\n');
-  for (const std::string& n : needles) CHECK_THAT(r.err, Catch::Matchers::Contains(n));
-}
-
-}  // namespace
 
 TEST_CASE("cli: --version, --help and usage errors", "[cli]") {
   Run r = run_pert({"--version"});

@@ -70,6 +70,13 @@ TEST_CASE("safetensors: malformed files are refused with the file and the proble
     write_file(tmp / "t.safetensors", image);
     REQUIRE_THROWS_NAMING(SafetensorsFile(path), FormatError, path, "exceeds");
   }
+  SECTION("more tensors than the limit") {  // empty tensors: the header alone is the attack
+    std::string header = "{";
+    for (size_t i = 0; i <= kMaxSafetensorsTensors; ++i)
+      header += (i ? "," : "") + ("\"t" + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
+    write_raw(tmp, header + "}", 0);
+    REQUIRE_THROWS_NAMING(SafetensorsFile(path), FormatError, path, "65537 tensors exceed the limit of 65536");
+  }
   SECTION("header not JSON") {
     write_raw(tmp, "{not json at all}", 0);
     REQUIRE_THROWS_NAMING(SafetensorsFile(path), FormatError, path, "invalid JSON");

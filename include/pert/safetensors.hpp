@@ -38,6 +38,9 @@ struct TensorView {
 
 // Refuses headers larger than this (the reference implementation's limit).
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
+// And files with more tensors than this (a 70B-parameter model has under 1,000; the cap keeps a
+// header of millions of tiny entries from costing gigabytes to index).
+inline constexpr size_t kMaxSafetensorsTensors = 65'536;
 
 // Parses and validates a whole safetensors image held in memory. `label` names it in errors.
 // The returned views point into `bytes`. Throws FormatError.
@@ -84,6 +87,9 @@ class Checkpoint {
   std::map<std::string, const TensorView*> by_name_;
   std::string source_;
 };
+
+// Throws FormatError naming the file and the tensor when any value is NaN or ±Inf.
+void require_finite(const TensorView& tensor);
 
 // Converts a tensor to F32 into out[0..numel).
 void read_f32(const TensorView& tensor, float* out);

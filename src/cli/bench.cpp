@@ -124,7 +124,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-r,--repetitions", a->reps, "Timed runs per test (after one warm-up)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_threads(*cmd, a->threads);
   a->config.add_to(*cmd);
   cmd->add_flag("--json", a->json, "Write the results as JSON to stdout instead of the table");
   cmd->callback([a] { run(*a); });

@@ -89,6 +89,11 @@ std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem
   return ids;
 }
 
+void add_threads(CLI::App& app, int& threads) {
+  app.add_option("-t,--threads", threads, "Threads (default: all " + std::to_string(omp_get_num_procs()) + " cores)")
+      ->check(CLI::Range(1, 1024));
+}
+
 void set_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }

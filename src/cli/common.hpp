@@ -43,7 +43,9 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
 // own with `bos` before it, as tools/train.py feeds stories to the family.
 std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs);
 
-// `--threads` for every subcommand: 0 leaves OpenMP's default (all cores).
+// `-t/--threads` for every subcommand (at least 1 when given); set_threads(0), the value when
+// it is not given, leaves OpenMP's default: all cores.
+void add_threads(CLI::App& app, int& threads);
 void set_threads(int threads);
 
 // A progress bar on stderr: redrawn in place on a terminal, a line every 10% otherwise.

@@ -23,6 +23,8 @@ struct GenerateArgs {
 };
 
 void run_generate(GenerateArgs& a) {
+  size_t bad = 0;  // before the model loads: the flag, not the tokenizer, is what is wrong
+  if (!valid_utf8(a.prompt, &bad)) throw Error("--prompt: not valid UTF-8 (byte " + std::to_string(bad) + ")");
   set_threads(a.threads);
   const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const std::filesystem::path& dir = m.dir;
@@ -33,6 +35,11 @@ void run_generate(GenerateArgs& a) {
   if (c.bos_token_id >= 0) prompt.push_back(c.bos_token_id);
   for (int id : tok.encode(a.prompt)) prompt.push_back(id);
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(c.max_position_embeddings, 4096);
+  const PositionConfig& pos = c.position;  // refused now rather than after text has streamed out
+  if (pos.type == PositionType::Learned && !pos.clamp_beyond && n_ctx > pos.max_positions)
+    throw Error("-c " + std::to_string(n_ctx) + " is past the learned position table (" +
+                std::to_string(pos.max_positions) + " positions); pass -c " + std::to_string(pos.max_positions) +
+                " or less, or --set position.beyond=clamp to reuse the last one");
   GenerateOptions options;
   options.n_predict = a.n_predict;
   options.vocab = tok.vocab_size();
@@ -91,7 +98,7 @@ void add_generate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most")->check(CLI::Range(1, 1 << 30))->capture_default_str();
   cmd->add_option("-c,--ctx-size", a->n_ctx, "Context size (default: the trained length, at most 4096); past it the context shifts")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--keep", a->n_keep, "Prompt tokens kept on a context shift (-1: all)")->capture_default_str();
@@ -106,7 +113,7 @@ void add_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--repeat-last-n", a->sampling.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   cmd->add_option("-s,--seed", a->seed, "Random seed (-1: random)")->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_threads(*cmd, a->threads);
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence tokens");
   a->config.add_to(*cmd);
   cmd->add_flag("--json", a->json, "Write the text, token ids and timings as JSON instead of streaming");

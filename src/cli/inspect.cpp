@@ -19,12 +19,6 @@ struct InspectArgs {
   bool json = false;
 };
 
-int64_t count_nonfinite(const TensorView& t) {
-  int64_t bad = 0;
-  for (float x : read_f32(t)) bad += !std::isfinite(x);
-  return bad;
-}
-
 // Forward-pass order (layer 2 before layer 10), then whatever else the files hold.
 std::vector<const TensorView*> tensors_in_order(const ModelDir& m) {
   std::vector<const TensorView*> out;
@@ -45,8 +39,7 @@ void run_inspect(const InspectArgs& args) {
   int64_t params = 0;
   for (const auto& [name, t] : m.checkpoint.tensors()) {
     params += t->numel;
-    if (int64_t bad = count_nonfinite(*t))
-      throw FormatError(t->file + ": tensor '" + name + "' has " + std::to_string(bad) + " non-finite values");
+    require_finite(*t);
   }
   m.checks.push_back("every weight is finite");
   const std::string position = describe(c.position, c.head_dim);

@@ -64,7 +64,7 @@ void add_perplexity(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", a->n_ctx, "Context length: positions per window, BOS included (default: the trained length)")
       ->check(CLI::NonNegativeNumber);
   a->eval.add_to(*cmd);
-  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_threads(*cmd, a->threads);
   a->config.add_to(*cmd);
   cmd->add_option("--json", a->json_file, "Write the result as JSON to this file (-: stdout, instead of the text)");
   cmd->callback([a] { run(*a); });

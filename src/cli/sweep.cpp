@@ -286,7 +286,7 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--csv", a->csv, "CSV file (default: --out with .csv)");
   cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array");
   cmd->add_option("--merge", a->merge, "Join these sweep files into --out instead of running")->expected(1, -1);
-  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_threads(*cmd, a->threads);
   ConfigFlags::add_dtype(*cmd, a->dtype);
   cmd->callback([a] {
     if (!a->merge.empty()) {

@@ -1,0 +1,54 @@
+// Running the pert executable from a test: its exit code and both streams, and the shape of
+// a clean failure (one line on stderr, exit 1 or 2, never a signal).
+#pragma once
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+struct Run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+inline Run run_pert(const std::vector<std::string>& args) {
+  TempDir io;
+  std::string cmd = quote(PERT_BINARY);
+  for (const std::string& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote((io / "out").string()) + " 2>" + quote((io / "err").string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  REQUIRE(WIFEXITED(status));
+  r.exit_code = WEXITSTATUS(status);
+  r.out = slurp(io / "out");
+  r.err = slurp(io / "err");
+  return r;
+}
+
+// A failed run: exit 1 or 2 (never a signal, which the shell reports as 128+N), one line on
+// stderr that starts with "pert: error:" and contains every needle.
+inline void require_clean_failure(const Run& r, const std::vector<std::string>& needles) {
+  INFO("stderr: " << r.err);
+  CHECK((r.exit_code == 1 || r.exit_code == 2));
+  REQUIRE(!r.err.empty());
+  CHECK(r.err.rfind("pert: error: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.back() == '\n');
+  for (const std::string& n : needles) CHECK_THAT(r.err, Catch::Matchers::Contains(n));
+}

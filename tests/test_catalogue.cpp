@@ -1,0 +1,206 @@
+// The catalogue of bad inputs (issue "Hostile input"): each one, given to the pert executable,
+// ends in one line on stderr that names the file or flag and what is wrong, and exit 1 (bad
+// input) or 2 (bad usage) — never a signal, a hang or output before the error. The sanitizer
+// build runs this same file against its own pert, so a bad read on any path is a failure.
+#include <unistd.h>
+
+#include <limits>
+
+#include "cli_util.hpp"
+#include "pert/safetensors.hpp"
+
+namespace {
+
+// A copy of the family's learned-position model (config, BF16 weights, tokenizer): real files
+// to break one thing at a time.
+struct ModelCopy {
+  TempDir tmp;
+  std::string dir = tmp.path.string();
+  fs::path config = tmp / "config.json", weights = tmp / "model.safetensors", tokenizer = tmp / "tokenizer.json";
+
+  ModelCopy() {
+    const fs::path src = fs::path(PERT_SOURCE_DIR) / "models" / "learned";
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) fs::copy_file(src / f, tmp / f);
+  }
+  json read_config() const { return json::parse(slurp(config)); }
+  void write_config(const json& c) const { write_file(config, c.dump(2)); }
+  void set(const std::string& key, const json& value) const {
+    json c = read_config();
+    c[key] = value;
+    write_config(c);
+  }
+
+  // The checkpoint's tensors as values (exact: BF16 goes through F32 and back), to edit.
+  std::vector<TestTensor> tensors() const {
+    const pert::SafetensorsFile file(weights);
+    std::vector<TestTensor> out;
+    for (const pert::TensorView& t : file.tensors())
+      out.push_back({t.name, pert::dtype_name(t.dtype), t.shape, pert::read_f32(t)});
+    return out;
+  }
+  void write_tensors(const std::vector<TestTensor>& t) const { write_file(weights, encode_safetensors(t)); }
+
+  // pert generate on this copy; `extra` flags replace the defaults they name.
+  Run generate(std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args = {"generate"};
+    for (auto [flag, value] : {std::pair{"-m", dir}, {"-p", "Once upon a time"}, {"-n", "4"}, {"-t", "1"}})
+      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) args.insert(args.end(), {flag, value});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_pert(args);
+  }
+};
+
+TestTensor& find(std::vector<TestTensor>& tensors, const std::string& name) {
+  for (TestTensor& t : tensors)
+    if (t.name == name) return t;
+  FAIL("no tensor " << name);
+  return tensors.front();
+}
+
+// A failure with nothing on stdout: the error comes before any generated text.
+void require_refusal(const Run& r, const std::vector<std::string>& needles, int exit_code = 1) {
+  require_clean_failure(r, needles);
+  CHECK(r.exit_code == exit_code);
+  CHECK(r.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("catalogue: the unmodified copy runs, so each refusal below is for its one change", "[catalogue]") {
+  const ModelCopy m;
+  const Run r = m.generate();
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::StartsWith("Once upon a time"));
+}
+
+TEST_CASE("catalogue: model directory and weights", "[catalogue]") {
+  const ModelCopy m;
+  const std::string st = m.weights.string();
+  SECTION("missing model directory") { require_refusal(m.generate({"-m", m.dir + "/absent"}), {m.dir + "/absent"}); }
+  SECTION("unreadable model directory: config.json is not a readable file") {
+    fs::remove(m.config);
+    fs::create_directory(m.config);
+    require_refusal(m.generate(), {m.config.string()});
+  }
+  SECTION("unreadable weights file") {
+    fs::remove(m.weights);
+    fs::create_directory(m.weights);
+    require_refusal(m.generate(), {st, "not a regular file"});
+    if (::geteuid() != 0) {  // root reads files whatever their mode
+      fs::remove(m.weights);
+      write_file(m.weights, "x");
+      fs::permissions(m.weights, fs::perms::none);
+      require_refusal(m.generate(), {st, "cannot open"});
+    }
+  }
+  SECTION("missing tensor") {
+    std::vector<TestTensor> t = m.tensors();
+    t.erase(t.begin() + 3);
+    const std::string name = m.tensors()[3].name;
+    m.write_tensors(t);
+    require_refusal(m.generate(), {st, "missing tensor '" + name + "'"});
+  }
+  SECTION("tensor of the wrong shape") {
+    std::vector<TestTensor> t = m.tensors();
+    TestTensor& norm = find(t, "model.norm.weight");
+    norm.shape = {64, 2};
+    m.write_tensors(t);
+    require_refusal(m.generate(), {st, "'model.norm.weight' has shape [64, 2]", "config.json implies [128]"});
+  }
+  SECTION("tensor of a dtype pert does not read") {
+    std::string image = slurp(m.weights);  // same bytes, the header renamed: BF16 -> I16
+    const size_t at = image.find("\"BF16\"");
+    REQUIRE(at != std::string::npos);
+    image.replace(at, 6, "\"I16\" ");  // same length, so the header length still holds
+    write_file(m.weights, image);
+    require_refusal(m.generate(), {st, "dtype I16 is not supported"});
+  }
+  SECTION("NaN in a weight") {
+    std::vector<TestTensor> t = m.tensors();
+    for (TestTensor& x : t) x.dtype = "F32";  // BF16 holds NaN too, but the test writer takes exact values
+    find(t, "model.layers.2.mlp.up_proj.weight").values[77] = std::numeric_limits<float>::quiet_NaN();
+    m.write_tensors(t);
+    require_refusal(m.generate(), {st, "'model.layers.2.mlp.up_proj.weight' has 1 non-finite values"});
+  }
+  SECTION("Inf in a weight") {
+    std::vector<TestTensor> t = m.tensors();
+    for (TestTensor& x : t) x.dtype = "F32";
+    find(t, "model.embed_tokens.weight").values[5] = -std::numeric_limits<float>::infinity();
+    m.write_tensors(t);
+    require_refusal(m.generate(), {st, "'model.embed_tokens.weight' has 1 non-finite values"});
+  }
+}
+
+TEST_CASE("catalogue: config values out of range", "[catalogue]") {
+  const ModelCopy m;
+  const std::string cfg = m.config.string();
+  SECTION("zero heads") {
+    m.set("num_attention_heads", 0);
+    require_refusal(m.generate(), {cfg, "num_attention_heads"});
+  }
+  SECTION("negative theta") {
+    json c = m.read_config();
+    c["position"] = {{"type", "rope"}, {"theta", -10000.0}};
+    m.write_config(c);
+    require_refusal(m.generate(), {cfg, "position.theta"});
+  }
+  SECTION("scaling factor below 1") {
+    require_refusal(m.generate({"--set", "position.type=rope", "--set", "position.scaling={\"type\":\"linear\",\"factor\":0.5}"}),
+                    {cfg, "position.scaling.factor must be >= 1"});
+  }
+  SECTION("unknown scheme") {
+    require_refusal(m.generate({"--set", "position.type=rotary"}), {cfg, "position.type", "rotary"});
+  }
+  SECTION("unknown field") {
+    json c = m.read_config();
+    c["position"]["max_positons"] = 256;  // misspelt: must not be silently ignored
+    m.write_config(c);
+    require_refusal(m.generate(), {cfg, "max_positons"});
+  }
+}
+
+TEST_CASE("catalogue: tokenizer and prompt", "[catalogue]") {
+  const ModelCopy m;
+  SECTION("a merge naming a piece not in the vocabulary") {
+    json t = json::parse(slurp(m.tokenizer));
+    t["model"]["merges"][5] = "▁Once zzzz";
+    write_file(m.tokenizer, t.dump());
+    require_refusal(m.generate(), {m.tokenizer.string(), "merge", "not in the vocabulary"});
+  }
+  SECTION("prompt longer than the learned position table") {
+    std::string prompt;
+    for (int i = 0; i < 40; ++i) prompt += "Once upon a time there was a girl. ";
+    require_refusal(m.generate({"-p", prompt, "-c", "128"}), {"prompt has", "context size 128"});
+    require_refusal(m.generate({"-c", "512"}), {"-c 512", "learned position table (128 positions)"});
+  }
+  SECTION("context larger than memory allows, refused before allocating") {
+    require_refusal(m.generate({"--set", "position.beyond=clamp", "-c", "2000000000"}),
+                    {"2000000000 positions needs", "MiB of memory available", "-c"});
+  }
+  SECTION("invalid UTF-8 in the prompt") {
+    require_refusal(m.generate({"-p", "Once \xc3\x28 upon"}), {"--prompt", "not valid UTF-8 (byte 5)"});
+  }
+}
+
+TEST_CASE("catalogue: flags", "[catalogue]") {
+  const ModelCopy m;
+  SECTION("-n 0") { require_refusal(m.generate({"-n", "0"}), {"--n-predict", "0"}, 2); }
+  SECTION("-t 0") { require_refusal(m.generate({"-t", "0"}), {"--threads", "0"}, 2); }
+  SECTION("unknown flag") { require_refusal(m.generate({"--frobnicate"}), {"--frobnicate"}, 2); }
+  SECTION("-t 0 and unknown flags on every subcommand") {
+    const std::string text = m.config.string(), out = (m.tmp / "sweep.json").string();
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"perplexity", "-m", m.dir, "-f", text}, {"bench", "-m", m.dir},
+          {"sweep", "-m", m.dir, "-f", text, "--lengths", "64", "--out", out}, {"positions", "-m", m.dir},
+          {"inspect", m.dir}}) {
+      INFO(args[0]);
+      for (const std::vector<std::string>& bad : {std::vector<std::string>{"--frobnicate"}, {"-t", "0"}}) {
+        if (bad[0] == "-t" && (args[0] == "inspect" || args[0] == "positions")) continue;  // no -t: no model runs
+        std::vector<std::string> with = args;
+        with.insert(with.end(), bad.begin(), bad.end());
+        require_refusal(run_pert(with), {bad[0] == "-t" ? "--threads" : "--frobnicate"}, 2);
+      }
+    }
+  }
+}
