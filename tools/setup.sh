@@ -17,7 +17,8 @@ case "${1:-}" in
 esac
 
 packages=(cmake make g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev catch2
-          python3-torch python3-numpy python3-sentencepiece python3-matplotlib)
+          python3-torch python3-numpy python3-sentencepiece python3-matplotlib
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -52,4 +53,6 @@ if ((run_tests)); then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPERT_SANITIZE=ON -DPERT_NATIVE=OFF >/dev/null
   cmake --build build-asan -j"$jobs"
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+  # libFuzzer on the parsers of hostile input, a bounded time each (tests/fuzz/run.sh).
+  FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash tests/fuzz/run.sh
 fi

@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Writes the fuzzers' seed corpora into tests/fuzz/corpus/ (small, meaningful inputs).
+
+    /usr/bin/python3 tests/fuzz/make_corpus.py
+"""
+import glob
+import json
+import os
+import struct
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(os.path.dirname(here))
+
+
+def write(name, file, data):
+    d = os.path.join(here, "corpus", name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, file), "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+# --- safetensors: valid files, then broken ones --------------------------------------------
+def safetensors(tensors, metadata=None, data=None, pad=b""):
+    """tensors: [(name, dtype, shape, begin, end)]; data defaults to zero bytes up to the end."""
+    header = {n: {"dtype": dt, "shape": sh, "data_offsets": [b, e]} for n, dt, sh, b, e in tensors}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode() + pad
+    if data is None:
+        data = bytes(range(256)) * 4
+        data = data[: max([e for *_, e in tensors] or [0])]
+    return struct.pack("<Q", len(text)) + text + data
+
+
+write("safetensors", "empty_header", safetensors([]))
+write("safetensors", "one_f32", safetensors([("w", "F32", [2, 3], 0, 24)], {"format": "pt"}))
+write("safetensors", "three_dtypes", safetensors(
+    [("a", "F32", [4], 0, 16), ("b", "F16", [2, 2], 16, 24), ("c", "BF16", [3], 24, 30)]))
+write("safetensors", "scalar_and_empty", safetensors([("s", "F32", [], 0, 4), ("e", "BF16", [0, 5], 4, 4)]))
+write("safetensors", "padded_header", safetensors([("w", "F16", [8], 0, 16)], pad=b"        "))
+write("safetensors", "overlap", safetensors([("a", "F32", [2], 0, 8), ("b", "F32", [2], 4, 12)]))
+write("safetensors", "gap", safetensors([("a", "F32", [1], 0, 4), ("b", "F32", [1], 8, 12)]))
+write("safetensors", "span_mismatch", safetensors([("a", "F32", [3], 0, 8)]))
+write("safetensors", "huge_shape", safetensors([("a", "F32", [4294967296, 4294967296], 0, 16)]))
+write("safetensors", "unsupported_dtype", safetensors([("a", "I64", [1], 0, 8)]))
+write("safetensors", "bad_metadata", safetensors([("a", "F32", [1], 0, 4)], {"n": 1}))
+write("safetensors", "truncated_data", safetensors([("a", "F32", [16], 0, 64)])[:-10])
+write("safetensors", "trailing_bytes", safetensors([("a", "F32", [1], 0, 4)]) + b"xx")
+write("safetensors", "header_past_end", struct.pack("<Q", 1000) + b'{"a": 1}')
+write("safetensors", "header_not_json", struct.pack("<Q", 6) + b"{nope}")
+write("safetensors", "short", b"\x02\x00\x00")
+
+# --- config: config.json text, NUL, then one --set per line --------------------------------
+def config(text, *sets):
+    return text + ("\0" + "\n".join(sets) if sets else "")
+
+
+for path in sorted(glob.glob(os.path.join(root, "models", "*", "config.json"))):
+    write("config", os.path.basename(os.path.dirname(path)), config(open(path).read()))
+rope = json.load(open(os.path.join(root, "models", "rope", "config.json")))
+for path in sorted(glob.glob(os.path.join(root, "configs", "rope", "*.json")))[:5] + \
+        [os.path.join(root, "configs", "learned", "clamp.json")]:
+    patch = json.load(open(path))
+    merged = dict(rope)
+    for k, v in patch.items():
+        if v is None:
+            merged.pop(k, None)
+        else:
+            merged[k] = v
+    write("config", "rope_" + os.path.basename(path)[:-5], json.dumps(merged))
+small = json.dumps(rope)
+write("config", "set_alibi", config(small, "position.type=alibi", "position.max_bias=4"))
+write("config", "set_t5", config(small, "position={\"type\": \"t5\", \"num_buckets\": 8, \"max_distance\": 20}"))
+write("config", "set_yarn", config(small, "position.scaling={\"type\":\"yarn\",\"factor\":4}", "position.xpos={}"))
+write("config", "set_longrope", config(small, "head_dim=8", "position.rotary_dim=4",
+                                       "position.scaling={\"type\":\"longrope\",\"short_factor\":[1,2],"
+                                       "\"long_factor\":[3,4],\"original_max_position_embeddings\":16}"))
+write("config", "set_llama3_hf", config(small, "position=null",
+                                        "rope_scaling={\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,"
+                                        "\"high_freq_factor\":4,\"original_max_position_embeddings\":64}"))
+write("config", "set_bad", config(small, "nope=1", "position..type=x", "=", "position.type.x=1"))
+write("config", "not_object", "[1, 2, 3]")
+
+# --- tokenizer.json: a tiny llama-style BPE, and variants ----------------------------------
+def tokenizer(extra_vocab=(), merges=(), byte_fallback=True, normalizer=True, pre=None, **model):
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for p in ["\u2581", "a", "b", "c", "e", "h", "l", "o", "t", "w", "r", "d", "\u2581t", "he", "\u2581the", "ll",
+              "\u2581he", "\u2581hell", "\u2581hello"] + list(extra_vocab):
+        vocab.setdefault(p, len(vocab))
+    seq = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                               {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    j = {"version": "1.0",
+         "added_tokens": [{"id": i, "content": c, "special": True} for i, c in enumerate(["<unk>", "<s>", "</s>"])],
+         "normalizer": seq if normalizer else None, "pre_tokenizer": pre,
+         "model": dict({"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": byte_fallback,
+                        "vocab": vocab,
+                        "merges": list(merges or ["\u2581 t", "h e", "\u2581t he", "l l", "\u2581 he", "\u2581he ll",
+                                                  "\u2581hell o"])}, **model)}
+    return json.dumps(j, ensure_ascii=False)
+
+
+write("tokenizer_load", "llama_tiny.json", tokenizer())
+write("tokenizer_load", "pair_merges.json", tokenizer(merges=[["\u2581", "t"], ["h", "e"]]))
+write("tokenizer_load", "no_byte_fallback.json", tokenizer(byte_fallback=False, fuse_unk=False))
+write("tokenizer_load", "metaspace.json", tokenizer(normalizer=False, pre={
+    "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}))
+write("tokenizer_load", "metaspace_seq.json", tokenizer(normalizer=False, pre={
+    "type": "Sequence", "pretokenizers": [{"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": False}]}))
+write("tokenizer_load", "bad_merge.json", tokenizer(merges=["x y"]))
+write("tokenizer_load", "bad_type.json", tokenizer(type="Unigram"))
+write("tokenizer_load", "vocab_gap.json", '{"model": {"vocab": {"a": 0, "b": 2}, "merges": []}}')
+write("tokenizer_load", "wrong_types.json", '{"model": {"vocab": {"a": "0"}, "merges": {}}, "normalizer": 3}')
+write("tokenizer_load", "not_json.json", '{"model": {"vocab": ')
+
+# --- text: bytes to encode (and to read as ids) --------------------------------------------
+for name, text in [("ascii", b"Once upon a time, there was a little girl named Lily."),
+                   ("spaces", b"  leading and  double  spaces \n\t end "),
+                   ("utf8", "caf\u00e9 \u65e5\u672c \U0001F600 \u2581meta".encode()),
+                   ("specials_as_text", b"<s> <unk> </s> <0x41>"),
+                   ("bad_continuation", b"abc\x80def"), ("overlong", b"\xc0\xaf \xe0\x80\xaf"),
+                   ("surrogate", b"\xed\xa0\x80"), ("truncated_4byte", b"ok \xf0\x9f\x98"),
+                   ("above_max", b"\xf4\x90\x80\x80"), ("nul", b"a\x00b"), ("empty", b"")]:
+    write("tokenizer_text", name, text)

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses with clang (ASan + UBSan) into build-fuzz/ and fuzzes each
+# for FUZZ_SECONDS (default 60) on a scratch copy of its seed corpus (tests/fuzz/corpus/NAME;
+# the repository is never written). Exits non-zero when a harness finds a crash, leak or
+# timeout, printing the reproducer; save it as tests/fuzz/regressions/NAME/<what-it-is>.
+#
+#   bash tests/fuzz/run.sh [NAME ...]      NAME: safetensors config tokenizer_load tokenizer_text
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$PWD
+seconds=${FUZZ_SECONDS:-60}
+out=build-fuzz
+names=("$@")
+((${#names[@]})) || names=(safetensors config tokenizer_load tokenizer_text)
+
+# Library sources the harnesses need; none uses OpenMP or OpenBLAS (clang has no libomp here).
+sources=(src/safetensors.cpp src/config.cpp src/json_util.cpp src/tokenizer.cpp src/model_dir.cpp
+         src/positions/registry.cpp src/positions/none.cpp src/positions/learned.cpp
+         src/positions/sinusoidal.cpp src/positions/rope.cpp src/positions/alibi.cpp
+         src/positions/t5.cpp src/positions/profile.cpp)
+flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=all -Iinclude -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)
+
+mkdir -p "$out/obj"
+objects=()
+for src in "${sources[@]}"; do  # library objects: -fsanitize=fuzzer-no-link, no main
+  obj=$out/obj/$(echo "$src" | tr / _).o
+  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find include -newer "$obj" -print -quit)" ]; then
+    clang++ "${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -c "$src" -o "$obj"
+  fi
+  objects+=("$obj")
+done
+
+status=0
+for name in "${names[@]}"; do
+  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${objects[@]}" -o "$out/fuzz_$name"
+  work=$out/work/$name
+  rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+  cp -r tests/fuzz/corpus/"$name"/. "$work/corpus/"
+  log=$work/log.txt
+  rc=0
+  "$out/fuzz_$name" "$work/corpus" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/" >"$log" 2>&1 || rc=$?
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 || echo "cov: ?")
+  echo "fuzz $name: $runs runs in ${seconds}s, $speed execs/s, $cov, exit $rc"
+  if ((rc)); then
+    status=1
+    grep -E 'ERROR|FUZZ FINDING|SUMMARY|uncaught|deadly' "$log" | head -5 || true
+    for f in "$work"/artifacts/*; do [ -e "$f" ] && echo "  reproducer: $f (log: $log)"; done
+  fi
+done
+exit $status
