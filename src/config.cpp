@@ -361,8 +361,12 @@ json apply_overrides(json config, const ConfigOverrides& overrides) {
       keys.push_back(k);
     }
     if (path.back() == '.') throw ConfigError("--set '" + set + "': empty key in '" + path + "'");
+    if (keys.size() > size_t(kMaxJsonDepth))  // nested objects that deep would recurse in every copy
+      throw ConfigError("--set: a key path of " + std::to_string(keys.size()) + " keys is deeper than " +
+                        std::to_string(kMaxJsonDepth) + " levels");
     if (!kReadKeys.count(keys[0]) && !config.contains(keys[0]))
       throw ConfigError("--set '" + set + "': '" + keys[0] + "' is not a config key pert reads");
+    check_json_depth(text, "--set " + path);
     json value;
     try {
       value = json::parse(text);  // numbers, booleans, null, objects, lists ...

@@ -19,7 +19,7 @@ std::string read_text_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-static void check_depth(std::string_view text, const std::string& where) {
+void check_json_depth(std::string_view text, const std::string& where) {
   int depth = 0;
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -40,7 +40,7 @@ static void check_depth(std::string_view text, const std::string& where) {
 }
 
 nlohmann::json parse_json(std::string_view text, const std::string& where) {
-  check_depth(text, where);
+  check_json_depth(text, where);
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {

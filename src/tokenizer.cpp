@@ -100,12 +100,13 @@ Tokenizer Tokenizer::from_json(const json& j, const std::string& where) {
   int vocab = 0;
   for (const auto& [id, _] : by_id) vocab = std::max(vocab, id + 1);
   if (vocab == 0) fail("model.vocab is empty");
-  t.pieces_.resize(size_t(vocab));
-  for (int id = 0; id < vocab; ++id) {
-    auto it = by_id.find(id);
-    if (it == by_id.end()) fail("no token has id " + std::to_string(id) + " (ids must run from 0 to " + std::to_string(vocab - 1) + ")");
-    t.pieces_[size_t(id)] = it->second;
+  if (size_t(vocab) != by_id.size()) {  // a gap, found before any table is sized by the largest id
+    int gap = 0;
+    while (by_id.count(gap)) ++gap;
+    fail("no token has id " + std::to_string(gap) + " (ids must run from 0 to " + std::to_string(vocab - 1) + ")");
   }
+  t.pieces_.resize(size_t(vocab));
+  for (int id = 0; id < vocab; ++id) t.pieces_[size_t(id)] = by_id.at(id);
   for (int id = 0; id < vocab; ++id) t.ids_.emplace(t.pieces_[size_t(id)], id);  // first id wins on duplicates
   t.special_.assign(size_t(vocab), false);
   for (const auto& [id, _] : added) t.special_[size_t(id)] = true;

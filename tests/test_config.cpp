@@ -350,6 +350,12 @@ TEST_CASE("config overrides: merge-patch files, then --set in order", "[config]"
     REQUIRE_THROWS_NAMING(apply_overrides(base, {{tmp / "bad.json"}, {}}), FormatError, "bad.json", "invalid JSON");
     write_file(tmp / "list.json", "[1]");
     REQUIRE_THROWS_NAMING(apply_overrides(base, {{tmp / "list.json"}, {}}), ConfigError, "list.json", "JSON object");
+    // Found by tests/fuzz (regressions/config): nesting that would recurse through the stack.
+    const std::string deep = "position=" + std::string(10000, '[') + std::string(10000, ']');
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {deep}}), FormatError, "--set position", "nested deeper than 64");
+    std::string long_path = "position";
+    for (int i = 0; i < 100; ++i) long_path += ".a";
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {long_path + "=1"}}), ConfigError, "101 keys", "deeper than 64");
   }
 }
 

@@ -12,6 +12,10 @@ namespace pert {
 // stack of nlohmann's recursive parser.
 inline constexpr int kMaxJsonDepth = 64;
 
+// FormatError "<where>: invalid JSON: nested deeper than 64 levels" for such text; parse_json
+// calls it, and so must anything else that hands hostile text to nlohmann's parser.
+void check_json_depth(std::string_view text, const std::string& where);
+
 // Reads a whole file; IoError "<path>: cannot open ..." when it cannot.
 std::string read_text_file(const std::filesystem::path& path);
 
