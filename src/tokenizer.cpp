@@ -57,12 +57,14 @@ bool valid_utf8(std::string_view s, size_t* bad_at) {
   return true;
 }
 
-Tokenizer Tokenizer::load(const std::filesystem::path& path) {
-  const json j = read_json_file(path);
+Tokenizer Tokenizer::load(const std::filesystem::path& path) { return parse(read_text_file(path), path.string()); }
+
+Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
+  const json j = parse_json(text, where);
   try {
-    return from_json(j, path.string());
+    return from_json(j, where);
   } catch (const json::exception& e) {  // a field of the wrong JSON type
-    throw FormatError(path.string() + ": " + json_error_text(e));
+    throw FormatError(where + ": " + json_error_text(e));
   }
 }
 

@@ -20,6 +20,8 @@ class Tokenizer {
  public:
   // Reads and validates tokenizer.json. Throws IoError / FormatError naming the file.
   static Tokenizer load(const std::filesystem::path& path);
+  // The same from the text of a tokenizer.json; `where` names it in errors.
+  static Tokenizer parse(std::string_view text, const std::string& where);
 
   // Token ids of `text` (no BOS/EOS). Throws Error when `text` is not valid UTF-8.
   std::vector<int> encode(std::string_view text) const;
