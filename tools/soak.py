@@ -8,7 +8,7 @@ sanitizer report on stderr and the resident set stays flat once the cache is ful
 quarter of the run on (the cache fills in the first 512 of 20000 tokens), it may not grow by
 more than --slack MB. Run it on the sanitizer build (build-asan/pert) for the real check; there
 ASan's quarantine (freed blocks held back to catch use after free, 256 MB by default) would
-grow by design with the OpenMP runtime's small per-region allocations, so it is capped at 16 MB
+grow by design with the small allocations OpenBLAS's threaded sgemv makes there, so it is capped at 16 MB
 (quarantine_size_mb, unless ASAN_OPTIONS already sets it) and fills within the first quarter.
 
     /usr/bin/python3 tools/soak.py build-asan/pert [-m models/rope] [-n 20000] [-c 512]
