@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #endif
 
+#include "parallel.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
@@ -26,9 +27,8 @@ void gemv(float* y, const float* w, const float* x, int N, int K, bool accumulat
   const int full = K - K % 16;
   const __mmask16 tail = __mmask16((1u << (K % 16)) - 1);
   const size_t size = size_t(N) * K;
-#pragma omp parallel for schedule(static) if (size > 32768)
-  for (int n0 = 0; n0 < N; n0 += 4) {
-    const int rows = std::min(4, N - n0);
+  parallel_for_if(size > 32768, (N + 3) / 4, [&](int step) {
+    const int n0 = step * 4, rows = std::min(4, N - n0);
     const float* row[4];  // a short last step repeats its last row
     for (int i = 0; i < 4; ++i) row[i] = w + size_t(n0 + std::min(i, rows - 1)) * K;
     const size_t ahead = size_t(n0 + 8) * K;  // two steps on
@@ -52,7 +52,7 @@ void gemv(float* y, const float* w, const float* x, int N, int K, bool accumulat
       for (float lane : lanes) dot += lane;
       y[n0 + i] = accumulate ? y[n0 + i] + dot : dot;
     }
-  }
+  });
 }
 
 }  // namespace
@@ -70,24 +70,27 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 }
 
 void rmsnorm(float* out, const float* x, const float* weight, int T, int d, float eps) {
-#pragma omp parallel for if (T > 16)
-  for (int t = 0; t < T; ++t) {
+  parallel_for_if(T > 16, T, [&](int t) {
     const float* xt = x + size_t(t) * d;
     float* ot = out + size_t(t) * d;
     double ss = 0.0;
     for (int i = 0; i < d; ++i) ss += double(xt[i]) * xt[i];
     const float inv = float(1.0 / std::sqrt(ss / d + eps));
     for (int i = 0; i < d; ++i) ot[i] = xt[i] * inv * weight[i];
-  }
+  });
 }
 
 void swiglu(float* gate, const float* up, size_t n) {
   // silu(g) = g / (1 + e^-g), from e = e^-|g| <= 1 so one vectorizable exp serves both signs.
-#pragma omp parallel for simd if (n > 65536)
-  for (size_t i = 0; i < n; ++i) {
-    const float g = gate[i], e = exp_nonpositive(g < 0.0f ? g : -g);
-    gate[i] = (g < 0.0f ? g * e : g) / (1.0f + e) * up[i];
-  }
+  constexpr size_t kChunk = 16384;
+  parallel_for_if(n > 65536, (n + kChunk - 1) / kChunk, [&](size_t c) {
+    const size_t end = std::min(n, (c + 1) * kChunk);
+#pragma omp simd
+    for (size_t i = c * kChunk; i < end; ++i) {
+      const float g = gate[i], e = exp_nonpositive(g < 0.0f ? g : -g);
+      gate[i] = (g < 0.0f ? g * e : g) / (1.0f + e) * up[i];
+    }
+  });
 }
 
 void softmax(float* x, int n) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "parallel.hpp"
 #include "pert/ops.hpp"
 
 #if defined(__AVX512BF16__)
@@ -123,8 +124,7 @@ void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool
       xp[size_t(t) * pairs + k / 2] |= uint32_t(f32_to_bf16(x[size_t(t) * K + k])) << (16 * (k % 2));
   // Work items: groups of kBlocks weight blocks (independent accumulators, so no one waits).
   const int group = kBlocks, n_groups = (n_blocks + group - 1) / group;
-#pragma omp parallel for schedule(static) if (size_t(T) * N * K > 32768)
-  for (int g = 0; g < n_groups; ++g) {
+  parallel_for_if(size_t(T) * N * K > 32768, n_groups, [&](int g) {
     const int b0 = g * group, nb = std::min(group, n_blocks - b0);
     const int valid_last = std::min(16, N - (b0 + nb - 1) * 16);
     for (int t0 = 0; t0 < T; t0 += kRows) {
@@ -132,7 +132,7 @@ void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool
       pick(rows, nb)(y + size_t(t0) * N + size_t(b0) * 16, N, xp + size_t(t0) * pairs, pairs,
                      w.bf16 + size_t(b0) * block_stride, block_stride, pairs, valid_last, accumulate);
     }
-  }
+  });
 }
 
 }  // namespace pert

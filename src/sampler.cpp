@@ -3,23 +3,30 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <unordered_set>
 
 namespace pert {
 
 int Sampler::sample(float* logits, int vocab, const std::vector<int>& history) {
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
-    std::unordered_set<int> seen;
+    if (seen_.size() < size_t(vocab)) seen_.resize(size_t(vocab), 0);  // all clear between calls
     const size_t from = history.size() > size_t(p_.repeat_last_n) ? history.size() - size_t(p_.repeat_last_n) : 0;
     for (size_t i = from; i < history.size(); ++i) {
       const int id = history[i];
-      if (id < 0 || id >= vocab || !seen.insert(id).second) continue;
+      if (id < 0 || id >= vocab || seen_[size_t(id)]) continue;
+      seen_[size_t(id)] = 1;
       logits[id] = logits[id] > 0 ? logits[id] / p_.repeat_penalty : logits[id] * p_.repeat_penalty;
     }
+    for (size_t i = from; i < history.size(); ++i)
+      if (history[i] >= 0 && history[i] < vocab) seen_[size_t(history[i])] = 0;
   }
   if (p_.temperature <= 0.0f) return int(std::max_element(logits, logits + vocab) - logits);  // first of ties
 
-  // Candidates best first (ties: lower id first), cut by top-k.
+  // Candidates best first (ties: lower id first), cut by top-k. Sized once for the vocabulary.
+  if (candidates_.capacity() < size_t(vocab)) {
+    candidates_.reserve(size_t(vocab));
+    prob_.reserve(size_t(vocab));
+    weight_.reserve(size_t(vocab));
+  }
   candidates_.clear();
   for (int i = 0; i < vocab; ++i) candidates_.push_back({logits[i], i});
   auto better = [](const std::pair<float, int>& a, const std::pair<float, int>& b) {

@@ -59,7 +59,7 @@ class PositionEncoding {
   // can_shift() is false and the caller re-encodes the tokens instead.
   virtual bool can_shift() const { return true; }
   virtual void shift_keys(float* k, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
-                          int delta) const {
+                          int delta) {
     (void)k, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)delta;
   }
 

@@ -30,6 +30,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int>> candidates_;  // (logit, id), reused
   std::vector<double> prob_, weight_;              // per candidate, reused
+  std::vector<char> seen_;                         // [vocab] ids already penalised, reused
 };
 
 }  // namespace pert

@@ -90,6 +90,9 @@ class Rope final : public PositionEncoding {
     const RopeScalingType t = p.scaling.type;
     on_read_ = t == RopeScalingType::Dynamic || t == RopeScalingType::LongRope;
     for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
+    if (!on_read_) theta_ = rope_inv_freq(p_, 1);  // static frequencies: computed once
+    shift_cos_.resize(size_t(half_));
+    shift_sin_.resize(size_t(half_));
   }
 
   bool rotates() const override { return true; }
@@ -104,7 +107,7 @@ class Rope final : public PositionEncoding {
 
   // Makes the tables cover positions [0, pos0 + n) with the frequencies of `length`.
   void begin_forward(int length, int pos0, int n) override {
-    if (theta_.empty() || on_read_) {  // static frequencies are computed once
+    if (on_read_) {
       std::vector<double> theta = rope_inv_freq(p_, length);
       if (theta != theta_) {
         theta_ = std::move(theta);
@@ -141,18 +144,18 @@ class Rope final : public PositionEncoding {
   // A pure rotation by −delta·θ_i (the attention factor is in the keys already); for xPos
   // the key's magnitude moves from ζ^(−n/b) to ζ^(−(n−delta)/b), a factor ζ^(delta/b).
   // Length-dependent scalings cache keys unrotated: nothing to do.
-  void shift_keys(float* k, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride, int delta) const override {
+  void shift_keys(float* k, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride, int delta) override {
     if (on_read_ || delta == 0) return;
-    const std::vector<double> theta = rope_inv_freq(p_, 1);  // static frequencies
-    std::vector<float> c(static_cast<size_t>(half_)), s(static_cast<size_t>(half_));
+    float* const c = shift_cos_.data();
+    float* const s = shift_sin_.data();
     for (int i = 0; i < half_; ++i) {
       const double magnitude = p_.xpos.enabled ? std::pow(zeta_[size_t(i)], delta / p_.xpos.scale_base) : 1.0;
-      c[size_t(i)] = float(std::cos(-delta * theta[size_t(i)]) * magnitude);
-      s[size_t(i)] = float(std::sin(-delta * theta[size_t(i)]) * magnitude);
+      c[i] = float(std::cos(-delta * theta_[size_t(i)]) * magnitude);
+      s[i] = float(std::sin(-delta * theta_[size_t(i)]) * magnitude);
     }
     const RotatePairs turn = rotate_pairs_for(false);
     for (int t = 0; t < n_pos; ++t)
-      for (int h = 0; h < n_heads; ++h) turn(k + t * pos_stride + h * head_stride, c.data(), s.data(), nullptr, half_);
+      for (int h = 0; h < n_heads; ++h) turn(k + t * pos_stride + h * head_stride, c, s, nullptr, half_);
   }
 
   void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
@@ -198,6 +201,7 @@ class Rope final : public PositionEncoding {
   int rows_ = 0;                    // positions the tables cover
   std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
   std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
+  std::vector<float> shift_cos_, shift_sin_;  // [half] one context shift's rotation
 };
 
 }  // namespace
