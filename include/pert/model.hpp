@@ -84,6 +84,7 @@ class InferenceState {
   int vocab_size() const { return c_.vocab_size; }
   int n_batch() const { return n_batch_; }
   int n_seq() const { return n_seq_; }
+  int max_positions() const { return position_->max_positions(); }  // 0: any (PositionEncoding)
 
  private:
   // Positions pos0..pos0+n-1 of every sequence: tokens of sequence s at tokens + s·stride,

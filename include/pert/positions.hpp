@@ -35,6 +35,10 @@ class PositionEncoding {
   // Schemes that do not depend on length return 0 everywhere.
   virtual int length_class(int pos) const { (void)pos; return 0; }
 
+  // Positions the scheme can encode (a learned table's rows), 0 for any: callers refuse a longer
+  // context up front rather than at the first position past it.
+  virtual int max_positions() const { return 0; }
+
   // Called before each forward over positions [pos0, pos0 + n), all of length class `length`.
   virtual void begin_forward(int length, int pos0, int n) { (void)length, (void)pos0, (void)n; }
 

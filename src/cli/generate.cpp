@@ -35,11 +35,6 @@ void run_generate(GenerateArgs& a) {
   if (c.bos_token_id >= 0) prompt.push_back(c.bos_token_id);
   for (int id : tok.encode(a.prompt)) prompt.push_back(id);
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(c.max_position_embeddings, 4096);
-  const PositionConfig& pos = c.position;  // refused now rather than after text has streamed out
-  if (pos.type == PositionType::Learned && !pos.clamp_beyond && n_ctx > pos.max_positions)
-    throw Error("-c " + std::to_string(n_ctx) + " is past the learned position table (" +
-                std::to_string(pos.max_positions) + " positions); pass -c " + std::to_string(pos.max_positions) +
-                " or less, or --set position.beyond=clamp to reuse the last one");
   GenerateOptions options;
   options.n_predict = a.n_predict;
   options.vocab = tok.vocab_size();
@@ -51,6 +46,10 @@ void run_generate(GenerateArgs& a) {
   a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
   Sampler sampler(a.sampling);
   InferenceState state(*m.model, n_ctx);
+  if (const int max = state.max_positions(); max > 0 && n_ctx > max)  // now, not after text has streamed out
+    throw Error("-c " + std::to_string(n_ctx) + " is past the " + position_type_name(c.position.type) +
+                " position table (" + std::to_string(max) + " positions); pass -c " + std::to_string(max) +
+                " or less, or --set position.beyond=clamp to reuse the last one");
 
   // The continuation is decoded as what follows the prompt (its leading space is kept).
   StreamDecoder stream(tok);

@@ -14,6 +14,7 @@ class Learned final : public PositionEncoding {
   Learned(const float* table, int rows, int hidden, bool clamp) : table_(table), rows_(rows), hidden_(hidden), clamp_(clamp) {}
 
   bool can_shift() const override { return false; }  // positions are in the token states
+  int max_positions() const override { return clamp_ ? 0 : rows_; }
 
   void add_to_embeddings(float* x, int pos0, int n) const override {
     if (!clamp_ && pos0 + n > rows_)
