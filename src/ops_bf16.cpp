@@ -1,7 +1,6 @@
 // BF16 matrix products on the packed layout of ops.hpp. One vdpbf16ps multiplies 16 rows' column
 // pairs by one pair of x broadcast to every lane, so a 16-row block accumulates in one register;
 // the GEMM kernel holds R rows of x × P blocks of 16 outputs in R·P registers.
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
