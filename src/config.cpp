@@ -1,11 +1,13 @@
 #include "pert/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
 
+#include "config_fields.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 
@@ -14,108 +16,6 @@ namespace pert {
 using nlohmann::json;
 
 namespace {
-
-constexpr long long kMaxDim = 1 << 20;        // widths, head dims
-constexpr long long kMaxCount = 1 << 24;      // vocab, positions, distances
-constexpr long long kMaxLayers = 4096;
-
-// Reads typed fields of one JSON object, remembers which were read, and words every error
-// as "<source>: <path>.<key> <problem>".
-class Fields {
- public:
-  Fields(const json& obj, std::string source, std::string path)
-      : obj_(obj), source_(std::move(source)), path_(std::move(path)) {}
-
-  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
-    throw ConfigError(source_ + ": " + path_ + key + " " + problem);
-  }
-  const json* get(const std::string& key) {
-    used_.insert(key);
-    auto it = obj_.find(key);
-    return (it == obj_.end() || it->is_null()) ? nullptr : &*it;
-  }
-  bool has(const std::string& key) {
-    return get(key) != nullptr;
-  }
-
-  long long integer(const std::string& key, long long lo, long long hi, std::optional<long long> def = {}) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      fail(key, "is required");
-    }
-    if (!v->is_number_integer()) fail(key, "must be an integer, got " + json_brief(*v));
-    if (v->is_number_unsigned() && v->get<unsigned long long>() > (unsigned long long)hi)
-      fail(key, "must be at most " + std::to_string(hi) + ", got " + json_brief(*v));
-    const long long x = v->get<long long>();
-    if (x < lo || x > hi)
-      fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
-    return x;
-  }
-  int positive(const std::string& key, long long hi, std::optional<long long> def = {}) {
-    return int(integer(key, 1, hi, def));
-  }
-  double number(const std::string& key, std::optional<double> def = {}) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      fail(key, "is required");
-    }
-    if (!v->is_number() || !std::isfinite(v->get<double>()))
-      fail(key, "must be a finite number, got " + json_brief(*v));
-    return v->get<double>();
-  }
-  // A number that must satisfy `ok`; `rule` words it for the error ("must be > 0").
-  template <class Ok>
-  double number(const std::string& key, std::optional<double> def, Ok ok, const char* rule) {
-    const double x = number(key, def);
-    if (!ok(x)) fail(key, std::string(rule) + ", got " + json_brief(x));
-    return x;
-  }
-  bool boolean(const std::string& key, bool def) {
-    const json* v = get(key);
-    if (!v) return def;
-    if (!v->is_boolean()) fail(key, "must be true or false, got " + json_brief(*v));
-    return v->get<bool>();
-  }
-  std::string string(const std::string& key, std::optional<std::string> def = {}) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      fail(key, "is required");
-    }
-    if (!v->is_string()) fail(key, "must be a string, got " + json_brief(*v));
-    return v->get<std::string>();
-  }
-  std::vector<double> numbers(const std::string& key, size_t count) {
-    const json* v = get(key);
-    if (!v) fail(key, "is required (" + std::to_string(count) + " numbers, one per rotary pair)");
-    if (!v->is_array() || v->size() != count)
-      fail(key, "must be a list of " + std::to_string(count) + " numbers (rotary_dim / 2), got " + json_brief(*v));
-    std::vector<double> out;
-    for (const json& x : *v) {
-      if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>()))
-        fail(key, "entries must be finite numbers > 0, got " + json_brief(x));
-      out.push_back(x.get<double>());
-    }
-    return out;
-  }
-  // Every key of a strict object (pert's own blocks) must have been read.
-  void reject_unknown(const std::string& context) const {
-    for (const auto& [key, _] : obj_.items())
-      if (!used_.count(key)) {
-        std::string known;
-        for (const std::string& k : used_) known += (known.empty() ? "" : ", ") + k;
-        fail(key, "is not a field of " + context + " (fields: " + known + ")");
-      }
-  }
-
- private:
-  const json& obj_;
-  std::string source_;
-  std::string path_;
-  std::set<std::string> used_;
-};
 
 const std::pair<const char*, PositionType> kPositionTypes[] = {
     {"none", PositionType::None}, {"learned", PositionType::Learned}, {"sinusoidal", PositionType::Sinusoidal},
@@ -136,13 +36,15 @@ auto lookup(const Table& table, const std::string& name, Fields& f, const std::s
   f.fail(key, "'" + name + "' is not one of: " + names);
 }
 
-// Keys of HF's LlamaConfig (and pert's "position") that pert reads.
+// Keys of HF's configs (and pert's "position") that pert reads.
 const std::set<std::string> kReadKeys = {
     "vocab_size",        "hidden_size",          "intermediate_size",  "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "head_dim",           "max_position_embeddings",
     "rms_norm_eps",      "tie_word_embeddings",  "bos_token_id",       "eos_token_id",
     "rope_theta",        "rope_scaling",         "partial_rotary_factor", "original_max_position_embeddings",
-    "hidden_act",        "attention_bias",       "mlp_bias",           "position"};
+    "hidden_act",        "attention_bias",       "mlp_bias",           "position",
+    "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
+    "max_window_layers", "layer_types"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
@@ -194,6 +96,13 @@ void parse_scaling(const json& obj, int trained, const std::string& source, Mode
     s.long_factor = f.numbers("long_factor", pairs);
     const double def = s.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s.factor) / std::log(L));
     s.attention_factor = f.number("attention_factor", def, [](double x) { return x > 0; }, "must be > 0");
+    s.long_attention_factor = s.attention_factor;
+    // Phi-3.5-MoE / Phi-3-small: one factor up to L (short_mscale), another beyond (long_mscale).
+    if (f.has("short_mscale") || f.has("long_mscale")) {
+      if (f.has("attention_factor")) f.fail("short_mscale", "and attention_factor are both set; keep one");
+      s.attention_factor = f.number("short_mscale", std::nullopt, [](double x) { return x > 0; }, "must be > 0");
+      s.long_attention_factor = f.number("long_mscale", std::nullopt, [](double x) { return x > 0; }, "must be > 0");
+    }
   } else {
     s.factor = f.number("factor", std::nullopt, at_least_one, "must be >= 1");
   }
@@ -203,8 +112,14 @@ void parse_scaling(const json& obj, int trained, const std::string& source, Mode
     s.beta_fast = f.number("beta_fast", 32.0, [](double x) { return x > 0; }, "must be > 0");
     s.beta_slow = f.number("beta_slow", 1.0, [](double x) { return x > 0; }, "must be > 0");
     if (s.beta_fast <= s.beta_slow) f.fail("beta_fast", "must be greater than beta_slow");
-    s.attention_factor = f.number("attention_factor", 0.1 * std::log(s.factor) + 1.0,
-                                  [](double x) { return x > 0; }, "must be > 0");
+    // HF's default: m(s) = 0.1·ln(s) + 1, or m(s, mscale) / m(s, mscale_all_dim) with
+    // m(s, k) = 0.1·k·ln(s) + 1 when both are given and non-zero (DeepSeek's configs).
+    s.mscale = f.number("mscale", 0.0, [](double x) { return x >= 0; }, "must be >= 0");
+    s.mscale_all_dim = f.number("mscale_all_dim", 0.0, [](double x) { return x >= 0; }, "must be >= 0");
+    const auto m = [&](double k) { return s.factor <= 1.0 ? 1.0 : 0.1 * k * std::log(s.factor) + 1.0; };
+    const double def = s.mscale != 0 && s.mscale_all_dim != 0 ? m(s.mscale) / m(s.mscale_all_dim) : m(1.0);
+    s.attention_factor = f.number("attention_factor", def, [](double x) { return x > 0; }, "must be > 0");
+    s.truncate = f.boolean("truncate", true);
   }
   if (s.type == RopeScalingType::Llama3) {
     s.low_freq_factor = f.number("low_freq_factor", 1.0, [](double x) { return x > 0; }, "must be > 0");
@@ -322,8 +237,7 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   // Architecture variants pert does not compute must not load as silent garbage.
   if (f.has("hidden_act") && f.string("hidden_act") != "silu")
     f.fail("hidden_act", "must be \"silu\" (SwiGLU), got " + json_brief(config["hidden_act"]));
-  for (const char* key : {"attention_bias", "mlp_bias"})
-    if (f.boolean(key, false)) f.fail(key, "is true, but pert's llama blocks have no biases");
+  parse_architecture(f, mc);
 
   const bool has_position = f.has("position");
   if (has_position && config.contains("rope_scaling") && !config["rope_scaling"].is_null())
@@ -428,6 +342,9 @@ json to_json(const PositionConfig& p) {
         }
         if (s.type == RopeScalingType::Yarn || s.type == RopeScalingType::LongRope)
           js["attention_factor"] = s.attention_factor;
+        if (s.type == RopeScalingType::Yarn && !s.truncate) js["truncate"] = false;
+        if (s.type == RopeScalingType::LongRope && s.long_attention_factor != s.attention_factor)
+          js["long_attention_factor"] = s.long_attention_factor;
         if (s.type == RopeScalingType::Llama3) {
           js["low_freq_factor"] = s.low_freq_factor;
           js["high_freq_factor"] = s.high_freq_factor;
@@ -453,7 +370,8 @@ json to_json(const PositionConfig& p) {
 }
 
 json to_json(const ModelConfig& c) {
-  json j = {{"vocab_size", c.vocab_size},
+  json j = {{"architectures", {architecture_name(c.architecture)}},
+            {"vocab_size", c.vocab_size},
             {"hidden_size", c.hidden_size},
             {"intermediate_size", c.intermediate_size},
             {"num_hidden_layers", c.n_layers},
@@ -466,6 +384,12 @@ json to_json(const ModelConfig& c) {
             {"bos_token_id", c.bos_token_id < 0 ? json() : json(c.bos_token_id)},
             {"eos_token_id", c.eos_token_ids},
             {"position", to_json(c.position)}};
+  if (c.qkv_bias) j["qkv_bias"] = true;
+  if (c.o_bias) j["o_bias"] = true;
+  if (c.mlp_bias) j["mlp_bias"] = true;
+  if (c.fused_projections) j["fused_projections"] = true;
+  if (std::any_of(c.sliding_window.begin(), c.sliding_window.end(), [](int w) { return w > 0; }))
+    j["sliding_window"] = c.sliding_window;
   return j;
 }
 

@@ -17,6 +17,33 @@ namespace pert {
 
 const char* weight_type_name(WeightType type) { return type == WeightType::BF16 ? "BF16" : "F32"; }
 
+namespace {
+
+// Where the rows of a stored matrix go: Phi-3's fused qkv_proj and gate_up_proj are split into
+// llama's q/k/v and gate/up at load, so the forward pass knows one layout.
+struct RowSlice {
+  std::string name;
+  int64_t row0, rows;
+};
+std::vector<RowSlice> row_slices(const ModelConfig& c, const ExpectedTensor& e) {
+  // The layer's prefix ("model.layers.N.") when e is the fused tensor named by `suffix`.
+  auto fused = [&](const std::string& suffix, std::string& layer) {
+    if (!c.fused_projections || e.name.size() <= suffix.size() ||
+        e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      return false;
+    layer = e.name.substr(0, e.name.size() - suffix.size());
+    return true;
+  };
+  const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim, ff = c.intermediate_size;
+  std::string l;
+  if (fused("self_attn.qkv_proj.weight", l))
+    return {{l + "self_attn.q_proj.weight", 0, q}, {l + "self_attn.k_proj.weight", q, kv}, {l + "self_attn.v_proj.weight", q + kv, kv}};
+  if (fused("mlp.gate_up_proj.weight", l)) return {{l + "mlp.gate_proj.weight", 0, ff}, {l + "mlp.up_proj.weight", ff, ff}};
+  return {{e.name, 0, e.shape[0]}};
+}
+
+}  // namespace
+
 std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
   const ModelDir md = open_model_dir(dir, overrides);
   auto m = std::make_unique<Model>();
@@ -28,6 +55,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     // Matrices go to BF16 when asked (BF16 checkpoints as stored); vectors and tables stay F32.
     const bool matrix = e.shape.size() == 2 && e.name.find("embed_positions") == std::string::npos &&
                         e.name.find("relative_attention_bias") == std::string::npos;
+    const std::vector<RowSlice> slices = row_slices(md.config, e);
     if (type == WeightType::BF16 && matrix) {
       std::vector<uint16_t> rows(size_t(view.numel));  // [N][K] as stored, or rounded
       if (view.dtype == DType::BF16) {
@@ -36,27 +64,48 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
         const std::vector<float> f = read_f32(view);
         for (size_t i = 0; i < f.size(); ++i) rows[i] = f32_to_bf16(f[i]);
       }
-      const int N = int(e.shape[0]), K = int(e.shape[1]);
-      std::vector<uint16_t>& packed = m->bf16_tensors_[e.name];
-      packed.resize(bf16_packed_size(N, K));
-      pack_bf16(packed.data(), rows.data(), N, K);
-    } else {
+      const int K = int(e.shape[1]);
+      for (const RowSlice& part : slices) {
+        std::vector<uint16_t>& packed = m->bf16_tensors_[part.name];
+        packed.resize(bf16_packed_size(int(part.rows), K));
+        pack_bf16(packed.data(), rows.data() + size_t(part.row0) * K, int(part.rows), K);
+      }
+    } else if (slices.size() == 1) {
       m->tensors_[e.name] = read_f32(view);
+    } else {
+      const std::vector<float> f = read_f32(view);
+      const size_t K = size_t(e.shape[1]);
+      for (const RowSlice& part : slices)
+        m->tensors_[part.name].assign(f.begin() + ptrdiff_t(size_t(part.row0) * K),
+                                      f.begin() + ptrdiff_t(size_t(part.row0 + part.rows) * K));
     }
     release_pages(view);
   }
   m->embed = m->weight("model.embed_tokens.weight");
   for (int i = 0; i < md.config.n_layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
-    m->layers.push_back({m->tensor(l + "input_layernorm.weight"), m->weight(l + "self_attn.q_proj.weight"),
-                         m->weight(l + "self_attn.k_proj.weight"), m->weight(l + "self_attn.v_proj.weight"),
-                         m->weight(l + "self_attn.o_proj.weight"), m->tensor(l + "post_attention_layernorm.weight"),
-                         m->weight(l + "mlp.gate_proj.weight"), m->weight(l + "mlp.up_proj.weight"),
-                         m->weight(l + "mlp.down_proj.weight")});
+    LayerWeights w{m->tensor(l + "input_layernorm.weight"), m->weight(l + "self_attn.q_proj.weight"),
+                   m->weight(l + "self_attn.k_proj.weight"), m->weight(l + "self_attn.v_proj.weight"),
+                   m->weight(l + "self_attn.o_proj.weight"), m->tensor(l + "post_attention_layernorm.weight"),
+                   m->weight(l + "mlp.gate_proj.weight"),    m->weight(l + "mlp.up_proj.weight"),
+                   m->weight(l + "mlp.down_proj.weight")};
+    w.bq = m->optional_tensor(l + "self_attn.q_proj.bias");
+    w.bk = m->optional_tensor(l + "self_attn.k_proj.bias");
+    w.bv = m->optional_tensor(l + "self_attn.v_proj.bias");
+    w.bo = m->optional_tensor(l + "self_attn.o_proj.bias");
+    w.b_gate = m->optional_tensor(l + "mlp.gate_proj.bias");
+    w.b_up = m->optional_tensor(l + "mlp.up_proj.bias");
+    w.b_down = m->optional_tensor(l + "mlp.down_proj.bias");
+    m->layers.push_back(w);
   }
   m->final_norm = m->tensor("model.norm.weight");
   m->lm_head = md.config.tie_word_embeddings ? m->embed : m->weight("lm_head.weight");
   return m;
+}
+
+const float* Model::optional_tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : it->second.data();
 }
 
 const float* Model::tensor(const std::string& name) const {
@@ -195,11 +244,18 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const float scale = 1.0f / std::sqrt(float(hd));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model_.layers[size_t(l)];
+    AttentionShape layer_shape = shape;
+    layer_shape.window = c.sliding_window.empty() ? 0 : c.sliding_window[size_t(l)];
     // The projections see all S·n rows at once: that is what running sequences in step buys.
     rmsnorm(xb_.data(), x_.data(), w.attn_norm, rows, d, eps);
     matmul(q_.data(), xb_.data(), w.wq, rows, d, q_dim);
     matmul(k_.data(), xb_.data(), w.wk, rows, d, kv_dim);
     matmul(v_.data(), xb_.data(), w.wv, rows, d, kv_dim);
+    if (w.bq) {
+      add_rows(q_.data(), w.bq, rows, q_dim);
+      add_rows(k_.data(), w.bk, rows, kv_dim);
+      add_rows(v_.data(), w.bv, rows, kv_dim);
+    }
     for (int s = 0; s < S; ++s) {
       float* q = &q_[size_t(s) * n * q_dim];    // [n][q_dim]
       float* k = &k_[size_t(s) * n * kv_dim];   // [n][kv_dim]
@@ -224,15 +280,21 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
         pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
         keys = keys_read_.data();
       }
-      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache, shape, scale, pe, *attention_scratch_);
+      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache, layer_shape, scale, pe, *attention_scratch_);
     }
     matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
+    if (w.bo) add_rows(x_.data(), w.bo, rows, d);
 
     rmsnorm(xb_.data(), x_.data(), w.ffn_norm, rows, d, eps);
     matmul(gate_.data(), xb_.data(), w.w_gate, rows, d, ff);
     matmul(up_.data(), xb_.data(), w.w_up, rows, d, ff);
+    if (w.b_gate) {
+      add_rows(gate_.data(), w.b_gate, rows, ff);
+      add_rows(up_.data(), w.b_up, rows, ff);
+    }
     swiglu(gate_.data(), up_.data(), size_t(rows) * ff);
     matmul(x_.data(), gate_.data(), w.w_down, rows, ff, d, /*accumulate=*/true);
+    if (w.b_down) add_rows(x_.data(), w.b_down, rows, d);
   }
   n_past_ = pos0 + n;
   if (!logits) return;

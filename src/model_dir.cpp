@@ -8,6 +8,7 @@
 namespace pert {
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  // HF's names for each architecture (architecture.cpp): Phi-3 fuses q/k/v and gate/up.
   const int64_t d = c.hidden_size, ff = c.intermediate_size, V = c.vocab_size;
   const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim;
   std::vector<ExpectedTensor> out = {{"model.embed_tokens.weight", {V, d}}};
@@ -15,14 +16,33 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
     out.push_back({l + "input_layernorm.weight", {d}});
-    out.push_back({l + "self_attn.q_proj.weight", {q, d}});
-    out.push_back({l + "self_attn.k_proj.weight", {kv, d}});
-    out.push_back({l + "self_attn.v_proj.weight", {kv, d}});
+    if (c.fused_projections) {
+      out.push_back({l + "self_attn.qkv_proj.weight", {q + 2 * kv, d}});
+    } else {
+      out.push_back({l + "self_attn.q_proj.weight", {q, d}});
+      out.push_back({l + "self_attn.k_proj.weight", {kv, d}});
+      out.push_back({l + "self_attn.v_proj.weight", {kv, d}});
+    }
+    if (c.qkv_bias) {
+      out.push_back({l + "self_attn.q_proj.bias", {q}});
+      out.push_back({l + "self_attn.k_proj.bias", {kv}});
+      out.push_back({l + "self_attn.v_proj.bias", {kv}});
+    }
     out.push_back({l + "self_attn.o_proj.weight", {d, q}});
+    if (c.o_bias) out.push_back({l + "self_attn.o_proj.bias", {d}});
     out.push_back({l + "post_attention_layernorm.weight", {d}});
-    out.push_back({l + "mlp.gate_proj.weight", {ff, d}});
-    out.push_back({l + "mlp.up_proj.weight", {ff, d}});
+    if (c.fused_projections) {
+      out.push_back({l + "mlp.gate_up_proj.weight", {2 * ff, d}});
+    } else {
+      out.push_back({l + "mlp.gate_proj.weight", {ff, d}});
+      out.push_back({l + "mlp.up_proj.weight", {ff, d}});
+    }
     out.push_back({l + "mlp.down_proj.weight", {d, ff}});
+    if (c.mlp_bias) {
+      out.push_back({l + "mlp.gate_proj.bias", {ff}});
+      out.push_back({l + "mlp.up_proj.bias", {ff}});
+      out.push_back({l + "mlp.down_proj.bias", {d}});
+    }
   }
   out.push_back({"model.norm.weight", {d}});
   if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, d}});

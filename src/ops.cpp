@@ -93,6 +93,14 @@ void swiglu(float* gate, const float* up, size_t n) {
   });
 }
 
+void add_rows(float* y, const float* bias, int T, int N) {
+  for (int t = 0; t < T; ++t) {
+    float* row = y + size_t(t) * N;
+#pragma omp simd
+    for (int i = 0; i < N; ++i) row[i] += bias[i];
+  }
+}
+
 void softmax(float* x, int n) {
   if (n <= 0) return;
   const float max = *std::max_element(x, x + n);
@@ -121,9 +129,13 @@ void AttentionScratch::fit_threads() {
 namespace {
 
 // One query (T = 1) over its whole cache, split into blocks of kKeyBlock keys.
+// The first key the query at `pos` sees: 0, or with a sliding window W the keys pos − W < n.
+int first_key(int pos, int window) { return window > 0 ? std::max(0, pos - window + 1) : 0; }
+
 void attention_decode(float* out, const float* q, const float* keys, const float* values, const AttentionShape& s,
                       float scale, const PositionEncoding& position, AttentionScratch& scratch) {
-  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0, n_keys = pos + 1;
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
+  const int first = first_key(pos, s.window), n_keys = pos + 1 - first;  // keys first..pos
   const int n_blocks = (n_keys + kKeyBlock - 1) / kKeyBlock, max_blocks = int(scratch.partials.size()) / (s.n_heads * (hd + 2));
   const bool bias = position.has_bias();
   float* const scores_all = scratch.scores.data();
@@ -132,7 +144,7 @@ void attention_decode(float* out, const float* q, const float* keys, const float
   for (int h = 0; h < s.n_heads; ++h)
     for (int b = 0; b < n_blocks; ++b) {
       float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [kKeyBlock]
-      const int key0 = b * kKeyBlock, nk = std::min(n_keys - key0, kKeyBlock);
+      const int key0 = first + b * kKeyBlock, nk = std::min(pos + 1 - key0, kKeyBlock);
       const float* k = keys + (h / group) * s.kv_head_stride + ptrdiff_t(key0) * hd;  // [nk][hd]
       const float* v = values + (h / group) * s.kv_head_stride + ptrdiff_t(key0) * hd;
       float* partial = partials + (size_t(h) * max_blocks + b) * size_t(hd + 2);
@@ -174,27 +186,30 @@ void attention(float* out, const float* q, const float* keys, const float* value
   const bool bias = position.has_bias();
   float* const scores_all = scratch.scores.data();
   // Each (head, block of queries) is two small GEMMs, scores = Q·Kᵀ and out = P·V, on the keys
-  // the block's last query sees; BLAS runs single-threaded inside this parallel loop.
+  // the block's queries see (from the first query's first key to the last query); BLAS runs
+  // single-threaded inside this parallel loop.
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int h = 0; h < s.n_heads; ++h)
     for (int b = 0; b < n_blocks; ++b) {
       float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [kQueryBlock][row_len]
-      const float* k = keys + (h / group) * s.kv_head_stride;                       // [position][hd]
-      const float* v = values + (h / group) * s.kv_head_stride;
       const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0;
-      const int n_keys_max = s.pos0 + t0 + nq;
+      const int key_lo = first_key(s.pos0 + t0, s.window), key_hi = s.pos0 + t0 + nq;  // keys [key_lo, key_hi)
+      const float* k = keys + (h / group) * s.kv_head_stride + ptrdiff_t(key_lo) * hd;  // [key][hd]
+      const float* v = values + (h / group) * s.kv_head_stride + ptrdiff_t(key_lo) * hd;
       const float* qb = q + size_t(t0) * q_stride + size_t(h) * hd;  // [nq][hd], rows q_stride apart
       float* ob = out + size_t(t0) * q_stride + size_t(h) * hd;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n_keys_max, hd, scale, qb, q_stride, k, hd, 0.0f,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, key_hi - key_lo, hd, scale, qb, q_stride, k, hd, 0.0f,
                   scores, int(row_len));
       for (int i = 0; i < nq; ++i) {
-        const int pos = s.pos0 + t0 + i, n_keys = pos + 1;  // causal: keys 0..pos
-        float* row = scores + size_t(i) * row_len;
-        if (bias) position.add_bias(row, h, pos, 0, n_keys);
-        softmax(row, n_keys);
-        std::fill(row + n_keys, row + n_keys_max, 0.0f);
+        const int pos = s.pos0 + t0 + i, lo = first_key(pos, s.window);  // keys lo..pos (causal, windowed)
+        float* row = scores + size_t(i) * row_len;                       // row[j]: key key_lo + j
+        float* seen = row + (lo - key_lo);
+        if (bias) position.add_bias(seen, h, pos, lo, pos + 1 - lo);
+        softmax(seen, pos + 1 - lo);
+        std::fill(row, seen, 0.0f);
+        std::fill(row + (pos + 1 - key_lo), row + (key_hi - key_lo), 0.0f);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, n_keys_max, 1.0f, scores, int(row_len), v, hd,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, key_hi - key_lo, 1.0f, scores, int(row_len), v, hd,
                   0.0f, ob, q_stride);
     }
 }

@@ -21,6 +21,20 @@ T, L = 128, 32
 LONGROPE = {"type": "longrope", "factor": 4.0,
             "short_factor": [1.0, 1.0, 1.1, 1.2, 1.5, 2.0, 2.5, 3.0],
             "long_factor": [1.0, 1.2, 1.6, 2.2, 3.0, 4.0, 5.0, 6.0]}
+# Published configs' keys (Mistral-7B-v0.1, Qwen2.5-0.5B, Phi-3-mini-128k, Llama 3.2), shrunk:
+# pert must read them as HF does, including the keys that change nothing.
+MISTRAL = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "rope_theta": 10000.0,
+           "sliding_window": 8, "attention_dropout": 0.0, "use_cache": True, "torch_dtype": "bfloat16"}
+QWEN2 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_theta": 1000000.0,
+         "use_sliding_window": True, "sliding_window": 24, "max_window_layers": 1, "attention_dropout": 0.0,
+         "initializer_range": 0.02, "use_cache": True}
+PHI3 = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "attention_bias": False, "attention_dropout": 0.0,
+        "embd_pdrop": 0.0, "resid_pdrop": 0.0, "original_max_position_embeddings": L, "max_position_embeddings": 4 * L,
+        "sliding_window": 20, "pad_token_id": 0, "rope_theta": 10000.0,
+        "rope_scaling": {"type": "longrope", "short_factor": LONGROPE["short_factor"], "long_factor": LONGROPE["long_factor"]}}
+PHI3_PARTIAL = dict(PHI3, partial_rotary_factor=0.5, sliding_window=None,
+                    rope_scaling={"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.5, 2.0],
+                                  "long_factor": [1.0, 2.0, 3.0, 5.0], "short_mscale": 1.1, "long_mscale": 1.3})
 # name: (position block or None for HF keys, make_model options, length-dependent)
 CASES = {
     "none": ({"type": "none"}, {}, False),
@@ -52,6 +66,22 @@ CASES = {
                                   "extra_config": {"rope_scaling": {"rope_type": "llama3", "factor": 4.0,
                                                                     "original_max_position_embeddings": 16}}}, False),
     "rope_head_dim_bf16": ({"type": "rope"}, {"head_dim": 24, "dtype": "BF16"}, False),
+    # HF rope_type variants beyond the position block's: YaRN with DeepSeek's mscale ratio, and untruncated.
+    "hf_yarn_mscale": (None, {"extra_config": {"rope_scaling": {"rope_type": "yarn", "factor": 8.0, "mscale": 1.0,
+                                                                "mscale_all_dim": 0.5,
+                                                                "original_max_position_embeddings": 16}}}, False),
+    "hf_yarn_untruncated": (None, {"extra_config": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 20,
+                                                                     "truncate": False}}}, False),
+    # Architectures (README "Model families").
+    "llama_attention_mlp_bias": (None, {"qkv_bias": True, "o_bias": True, "mlp_bias": True,
+                                        "extra_config": {"attention_bias": True, "mlp_bias": True,
+                                                         "eos_token_id": [2, 5, 7]}}, False),
+    "mistral_sliding_window": (None, {"extra_config": MISTRAL}, False),
+    "qwen2_biases_window": (None, {"qkv_bias": True, "tie": True, "extra_config": QWEN2}, False),
+    "qwen2_window_off": (None, {"qkv_bias": True, "extra_config": dict(QWEN2, use_sliding_window=False,
+                                                                        sliding_window=4)}, False),
+    "phi3_longrope_window": (None, {"fused": True, "kv_heads": 4, "extra_config": PHI3}, True),
+    "phi3_partial_mscale_bf16": (None, {"fused": True, "kv_heads": 4, "dtype": "BF16", "extra_config": PHI3_PARTIAL}, True),
 }
 
 

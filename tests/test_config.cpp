@@ -2,6 +2,7 @@
 
 #include "pert/config.hpp"
 #include "pert/error.hpp"
+#include "pert/positions.hpp"
 #include "test_util.hpp"
 
 using namespace pert;
@@ -248,8 +249,33 @@ TEST_CASE("config: bad values are refused with the file and the key named", "[co
     c["hidden_act"] = "gelu";
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_act must be \"silu\"");
     c = tiny_config();
+    c["architectures"] = {"GemmaForCausalLM"};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "architectures 'GemmaForCausalLM' is not an architecture pert reads",
+                          "Qwen2ForCausalLM");
+    c = tiny_config();
+    c.erase("architectures");
+    c["model_type"] = "gpt2";
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "model_type 'gpt2' is not a model type pert reads");
+    c = tiny_config();
+    c["model_type"] = "mistral";
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "model_type 'mistral' does not match architectures LlamaForCausalLM");
+    c = tiny_config();
+    c["final_logit_softcapping"] = 30.0;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "final_logit_softcapping is set (30.0)", "another architecture");
+    c = tiny_config();
+    c["sliding_window"] = 8;  // HF's Llama ignores it: refused rather than silently full attention
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "sliding_window is not read by LlamaForCausalLM");
+    c["architectures"] = {"MistralForCausalLM"};
+    c["model_type"] = "mistral";
     c["attention_bias"] = true;
-    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "attention_bias is true");
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "attention_bias is true, but MistralForCausalLM has no such biases");
+    c.erase("attention_bias");
+    c["layer_types"] = {"full_attention", "windowed"};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "layer_types entries must be", "\"windowed\" at 1");
+    c["layer_types"] = {"full_attention"};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "layer_types must list one type per layer (2)");
+    c["sliding_window"] = 0;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "sliding_window must be in [1, ");
   }
   SECTION("unknown scheme or field") {
     REQUIRE_THROWS_NAMING(parse(with_position({{"type", "rotary"}})), ConfigError, kSource, "position.type",
@@ -359,11 +385,84 @@ TEST_CASE("config overrides: merge-patch files, then --set in order", "[config]"
   }
 }
 
+TEST_CASE("config: the architectures' extras, as HF's configs define them", "[config]") {
+  json c = tiny_config();
+  ModelConfig m = parse(c);
+  CHECK(m.architecture == Architecture::Llama);
+  CHECK((!m.qkv_bias && !m.o_bias && !m.mlp_bias && !m.fused_projections));
+  CHECK(m.sliding_window == std::vector<int>{0, 0});
+  c["attention_bias"] = true;
+  c["mlp_bias"] = true;
+  m = parse(c);
+  CHECK((m.qkv_bias && m.o_bias && m.mlp_bias));
+
+  c = tiny_config();
+  c["architectures"] = {"MistralForCausalLM"};
+  c["model_type"] = "mistral";
+  c["sliding_window"] = 4096;
+  CHECK(parse(c).sliding_window == std::vector<int>{4096, 4096});
+  c["sliding_window"] = nullptr;  // Mistral v0.2 on: no window
+  CHECK(parse(c).sliding_window == std::vector<int>{0, 0});
+  c["sliding_window"] = 16;
+  c["layer_types"] = {"sliding_attention", "full_attention"};
+  CHECK(parse(c).sliding_window == std::vector<int>{16, 0});
+
+  c = tiny_config();
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["model_type"] = "qwen2";
+  c["sliding_window"] = 32;
+  c["max_window_layers"] = 1;
+  m = parse(c);
+  CHECK((m.qkv_bias && !m.o_bias && !m.mlp_bias));
+  CHECK(m.sliding_window == std::vector<int>{0, 0});  // use_sliding_window defaults to false
+  c["use_sliding_window"] = true;
+  CHECK(parse(c).sliding_window == std::vector<int>{0, 32});  // layers >= max_window_layers
+  c.erase("architectures");  // model_type alone names it too
+  CHECK(parse(c).architecture == Architecture::Qwen2);
+
+  c = tiny_config();
+  c["architectures"] = {"Phi3ForCausalLM"};
+  c["model_type"] = "phi3";
+  c["sliding_window"] = 2047;
+  m = parse(c);
+  CHECK((m.fused_projections && !m.qkv_bias));
+  CHECK(m.sliding_window == std::vector<int>{2047, 2047});
+  CHECK(to_json(m)["architectures"] == json{"Phi3ForCausalLM"});
+
+  c = tiny_config();
+  c.erase("architectures");
+  c.erase("model_type");
+  CHECK(parse(c).architecture == Architecture::Llama);  // pert's own configs name none
+}
+
+TEST_CASE("config: YaRN's mscale ratio and truncate, LongRoPE's short/long mscale", "[config]") {
+  RopeScaling s = parse(with_scaling({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"mscale_all_dim", 0.5}})).position.scaling;
+  CHECK(s.attention_factor == Approx((0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0)));
+  CHECK(s.truncate);
+  s = parse(with_scaling({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"truncate", false}})).position.scaling;
+  CHECK(s.attention_factor == Approx(0.1 * std::log(4.0) + 1.0));  // the ratio needs both
+  CHECK(!s.truncate);
+  const json longrope = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {2.0, 2.0}},
+                         {"short_mscale", 1.1}, {"long_mscale", 1.3}};
+  const ModelConfig m = parse(with_scaling(longrope));
+  CHECK(rope_attention_factor(m.position, 64) == Approx(1.1));
+  CHECK(rope_attention_factor(m.position, 65) == Approx(1.3));
+  json both = longrope;
+  both["attention_factor"] = 1.2;
+  REQUIRE_THROWS_NAMING(parse(with_scaling(both)), ConfigError, kSource, "short_mscale and attention_factor are both set");
+  json one = longrope;
+  one.erase("long_mscale");
+  REQUIRE_THROWS_NAMING(parse(with_scaling(one)), ConfigError, kSource, "position.scaling.long_mscale is required");
+}
+
 TEST_CASE("config: ignored keys and descriptions", "[config]") {
   json c = tiny_config();
-  CHECK(ignored_config_keys(c) == std::vector<std::string>{"architectures", "model_type"});
+  CHECK(ignored_config_keys(c).empty());
+  c["torch_dtype"] = "bfloat16";
+  CHECK(ignored_config_keys(c) == std::vector<std::string>{"torch_dtype"});
+  c.erase("torch_dtype");
   c["position"] = {{"type", "alibi"}};
-  CHECK(ignored_config_keys(c) == std::vector<std::string>{"architectures", "model_type", "rope_theta"});
+  CHECK(ignored_config_keys(c) == std::vector<std::string>{"rope_theta"});
   CHECK_THAT(describe(parse(c).position, 4), Catch::Matchers::Contains("ALiBi"));
   c["position"] = {{"type", "rope"}, {"scaling", {{"type", "yarn"}, {"factor", 4}}}, {"xpos", json::object()}};
   const std::string d = describe(parse(c).position, 4);

@@ -112,11 +112,12 @@ namespace {
 
 // A one-layer model with random weights for `position` (the cache of a single layer depends
 // on nothing but its own tokens, so a shifted cache can equal a fresh one exactly).
-std::unique_ptr<Model> one_layer_model(const TempDir& tmp, const json& position) {
+std::unique_ptr<Model> one_layer_model(const TempDir& tmp, const json& position, const json& extra = json::object()) {
   json c = tiny_config();
   c["num_hidden_layers"] = 1;
   c["max_position_embeddings"] = 8;
   c["position"] = position;
+  c.merge_patch(extra);
   std::vector<TestTensor> tensors;
   uint32_t seed = 11;
   for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
@@ -144,11 +145,17 @@ TEST_CASE("context shift: the next logits equal a fresh prefill of the kept toke
       {{"type", "rope"}, {"scaling", longrope}},
       {{"type", "alibi"}},
       {{"type", "t5"}, {"num_buckets", 8}, {"max_distance", 12}},
+      {{"type", "rope"}, {"window", 5}},  // a Mistral model with a sliding window of 5 (below)
   };
-  for (const json& position : positions) {
+  for (json position : positions) {
     INFO(position.dump());
+    json extra = json::object();
+    if (position.contains("window")) {
+      extra = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", position["window"]}};
+      position.erase("window");
+    }
     TempDir tmp;
-    auto model = one_layer_model(tmp, position);
+    auto model = one_layer_model(tmp, position, extra);
     std::vector<int> tokens;
     for (int i = 0; i < 20; ++i) tokens.push_back((i * 11 + 5) % 32);
     const int n_keep = 3, n_discard = 8, next = 17;

@@ -92,8 +92,9 @@ def rope_inv_freq(pos, rot_dim, seq_len, config):
         def correction_dim(num_rotations):
             return (rot_dim * math.log(L / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
 
-        low = max(math.floor(correction_dim(beta_fast)), 0)
-        high = min(math.ceil(correction_dim(beta_slow)), rot_dim - 1)
+        truncate = sc.get("truncate", True)  # HF: floor/ceil unless truncate is false (gpt-oss)
+        low = max(math.floor(correction_dim(beta_fast)) if truncate else correction_dim(beta_fast), 0)
+        high = min(math.ceil(correction_dim(beta_slow)) if truncate else correction_dim(beta_slow), rot_dim - 1)
         if low == high:
             high += 0.001
         ramp = torch.clamp((torch.arange(rot_dim // 2, dtype=DT) - low) / (high - low), 0, 1)
@@ -116,14 +117,22 @@ def rope_inv_freq(pos, rot_dim, seq_len, config):
     raise ValueError(f"unknown rope scaling {kind}")
 
 
-def rope_attention_factor(pos, config):
+def rope_attention_factor(pos, config, seq_len):
     sc = pos.get("scaling") or {"type": "none"}
     factor = sc.get("factor")
     L = sc.get("original_max_position_embeddings") or config.get("original_max_position_embeddings") \
         or config.get("max_position_embeddings", 2048)
-    if sc["type"] == "yarn":
-        return sc.get("attention_factor", 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    if sc["type"] == "yarn":  # _compute_yarn_parameters: get_mscale, DeepSeek's mscale ratio
+        def get_mscale(scale, mscale=1.0):
+            return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+        if sc.get("attention_factor") is not None:
+            return sc["attention_factor"]
+        if sc.get("mscale") and sc.get("mscale_all_dim"):
+            return get_mscale(factor, sc["mscale"]) / get_mscale(factor, sc["mscale_all_dim"])
+        return get_mscale(factor)
     if sc["type"] == "longrope":
+        if sc.get("short_mscale") is not None:  # PhiMoE: one factor up to L, another past it
+            return sc["long_mscale"] if seq_len > L else sc["short_mscale"]
         if factor is None:
             factor = config["max_position_embeddings"] / L
         default = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(L))
@@ -202,6 +211,26 @@ def sinusoidal_table(T, d, base):
     return pe
 
 
+# ----------------------------------------------------------------------------- architectures
+def layer_windows(config):
+    """Sliding window per layer (0: none), as HF's Mistral / Qwen2 / Phi-3 configs define it."""
+    n = config["num_hidden_layers"]
+    arch = (config.get("architectures") or [""])[0]
+    window = config.get("sliding_window") or 0
+    if arch in ("", "LlamaForCausalLM"):
+        return [0] * n
+    if arch == "Qwen2ForCausalLM":  # off unless use_sliding_window; then layers >= max_window_layers
+        if not config.get("use_sliding_window", False):
+            window = 0
+        first = config.get("max_window_layers", n)
+        out = [window if i >= first else 0 for i in range(n)]
+    else:  # Mistral, Phi-3: every layer
+        out = [window] * n
+    if config.get("layer_types"):
+        out = [window if t == "sliding_attention" else 0 for t in config["layer_types"]]
+    return out
+
+
 # ----------------------------------------------------------------------------- the model
 def rmsnorm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
@@ -244,50 +273,64 @@ def forward(config, W, ids):
 
     if kind == "rope":
         rot = pos.get("rotary_dim", hd)
-        mscale = rope_attention_factor(pos, config)
         layout = pos.get("layout", "half")
         xq, xk = (s.to(dt) for s in xpos_scales(pos, rot, T)) if pos.get("xpos") is not None else (None, None)
-        # Query rows grouped by the frequencies their length (m + 1) gives: [(rows, angles [T, r/2])].
+        # Query rows grouped by the frequencies and attention factor their length (m + 1) gives:
+        # [(rows, angles [T, r/2], attention factor)].
         groups = []
         for m in range(T):
-            inv_freq = rope_inv_freq(pos, rot, m + 1, config)
-            if groups and torch.equal(groups[-1][2], inv_freq):
+            inv_freq, mscale = rope_inv_freq(pos, rot, m + 1, config), rope_attention_factor(pos, config, m + 1)
+            if groups and torch.equal(groups[-1][1], inv_freq) and groups[-1][2] == mscale:
                 groups[-1][0].append(m)
             else:
-                groups.append(([m], None, inv_freq))
-        groups = [(rows, (positions[:, None].to(DT) * inv[None, :]).to(dt)) for rows, _, inv in groups]
+                groups.append(([m], inv_freq, mscale))
+        groups = [(rows, (positions[:, None].to(DT) * inv[None, :]).to(dt), ms) for rows, inv, ms in groups]
 
-    def rotate(x, angles, scale):  # x [..., n, hd]: rotary dims rotated, the rest kept
+    def rotate(x, angles, mscale, scale):  # x [..., n, hd]: rotary dims rotated, the rest kept
         return torch.cat([apply_rope(x[..., :rot], angles, mscale, layout, scale), x[..., rot:]], dim=-1)
 
     def heads(t, n):  # [..., T, n·hd] -> [..., n, T, hd]
         return t.view(*t.shape[:-1], n, hd).transpose(-2, -3)
 
+    windows = layer_windows(config)
+
+    def linear(h, name):  # h @ W.T (+ the bias when the checkpoint has one)
+        out = h @ W[name + ".weight"].T
+        return out + W[name + ".bias"] if name + ".bias" in W else out
+
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
-        q = heads(h @ W[p + "self_attn.q_proj.weight"].T, H)  # [..., H, T, hd]
-        k = heads(h @ W[p + "self_attn.k_proj.weight"].T, KV)  # [..., KV, T, hd]
-        v = heads(h @ W[p + "self_attn.v_proj.weight"].T, KV)
+        if p + "self_attn.qkv_proj.weight" in W:  # Phi-3: one matrix, rows q | k | v
+            q, k, v = linear(h, p + "self_attn.qkv_proj").split([H * hd, KV * hd, KV * hd], dim=-1)
+        else:
+            q, k, v = (linear(h, p + f"self_attn.{n}_proj") for n in "qkv")
+        q, k, v = heads(q, H), heads(k, KV), heads(v, KV)  # [..., H or KV, T, hd]
         k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
         v = v.repeat_interleave(H // KV, dim=-3)
         if kind == "rope":
             if len(groups) == 1:
-                scores = rotate(q, groups[0][1], xq) @ rotate(k, groups[0][1], xk).transpose(-1, -2)
+                _, angles, ms = groups[0]
+                scores = rotate(q, angles, ms, xq) @ rotate(k, angles, ms, xk).transpose(-1, -2)
             else:
                 scores = torch.empty(*q.shape[:-1], T, dtype=dt)
-                for rows, angles in groups:
-                    qr = rotate(q[..., rows, :], angles[rows], None if xq is None else xq[rows])
-                    scores[..., rows, :] = qr @ rotate(k, angles, xk).transpose(-1, -2)
+                for rows, angles, ms in groups:
+                    qr = rotate(q[..., rows, :], angles[rows], ms, None if xq is None else xq[rows])
+                    scores[..., rows, :] = qr @ rotate(k, angles, ms, xk).transpose(-1, -2)
         else:
             scores = q @ k.transpose(-1, -2)
-        scores = scores / math.sqrt(hd) + bias + causal
+        mask = causal
+        if windows[i]:  # HF masking_utils: key n is seen from m when m - W < n
+            mask = causal.masked_fill(rel >= windows[i], float("-inf"))
+        scores = scores / math.sqrt(hd) + bias + mask
         att = torch.softmax(scores, dim=-1) @ v  # [..., H, T, hd]
-        x = x + att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd) @ W[p + "self_attn.o_proj.weight"].T
+        x = x + linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
         h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
-        gate = h @ W[p + "mlp.gate_proj.weight"].T
-        up = h @ W[p + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * up) @ W[p + "mlp.down_proj.weight"].T
+        if p + "mlp.gate_up_proj.weight" in W:  # Phi-3: gate rows first, then up
+            gate, up = linear(h, p + "mlp.gate_up_proj").chunk(2, dim=-1)
+        else:
+            gate, up = linear(h, p + "mlp.gate_proj"), linear(h, p + "mlp.up_proj")
+        x = x + linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj")
     x = rmsnorm(x, W["model.norm.weight"], eps)
     head = W["model.embed_tokens.weight"] if config.get("tie_word_embeddings", False) else W["lm_head.weight"]
     return x @ head.T
@@ -295,8 +338,10 @@ def forward(config, W, ids):
 
 # ----------------------------------------------------------------------------- random models
 def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
-               vocab=96, trained=32, tie=False, head_dim=None, extra_config=None):
-    """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1)."""
+               vocab=96, trained=32, tie=False, head_dim=None, extra_config=None, qkv_bias=False, o_bias=False,
+               mlp_bias=False, fused=False):
+    """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1).
+    qkv_bias / o_bias / mlp_bias add bias tensors; fused writes Phi-3's qkv_proj and gate_up_proj."""
     g = torch.Generator().manual_seed(seed)
     hd = head_dim or hidden // heads
 
@@ -315,6 +360,18 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
         t[p + "mlp.gate_proj.weight"] = randn(ffn, hidden, std=hidden ** -0.5)
         t[p + "mlp.up_proj.weight"] = randn(ffn, hidden, std=hidden ** -0.5)
         t[p + "mlp.down_proj.weight"] = randn(hidden, ffn, std=ffn ** -0.5)
+        if qkv_bias:
+            t[p + "self_attn.q_proj.bias"] = randn(heads * hd, std=0.5)
+            t[p + "self_attn.k_proj.bias"] = randn(kv_heads * hd, std=0.5)
+            t[p + "self_attn.v_proj.bias"] = randn(kv_heads * hd, std=0.5)
+        if o_bias:
+            t[p + "self_attn.o_proj.bias"] = randn(hidden, std=0.5)
+        if mlp_bias:
+            for n, size in (("gate", ffn), ("up", ffn), ("down", hidden)):
+                t[p + f"mlp.{n}_proj.bias"] = randn(size, std=0.5)
+        if fused:
+            t[p + "self_attn.qkv_proj.weight"] = np.concatenate([t.pop(p + f"self_attn.{n}_proj.weight") for n in "qkv"])
+            t[p + "mlp.gate_up_proj.weight"] = np.concatenate([t.pop(p + f"mlp.{n}_proj.weight") for n in ("gate", "up")])
     if not tie:
         t["lm_head.weight"] = randn(vocab, hidden, std=hidden ** -0.5)
     if position is not None and position["type"] == "learned":

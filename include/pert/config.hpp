@@ -20,6 +20,10 @@ struct RopeScaling {
   double beta_fast = 32.0;             // yarn
   double beta_slow = 1.0;              // yarn
   double attention_factor = 1.0;       // yarn, longrope: multiplies q and k (resolved default)
+  double long_attention_factor = 1.0;  // longrope past L: long_mscale when given, else attention_factor
+  double mscale = 0.0;                 // yarn (DeepSeek): attention factor m(s, mscale) / m(s, mscale_all_dim)
+  double mscale_all_dim = 0.0;         //   when both are non-zero; 0: not given
+  bool truncate = true;                // yarn: floor/ceil the correction range (HF's default)
   double low_freq_factor = 1.0;        // llama3
   double high_freq_factor = 4.0;       // llama3
   std::vector<double> short_factor;    // longrope, rotary_dim/2 entries, used while length <= L
@@ -48,7 +52,12 @@ struct PositionConfig {
   int max_distance = 128;      // t5
 };
 
+// The HF architecture of a checkpoint: its tensor names and what its blocks add to llama's
+// (architecture.cpp). Each is llama's math plus the extras below.
+enum class Architecture { Llama, Mistral, Qwen2, Phi3 };
+
 struct ModelConfig {
+  Architecture architecture = Architecture::Llama;
   int vocab_size = 0;
   int hidden_size = 0;         // d
   int intermediate_size = 0;   // MLP width
@@ -61,6 +70,11 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   int bos_token_id = -1;            // -1: none
   std::vector<int> eos_token_ids;
+  bool qkv_bias = false;            // q/k/v projections add a bias (Qwen2; Llama's attention_bias)
+  bool o_bias = false;              // o_proj adds a bias (Llama's attention_bias)
+  bool mlp_bias = false;            // gate/up/down add a bias (Llama's mlp_bias)
+  bool fused_projections = false;   // Phi-3: qkv_proj [q + 2·kv][d] and gate_up_proj [2·ffn][d], gate first
+  std::vector<int> sliding_window;  // [layer]: 0 full causal attention; W: query m sees keys m − W < n ≤ m
   PositionConfig position;
 };
 
@@ -90,6 +104,7 @@ nlohmann::json to_json(const PositionConfig& position);
 std::string describe(const PositionConfig& position, int head_dim);
 
 const char* position_type_name(PositionType type);
+const char* architecture_name(Architecture architecture);  // "LlamaForCausalLM", ...
 const char* rope_scaling_name(RopeScalingType type);
 
 }  // namespace pert

@@ -1,7 +1,7 @@
 // A llama-style decoder (DESIGN.md §1): weights in F32, and an inference state holding the KV
 // cache and every scratch buffer, so a forward pass allocates nothing.
 //
-//   h   = x + o_proj(attn(rmsnorm(x)))
+//   h   = x + o_proj(attn(rmsnorm(x)))     (projections with biases where the architecture has them)
 //   out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))
 //   logits = lm_head(rmsnorm(out of the last layer))
 #pragma once
@@ -27,6 +27,9 @@ struct LayerWeights {
   Weight w_gate;           // [ffn][d]
   Weight w_up;             // [ffn][d]
   Weight w_down;           // [d][ffn]
+  // Biases, null where the architecture has none (ModelConfig::qkv_bias, o_bias, mlp_bias).
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // [q_dim] [kv_dim] [kv_dim] [d]
+  const float *b_gate = nullptr, *b_up = nullptr, *b_down = nullptr;         // [ffn] [ffn] [d]
 };
 
 // What the matrices are kept and multiplied in: F32 (exact against the reference) or BF16
@@ -52,6 +55,7 @@ class Model {
 
  private:
   Weight weight(const std::string& name) const;
+  const float* optional_tensor(const std::string& name) const;  // null when not loaded
   ModelConfig config_;
   WeightType type_ = WeightType::F32;
   std::map<std::string, std::vector<float>> tensors_;

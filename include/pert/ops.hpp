@@ -45,6 +45,9 @@ void rmsnorm(float* out, const float* x, const float* weight, int T, int d, floa
 // gate[i] = silu(gate[i]) * up[i]  (SwiGLU).
 void swiglu(float* gate, const float* up, size_t n);
 
+// y[t][i] += bias[i] for t < T, i < N (the projections' biases).
+void add_rows(float* y, const float* bias, int T, int N);
+
 // In place over the first n entries: softmax with the maximum subtracted first.
 void softmax(float* x, int n);
 
@@ -68,11 +71,13 @@ inline float exp_nonpositive(float x0) {
 }
 
 // Causal multi-head attention for T queries at positions pos0..pos0+T-1 over keys/values
-// 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads).
+// 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads). With a
+// sliding window W the query at m sees only keys m − W < n <= m.
 struct AttentionShape {
   int T, pos0;
   int n_heads, n_kv_heads, head_dim;
   ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
+  int window = 0;            // 0: every earlier key
 };
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim].
 // Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.

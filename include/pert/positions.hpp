@@ -94,6 +94,6 @@ int t5_bucket(int distance, int num_buckets, int max_distance);  // distance = m
 // RoPE inverse frequencies θ_i (i < rotary_dim/2) after scaling, for a sequence `length` long
 // and the attention factor that multiplies the rotated parts of q and k.
 std::vector<double> rope_inv_freq(const PositionConfig& position, int length);
-double rope_attention_factor(const PositionConfig& position);
+double rope_attention_factor(const PositionConfig& position, int length = 1);
 
 }  // namespace pert

@@ -7,11 +7,11 @@
 //   ntk      base · s^(r/(r−2))            (bloc97, NTK-aware)
 //   dynamic  base · (s·ℓ/L − (s−1))^(r/(r−2)) while ℓ > L   (HF "dynamic")
 //   yarn     θ_i/s and θ_i blended by a ramp between the beta_fast / beta_slow correction dims
-//            (floored / ceiled, as HF and llama.cpp do)  (Peng et al. 2023)
+//            (floored / ceiled, as HF and llama.cpp do, unless truncate is false)  (Peng et al. 2023)
 //   llama3   wavelength bands: long → θ/s, short → θ, smooth blend between
 //   longrope θ_i / short_factor_i, or / long_factor_i once ℓ > L
 // YaRN and LongRoPE multiply the rotated dims of q and k by an attention factor, as HF does
-// by scaling cos and sin. xPos (Sun et al. 2022) scales pair i of q by ζ_i^(m/scale_base) and
+// by scaling cos and sin (LongRoPE's may differ up to L and beyond: short/long_mscale). xPos (Sun et al. 2022) scales pair i of q by ζ_i^(m/scale_base) and
 // of k by ζ_i^(−n/scale_base), ζ_i = (2i/r + γ)/(1 + γ).
 #include <cmath>
 
@@ -45,8 +45,9 @@ std::vector<double> rope_inv_freq(const PositionConfig& p, int length) {
       auto correction_dim = [&](double rotations) {
         return r * std::log(L / (rotations * 2.0 * M_PI)) / (2.0 * std::log(p.base));
       };
-      const double low = std::max(std::floor(correction_dim(s.beta_fast)), 0.0);
-      double high = std::min(std::ceil(correction_dim(s.beta_slow)), r - 1.0);
+      const double fast = correction_dim(s.beta_fast), slow = correction_dim(s.beta_slow);
+      const double low = std::max(s.truncate ? std::floor(fast) : fast, 0.0);
+      double high = std::min(s.truncate ? std::ceil(slow) : slow, r - 1.0);
       if (high == low) high += 0.001;  // avoid a zero-width ramp
       for (int i = 0; i < half; ++i) {
         const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
@@ -77,16 +78,17 @@ std::vector<double> rope_inv_freq(const PositionConfig& p, int length) {
   return theta;
 }
 
-double rope_attention_factor(const PositionConfig& p) {
-  const RopeScalingType t = p.scaling.type;
-  return (t == RopeScalingType::Yarn || t == RopeScalingType::LongRope) ? p.scaling.attention_factor : 1.0;
+double rope_attention_factor(const PositionConfig& p, int length) {
+  const RopeScaling& s = p.scaling;
+  if (s.type == RopeScalingType::LongRope) return length > s.original_max_position ? s.long_attention_factor : s.attention_factor;
+  return s.type == RopeScalingType::Yarn ? s.attention_factor : 1.0;
 }
 
 namespace {
 
 class Rope final : public PositionEncoding {
  public:
-  explicit Rope(const PositionConfig& p) : p_(p), half_(p.rotary_dim / 2), attention_factor_(rope_attention_factor(p)) {
+  explicit Rope(const PositionConfig& p) : p_(p), half_(p.rotary_dim / 2), attention_factor_(rope_attention_factor(p, 1)) {
     const RopeScalingType t = p.scaling.type;
     on_read_ = t == RopeScalingType::Dynamic || t == RopeScalingType::LongRope;
     for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
@@ -109,8 +111,10 @@ class Rope final : public PositionEncoding {
   void begin_forward(int length, int pos0, int n) override {
     if (on_read_) {
       std::vector<double> theta = rope_inv_freq(p_, length);
-      if (theta != theta_) {
+      const double factor = rope_attention_factor(p_, length);
+      if (theta != theta_ || factor != attention_factor_) {
         theta_ = std::move(theta);
+        attention_factor_ = factor;
         rows_ = 0;
       }
     }

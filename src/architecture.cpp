@@ -1,0 +1,117 @@
+// The HF architectures pert reads, each llama's math plus a few extras (HF transformers'
+// configuration_*.py and modeling_*.py of each):
+//   LlamaForCausalLM    attention_bias (q, k, v and o), mlp_bias (gate, up, down)
+//   MistralForCausalLM  sliding_window on every layer
+//   Qwen2ForCausalLM    q/k/v biases always; sliding_window only with use_sliding_window, and
+//                       only on layers i >= max_window_layers
+//   Phi3ForCausalLM     fused qkv_proj and gate_up_proj (gate first); sliding_window on every
+//                       layer; its longrope and partial_rotary_factor go through the rope block
+// A window W lets the query at m see keys m − W < n <= m (HF masking_utils). `layer_types`
+// ("full_attention" / "sliding_attention" per layer), as newer HF configs write it, overrides
+// the per-architecture default. Keys of other architectures that would change the math are
+// refused: a model that would load here but compute something else is the worst outcome.
+#include "config_fields.hpp"
+#include "pert/config.hpp"
+
+namespace pert {
+
+namespace {
+
+struct ArchitectureInfo {
+  const char* name;
+  const char* model_type;
+  Architecture architecture;
+};
+const ArchitectureInfo kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", Architecture::Llama},
+    {"MistralForCausalLM", "mistral", Architecture::Mistral},
+    {"Qwen2ForCausalLM", "qwen2", Architecture::Qwen2},
+    {"Phi3ForCausalLM", "phi3", Architecture::Phi3},
+};
+
+// Config keys of other HF architectures that change what a block computes.
+const char* const kOtherMath[] = {
+    "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar", "logits_scaling",
+    "embedding_multiplier",   "residual_multiplier",     "attention_multiplier",  "use_qk_norm",
+    "qk_layernorm",           "clip_qkv",                "use_parallel_residual", "parallel_attn",
+    "no_rope_layers",         "num_experts",             "num_local_experts",     "moe_intermediate_size",
+};
+
+std::string known_architectures() {
+  std::string s;
+  for (const ArchitectureInfo& a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a.name);
+  return s;
+}
+
+}  // namespace
+
+const char* architecture_name(Architecture architecture) {
+  for (const ArchitectureInfo& a : kArchitectures)
+    if (a.architecture == architecture) return a.name;
+  return "?";
+}
+
+void parse_architecture(Fields& f, ModelConfig& mc) {
+  std::string name;
+  if (const json* a = f.get("architectures")) {
+    if (!a->is_array() || a->size() != 1 || !(*a)[0].is_string())
+      f.fail("architectures", "must be a list of one architecture name, got " + json_brief(*a));
+    name = (*a)[0].get<std::string>();
+  }
+  const std::string model_type = f.string("model_type", "");
+  const ArchitectureInfo* info = name.empty() && model_type.empty() ? &kArchitectures[0] : nullptr;  // pert's own: llama
+  for (const ArchitectureInfo& a : kArchitectures)
+    if (name.empty() ? model_type == a.model_type : name == a.name) info = &a;
+  if (!info) {
+    if (name.empty()) f.fail("model_type", "'" + model_type + "' is not a model type pert reads (architectures: " + known_architectures() + ")");
+    f.fail("architectures", "'" + name + "' is not an architecture pert reads (" + known_architectures() + ")");
+  }
+  if (!model_type.empty() && model_type != info->model_type)
+    f.fail("model_type", "'" + model_type + "' does not match architectures " + info->name + " (model_type '" +
+                             info->model_type + "')");
+  mc.architecture = info->architecture;
+  const bool llama = info->architecture == Architecture::Llama;
+
+  for (const char* key : kOtherMath)
+    if (const json* v = f.get(key); v && *v != false && *v != 0)
+      f.fail(key, "is set (" + json_brief(*v) + "): it changes the math of another architecture, which pert does not compute");
+
+  const bool attention_bias = f.boolean("attention_bias", false), mlp_bias = f.boolean("mlp_bias", false);
+  for (const auto& [key, on] : {std::pair{"attention_bias", attention_bias}, std::pair{"mlp_bias", mlp_bias}})
+    if (on && !llama)
+      f.fail(key, std::string("is true, but ") + info->name + " has no such biases (only LlamaForCausalLM reads it)");
+  mc.qkv_bias = attention_bias || info->architecture == Architecture::Qwen2;
+  mc.o_bias = attention_bias;
+  mc.mlp_bias = mlp_bias;
+  mc.fused_projections = info->architecture == Architecture::Phi3;
+
+  // The window, and which layers use it.
+  mc.sliding_window.assign(size_t(mc.n_layers), 0);
+  const bool has_window = f.has("sliding_window");
+  if (llama && has_window)
+    f.fail("sliding_window", "is not read by LlamaForCausalLM (HF attends to every key); use MistralForCausalLM for a windowed model, or remove it");
+  int window = has_window ? f.positive("sliding_window", kMaxCount) : 0;
+  std::vector<bool> windowed(size_t(mc.n_layers), !llama && window > 0);
+  if (info->architecture == Architecture::Qwen2) {
+    if (!f.boolean("use_sliding_window", false)) window = 0;  // HF: the window is off unless asked for
+    const int first = int(f.integer("max_window_layers", 0, kMaxLayers, mc.n_layers));
+    for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = window > 0 && i >= first;
+  }
+  if (const json* types = f.get("layer_types")) {
+    if (llama) f.fail("layer_types", "is not read by LlamaForCausalLM");
+    if (!types->is_array() || types->size() != size_t(mc.n_layers))
+      f.fail("layer_types", "must list one type per layer (" + std::to_string(mc.n_layers) + "), got " + json_brief(*types));
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      if (t != "full_attention" && t != "sliding_attention")
+        f.fail("layer_types", "entries must be \"full_attention\" or \"sliding_attention\", got " + json_brief(t) + " at " + std::to_string(i));
+      windowed[i] = t == "sliding_attention";
+      if (windowed[i] && window == 0)
+        f.fail("layer_types", "names a sliding_attention layer, but no window is set (sliding_window" +
+                                  std::string(info->architecture == Architecture::Qwen2 ? " with use_sliding_window" : "") + ")");
+    }
+  }
+  for (int i = 0; i < mc.n_layers; ++i) mc.sliding_window[size_t(i)] = windowed[size_t(i)] ? window : 0;
+}
+
+}  // namespace pert
