@@ -44,11 +44,30 @@ const std::set<std::string> kReadKeys = {
     "rope_theta",        "rope_scaling",         "partial_rotary_factor", "original_max_position_embeddings",
     "hidden_act",        "attention_bias",       "mlp_bias",           "position",
     "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
-    "max_window_layers", "layer_types"};
+    "max_window_layers", "layer_types",          "rope_parameters"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
 json position_from_hf(const json& config, const std::string& source) {
+  // transformers v5 writes rope_theta, partial_rotary_factor and the scaling as one
+  // "rope_parameters" object: read it as the v4 keys it stands for.
+  if (config.contains("rope_parameters") && !config["rope_parameters"].is_null()) {
+    const json& rp = config["rope_parameters"];
+    if (!rp.is_object() || !rp.contains("rope_type"))
+      throw ConfigError(source + ": rope_parameters must be an object with a \"rope_type\" (per-layer-type RoPE is not supported), got " + json_brief(rp));
+    for (const char* key : {"rope_scaling", "rope_theta"})
+      if (config.contains(key) && !config[key].is_null())
+        throw ConfigError(source + ": rope_parameters is set together with " + key + "; keep one");
+    json v4 = config, scaling = rp;
+    v4.erase("rope_parameters");
+    for (const char* key : {"rope_theta", "partial_rotary_factor"})
+      if (scaling.contains(key)) {
+        v4[key] = scaling[key];
+        scaling.erase(key);
+      }
+    v4["rope_scaling"] = scaling;
+    return position_from_hf(v4, source);
+  }
   json pos = {{"type", "rope"}};
   if (config.contains("rope_theta") && !config["rope_theta"].is_null()) pos["base"] = config["rope_theta"];
   if (config.contains("partial_rotary_factor") && !config["partial_rotary_factor"].is_null())
@@ -240,8 +259,9 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   parse_architecture(f, mc);
 
   const bool has_position = f.has("position");
-  if (has_position && config.contains("rope_scaling") && !config["rope_scaling"].is_null())
-    f.fail("rope_scaling", "is set together with \"position\"; keep one (--set rope_scaling=null)");
+  for (const char* key : {"rope_scaling", "rope_parameters"})
+    if (has_position && config.contains(key) && !config[key].is_null())
+      f.fail(key, "is set together with \"position\"; keep one (--set " + std::string(key) + "=null)");
   // Phi-3 style configs give the pre-extension length at the top level.
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
   parse_position(has_position ? config["position"] : position_from_hf(config, source), trained, source, mc);

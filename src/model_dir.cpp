@@ -1,5 +1,6 @@
 #include "pert/model_dir.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "pert/error.hpp"
@@ -67,6 +68,22 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
   m.config = parse_model_config(m.config_json, source);
   m.checks.push_back("config.json parses and validates" +
                      std::string(overrides.empty() ? "" : " (after overrides)"));
+  // HF's generate stops at generation_config.json's eos_token_id (Llama 3 instruct lists three
+  // there): pert stops at those and config.json's.
+  const std::filesystem::path gen_path = dir / "generation_config.json";
+  if (std::filesystem::exists(gen_path, ec)) {
+    const nlohmann::json gen = read_json_file(gen_path);
+    using nlohmann::json;
+    const json eos = gen.is_object() && gen.contains("eos_token_id") ? gen["eos_token_id"] : json();
+    for (const json& id : eos.is_array() ? eos : eos.is_null() ? json::array() : json::array({eos})) {
+      if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= m.config.vocab_size)
+        throw ConfigError(gen_path.string() + ": eos_token_id must be token ids in [0, vocab_size = " +
+                          std::to_string(m.config.vocab_size) + "), got " + json_brief(id));
+      std::vector<int>& ids = m.config.eos_token_ids;
+      if (std::find(ids.begin(), ids.end(), id.get<int>()) == ids.end()) ids.push_back(id.get<int>());
+    }
+    m.checks.push_back("generation_config.json: eos_token_id read");
+  }
 
   m.checkpoint = Checkpoint::open(dir);
   m.checks.push_back(std::to_string(m.checkpoint.files().size()) +

@@ -72,6 +72,10 @@ CASES = {
                                                                 "original_max_position_embeddings": 16}}}, False),
     "hf_yarn_untruncated": (None, {"extra_config": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 20,
                                                                      "truncate": False}}}, False),
+    "hf_v5_rope_parameters": (None, {"extra_config": {"rope_parameters": {"rope_type": "llama3", "rope_theta": 50000.0,
+                                                                          "factor": 8.0, "low_freq_factor": 1.0,
+                                                                          "high_freq_factor": 4.0,
+                                                                          "original_max_position_embeddings": 16}}}, False),
     # Architectures (README "Model families").
     "llama_attention_mlp_bias": (None, {"qkv_bias": True, "o_bias": True, "mlp_bias": True,
                                         "extra_config": {"attention_bias": True, "mlp_bias": True,

@@ -435,6 +435,25 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   CHECK(parse(c).architecture == Architecture::Llama);  // pert's own configs name none
 }
 
+TEST_CASE("config: transformers v5's rope_parameters read as rope_theta + rope_scaling", "[config]") {
+  json c = tiny_config();
+  c.erase("rope_theta");
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  ModelConfig m = parse(c);
+  CHECK(m.position.base == 500000.0);
+  CHECK(m.position.scaling.type == RopeScalingType::None);
+  c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}, {"partial_rotary_factor", 0.5}};
+  m = parse(c);
+  CHECK(m.position.scaling.type == RopeScalingType::Yarn);
+  CHECK(m.position.scaling.factor == 4.0);
+  CHECK(m.position.rotary_dim == 2);
+  c["rope_theta"] = 10000.0;
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_parameters is set together with rope_theta");
+  c.erase("rope_theta");
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}};
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_parameters must be an object with a \"rope_type\"");
+}
+
 TEST_CASE("config: YaRN's mscale ratio and truncate, LongRoPE's short/long mscale", "[config]") {
   RopeScaling s = parse(with_scaling({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"mscale_all_dim", 0.5}})).position.scaling;
   CHECK(s.attention_factor == Approx((0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0)));

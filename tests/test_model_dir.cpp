@@ -42,6 +42,35 @@ TEST_CASE("model dir: expected tensors follow HF llama names and [out, in] shape
   CHECK(got.back().name == "model.norm.weight");
 }
 
+TEST_CASE("model dir: Qwen2's biases and Phi-3's fused projections by their HF names", "[model_dir]") {
+  json c = tiny_config();
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["model_type"] = "qwen2";
+  std::vector<ExpectedTensor> got = expected_tensors(parse_model_config(c, "c"));
+  CHECK(got.size() == 21 + 2 * 3);
+  CHECK(got[5].name == "model.layers.0.self_attn.q_proj.bias");
+  CHECK(got[5].shape == std::vector<int64_t>{16});
+  CHECK(got[6].shape == std::vector<int64_t>{8});  // k: 2 kv heads of 4
+  c["architectures"] = {"Phi3ForCausalLM"};
+  c["model_type"] = "phi3";
+  got = expected_tensors(parse_model_config(c, "c"));
+  CHECK(got.size() == 21 - 2 * 3);
+  CHECK(got[2].name == "model.layers.0.self_attn.qkv_proj.weight");
+  CHECK(got[2].shape == std::vector<int64_t>{16 + 2 * 8, 16});
+  CHECK(got[5].name == "model.layers.0.mlp.gate_up_proj.weight");
+  CHECK(got[5].shape == std::vector<int64_t>{2 * 24, 16});
+}
+
+TEST_CASE("model dir: generation_config.json's eos ids join config.json's", "[model_dir]") {
+  TempDir tmp;
+  write_model_dir(tmp.path, tiny_config(), tiny_tensors());
+  write_file(tmp / "generation_config.json", json{{"eos_token_id", {2, 7, 9}}, {"do_sample", true}}.dump());
+  CHECK(open_model_dir(tmp.path).config.eos_token_ids == std::vector<int>{2, 7, 9});
+  write_file(tmp / "generation_config.json", json{{"eos_token_id", 40}}.dump());
+  REQUIRE_THROWS_NAMING(open_model_dir(tmp.path), ConfigError, (tmp / "generation_config.json").string(),
+                        "eos_token_id must be token ids in [0, vocab_size = 32), got 40");
+}
+
 TEST_CASE("model dir: a valid directory opens, in every dtype, with overrides", "[model_dir]") {
   TempDir tmp;
   for (const char* dtype : {"F32", "F16", "BF16"}) {

@@ -51,6 +51,12 @@ def position_block(config):
     """pert's "position" block, or the HF rope keys it stands for."""
     if config.get("position") is not None:
         return dict(config["position"])
+    if config.get("rope_parameters") is not None:  # transformers v5: one object for the v4 keys
+        rp = dict(config["rope_parameters"])
+        config = dict(config, rope_scaling=rp)
+        for key in ("rope_theta", "partial_rotary_factor"):
+            if key in rp:
+                config[key] = rp.pop(key)
     pos = {"type": "rope", "base": config.get("rope_theta", 10000.0)}
     if config.get("partial_rotary_factor") is not None:
         head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
