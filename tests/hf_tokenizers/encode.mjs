@@ -20,7 +20,8 @@
 //   {"ids": [[...], ...]}            one array per line (--whole: one flat array, the file's)
 //   "tokens": [[...], ...]           --tokens: the pieces, as the vocabulary spells them
 //   "roundtrip": [true, ...]         --roundtrip: decode(encode(line)) === line, decoding with
-//                                    skip_special_tokens and clean_up_tokenization_spaces off
+//                                    skip_special_tokens and clean_up_tokenization_spaces off;
+//   "roundtrip_skip_special": [...]  the same with skip_special_tokens on (pert's decode)
 //   "load_s", "encode_s", "bytes"    --time: seconds to build the tokenizer (JSON parse included)
 //                                    and to encode the job's text (in-process, performance.now()),
 //                                    and the input's UTF-8 bytes
@@ -87,9 +88,10 @@ function run(job) {
   const result = { ids: pick(encoded.map((e) => e.ids)) };
   if (job.tokens) result.tokens = pick(encoded.map((e) => e.tokens));
   if (job.roundtrip) {
-    const decodeOpts = { skip_special_tokens: false, clean_up_tokenization_spaces: false };
-    result.roundtrip = pick(encoded.map((e, i) =>
-      (e.ids.length === 0 ? "" : tokenizer.decode(e.ids, decodeOpts)) === inputs[i]));
+    const decoded = (ids, skip) => (ids.length === 0 ? "" :
+      tokenizer.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false }));
+    result.roundtrip = pick(encoded.map((e, i) => decoded(e.ids, false) === inputs[i]));
+    result.roundtrip_skip_special = pick(encoded.map((e, i) => decoded(e.ids, true) === inputs[i]));
   }
   if (job.time) {
     result.load_s = (t1 - t0) / 1000;
