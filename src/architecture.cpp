@@ -4,6 +4,8 @@
 //   MistralForCausalLM  sliding_window on every layer
 //   Qwen2ForCausalLM    q/k/v biases always; sliding_window only with use_sliding_window, and
 //                       only on layers i >= max_window_layers
+//   Qwen3ForCausalLM    Qwen2's windows; RMSNorm of each q and k head before RoPE (q_norm,
+//                       k_norm over head_dim); attention_bias as Llama's, no q/k/v biases otherwise
 //   Phi3ForCausalLM     fused qkv_proj and gate_up_proj (gate first); sliding_window on every
 //                       layer; its longrope and partial_rotary_factor go through the rope block
 // A window W lets the query at m see keys m − W < n <= m (HF masking_utils). `layer_types`
@@ -26,6 +28,7 @@ const ArchitectureInfo kArchitectures[] = {
     {"LlamaForCausalLM", "llama", Architecture::Llama},
     {"MistralForCausalLM", "mistral", Architecture::Mistral},
     {"Qwen2ForCausalLM", "qwen2", Architecture::Qwen2},
+    {"Qwen3ForCausalLM", "qwen3", Architecture::Qwen3},
     {"Phi3ForCausalLM", "phi3", Architecture::Phi3},
 };
 
@@ -70,20 +73,23 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
     f.fail("model_type", "'" + model_type + "' does not match architectures " + info->name + " (model_type '" +
                              info->model_type + "')");
   mc.architecture = info->architecture;
-  const bool llama = info->architecture == Architecture::Llama;
+  const Architecture arch = info->architecture;
+  const bool llama = arch == Architecture::Llama;
+  const bool qwen = arch == Architecture::Qwen2 || arch == Architecture::Qwen3;
 
   for (const char* key : kOtherMath)
     if (const json* v = f.get(key); v && *v != false && *v != 0)
       f.fail(key, "is set (" + json_brief(*v) + "): it changes the math of another architecture, which pert does not compute");
 
   const bool attention_bias = f.boolean("attention_bias", false), mlp_bias = f.boolean("mlp_bias", false);
-  for (const auto& [key, on] : {std::pair{"attention_bias", attention_bias}, std::pair{"mlp_bias", mlp_bias}})
-    if (on && !llama)
-      f.fail(key, std::string("is true, but ") + info->name + " has no such biases (only LlamaForCausalLM reads it)");
-  mc.qkv_bias = attention_bias || info->architecture == Architecture::Qwen2;
+  if (attention_bias && !llama && arch != Architecture::Qwen3)
+    f.fail("attention_bias", std::string("is true, but ") + info->name + " has no such biases (LlamaForCausalLM and Qwen3ForCausalLM read it)");
+  if (mlp_bias && !llama) f.fail("mlp_bias", std::string("is true, but ") + info->name + " has no such biases (only LlamaForCausalLM reads it)");
+  mc.qkv_bias = attention_bias || arch == Architecture::Qwen2;
   mc.o_bias = attention_bias;
   mc.mlp_bias = mlp_bias;
-  mc.fused_projections = info->architecture == Architecture::Phi3;
+  mc.fused_projections = arch == Architecture::Phi3;
+  mc.qk_norm = arch == Architecture::Qwen3;
 
   // The window, and which layers use it.
   mc.sliding_window.assign(size_t(mc.n_layers), 0);
@@ -92,7 +98,7 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
     f.fail("sliding_window", "is not read by LlamaForCausalLM (HF attends to every key); use MistralForCausalLM for a windowed model, or remove it");
   int window = has_window ? f.positive("sliding_window", kMaxCount) : 0;
   std::vector<bool> windowed(size_t(mc.n_layers), !llama && window > 0);
-  if (info->architecture == Architecture::Qwen2) {
+  if (qwen) {
     if (!f.boolean("use_sliding_window", false)) window = 0;  // HF: the window is off unless asked for
     const int first = int(f.integer("max_window_layers", 0, kMaxLayers, mc.n_layers));
     for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = window > 0 && i >= first;
@@ -108,7 +114,7 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
       windowed[i] = t == "sliding_attention";
       if (windowed[i] && window == 0)
         f.fail("layer_types", "names a sliding_attention layer, but no window is set (sliding_window" +
-                                  std::string(info->architecture == Architecture::Qwen2 ? " with use_sliding_window" : "") + ")");
+                                  std::string(qwen ? " with use_sliding_window" : "") + ")");
     }
   }
   for (int i = 0; i < mc.n_layers; ++i) mc.sliding_window[size_t(i)] = windowed[size_t(i)] ? window : 0;

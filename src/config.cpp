@@ -408,6 +408,7 @@ json to_json(const ModelConfig& c) {
   if (c.o_bias) j["o_bias"] = true;
   if (c.mlp_bias) j["mlp_bias"] = true;
   if (c.fused_projections) j["fused_projections"] = true;
+  if (c.qk_norm) j["qk_norm"] = true;
   if (std::any_of(c.sliding_window.begin(), c.sliding_window.end(), [](int w) { return w > 0; }))
     j["sliding_window"] = c.sliding_window;
   return j;

@@ -96,6 +96,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     w.b_gate = m->optional_tensor(l + "mlp.gate_proj.bias");
     w.b_up = m->optional_tensor(l + "mlp.up_proj.bias");
     w.b_down = m->optional_tensor(l + "mlp.down_proj.bias");
+    w.q_norm = m->optional_tensor(l + "self_attn.q_norm.weight");
+    w.k_norm = m->optional_tensor(l + "self_attn.k_norm.weight");
     m->layers.push_back(w);
   }
   m->final_norm = m->tensor("model.norm.weight");
@@ -255,6 +257,10 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
       add_rows(q_.data(), w.bq, rows, q_dim);
       add_rows(k_.data(), w.bk, rows, kv_dim);
       add_rows(v_.data(), w.bv, rows, kv_dim);
+    }
+    if (w.q_norm) {  // q_ and k_ are [rows][heads][hd]: one RMSNorm per head vector
+      rmsnorm(q_.data(), q_.data(), w.q_norm, rows * c.n_heads, hd, eps);
+      rmsnorm(k_.data(), k_.data(), w.k_norm, rows * c.n_kv_heads, hd, eps);
     }
     for (int s = 0; s < S; ++s) {
       float* q = &q_[size_t(s) * n * q_dim];    // [n][q_dim]

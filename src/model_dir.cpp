@@ -29,6 +29,10 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       out.push_back({l + "self_attn.k_proj.bias", {kv}});
       out.push_back({l + "self_attn.v_proj.bias", {kv}});
     }
+    if (c.qk_norm) {
+      out.push_back({l + "self_attn.q_norm.weight", {c.head_dim}});
+      out.push_back({l + "self_attn.k_norm.weight", {c.head_dim}});
+    }
     out.push_back({l + "self_attn.o_proj.weight", {d, q}});
     if (c.o_bias) out.push_back({l + "self_attn.o_proj.bias", {d}});
     out.push_back({l + "post_attention_layernorm.weight", {d}});

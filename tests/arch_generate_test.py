@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Each architecture pert reads, end to end with a real tokenizer attached, as a user runs it:
 
-    arch_generate_test.py ARCH PERT      # ARCH: llama3 | mistral | qwen2 | phi3
+    arch_generate_test.py ARCH PERT      # ARCH: llama3 | mistral | qwen2 | qwen3 | phi3
 
 A random-weight checkpoint with the published config's keys and tensor names (shrunk, but with
 the real vocabulary size) gets the real tokenizer.json + tokenizer_config.json of that family
@@ -44,6 +44,11 @@ ARCHS = {
         "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "bos_token_id": 151643,
         "eos_token_id": 151645, "rope_theta": 1000000.0, "use_sliding_window": False, "sliding_window": 32768,
         "max_window_layers": 21}),
+    # Qwen3 0.6B: q/k norms, head_dim apart from hidden/heads, tied
+    "qwen3": ("tokenizer-qwen3", 151936, {"tie": True, "qk_norm": True, "head_dim": 16}, {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "bos_token_id": 151643,
+        "eos_token_id": 151645, "head_dim": 16, "rope_theta": 1000000.0, "attention_bias": False,
+        "use_sliding_window": False, "sliding_window": None, "max_window_layers": 28}),
     # Phi-3 mini 128k: fused projections, longrope, Llama-2 tokenizer in a 32064 vocabulary
     "phi3": ("tokenizer-llama2", 32064, {"fused": True, "kv_heads": 4}, {
         "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "bos_token_id": 1, "eos_token_id": 32000,

@@ -84,6 +84,10 @@ CASES = {
     "qwen2_biases_window": (None, {"qkv_bias": True, "tie": True, "extra_config": QWEN2}, False),
     "qwen2_window_off": (None, {"qkv_bias": True, "extra_config": dict(QWEN2, use_sliding_window=False,
                                                                         sliding_window=4)}, False),
+    # Qwen3-0.6B's keys: q/k norms, head_dim set apart from hidden/heads, windows on from layer 1
+    "qwen3_qk_norm_window": (None, {"qk_norm": True, "head_dim": 24, "tie": True,
+                                    "extra_config": dict(QWEN2, architectures=["Qwen3ForCausalLM"], model_type="qwen3",
+                                                         attention_bias=False, sliding_window=12)}, False),
     "phi3_longrope_window": (None, {"fused": True, "kv_heads": 4, "extra_config": PHI3}, True),
     "phi3_partial_mscale_bf16": (None, {"fused": True, "kv_heads": 4, "dtype": "BF16", "extra_config": PHI3_PARTIAL}, True),
 }

@@ -420,6 +420,14 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   c.erase("architectures");  // model_type alone names it too
   CHECK(parse(c).architecture == Architecture::Qwen2);
 
+  c["architectures"] = {"Qwen3ForCausalLM"};
+  c["model_type"] = "qwen3";
+  m = parse(c);
+  CHECK((m.qk_norm && !m.qkv_bias && !m.o_bias));
+  CHECK(m.sliding_window == std::vector<int>{0, 32});
+  c["attention_bias"] = true;
+  CHECK((parse(c).qkv_bias && parse(c).o_bias));
+
   c = tiny_config();
   c["architectures"] = {"Phi3ForCausalLM"};
   c["model_type"] = "phi3";

@@ -225,7 +225,7 @@ def layer_windows(config):
     window = config.get("sliding_window") or 0
     if arch in ("", "LlamaForCausalLM"):
         return [0] * n
-    if arch == "Qwen2ForCausalLM":  # off unless use_sliding_window; then layers >= max_window_layers
+    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):  # off unless use_sliding_window; then layers >= max_window_layers
         if not config.get("use_sliding_window", False):
             window = 0
         first = config.get("max_window_layers", n)
@@ -312,6 +312,9 @@ def forward(config, W, ids):
         else:
             q, k, v = (linear(h, p + f"self_attn.{n}_proj") for n in "qkv")
         q, k, v = heads(q, H), heads(k, KV), heads(v, KV)  # [..., H or KV, T, hd]
+        if p + "self_attn.q_norm.weight" in W:  # Qwen3: each head's q and k RMS-normalised before RoPE
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
         k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
         v = v.repeat_interleave(H // KV, dim=-3)
         if kind == "rope":
@@ -345,7 +348,7 @@ def forward(config, W, ids):
 # ----------------------------------------------------------------------------- random models
 def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
                vocab=96, trained=32, tie=False, head_dim=None, extra_config=None, qkv_bias=False, o_bias=False,
-               mlp_bias=False, fused=False):
+               mlp_bias=False, fused=False, qk_norm=False):
     """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1).
     qkv_bias / o_bias / mlp_bias add bias tensors; fused writes Phi-3's qkv_proj and gate_up_proj."""
     g = torch.Generator().manual_seed(seed)
@@ -372,6 +375,9 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
             t[p + "self_attn.v_proj.bias"] = randn(kv_heads * hd, std=0.5)
         if o_bias:
             t[p + "self_attn.o_proj.bias"] = randn(hidden, std=0.5)
+        if qk_norm:
+            t[p + "self_attn.q_norm.weight"] = 1 + randn(hd, std=0.2)
+            t[p + "self_attn.k_norm.weight"] = 1 + randn(hd, std=0.2)
         if mlp_bias:
             for n, size in (("gate", ffn), ("up", ffn), ("down", hidden)):
                 t[p + f"mlp.{n}_proj.bias"] = randn(size, std=0.5)

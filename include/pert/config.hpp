@@ -54,7 +54,7 @@ struct PositionConfig {
 
 // The HF architecture of a checkpoint: its tensor names and what its blocks add to llama's
 // (architecture.cpp). Each is llama's math plus the extras below.
-enum class Architecture { Llama, Mistral, Qwen2, Phi3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3 };
 
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
@@ -74,6 +74,7 @@ struct ModelConfig {
   bool o_bias = false;              // o_proj adds a bias (Llama's attention_bias)
   bool mlp_bias = false;            // gate/up/down add a bias (Llama's mlp_bias)
   bool fused_projections = false;   // Phi-3: qkv_proj [q + 2·kv][d] and gate_up_proj [2·ffn][d], gate first
+  bool qk_norm = false;             // Qwen3: RMSNorm of each query and key head before RoPE (q_norm, k_norm)
   std::vector<int> sliding_window;  // [layer]: 0 full causal attention; W: query m sees keys m − W < n ≤ m
   PositionConfig position;
 };

@@ -30,6 +30,7 @@ struct LayerWeights {
   // Biases, null where the architecture has none (ModelConfig::qkv_bias, o_bias, mlp_bias).
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // [q_dim] [kv_dim] [kv_dim] [d]
   const float *b_gate = nullptr, *b_up = nullptr, *b_down = nullptr;         // [ffn] [ffn] [d]
+  const float *q_norm = nullptr, *k_norm = nullptr;  // [head_dim] each (ModelConfig::qk_norm)
 };
 
 // What the matrices are kept and multiplied in: F32 (exact against the reference) or BF16
