@@ -264,8 +264,8 @@ def main():
                             f"      first difference at id #{pos}\n"
                             f"      pert: {show_ids(g, pos, pieces)}\n"
                             f"      HF:   {show_ids(w, pos, pieces)}\n"
-                            f"      pert ids: {g[:60]}{' ...' if len(g) > 60 else ''}\n"
-                            f"      HF ids:   {w[:60]}{' ...' if len(w) > 60 else ''}")
+                            f"      pert ids[{max(0, pos - 20)}:]: {g[max(0, pos - 20):pos + 20]}\n"
+                            f"      HF ids[{max(0, pos - 20)}:]:   {w[max(0, pos - 20):pos + 20]}")
                     if len(bad) > MAX_SHOWN:
                         problems.append(f"{check}: {len(bad) - MAX_SHOWN} more lines differ")
                 # the decode round trip: the harness's verdict against the reference's own (pert's
