@@ -79,6 +79,25 @@ write("config", "set_llama3_hf", config(small, "position=null",
                                         "rope_scaling={\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,"
                                         "\"high_freq_factor\":4,\"original_max_position_embeddings\":64}"))
 write("config", "set_bad", config(small, "nope=1", "position..type=x", "=", "position.type.x=1"))
+# HF architectures: Qwen2's windows and biases, Qwen3's q/k norms, Phi-3's fused longrope, v5 keys.
+hf = dict(rope)
+del hf["position"]
+write("config", "qwen2_window", json.dumps(dict(hf, architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                                                use_sliding_window=True, sliding_window=16, max_window_layers=2)))
+write("config", "qwen3_layer_types", json.dumps(dict(hf, architectures=["Qwen3ForCausalLM"], model_type="qwen3",
+                                                     sliding_window=8, use_sliding_window=True,
+                                                     layer_types=["full_attention"] * 4 + ["sliding_attention"])))
+write("config", "phi3_longrope", json.dumps(dict(hf, architectures=["Phi3ForCausalLM"], model_type="phi3",
+                                                 original_max_position_embeddings=64, sliding_window=2047,
+                                                 partial_rotary_factor=0.5,
+                                                 rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
+                                                               "long_factor": [2.0] * 8, "short_mscale": 1.1,
+                                                               "long_mscale": 1.2})))
+write("config", "mistral_v5_yarn", json.dumps(dict(hf, architectures=["MistralForCausalLM"], model_type="mistral",
+                                                   sliding_window=4096,
+                                                   rope_parameters={"rope_type": "yarn", "rope_theta": 1e6,
+                                                                    "factor": 4.0, "mscale": 1.0,
+                                                                    "mscale_all_dim": 0.5, "truncate": False})))
 write("config", "not_object", "[1, 2, 3]")
 
 # --- tokenizer.json: a tiny llama-style BPE, and variants ----------------------------------
