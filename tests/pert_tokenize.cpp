@@ -1,5 +1,7 @@
 // Test harness for tests/tokenizer_test.py: encodes each line of a text file.
-//   pert_tokenize TOKENIZER_JSON TEXT_FILE OUT_FILE
+//   pert_tokenize TOKENIZER_JSON TEXT_FILE OUT_FILE [--parse-special]
+// Special tokens written in the text stay text, as SentencePiece reads them, unless
+// --parse-special (HF's behaviour).
 // The text is split on "\n" exactly as Python's str.split("\n"). For each line, OUT_FILE gets
 // the ids (no BOS/EOS) separated by spaces, a TAB, and "ok" when decode(encode(line)) == line,
 // else "roundtrip-mismatch"; or "error" when the line is not valid UTF-8.
@@ -11,8 +13,9 @@
 #include "pert/tokenizer.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: pert_tokenize TOKENIZER_JSON TEXT_FILE OUT_FILE\n";
+  const bool parse_special = argc == 5 && std::string(argv[4]) == "--parse-special";
+  if (argc != 4 && !parse_special) {
+    std::cerr << "usage: pert_tokenize TOKENIZER_JSON TEXT_FILE OUT_FILE [--parse-special]\n";
     return 2;
   }
   try {
@@ -23,7 +26,7 @@ int main(int argc, char** argv) {
       const size_t end = std::min(text.find('\n', start), text.size());
       const std::string line = text.substr(start, end - start);
       try {
-        const std::vector<int> ids = tok.encode(line);
+        const std::vector<int> ids = tok.encode(line, false, parse_special);
         for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
         out << '\t' << (tok.decode(ids) == line ? "ok" : "roundtrip-mismatch") << '\n';
       } catch (const pert::Error&) {

@@ -18,7 +18,7 @@ esac
 
 packages=(cmake make g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev catch2
           python3-torch python3-numpy python3-sentencepiece python3-matplotlib
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev pkg-config libpcre2-dev libutf8proc-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

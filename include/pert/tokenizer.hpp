@@ -1,73 +1,76 @@
-// Tokenizer for HF `tokenizer.json` files of the llama / SentencePiece-BPE kind: a BPE model
-// with `vocab`, rank-ordered `merges` and `byte_fallback`; the "▁" space normalizer with a
-// prepended "▁" (as a Prepend+Replace normalizer or a Metaspace pre-tokenizer); added
-// (special) tokens. Text is encoded as text: "<s>" in a prompt is three characters, as
-// SentencePiece does; special tokens enter only by id.
+// Tokenizer for HF `tokenizer.json` files with a BPE model, run as HF's tokenizers library
+// runs them: added tokens are found in the text first, the text between them goes through the
+// normalizer, the pre-tokenizer and the BPE model; the post-processor adds the special tokens
+// around a sequence; the decoder turns ids back into text. What pert implements is listed in
+// src/tokenizer/internal.hpp; anything else in a file is refused with the key named.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace pert {
 
+namespace tokenizer {
+struct Data;
+}
+
 class Tokenizer {
  public:
+  Tokenizer();  // an empty tokenizer (no tokens); assign a loaded one to use it
+
   // Reads and validates tokenizer.json. Throws IoError / FormatError naming the file.
   static Tokenizer load(const std::filesystem::path& path);
-  // The same from the text of a tokenizer.json; `where` names it in errors.
+  // DIR/tokenizer.json; when it has no post-processor, DIR/tokenizer_config.json's
+  // add_bos_token / add_eos_token (with bos_token / eos_token) say what add_special adds.
+  static Tokenizer load_dir(const std::filesystem::path& dir);
+  // The same as load from the text of a tokenizer.json; `where` names it in errors.
   static Tokenizer parse(std::string_view text, const std::string& where);
 
-  // Token ids of `text` (no BOS/EOS). Throws Error when `text` is not valid UTF-8.
-  std::vector<int> encode(std::string_view text) const;
-  // Text of `ids`: pieces with "▁" as spaces, <0xNN> runs as bytes, special tokens dropped,
-  // and the space the normalizer prepended removed.
+  // Token ids of `text`. `add_special`: with the post-processor's special tokens around it
+  // (e.g. <s> first). `parse_special`: special added tokens written in the text ("<s>") are
+  // those tokens, as HF does; false: they are text, as SentencePiece does. Throws Error when
+  // `text` is not valid UTF-8 or a regex gives up on it (naming the tokenizer file).
+  std::vector<int> encode(std::string_view text, bool add_special = false, bool parse_special = true) const;
+  // Text of `ids` through the decoder, special tokens skipped (HF's skip_special_tokens).
   std::string decode(const std::vector<int>& ids) const;
 
-  int vocab_size() const { return int(pieces_.size()); }
-  const std::string& piece(int id) const { return pieces_.at(size_t(id)); }
+  int vocab_size() const;
+  const std::string& piece(int id) const;
   std::optional<int> find(const std::string& piece) const;
-  bool is_special(int id) const { return special_.at(size_t(id)); }
-  // The bytes one token stands for: its piece with "▁" as spaces, the byte of a <0xNN>
-  // token, nothing for a special token.
+  bool is_special(int id) const;
+  // The text one token decodes to in the middle of a text (a special token: its content).
   std::string token_text(int id) const;
-  // Whether the normalizer prepends "▁" (so decoding strips one leading space).
-  bool adds_prefix_space() const { return prefix_space_; }
+  // The ids the post-processor puts before / after a single sequence (add_special).
+  const std::vector<int>& prefix_special() const;
+  const std::vector<int>& suffix_special() const;
 
  private:
-  std::vector<std::string> pieces_;        // id -> piece
-  std::unordered_map<std::string, int> ids_;
-  std::unordered_map<uint64_t, std::pair<int, int>> merges_;  // (left, right) -> (rank, merged id)
-  std::vector<bool> special_;
-  std::vector<int> byte_of_;               // id -> the byte of a <0xNN> token, or -1
-  int byte_token_[256];                    // byte -> its <0xNN> id, or -1
-  int unk_ = -1;
-  bool byte_fallback_ = false, fuse_unk_ = false;
-  bool prefix_space_ = false;              // prepend "▁" to non-empty text
-  bool space_to_meta_ = false;             // " " -> "▁"
-  bool split_words_ = false;               // Metaspace split: merges stay inside "▁word" pieces
-
-  void encode_word(std::string_view word, std::vector<int>& out) const;
-  static Tokenizer from_json(const nlohmann::json& j, const std::string& where);
+  std::shared_ptr<const tokenizer::Data> d_;
+  friend class StreamDecoder;
 };
 
-// Turns a stream of token ids into text as it comes: bytes of a UTF-8 character split over
-// several <0xNN> tokens are held until the character is complete.
+// Turns a stream of token ids into text as it comes, equal in the end to decode() of them all:
+// text that later tokens could still change (bytes of a UTF-8 character split over tokens, a
+// run of byte-fallback tokens) is held back until it cannot.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer) : tok_(tokenizer) {}
-  std::string push(int id);  // text that became complete with this token
-  std::string flush();       // whatever is held back (an incomplete character at the end)
+  // Takes `context` (e.g. the prompt) as already shown: push() then gives what follows it.
+  void prime(const std::vector<int>& context);
+  std::string push(int id);  // text that became certain with this token
+  std::string flush();       // whatever is held back (e.g. an incomplete character at the end)
 
  private:
   const Tokenizer& tok_;
-  std::string pending_;  // bytes of an incomplete UTF-8 character
-  bool at_start_ = true;
+  std::vector<int> window_;  // ids since the last point where decoding could restart
+  size_t emitted_ = 0;       // bytes of the window's text already returned
+  bool at_start_ = true;     // the window starts the text (the decoder strips a leading space)
+
+  std::string advance(bool final);
 };
 
 // Whether `s` is well-formed UTF-8; `bad_at` receives the offset of the first bad byte.

@@ -60,7 +60,7 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
   const std::filesystem::path tok_path = dir / "tokenizer.json";
   if (!std::filesystem::exists(tok_path))
     throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
-  m.tokenizer = Tokenizer::load(tok_path);
+  m.tokenizer = Tokenizer::load_dir(dir);
   const int model_vocab = m.model->config().vocab_size;
   if (m.tokenizer.vocab_size() > model_vocab)
     throw ConfigError(tok_path.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +

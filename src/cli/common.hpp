@@ -69,5 +69,6 @@ void add_perplexity(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_positions(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_tokenize(CLI::App& app);
 
 }  // namespace pert::cli

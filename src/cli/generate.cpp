@@ -31,8 +31,8 @@ void run_generate(GenerateArgs& a) {
   const Tokenizer& tok = m.tokenizer;
   const ModelConfig& c = m.model->config();
 
-  std::vector<int> prompt;
-  if (c.bos_token_id >= 0) prompt.push_back(c.bos_token_id);
+  const int n_lead = int(tok.prefix_special().size());  // what the post-processor puts first (e.g. <s>)
+  std::vector<int> prompt = tok.prefix_special();
   for (int id : tok.encode(a.prompt)) prompt.push_back(id);
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(c.max_position_embeddings, 4096);
   GenerateOptions options;
@@ -40,9 +40,9 @@ void run_generate(GenerateArgs& a) {
   options.vocab = tok.vocab_size();
   options.eos = c.eos_token_ids;
   options.ignore_eos = a.ignore_eos;
-  // As llama.cpp: --keep counts prompt tokens (-1: all of them) and the BOS is always kept.
-  const int prompt_text = int(prompt.size()) - (c.bos_token_id >= 0);
-  options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_text ? prompt_text : a.n_keep) + (c.bos_token_id >= 0);
+  // As llama.cpp: --keep counts prompt tokens (-1: all of them) and the leading special tokens are always kept.
+  const int prompt_text = int(prompt.size()) - n_lead;
+  options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_text ? prompt_text : a.n_keep) + n_lead;
   a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
   Sampler sampler(a.sampling);
   InferenceState state(*m.model, n_ctx);
@@ -53,7 +53,7 @@ void run_generate(GenerateArgs& a) {
 
   // The continuation is decoded as what follows the prompt (its leading space is kept).
   StreamDecoder stream(tok);
-  if (!a.prompt.empty()) stream.push(prompt.back());
+  stream.prime(prompt);
   std::string text;
   bool echoed = a.json;  // the prompt is echoed once it has run, so errors come before any text
   auto echo = [&] {

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   pert::cli::add_sweep(app);
   pert::cli::add_positions(app);
   pert::cli::add_bench(app);
+  pert::cli::add_tokenize(app);
   if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); }).empty()) {
     std::cerr << "pert: error: unknown subcommand '" << argv[1] << "' (see --help)\n";
     return 2;

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pert/error.hpp"
 #include "pert/tokenizer.hpp"
 
@@ -65,11 +67,12 @@ inline void check_decoders(const pert::Tokenizer& tok, const std::vector<int>& i
   }
 }
 
-// encode() throws pert::Error exactly when the text is not UTF-8 (or, for a tokenizer without
-// byte fallback or <unk>, when a character is missing). Returns whether it encoded.
-inline bool try_encode(const pert::Tokenizer& tok, std::string_view text, std::vector<int>& ids) {
+// encode() throws pert::Error when the text is not UTF-8 (or a regex gives up on it). Returns
+// whether it encoded.
+inline bool try_encode(const pert::Tokenizer& tok, std::string_view text, std::vector<int>& ids, bool parse_special = true,
+                       bool add_special = false) {
   try {
-    ids = tok.encode(text);
+    ids = tok.encode(text, add_special, parse_special);
   } catch (const pert::Error&) {
     return false;
   } catch (const std::exception& e) {
@@ -77,6 +80,39 @@ inline bool try_encode(const pert::Tokenizer& tok, std::string_view text, std::v
   }
   for (int id : ids) check(id >= 0 && id < tok.vocab_size(), "encode produced id " + std::to_string(id) + " outside the vocabulary");
   return true;
+}
+
+// A byte-level BPE tokenizer.json as Llama 3's pipeline has it: a Split regex, then ByteLevel
+// without its own regex; every byte is a token, a few merges, two added tokens.
+inline std::string byte_level_tokenizer() {
+  nlohmann::json vocab = nlohmann::json::object();
+  int id = 0, extra = 0;
+  for (int b = 0; b < 256; ++b) {  // GPT-2's alphabet: printable bytes as themselves, the rest from U+0100
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+    const unsigned cp = printable ? unsigned(b) : 256u + unsigned(extra++);
+    std::string c;
+    if (cp < 0x80) c += char(cp);
+    else c += char(0xc0 | (cp >> 6)), c += char(0x80 | (cp & 0x3f));
+    vocab[c] = id++;
+  }
+  for (const char* p : {"\xc4\xa0t", "he", "\xc4\xa0the", "in", "\xc4\xa0" "a"}) vocab[p] = id++;
+  const nlohmann::json j = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"ignore_merges", true},
+                 {"merges", {"\xc4\xa0 t", "h e", "\xc4\xa0t he", "i n", "\xc4\xa0 a"}}}},
+      {"added_tokens", {{{"id", id}, {"content", "<|begin|>"}, {"special", true}},
+                        {{"id", id + 1}, {"content", "<|end|>"}, {"special", true}}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+           {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+      {"post_processor", {{"type", "TemplateProcessing"},
+                          {"single", {{{"SpecialToken", {{"id", "<|begin|>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+                          {"special_tokens", {{"<|begin|>", {{"id", "<|begin|>"}, {"ids", {id}}}}}}}},
+      {"decoder", {{"type", "ByteLevel"}}}};
+  return j.dump();
 }
 
 }  // namespace fuzz
