@@ -189,7 +189,7 @@ def main():
     lines += [(f"edge case {k}", e) for k, e in enumerate(EDGE_CASES)]
     special += [(f"edge case {k}", e) for k, e in enumerate(EDGE_CASES)]
     texts = [t for _, t in lines]
-    print(f"{len(lines)} lines ({'all' if step == 1 else f'every {step}th'} corpus line of {', '.join(CORPORA)}, "
+    print(f"{len(lines)} lines ({'every' if step == 1 else f'every {step}th'} corpus line of {', '.join(CORPORA)}, "
           f"and {len(EDGE_CASES)} edge cases); --add-special on {len(special)}")
 
     failures = 0
