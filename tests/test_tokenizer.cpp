@@ -33,7 +33,13 @@ json tiny_tokenizer() {
              {{{"type", "Prepend"}, {"prepend", M}},
               {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", M}}}}}},
           {"pre_tokenizer", nullptr},
-          {"decoder", nullptr},
+          {"decoder",
+           {{"type", "Sequence"},
+            {"decoders",
+             {{{"type", "Replace"}, {"pattern", {{"String", M}}}, {"content", " "}},
+              {{"type", "ByteFallback"}},
+              {{"type", "Fuse"}},
+              {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
           {"model",
            {{"type", "BPE"},
             {"vocab", vocab},
@@ -68,6 +74,11 @@ TEST_CASE("tokenizer: BPE by merge rank, byte fallback, decoding", "[tokenizer]"
   for (const std::string s : {"abc", " ab", "a  b c", "\xc3\xa9t\xc3\xa9", "", "cab"})
     CHECK(t.decode(t.encode(s)) == s);
   CHECK(t.decode({1, ma, b, 2}) == "ab");  // special tokens decode to nothing
+  // Special tokens in the text are parsed (HF) unless asked not to (SentencePiece); the text
+  // after one is normalized on its own, so it gets its own "▁".
+  CHECK(t.encode("a<s>c") == std::vector<int>{ma, 1, meta, c});
+  CHECK(t.encode("<s>", false, false) == std::vector<int>{meta, 3 + '<', 3 + 's', 3 + '>'});
+  CHECK(t.encode("ab", true) == std::vector<int>{mab});  // no post-processor: nothing added
   REQUIRE_THROWS_NAMING(t.encode("a\xff"), Error, "not valid UTF-8", "byte 1");
   REQUIRE_THROWS_NAMING(t.token_text(268), Error, "token id 268");
 }
@@ -78,12 +89,13 @@ TEST_CASE("tokenizer: streaming holds a split UTF-8 character back", "[tokenizer
   StreamDecoder s(t);
   CHECK(s.push(1).empty());           // <s>
   CHECK(s.push(263) == "a");          // "▁a": the prepended space is stripped at the start
-  CHECK(s.push(3 + 0xe2).empty());    // first byte of "€" (E2 82 AC)
-  CHECK(s.push(3 + 0x82).empty());
-  CHECK(s.push(3 + 0xac) == "\xe2\x82\xac");
-  CHECK(s.push(259) == " ");
+  CHECK(s.push(3 + 0xe2).empty());    // "€" (E2 82 AC) as bytes: a run of byte tokens is
+  CHECK(s.push(3 + 0x82).empty());    // decided when it ends (HF decodes an invalid run as
+  CHECK(s.push(3 + 0xac).empty());    // one U+FFFD per byte)
+  CHECK(s.push(259) == "\xe2\x82\xac ");
   CHECK(s.push(3 + 0xc3).empty());
-  CHECK(s.flush() == "\xc3");         // an incomplete character at the end comes out as is
+  CHECK(s.flush() == "\xef\xbf\xbd");  // an incomplete character at the end: U+FFFD, as decode()
+  CHECK(t.decode({1, 263, 3 + 0xe2, 3 + 0x82, 3 + 0xac, 259, 3 + 0xc3}) == "a\xe2\x82\xac \xef\xbf\xbd");
 }
 
 TEST_CASE("tokenizer: files it cannot read are refused with the file named", "[tokenizer]") {
@@ -102,17 +114,19 @@ TEST_CASE("tokenizer: files it cannot read are refused with the file named", "[t
     j["model"]["merges"].push_back("x y");
     REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "merge \"x y\"", "not in the vocabulary");
   }
-  SECTION("a gap in the ids") {
-    j["model"]["vocab"]["bc"] = 400;
-    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "no token has id 264");
+  SECTION("ids spread far past the tokens") {
+    j["model"]["vocab"]["bc"] = 100000;
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "no token with id 264");
   }
-  SECTION("another normalizer") {
-    j["normalizer"] = {{"type", "NFKC"}};
-    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "normalizer", "not supported");
+  SECTION("a few unused ids are allowed, and decode to nothing as in HF") {
+    j["model"]["vocab"]["bc"] = 270;
+    const Tokenizer t = load(tmp, j);
+    CHECK(t.vocab_size() == 271);
+    CHECK(t.decode({263, 264, 263}) == "a a");
   }
-  SECTION("no space convention at all") {
-    j["normalizer"] = nullptr;
-    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "not a llama/SentencePiece tokenizer");
+  SECTION("an unknown normalizer") {
+    j["normalizer"]["normalizers"][1] = {{"type", "BertNormalizer"}};
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "normalizer.normalizers[1].type 'BertNormalizer' is not supported");
   }
   SECTION("a Metaspace pre-tokenizer stands for the normalizer") {
     j["normalizer"] = nullptr;
@@ -126,6 +140,29 @@ TEST_CASE("tokenizer: files it cannot read are refused with the file named", "[t
   SECTION("an added token that takes a vocabulary id") {
     j["added_tokens"].push_back({{"id", 260}, {"content", "<pad>"}, {"special", true}});
     REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "'<pad>' reuses id 260 of 'a'");
+  }
+  SECTION("features pert does not implement") {
+    j["model"]["continuing_subword_prefix"] = "##";
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "model.continuing_subword_prefix", "not supported");
+    j = tiny_tokenizer();
+    j["model"]["dropout"] = 0.1;
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "model.dropout");
+    j = tiny_tokenizer();
+    j["truncation"] = {{"max_length", 512}};
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "truncation is not supported");
+    j = tiny_tokenizer();
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}}, {{"type", "BertPreTokenizer"}}}}};
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "pre_tokenizer.pretokenizers[1].type 'BertPreTokenizer' is not supported");
+    j = tiny_tokenizer();
+    j["decoder"] = {{"type", "WordPiece"}};
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "decoder.type 'WordPiece' is not supported");
+    j = tiny_tokenizer();
+    j["post_processor"] = {{"type", "PairOnly"}};
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "post_processor.type 'PairOnly' is not supported");
+  }
+  SECTION("an invalid regex: the key and PCRE2's message") {
+    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a"}}}, {"behavior", "Isolated"}};
+    REQUIRE_THROWS_NAMING(load(tmp, j), FormatError, path, "pre_tokenizer.pattern.Regex", "invalid regex", "missing closing parenthesis");
   }
   SECTION("missing file") {
     REQUIRE_THROWS_NAMING(Tokenizer::load(tmp / "none.json"), IoError, "none.json");
