@@ -168,6 +168,28 @@ TEST_CASE("catalogue: tokenizer and prompt", "[catalogue]") {
     write_file(m.tokenizer, t.dump());
     require_refusal(m.generate(), {m.tokenizer.string(), "merge", "not in the vocabulary"});
   }
+  auto edit_tokenizer = [&](const char* key, const json& value) {
+    json t = json::parse(slurp(m.tokenizer));
+    t[key] = value;
+    write_file(m.tokenizer, t.dump());
+  };
+  SECTION("an invalid regex") {
+    edit_tokenizer("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "[a-"}}}, {"behavior", "Isolated"}});
+    require_refusal(m.generate(), {m.tokenizer.string(), "pre_tokenizer.pattern.Regex", "invalid regex", "PCRE2"});
+  }
+  SECTION("an unknown pre-tokenizer") {
+    edit_tokenizer("pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}}, {{"type", "BertPreTokenizer"}}}}});
+    require_refusal(m.generate(), {m.tokenizer.string(), "pre_tokenizer.pretokenizers[1].type 'BertPreTokenizer' is not supported"});
+  }
+  SECTION("an unknown normalizer") {
+    edit_tokenizer("normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}});
+    require_refusal(m.generate(), {m.tokenizer.string(), "normalizer.type 'Precompiled' is not supported"});
+  }
+  SECTION("a regex that backtracks without end on the prompt") {
+    edit_tokenizer("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}});
+    require_refusal(m.generate({"-p", std::string(5000, 'a') + "b"}), {m.tokenizer.string(), "pre_tokenizer.pattern.Regex", "gave up"});
+    require_refusal(run_pert({"tokenize", "-m", m.dir, "-p", std::string(5000, 'a') + "b"}), {m.tokenizer.string(), "gave up"});
+  }
   SECTION("prompt longer than the learned position table") {
     std::string prompt;
     for (int i = 0; i < 40; ++i) prompt += "Once upon a time there was a girl. ";

@@ -133,6 +133,52 @@ write("tokenizer_load", "vocab_gap.json", '{"model": {"vocab": {"a": 0, "b": 2},
 write("tokenizer_load", "wrong_types.json", '{"model": {"vocab": {"a": "0"}, "merges": {}}, "normalizer": 3}')
 write("tokenizer_load", "not_json.json", '{"model": {"vocab": ')
 
+
+# --- tokenizer.json: HF pipelines beyond llama's (byte-level with a Split regex, normalizers, decoders)
+def byte_level(pre, decoder=None, normalizer=None, post=None, added=()):
+    printable = [b for b in range(256) if 33 <= b <= 126 or 0xa1 <= b <= 0xac or 0xae <= b]
+    chars, extra = {}, 0
+    for b in range(256):
+        chars[b] = chr(b) if b in printable else chr(256 + extra)
+        extra += b not in printable
+    vocab = {chars[b]: b for b in range(256)}
+    for p in ["\u0120t", "he", "\u0120the", "in", "\u0120a"]:
+        vocab[p] = len(vocab)
+    j = {"model": {"type": "BPE", "vocab": vocab, "ignore_merges": True,
+                   "merges": [["\u0120", "t"], ["h", "e"], ["\u0120t", "he"], ["i", "n"], ["\u0120", "a"]]},
+         "added_tokens": [dict({"id": len(vocab) + i, "content": c, "special": True}, **flags) for i, (c, flags) in enumerate(added)],
+         "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": post,
+         "decoder": decoder or {"type": "ByteLevel"}}
+    return json.dumps(j, ensure_ascii=False)
+
+
+llama3_regex = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+                "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+split_then_bytes = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": llama3_regex}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+template = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|begin|>"}}, {"Sequence": {"id": "A"}}],
+            "special_tokens": {"<|begin|>": {"id": "<|begin|>", "ids": [261]}}}
+write("tokenizer_load", "byte_level_split.json", byte_level(split_then_bytes, post={"type": "Sequence", "processors": [
+    {"type": "ByteLevel"}, template]}, added=[("<|begin|>", {}), ("<|end|>", {"lstrip": True, "rstrip": True})]))
+write("tokenizer_load", "byte_level_gpt2.json", byte_level({"type": "ByteLevel", "add_prefix_space": True}, normalizer={
+    "type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Strip"}]}))
+write("tokenizer_load", "split_behaviours.json", byte_level({"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True}, {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext"},
+    {"type": "Split", "pattern": {"Regex": "[aeiou]+"}, "behavior": "Contiguous", "invert": True},
+    {"type": "WhitespaceSplit"}, {"type": "ByteLevel", "use_regex": False, "add_prefix_space": False}]},
+    normalizer={"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+    added=[("<|begin|>", {"single_word": True}), ("<|end|>", {"normalized": True})]))
+write("tokenizer_load", "decoder_chain.json", tokenizer(normalizer=False, pre={
+    "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}).replace(
+    '"decoder"', '"unused"') [:-1] + ', "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": '
+    '{"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", '
+    '"start": 1, "stop": 1}]}}')
+write("tokenizer_load", "bad_regex.json", byte_level({"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"}))
+write("tokenizer_load", "runaway_regex.json", byte_level({"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Removed"}))
+write("tokenizer_load", "unknown_pre_tokenizer.json", byte_level({"type": "BertPreTokenizer"}))
+write("tokenizer_load", "unknown_normalizer.json", byte_level(None, normalizer={"type": "Precompiled"}))
+
 # --- text: bytes to encode (and to read as ids) --------------------------------------------
 for name, text in [("ascii", b"Once upon a time, there was a little girl named Lily."),
                    ("spaces", b"  leading and  double  spaces \n\t end "),
