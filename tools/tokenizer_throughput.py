@@ -12,7 +12,8 @@ each on FILE and on an empty file: each line encoded on its own (split on "\n"),
 --whole the file as one text (no --lines on pert's side, --whole on the reference's; slow for
 tokenizers with no pre-tokenizer, such as Llama 2's, whose whole file is then one word for BPE). The empty file's time is start-up plus loading
 tokenizer.json; the difference is the encoding of FILE, and MB/s = FILE's bytes (10^6) over it.
-Wall-clock and CPU (user + sys of the child) seconds are both kept; the table shows wall.
+Wall-clock and CPU (user + sys of the child) seconds are both kept; the table shows MB/s from
+both (CPU: less disturbed by other load on the machine; node's own threads count in it).
 FILE defaults to the three shared corpora (../shared/data/text: tinystories_val.txt,
 wikitext-2.test.tokens.txt, tinyshakespeare.txt) concatenated, encoded as one text.
 The tokenizers are those of tests/hf_tokenizer_test.py (npm ci --prefix tests/hf_tokenizers).
@@ -103,14 +104,16 @@ def main():
                   file=sys.stderr)
 
     fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else "-"  # noqa: E731
-    print("| tokenizer | pert MB/s | HF JS MB/s | pert / HF | pert load s | HF JS load s |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| tokenizer | pert MB/s | HF JS MB/s | pert / HF | pert MB/s (CPU s) | HF JS MB/s (CPU s) "
+          "| pert load s | HF JS load s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         if "error" in r:
-            print(f"| {r['tokenizer']} | error: {r['error'][:80]} | | | | |")
+            print(f"| {r['tokenizer']} | error: {r['error'][:80]} | | | | | | |")
             continue
         p, j = r["pert_MBps_wall"], r["hf_js_MBps_wall"]
         print(f"| {r['tokenizer']} | {fmt(p)} | {fmt(j)} | {fmt(p / j) if p and j else '-'} | "
+              f"{fmt(r['pert_MBps_cpu'])} | {fmt(r['hf_js_MBps_cpu'])} | "
               f"{fmt(r['pert_empty_wall_s'])} | {fmt(r['hf_js_empty_wall_s'])} |")
     if args.out:
         with open(args.out, "w") as f:

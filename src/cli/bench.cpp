@@ -111,18 +111,18 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
   cmd->add_option("-p,--n-prompt", a->prompt, "Prompt lengths to test, e.g. 128,512 (0: none)")
       ->delimiter(',')
-      ->check(CLI::Range(0, 1 << 20))
+      ->check(int_in(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("-n,--n-gen", a->generate, "Generation lengths to test (0: none)")
       ->delimiter(',')
-      ->check(CLI::Range(0, 1 << 20))
+      ->check(int_in(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("-d,--n-depth", a->depth, "Cached tokens before each test, e.g. 0,4096 (untimed prefill)")
       ->delimiter(',')
-      ->check(CLI::Range(0, 1 << 20))
+      ->check(int_in(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", a->reps, "Timed runs per test (after one warm-up)")
-      ->check(CLI::Range(1, 1000))
+      ->check(int_in(1, 1000))
       ->capture_default_str();
   add_threads(*cmd, a->threads);
   a->config.add_to(*cmd);

@@ -3,8 +3,11 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "pert/error.hpp"
@@ -89,9 +92,71 @@ std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem
   return ids;
 }
 
+namespace {
+std::string number_text(double v) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%g", v);
+  return s;
+}
+}  // namespace
+
+CLI::Validator int_in(long long min, long long max) {
+  const std::string rule = max >= std::numeric_limits<int>::max() ? "an integer >= " + std::to_string(min)
+                                             : "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(input.c_str(), &end, 10);
+        const bool number = !input.empty() && end != input.c_str() && *end == '\0';
+        if (number && errno == 0 && v >= min && v <= max) return "";
+        const bool too_big = number && v > 0 && (errno == ERANGE || v > max);  // past an unstated max
+        return "must be " + rule + (too_big && max >= std::numeric_limits<int>::max() ? " (and at most " + std::to_string(max) + ")" : "") +
+               ", got " + input;
+      },
+      max >= std::numeric_limits<int>::max() ? "INT >= " + std::to_string(min)
+                        : "INT in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+}
+
+CLI::Validator real_in(double min, double max, bool min_open) {
+  const bool unbounded = max >= kFloatMax;
+  const std::string lo = number_text(min), hi = number_text(max);
+  const std::string rule = unbounded ? std::string(min_open ? "> " : ">= ") + lo
+                                     : std::string(min_open ? "in (" : "in [") + lo + ", " + hi + "]";
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(input.c_str(), &end);  // NaN compares false: isfinite first
+        const bool whole = !input.empty() && end != input.c_str() && *end == '\0';
+        if (whole && std::isfinite(v) && (min_open ? v > min : v >= min) && v <= max) return "";
+        return std::string(unbounded ? "must be a finite number " : "must be a number ") + rule + (unbounded && whole && std::isfinite(v) && v > max ? " (and at most " + hi + ")" : "") +
+               ", got " + input;
+      },
+      "NUMBER " + rule);
+}
+
+CLI::Validator writable_file() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        namespace fs = std::filesystem;
+        if (input.empty() || input == "-") return "";
+        const fs::path path = input;
+        std::error_code ec;
+        if (fs::is_directory(path, ec)) return "cannot write " + input + ": it is a directory";
+        const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+        if (!fs::exists(dir, ec)) return "cannot write " + input + ": directory " + dir.string() + " does not exist";
+        if (!fs::is_directory(dir, ec)) return "cannot write " + input + ": " + dir.string() + " is not a directory";
+        if (::access(dir.c_str(), W_OK | X_OK) != 0)
+          return "cannot write " + input + ": directory " + dir.string() + " is not writable";
+        if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) return "cannot write " + input + ": not writable";
+        return "";
+      },
+      "FILE (writable)");
+}
+
 void add_threads(CLI::App& app, int& threads) {
   app.add_option("-t,--threads", threads, "Threads (default: all " + std::to_string(omp_get_num_procs()) + " cores)")
-      ->check(CLI::Range(1, 1024));
+      ->check(int_in(1, 1024));
 }
 
 void set_threads(int threads) {

@@ -1,6 +1,7 @@
 // What the subcommands share: the model-selection flags and machine-readable output.
 #pragma once
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,19 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
 // (separated by a blank line, "\n\n", and stripped of surrounding whitespace) encoded on its
 // own with `bos` before it, as tools/train.py feeds stories to the family.
 std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs);
+
+// Flag checks for ->check(), run while the command line is parsed, so before any work. A bad
+// value is a usage error (exit 2) that CLI11 prefixes with the flag's name, e.g.
+// "--ctx-size: must be an integer >= 0, got -1": bounds as written, never a 300-digit double.
+// Integers in [min, max] (a max of INT_MAX or more reads as ">= min").
+CLI::Validator int_in(long long min, long long max = std::numeric_limits<int>::max());
+// Finite numbers (NaN and ±Inf refused) in [min, max], or (min, max] when `min_open`; the max
+// defaults to the largest float, as the values are kept in floats.
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+CLI::Validator real_in(double min, double max = kFloatMax, bool min_open = false);
+// An output file that can be written: not a directory, in an existing directory that can be
+// written, and writable itself if it exists. "" and "-" (stdout) pass.
+CLI::Validator writable_file();
 
 // `-t/--threads` for every subcommand (at least 1 when given); set_threads(0), the value when
 // it is not given, leaves OpenMP's default: all cores.

@@ -16,12 +16,12 @@ void EvalFlags::add_to(CLI::App& app) {
       ->check(CLI::IsMember({"chunks", "sliding"}))
       ->capture_default_str();
   app.add_option("--stride", stride, "sliding: tokens the window moves and scores (default: half the context)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_in(0));
   app.add_option("--chunks", max_windows, "Evaluate at most this many windows (0: all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(int_in(0))
       ->capture_default_str();
   app.add_option("--buckets", buckets, "Equal-width position buckets of the NLL-by-position curve")
-      ->check(CLI::Range(1, 1 << 20))
+      ->check(int_in(1, 1 << 20))
       ->capture_default_str();
   app.add_flag("--split-docs", split_docs,
                "Documents are separated by blank lines; each is encoded on its own with BOS before it "

@@ -97,21 +97,21 @@ void add_generate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most")->check(int_in(1, 1 << 30))->capture_default_str();
   cmd->add_option("-c,--ctx-size", a->n_ctx, "Context size (default: the trained length, at most 4096); past it the context shifts")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--keep", a->n_keep, "Prompt tokens kept on a context shift (-1: all)")->capture_default_str();
-  cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")
-      ->check(CLI::Range(0.0, 1e6))
-      ->capture_default_str();
-  cmd->add_option("--top-k", a->sampling.top_k, "Top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", a->sampling.top_p, "Top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", a->sampling.min_p, "Min-p (0: off)")->capture_default_str();
+      ->check(int_in(0));
+  cmd->add_option("--keep", a->n_keep, "Prompt tokens kept on a context shift (-1: all)")->check(int_in(-1))->capture_default_str();
+  cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")->check(real_in(0.0))->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "Top-k (0: off)")->check(int_in(0))->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p, "Top-p (1: off)")->check(real_in(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--min-p", a->sampling.min_p, "Min-p (0: off)")->check(real_in(0.0, 1.0))->capture_default_str();
   cmd->add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty (1: off)")
-      ->check(CLI::PositiveNumber)
+      ->check(real_in(0.0, kFloatMax, true))
       ->capture_default_str();
-  cmd->add_option("--repeat-last-n", a->sampling.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
-  cmd->add_option("-s,--seed", a->seed, "Random seed (-1: random)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", a->sampling.repeat_last_n, "Tokens the penalty looks back over (0: off)")
+      ->check(int_in(0))
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", a->seed, "Random seed (-1: random)")->check(int_in(-1, std::numeric_limits<long long>::max()))->capture_default_str();
   add_threads(*cmd, a->threads);
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence tokens");
   a->config.add_to(*cmd);

@@ -62,11 +62,12 @@ void add_perplexity(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of a text at a context length, and NLL by position");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
   cmd->add_option("-c,--ctx-size", a->n_ctx, "Context length: positions per window, BOS included (default: the trained length)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_in(0));
   a->eval.add_to(*cmd);
   add_threads(*cmd, a->threads);
   a->config.add_to(*cmd);
-  cmd->add_option("--json", a->json_file, "Write the result as JSON to this file (-: stdout, instead of the text)");
+  cmd->add_option("--json", a->json_file, "Write the result as JSON to this file (-: stdout, instead of the text)")
+      ->check(writable_file());
   cmd->callback([a] { run(*a); });
 }
 

@@ -11,6 +11,8 @@ namespace pert::cli {
 
 namespace {
 
+constexpr int kMaxPosition = 1 << 17;  // 131,072: Llama 3.1's context
+
 struct PositionsArgs {
   std::string model_dir, json_file, csv_file;
   int distance = 0, query_pos = -1;
@@ -18,6 +20,9 @@ struct PositionsArgs {
 };
 
 void run(const PositionsArgs& a) {
+  if (a.distance > 0 && a.query_pos >= 0 && a.distance > a.query_pos)  // before the model loads
+    throw CLI::ValidationError("--distance", "must be at most --query-pos (" + std::to_string(a.query_pos) +
+                                                 "): keys stop at position 0, got " + std::to_string(a.distance));
   const std::filesystem::path dir = resolve_model_dir(a.model_dir);
   const auto model = Model::load(dir, a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = model->config();
@@ -75,12 +80,15 @@ void add_positions(CLI::App& app) {
   auto a = std::make_shared<PositionsArgs>();
   CLI::App* cmd = app.add_subcommand("positions", "The positional scheme's attention logit against distance (q = k = ones)");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
-  cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1)")->check(CLI::PositiveNumber);
+  // Bounded: the profile holds every key's position vector (positions x hidden floats).
+  cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1)")
+      ->check(int_in(1, kMaxPosition));
   cmd->add_option("--query-pos", a->query_pos, "Position of the query (default: the largest distance)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_in(0, kMaxPosition));
   a->config.add_to(*cmd);
-  cmd->add_option("--json", a->json_file, "Write every score as JSON to this file (-: stdout, instead of the table)");
-  cmd->add_option("--csv", a->csv_file, "Write every score as CSV to this file");
+  cmd->add_option("--json", a->json_file, "Write every score as JSON to this file (-: stdout, instead of the table)")
+      ->check(writable_file());
+  cmd->add_option("--csv", a->csv_file, "Write every score as CSV to this file")->check(writable_file());
   cmd->callback([a] { run(*a); });
 }
 

@@ -59,12 +59,12 @@ std::vector<T> unique_in_order(const std::vector<T>& v) {
   return out;
 }
 
+// K/N, or {0, 0} when `s` is not that.
 std::pair<int, int> parse_shard(const std::string& s) {
   int k = 0, n = 0;
   char slash = 0, extra = 0;
   std::istringstream in(s);
-  if (!(in >> k >> slash >> n) || slash != '/' || (in >> extra) || n < 1 || k < 1 || k > n)
-    throw Error("--shard: expected K/N with 1 <= K <= N, got '" + s + "'");
+  if (!(in >> k >> slash >> n) || slash != '/' || (in >> extra) || n < 1 || k < 1 || k > n) return {0, 0};
   return {k, n};
 }
 
@@ -279,12 +279,19 @@ void add_sweep(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_option("--lengths", a->lengths, "Context lengths, e.g. 128,256,512")
       ->delimiter(',')
-      ->check(CLI::Range(2, 1 << 24));
+      ->check(int_in(2, 1 << 24));
   a->eval.add_to(*cmd);
   cmd->get_option("--file")->required(false);
-  cmd->add_option("--out", a->out, "Sweep file (JSON); cells already in it are skipped")->required();
-  cmd->add_option("--csv", a->csv, "CSV file (default: --out with .csv)");
-  cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array");
+  cmd->add_option("--out", a->out, "Sweep file (JSON); cells already in it are skipped")
+      ->required()
+      ->check(writable_file());
+  cmd->add_option("--csv", a->csv, "CSV file (default: --out with .csv)")->check(writable_file());
+  cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return parse_shard(s).second ? "" : "must be K/N with 1 <= K <= N, got '" + s + "'";
+          },
+          "K/N"));
   cmd->add_option("--merge", a->merge, "Join these sweep files into --out instead of running")->expected(1, -1);
   add_threads(*cmd, a->threads);
   ConfigFlags::add_dtype(*cmd, a->dtype);
