@@ -2,8 +2,11 @@
 // ends in one line on stderr that names the file or flag and what is wrong, and exit 1 (bad
 // input) or 2 (bad usage) — never a signal, a hang or output before the error. The sanitizer
 // build runs this same file against its own pert, so a bad read on any path is a failure.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <functional>
 #include <limits>
 
 #include "cli_util.hpp"
@@ -225,4 +228,168 @@ TEST_CASE("catalogue: flags", "[catalogue]") {
       }
     }
   }
+}
+
+namespace {
+
+// A usage error (exit 2) reading "FLAG: must be RULE, got VALUE", short (bounds as written, not
+// CLI11's 300-digit doubles).
+void require_usage_error(const Run& r, const std::string& flag, const std::string& rule, const std::string& value) {
+  require_refusal(r, {flag + ": must be " + rule + ", got " + value}, 2);
+  CHECK(r.err.size() < 160);
+}
+
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A text the family's model needs minutes to evaluate (about a million tokens).
+fs::path large_text(const TempDir& tmp) {
+  std::string text;
+  while (text.size() < (4u << 20)) text += "Once upon a time there was a little girl named Lily. She liked to play outside.\n\n";
+  const fs::path path = tmp / "large.txt";
+  write_file(path, text);
+  return path;
+}
+
+}  // namespace
+
+// Every value is checked while the command line is parsed: with -m naming no directory at all,
+// the error is still the flag's, so it comes before the model loads.
+TEST_CASE("catalogue: numeric flags out of range, before the model loads", "[catalogue]") {
+  const ModelCopy m;
+  const std::string absent = m.dir + "/absent", text = m.config.string(), out = (m.tmp / "sweep.json").string();
+  const std::vector<std::string> generate = {"generate", "-m", absent, "-p", "Once"},
+                                 perplexity = {"perplexity", "-m", absent, "-f", text},
+                                 sweep = {"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", out},
+                                 positions = {"positions", "-m", absent}, bench = {"bench", "-m", absent};
+  struct Case {
+    std::vector<std::string> command;
+    std::string typed, flag, value, rule, got = "";  // got: as the message quotes it, when not the value
+  };
+  const std::string k2e31 = " (and at most 2147483647)";
+  for (const Case& c : std::vector<Case>{
+           // generate: sampling (llama.cpp's ranges), lengths, seed
+           {generate, "--top-p", "--top-p", "2", "a number in [0, 1]"},
+           {generate, "--top-p", "--top-p", "-1", "a number in [0, 1]"},
+           {generate, "--top-p", "--top-p", "nan", "a number in [0, 1]"},
+           {generate, "--min-p", "--min-p", "5", "a number in [0, 1]"},
+           {generate, "--min-p", "--min-p", "-0.1", "a number in [0, 1]"},
+           {generate, "--top-k", "--top-k", "-3", "an integer >= 0"},
+           {generate, "--top-k", "--top-k", "2.5", "an integer >= 0"},
+           {generate, "--temp", "--temp", "nan", "a finite number >= 0"},
+           {generate, "--temp", "--temp", "inf", "a finite number >= 0"},
+           {generate, "--temp", "--temp", "-0.5", "a finite number >= 0"},
+           {generate, "--temp", "--temp", "1e39", "a finite number >= 0 (and at most 3.40282e+38)"},
+           {generate, "--repeat-penalty", "--repeat-penalty", "0", "a finite number > 0"},
+           {generate, "--repeat-penalty", "--repeat-penalty", "nan", "a finite number > 0"},
+           {generate, "--repeat-last-n", "--repeat-last-n", "-1", "an integer >= 0"},
+           {generate, "-n", "--n-predict", "0", "an integer from 1 to 1073741824"},
+           {generate, "-n", "--n-predict", "abc", "an integer from 1 to 1073741824"},
+           {generate, "-c", "--ctx-size", "-1", "an integer >= 0"},
+           {generate, "-c", "--ctx-size", "99999999999", "an integer >= 0" + k2e31},
+           {generate, "--keep", "--keep", "-2", "an integer >= -1"},
+           {generate, "-s", "--seed", "-2", "an integer >= -1"},
+           {generate, "-s", "--seed", "99999999999999999999", "an integer >= -1 (and at most 9223372036854775807)"},
+           {generate, "-t", "--threads", "0", "an integer from 1 to 1024"},
+           // perplexity and sweep: the evaluation flags
+           {perplexity, "-c", "--ctx-size", "-1", "an integer >= 0"},
+           {perplexity, "--stride", "--stride", "-1", "an integer >= 0"},
+           {perplexity, "--chunks", "--chunks", "-1", "an integer >= 0"},
+           {perplexity, "--buckets", "--buckets", "0", "an integer from 1 to 1048576"},
+           {perplexity, "-t", "--threads", "-1", "an integer from 1 to 1024"},
+           {sweep, "--lengths", "--lengths", "1", "an integer from 2 to 16777216"},
+           {sweep, "--lengths", "--lengths", "64,-3", "an integer from 2 to 16777216", "-3"},
+           {sweep, "--stride", "--stride", "-1", "an integer >= 0"},
+           {sweep, "--buckets", "--buckets", "0", "an integer from 1 to 1048576"},
+           {sweep, "--shard", "--shard", "3/2", "K/N with 1 <= K <= N", "'3/2'"},
+           // positions: bounded, as the profile holds every position's vector
+           {positions, "--distance", "--distance", "0", "an integer from 1 to 131072"},
+           {positions, "--distance", "--distance", "1000000000", "an integer from 1 to 131072"},
+           {positions, "--query-pos", "--query-pos", "-1", "an integer from 0 to 131072"},
+           {positions, "--query-pos", "--query-pos", "1000000000", "an integer from 0 to 131072"},
+           // bench: each value of a list
+           {bench, "-p", "--n-prompt", "-1", "an integer from 0 to 1048576"},
+           {bench, "-p", "--n-prompt", "128,-1", "an integer from 0 to 1048576", "-1"},
+           {bench, "-n", "--n-gen", "-1", "an integer from 0 to 1048576"},
+           {bench, "-d", "--n-depth", "-1", "an integer from 0 to 1048576"},
+           {bench, "-r", "--repetitions", "0", "an integer from 1 to 1000"},
+           {bench, "-t", "--threads", "0", "an integer from 1 to 1024"},
+       }) {
+    std::vector<std::string> args = c.command;
+    args.insert(args.end(), {c.typed, c.value});
+    INFO(args[0] << " " << c.typed << " " << c.value);
+    require_usage_error(run_pert(args), c.flag, c.rule, c.got.empty() ? c.value : c.got);
+  }
+  SECTION("--distance past --query-pos") {
+    require_refusal(run_pert({"positions", "-m", absent, "--distance", "100", "--query-pos", "50"}),
+                    {"--distance: must be at most --query-pos (50)", "got 100"}, 2);
+  }
+}
+
+// Before any work even when much is asked for: each of these would run for minutes (or, for
+// --distance, allocate gigabytes: it ended in std::bad_alloc) if the flag were checked late.
+TEST_CASE("catalogue: flag values refused before any work on the real model", "[catalogue]") {
+  const ModelCopy m;
+  const fs::path text = large_text(m.tmp);
+  const std::string missing = (m.tmp / "no-such-dir" / "x.json").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"generate", "-m", m.dir, "-p", "Once", "-n", "200000", "--ignore-eos", "--set", "position.beyond=clamp",
+             "--top-p", "2"},
+            "--top-p: must be a number in [0, 1], got 2"},
+           {{"positions", "-m", m.dir, "--distance", "1000000000"}, "--distance: must be an integer from 1 to 131072"},
+           {{"perplexity", "-m", m.dir, "-f", text.string(), "--json", missing}, "--json: cannot write " + missing},
+           {{"sweep", "-m", m.dir, "-f", text.string(), "--lengths", "64,128", "--out", missing},
+            "--out: cannot write " + missing},
+       }) {
+    INFO(c.args[0]);
+    Run r;
+    const double s = seconds_of([&] { r = run_pert(c.args); });
+    require_refusal(r, {c.message}, 2);
+    CHECK(s < 10);  // the work itself: minutes
+  }
+}
+
+// Every output path (perplexity --json, positions --json and --csv, sweep --out and --csv) is
+// checked while parsing: its directory exists and can be written, and it is not a directory.
+TEST_CASE("catalogue: output paths that cannot be written, before the model loads", "[catalogue]") {
+  const ModelCopy m;
+  const std::string absent = m.dir + "/absent", text = m.config.string(), ok = (m.tmp / "ok.json").string();
+  const std::string missing = (m.tmp / "no-such-dir" / "x.json").string(), dir = m.tmp.path.string();
+  const fs::path locked = m.tmp / "locked";
+  fs::create_directory(locked);
+  fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
+  const bool root = ::geteuid() == 0;  // root writes in any directory
+  for (const auto& [command, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"perplexity", "-m", absent, "-f", text}, "--json"},
+           {{"positions", "-m", absent}, "--json"},
+           {{"positions", "-m", absent}, "--csv"},
+           {{"sweep", "-m", absent, "-f", text, "--lengths", "64"}, "--out"},
+           {{"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", ok}, "--csv"},
+       }) {
+    INFO(command[0] << " " << flag);
+    auto with = [&, &command = command, &flag = flag](const std::string& path) {
+      std::vector<std::string> args = command;
+      args.insert(args.end(), {flag, path});
+      return run_pert(args);
+    };
+    require_refusal(with(missing), {flag + ": cannot write " + missing, "no-such-dir does not exist"}, 2);
+    require_refusal(with(dir), {flag + ": cannot write " + dir + ": it is a directory"}, 2);
+    require_refusal(with(text + "/x.json"), {flag + ": cannot write", text + " is not a directory"}, 2);
+    if (!root) require_refusal(with((locked / "x.json").string()), {flag + ": cannot write", "is not writable"}, 2);
+    // A writable path gets past the check: the error is then the missing model's (on the last
+    // line: sweep first says how many cells it has).
+    const Run r = with(ok);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::Matchers::Contains("pert: error: " + absent));
+  }
+  fs::permissions(locked, fs::perms::owner_all);
 }
