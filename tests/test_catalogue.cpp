@@ -245,7 +245,8 @@ double seconds_of(const std::function<void()>& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// A text the family's model needs minutes to evaluate (about a million tokens).
+// A text the family's model takes minutes to evaluate (4 MB; pert before these checks ran
+// perplexity on it for over two minutes before it could report a bad --json).
 fs::path large_text(const TempDir& tmp) {
   std::string text;
   while (text.size() < (4u << 20)) text += "Once upon a time there was a little girl named Lily. She liked to play outside.\n\n";

@@ -101,8 +101,9 @@ std::string number_text(double v) {
 }  // namespace
 
 CLI::Validator int_in(long long min, long long max) {
-  const std::string rule = max >= std::numeric_limits<int>::max() ? "an integer >= " + std::to_string(min)
-                                             : "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  const bool unbounded = max >= std::numeric_limits<int>::max();  // as far as a user is concerned
+  const std::string lo = std::to_string(min), hi = std::to_string(max);
+  const std::string rule = unbounded ? "an integer >= " + lo : "an integer from " + lo + " to " + hi;
   return CLI::Validator(
       [=](std::string& input) -> std::string {
         errno = 0;
@@ -111,11 +112,9 @@ CLI::Validator int_in(long long min, long long max) {
         const bool number = !input.empty() && end != input.c_str() && *end == '\0';
         if (number && errno == 0 && v >= min && v <= max) return "";
         const bool too_big = number && v > 0 && (errno == ERANGE || v > max);  // past an unstated max
-        return "must be " + rule + (too_big && max >= std::numeric_limits<int>::max() ? " (and at most " + std::to_string(max) + ")" : "") +
-               ", got " + input;
+        return "must be " + rule + (too_big && unbounded ? " (and at most " + hi + ")" : "") + ", got " + input;
       },
-      max >= std::numeric_limits<int>::max() ? "INT >= " + std::to_string(min)
-                        : "INT in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+      unbounded ? "INT >= " + lo : "INT in [" + lo + ", " + hi + "]");
 }
 
 CLI::Validator real_in(double min, double max, bool min_open) {
@@ -129,8 +128,9 @@ CLI::Validator real_in(double min, double max, bool min_open) {
         const double v = std::strtod(input.c_str(), &end);  // NaN compares false: isfinite first
         const bool whole = !input.empty() && end != input.c_str() && *end == '\0';
         if (whole && std::isfinite(v) && (min_open ? v > min : v >= min) && v <= max) return "";
-        return std::string(unbounded ? "must be a finite number " : "must be a number ") + rule + (unbounded && whole && std::isfinite(v) && v > max ? " (and at most " + hi + ")" : "") +
-               ", got " + input;
+        const bool too_big = unbounded && whole && std::isfinite(v) && v > max;  // finite, but not as a float
+        return std::string(unbounded ? "must be a finite number " : "must be a number ") + rule +
+               (too_big ? " (and at most " + hi + ")" : "") + ", got " + input;
       },
       "NUMBER " + rule);
 }
