@@ -54,6 +54,28 @@ const char* architecture_name(Architecture architecture) {
   return "?";
 }
 
+std::string describe_architecture(const ModelConfig& c) {
+  std::vector<std::string> extras;
+  if (c.qkv_bias) extras.push_back(c.o_bias ? "q/k/v/o biases" : "q/k/v biases");
+  if (c.mlp_bias) extras.push_back("MLP biases");
+  if (c.fused_projections) extras.push_back("fused qkv and gate_up projections");
+  if (c.qk_norm) extras.push_back("RMSNorm of q and k heads");
+  // Runs of layers with the same window: "sliding window 8 on layers 1-3".
+  for (size_t i = 0; i < c.sliding_window.size();) {
+    size_t j = i;
+    while (j + 1 < c.sliding_window.size() && c.sliding_window[j + 1] == c.sliding_window[i]) ++j;
+    if (c.sliding_window[i] > 0)
+      extras.push_back("sliding window " + std::to_string(c.sliding_window[i]) + " on " +
+                       (i == 0 && j + 1 == c.sliding_window.size() ? "every layer"
+                        : i == j ? "layer " + std::to_string(i)
+                                 : "layers " + std::to_string(i) + "-" + std::to_string(j)));
+    i = j + 1;
+  }
+  std::string s = architecture_name(c.architecture);
+  for (size_t i = 0; i < extras.size(); ++i) s += (i ? "; " : ": ") + extras[i];
+  return s;
+}
+
 void parse_architecture(Fields& f, ModelConfig& mc) {
   std::string name;
   if (const json* a = f.get("architectures")) {

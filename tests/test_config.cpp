@@ -417,6 +417,7 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   CHECK(m.sliding_window == std::vector<int>{0, 0});  // use_sliding_window defaults to false
   c["use_sliding_window"] = true;
   CHECK(parse(c).sliding_window == std::vector<int>{0, 32});  // layers >= max_window_layers
+  CHECK(describe_architecture(parse(c)) == "Qwen2ForCausalLM: q/k/v biases; sliding window 32 on layer 1");
   c.erase("architectures");  // model_type alone names it too
   CHECK(parse(c).architecture == Architecture::Qwen2);
 
@@ -436,6 +437,7 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   CHECK((m.fused_projections && !m.qkv_bias));
   CHECK(m.sliding_window == std::vector<int>{2047, 2047});
   CHECK(to_json(m)["architectures"] == json{"Phi3ForCausalLM"});
+  CHECK(describe_architecture(m) == "Phi3ForCausalLM: fused qkv and gate_up projections; sliding window 2047 on every layer");
 
   c = tiny_config();
   c.erase("architectures");

@@ -106,6 +106,8 @@ std::string describe(const PositionConfig& position, int head_dim);
 
 const char* position_type_name(PositionType type);
 const char* architecture_name(Architecture architecture);  // "LlamaForCausalLM", ...
+// The architecture and its extras in words, e.g. "Qwen2ForCausalLM: q/k/v biases; sliding window 4096 on layers 21-23".
+std::string describe_architecture(const ModelConfig& config);
 const char* rope_scaling_name(RopeScalingType type);
 
 }  // namespace pert

@@ -59,6 +59,7 @@ void run_inspect(const InspectArgs& args) {
   }
 
   std::printf("model      %s\n", m.dir.string().c_str());
+  std::printf("arch       %s\n", describe_architecture(c).c_str());
   std::printf("shape      %d layers, hidden %d, MLP %d, %d heads (%d kv) of dim %d, vocab %d\n", c.n_layers,
               c.hidden_size, c.intermediate_size, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
   std::printf("context    trained at %d tokens\n", c.max_position_embeddings);
