@@ -58,7 +58,7 @@ class Tokenizer {
 // run of byte-fallback tokens) is held back until it cannot.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tokenizer) : tok_(tokenizer) {}
+  explicit StreamDecoder(const Tokenizer& tokenizer);
   // Takes `context` (e.g. the prompt) as already shown: push() then gives what follows it.
   void prime(const std::vector<int>& context);
   std::string push(int id);  // text that became certain with this token
@@ -69,6 +69,9 @@ class StreamDecoder {
   std::vector<int> window_;  // ids since the last point where decoding could restart
   size_t emitted_ = 0;       // bytes of the window's text already returned
   bool at_start_ = true;     // the window starts the text (the decoder strips a leading space)
+  // [vocab] each ordinary token's text when decoded alone, not at the start, for decoders that
+  // restart (empty otherwise): the common step then decodes nothing and allocates nothing.
+  std::vector<std::string> alone_;
 
   std::string advance(bool final);
 };

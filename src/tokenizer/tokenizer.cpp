@@ -239,9 +239,28 @@ std::string Tokenizer::token_text(int id) const {
 // The window of ids since the last restart is decoded whole each time; what is returned is
 // the part of its text no later token can change. The window restarts (decoding goes on from
 // an empty one, no longer at the start) once its text is complete, when the decoder allows.
+StreamDecoder::StreamDecoder(const Tokenizer& tok) : tok_(tok) {
+  const Data& d = *tok_.d_;
+  if (!d.stream.restartable || d.stream.buffered) return;
+  alone_.resize(d.pieces.size());
+  for (size_t id = 0; id < alone_.size(); ++id) {
+    const int i = int(id);
+    if (!d.special[id] && !tokenizer::byte_fallback_token(d.pieces[id])) alone_[id] = d.decode(&i, 1, false);
+  }
+}
+
 std::string StreamDecoder::advance(bool final) {
   const Data& d = *tok_.d_;
   if (d.stream.buffered && !final) return "";
+  // The common step, as the general path below would take it: one ordinary token after a
+  // restart whose text is complete (non-empty, no trailing replacement character).
+  if (!final && !alone_.empty() && window_.size() == 1 && !at_start_ && emitted_ == 0) {
+    const std::string& text = alone_[size_t(window_[0])];
+    if (!text.empty() && !(text.size() >= 3 && text.compare(text.size() - 3, 3, tokenizer::kReplacementChar) == 0)) {
+      window_.clear();
+      return text;
+    }
+  }
   size_t n = window_.size();
   if (!final && d.stream.byte_fallback)  // a trailing <0xNN> run may still grow
     while (n > 0 && (d.special[size_t(window_[n - 1])] || tokenizer::byte_fallback_token(d.pieces[size_t(window_[n - 1])]))) --n;
