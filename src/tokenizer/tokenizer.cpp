@@ -262,8 +262,12 @@ std::string StreamDecoder::advance(bool final) {
     }
   }
   size_t n = window_.size();
-  if (!final && d.stream.byte_fallback)  // a trailing <0xNN> run may still grow
-    while (n > 0 && (d.special[size_t(window_[n - 1])] || tokenizer::byte_fallback_token(d.pieces[size_t(window_[n - 1])]))) --n;
+  if (!final && d.stream.byte_fallback)  // a trailing <0xNN> run may still grow (ids decoded to nothing don't end it)
+    while (n > 0) {
+      const size_t id = size_t(window_[n - 1]);
+      if (!d.special[id] && d.present[id] && !tokenizer::byte_fallback_token(d.pieces[id])) break;
+      --n;
+    }
   const std::string text = d.decode(window_.data(), n, at_start_);
   size_t stable = text.size();
   if (!final)  // a replacement character may be an incomplete UTF-8 character

@@ -13,11 +13,12 @@ out=build-fuzz
 names=("$@")
 ((${#names[@]})) || names=(safetensors config tokenizer_load tokenizer_text)
 
-# Library sources the harnesses need; none uses OpenMP or OpenBLAS (clang has no libomp here).
-sources=(src/safetensors.cpp src/config.cpp src/json_util.cpp src/tokenizer.cpp src/model_dir.cpp
-         src/positions/registry.cpp src/positions/none.cpp src/positions/learned.cpp
-         src/positions/sinusoidal.cpp src/positions/rope.cpp src/positions/alibi.cpp
-         src/positions/t5.cpp src/positions/profile.cpp)
+# Library sources the harnesses need: the pert library's list in CMakeLists.txt (so the two
+# cannot drift apart) less the compute files, which use OpenMP and OpenBLAS (clang has no libomp
+# here) and which no parser reaches.
+mapfile -t sources < <(sed -n '/^add_library(pert$/,/^)$/p' CMakeLists.txt | grep -o 'src/[^ ]*\.cpp' |
+  grep -vE '^src/(ops|ops_bf16|model|generate|perplexity|sampler)\.cpp$')
+((${#sources[@]})) || { echo "tests/fuzz/run.sh: no library sources found in CMakeLists.txt" >&2; exit 1; }
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Iinclude -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)
 
@@ -33,7 +34,8 @@ done
 
 status=0
 for name in "${names[@]}"; do
-  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${objects[@]}" -o "$out/fuzz_$name"
+  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${objects[@]}" $(pkg-config --libs libpcre2-8 libutf8proc) \
+    -o "$out/fuzz_$name"
   work=$out/work/$name
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
   cp -r tests/fuzz/corpus/"$name"/. "$work/corpus/"
