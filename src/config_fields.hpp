@@ -30,6 +30,8 @@ class Fields {
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
     throw ConfigError(source_ + ": " + path_ + key + " " + problem);
   }
+  const std::string& source() const { return source_; }
+  const std::string& path() const { return path_; }  // "position.", ...
   const json* get(const std::string& key) {
     used_.insert(key);
     auto it = obj_.find(key);

@@ -61,3 +61,13 @@ std::string json_brief(const nlohmann::json& value) {
 }
 
 }  // namespace pert
+
+namespace pert {
+
+std::string number_text(double x) {
+  std::ostringstream ss;
+  ss << x;
+  return ss.str();
+}
+
+}  // namespace pert

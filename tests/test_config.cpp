@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "pert/config.hpp"
+#include "pert/rope.hpp"
 #include "pert/error.hpp"
 #include "pert/positions.hpp"
 #include "test_util.hpp"
@@ -40,12 +41,12 @@ TEST_CASE("config: a plain HF llama config resolves to RoPE with HF defaults", "
   CHECK(m.rms_norm_eps == 1e-6);
   CHECK(m.bos_token_id == 1);
   CHECK(m.eos_token_ids == std::vector<int>{2});
-  CHECK(m.position.type == PositionType::Rope);
-  CHECK(m.position.base == 10000.0);
-  CHECK(m.position.rotary_dim == 4);
-  CHECK(m.position.layout == RopeLayout::Half);
-  CHECK(m.position.scaling.type == RopeScalingType::None);
-  CHECK_FALSE(m.position.xpos.enabled);
+  CHECK(m.position.type() == "rope");
+  CHECK(m.position.as<RopeConfig>().base == 10000.0);
+  CHECK(m.position.as<RopeConfig>().rotary_dim == 4);
+  CHECK(m.position.as<RopeConfig>().layout == RopeLayout::Half);
+  CHECK(m.position.as<RopeConfig>().scaling.type == RopeScalingType::None);
+  CHECK_FALSE(m.position.as<RopeConfig>().xpos.enabled);
 }
 
 TEST_CASE("config: HF rope keys become the position block", "[config]") {
@@ -59,32 +60,32 @@ TEST_CASE("config: HF rope keys become the position block", "[config]") {
                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
     const ModelConfig m = parse(c);
     CHECK(m.head_dim == 8);
-    CHECK(m.position.base == 500000.0);
-    CHECK(m.position.rotary_dim == 4);
+    CHECK(m.position.as<RopeConfig>().base == 500000.0);
+    CHECK(m.position.as<RopeConfig>().rotary_dim == 4);
     CHECK(m.eos_token_ids == std::vector<int>{2, 3});
-    CHECK(m.position.scaling.type == RopeScalingType::Llama3);
-    CHECK(m.position.scaling.factor == 8.0);
-    CHECK(m.position.scaling.original_max_position == 8192);
+    CHECK(m.position.as<RopeConfig>().scaling.type == RopeScalingType::Llama3);
+    CHECK(m.position.as<RopeConfig>().scaling.factor == 8.0);
+    CHECK(m.position.as<RopeConfig>().scaling.original_max_position == 8192);
   }
   SECTION("yarn (legacy type key) with the default attention factor") {
     c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
     const ModelConfig m = parse(c);
-    CHECK(m.position.scaling.type == RopeScalingType::Yarn);
-    CHECK(m.position.scaling.original_max_position == 64);
-    CHECK(m.position.scaling.attention_factor == Approx(0.1 * std::log(4.0) + 1.0));
-    CHECK(m.position.scaling.beta_fast == 32.0);
-    CHECK(m.position.scaling.beta_slow == 1.0);
+    CHECK(m.position.as<RopeConfig>().scaling.type == RopeScalingType::Yarn);
+    CHECK(m.position.as<RopeConfig>().scaling.original_max_position == 64);
+    CHECK(m.position.as<RopeConfig>().scaling.attention_factor == Approx(0.1 * std::log(4.0) + 1.0));
+    CHECK(m.position.as<RopeConfig>().scaling.beta_fast == 32.0);
+    CHECK(m.position.as<RopeConfig>().scaling.beta_slow == 1.0);
   }
   SECTION("'default' means no scaling, 'su' is longrope") {
     c["rope_scaling"] = {{"rope_type", "default"}};
-    CHECK(parse(c).position.scaling.type == RopeScalingType::None);
+    CHECK(parse(c).position.as<RopeConfig>().scaling.type == RopeScalingType::None);
     c["rope_scaling"] = {{"type", "su"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 4.0}}};
     c["original_max_position_embeddings"] = 32;
     const ModelConfig m = parse(c);
-    CHECK(m.position.scaling.type == RopeScalingType::LongRope);
-    CHECK(m.position.scaling.original_max_position == 32);
-    CHECK(m.position.scaling.factor == 2.0);  // max_position_embeddings / original
-    CHECK(m.position.scaling.attention_factor == Approx(std::sqrt(1.0 + std::log(2.0) / std::log(32.0))));
+    CHECK(m.position.as<RopeConfig>().scaling.type == RopeScalingType::LongRope);
+    CHECK(m.position.as<RopeConfig>().scaling.original_max_position == 32);
+    CHECK(m.position.as<RopeConfig>().scaling.factor == 2.0);  // max_position_embeddings / original
+    CHECK(m.position.as<RopeConfig>().scaling.attention_factor == Approx(std::sqrt(1.0 + std::log(2.0) / std::log(32.0))));
   }
   SECTION("rope_scaling errors name the key") {
     c["rope_scaling"] = {{"factor", 2.0}};
@@ -97,79 +98,74 @@ TEST_CASE("config: HF rope keys become the position block", "[config]") {
 }
 
 TEST_CASE("config: every scheme is accepted with its parameters and defaults", "[config]") {
-  SECTION("none") { CHECK(parse(with_position({{"type", "none"}})).position.type == PositionType::None); }
-  SECTION("learned") {
-    PositionConfig p = parse(with_position({{"type", "learned"}})).position;
-    CHECK(p.type == PositionType::Learned);
-    CHECK(p.max_positions == 64);
-    CHECK_FALSE(p.clamp_beyond);
-    p = parse(with_position({{"type", "learned"}, {"max_positions", 100}, {"beyond", "clamp"}})).position;
-    CHECK(p.max_positions == 100);
-    CHECK(p.clamp_beyond);
+  SECTION("none") { CHECK(parse(with_position({{"type", "none"}})).position.type() == "none"); }
+  SECTION("learned") {  // schemes other than rope keep their block private: read it back as JSON
+    json p = to_json(parse(with_position({{"type", "learned"}})).position);
+    CHECK(p == json{{"type", "learned"}, {"max_positions", 64}, {"beyond", "error"}});
+    p = to_json(parse(with_position({{"type", "learned"}, {"max_positions", 100}, {"beyond", "clamp"}})).position);
+    CHECK(p == json{{"type", "learned"}, {"max_positions", 100}, {"beyond", "clamp"}});
   }
   SECTION("sinusoidal") {
-    PositionConfig p = parse(with_position({{"type", "sinusoidal"}})).position;
-    CHECK(p.base == 10000.0);
-    CHECK(p.embed_scale == 1.0);
-    p = parse(with_position({{"type", "sinusoidal"}, {"base", 500.0}, {"embed_scale", 4.0}})).position;
-    CHECK(p.base == 500.0);
-    CHECK(p.embed_scale == 4.0);
+    json p = to_json(parse(with_position({{"type", "sinusoidal"}})).position);
+    CHECK(p == json{{"type", "sinusoidal"}, {"base", 10000.0}, {"embed_scale", 1.0}});
+    p = to_json(parse(with_position({{"type", "sinusoidal"}, {"base", 500.0}, {"embed_scale", 4.0}})).position);
+    CHECK(p == json{{"type", "sinusoidal"}, {"base", 500.0}, {"embed_scale", 4.0}});
   }
   SECTION("rope with layout, partial rotary and xpos") {
-    const PositionConfig p = parse(with_position({{"type", "rope"}, {"base", 5e5}, {"rotary_dim", 2},
-                                                  {"layout", "interleaved"}, {"xpos", json::object()}})).position;
+    const ModelConfig m = parse(with_position({{"type", "rope"}, {"base", 5e5}, {"rotary_dim", 2},
+                                                {"layout", "interleaved"}, {"xpos", json::object()}}));
+    const RopeConfig& p = m.position.as<RopeConfig>();
     CHECK(p.base == 5e5);
     CHECK(p.rotary_dim == 2);
     CHECK(p.layout == RopeLayout::Interleaved);
     CHECK(p.xpos.enabled);
     CHECK(p.xpos.gamma == 0.4);
     CHECK(p.xpos.scale_base == 512.0);
-    const PositionConfig q = parse(with_position({{"type", "rope"}, {"xpos", {{"gamma", 0.5}, {"scale_base", 256}}}})).position;
+    const ModelConfig mq = parse(with_position({{"type", "rope"}, {"xpos", {{"gamma", 0.5}, {"scale_base", 256}}}}));
+    const RopeConfig& q = mq.position.as<RopeConfig>();
     CHECK(q.xpos.gamma == 0.5);
     CHECK(q.xpos.scale_base == 256.0);
   }
   SECTION("rope scaling: linear, ntk, dynamic") {
     for (const char* type : {"linear", "ntk", "dynamic"}) {
-      const RopeScaling s = parse(with_scaling({{"type", type}, {"factor", 4}})).position.scaling;
+      const RopeScaling s = parse(with_scaling({{"type", type}, {"factor", 4}})).position.as<RopeConfig>().scaling;
       CHECK(std::string(rope_scaling_name(s.type)) == type);
       CHECK(s.factor == 4.0);
       CHECK(s.original_max_position == 64);
       CHECK(s.attention_factor == 1.0);
     }
-    const RopeScaling s = parse(with_scaling({{"type", "linear"}, {"factor", 2}, {"original_max_position_embeddings", 16}})).position.scaling;
+    const RopeScaling s = parse(with_scaling({{"type", "linear"}, {"factor", 2}, {"original_max_position_embeddings", 16}})).position.as<RopeConfig>().scaling;
     CHECK(s.original_max_position == 16);
   }
   SECTION("rope scaling: yarn") {
     const RopeScaling s = parse(with_scaling({{"type", "yarn"}, {"factor", 8}, {"beta_fast", 16}, {"beta_slow", 2},
-                                              {"attention_factor", 1.5}})).position.scaling;
+                                              {"attention_factor", 1.5}})).position.as<RopeConfig>().scaling;
     CHECK(s.factor == 8.0);
     CHECK(s.beta_fast == 16.0);
     CHECK(s.beta_slow == 2.0);
     CHECK(s.attention_factor == 1.5);
   }
   SECTION("rope scaling: llama3") {
-    const RopeScaling s = parse(with_scaling({{"type", "llama3"}, {"factor", 8}})).position.scaling;
+    const RopeScaling s = parse(with_scaling({{"type", "llama3"}, {"factor", 8}})).position.as<RopeConfig>().scaling;
     CHECK(s.low_freq_factor == 1.0);
     CHECK(s.high_freq_factor == 4.0);
   }
   SECTION("rope scaling: longrope") {
     const RopeScaling s = parse(with_scaling({{"type", "longrope"}, {"factor", 4}, {"short_factor", {1.0, 1.1}},
-                                              {"long_factor", {3.0, 5.0}}})).position.scaling;
+                                              {"long_factor", {3.0, 5.0}}})).position.as<RopeConfig>().scaling;
     CHECK(s.short_factor == std::vector<double>{1.0, 1.1});
     CHECK(s.long_factor == std::vector<double>{3.0, 5.0});
     CHECK(s.attention_factor == Approx(std::sqrt(1.0 + std::log(4.0) / std::log(64.0))));
   }
   SECTION("alibi") {
-    CHECK(parse(with_position({{"type", "alibi"}})).position.max_bias == 8.0);
-    CHECK(parse(with_position({{"type", "alibi"}, {"max_bias", 16}})).position.max_bias == 16.0);
+    CHECK(parse(with_position({{"type", "alibi"}})).position.scheme->to_json()["max_bias"] == 8.0);
+    CHECK(parse(with_position({{"type", "alibi"}, {"max_bias", 16}})).position.scheme->to_json()["max_bias"] == 16.0);
   }
   SECTION("t5") {
-    PositionConfig p = parse(with_position({{"type", "t5"}})).position;
-    CHECK(p.num_buckets == 32);
-    CHECK(p.max_distance == 128);
-    p = parse(with_position({{"type", "t5"}, {"num_buckets", 16}, {"max_distance", 64}})).position;
-    CHECK(p.num_buckets == 16);
-    CHECK(p.max_distance == 64);
+    json p = to_json(parse(with_position({{"type", "t5"}})).position);
+    CHECK(p == json{{"type", "t5"}, {"num_buckets", 32}, {"max_distance", 128}});
+    p = to_json(parse(with_position({{"type", "t5"}, {"num_buckets", 16}, {"max_distance", 64}})).position);
+    CHECK(p == json{{"type", "t5"}, {"num_buckets", 16}, {"max_distance", 64}});
   }
 }
 
@@ -331,7 +327,7 @@ TEST_CASE("config: bad values are refused with the file and the key named", "[co
     c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2}};
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling is set together with \"position\"");
     c["rope_scaling"] = nullptr;
-    CHECK(parse(c).position.type == PositionType::Alibi);
+    CHECK(parse(c).position.type() == "alibi");
   }
 }
 
@@ -450,13 +446,13 @@ TEST_CASE("config: transformers v5's rope_parameters read as rope_theta + rope_s
   c.erase("rope_theta");
   c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
   ModelConfig m = parse(c);
-  CHECK(m.position.base == 500000.0);
-  CHECK(m.position.scaling.type == RopeScalingType::None);
+  CHECK(m.position.as<RopeConfig>().base == 500000.0);
+  CHECK(m.position.as<RopeConfig>().scaling.type == RopeScalingType::None);
   c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}, {"partial_rotary_factor", 0.5}};
   m = parse(c);
-  CHECK(m.position.scaling.type == RopeScalingType::Yarn);
-  CHECK(m.position.scaling.factor == 4.0);
-  CHECK(m.position.rotary_dim == 2);
+  CHECK(m.position.as<RopeConfig>().scaling.type == RopeScalingType::Yarn);
+  CHECK(m.position.as<RopeConfig>().scaling.factor == 4.0);
+  CHECK(m.position.as<RopeConfig>().rotary_dim == 2);
   c["rope_theta"] = 10000.0;
   REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_parameters is set together with rope_theta");
   c.erase("rope_theta");
@@ -465,17 +461,17 @@ TEST_CASE("config: transformers v5's rope_parameters read as rope_theta + rope_s
 }
 
 TEST_CASE("config: YaRN's mscale ratio and truncate, LongRoPE's short/long mscale", "[config]") {
-  RopeScaling s = parse(with_scaling({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"mscale_all_dim", 0.5}})).position.scaling;
+  RopeScaling s = parse(with_scaling({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"mscale_all_dim", 0.5}})).position.as<RopeConfig>().scaling;
   CHECK(s.attention_factor == Approx((0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0)));
   CHECK(s.truncate);
-  s = parse(with_scaling({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"truncate", false}})).position.scaling;
+  s = parse(with_scaling({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"truncate", false}})).position.as<RopeConfig>().scaling;
   CHECK(s.attention_factor == Approx(0.1 * std::log(4.0) + 1.0));  // the ratio needs both
   CHECK(!s.truncate);
   const json longrope = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {2.0, 2.0}},
                          {"short_mscale", 1.1}, {"long_mscale", 1.3}};
   const ModelConfig m = parse(with_scaling(longrope));
-  CHECK(rope_attention_factor(m.position, 64) == Approx(1.1));
-  CHECK(rope_attention_factor(m.position, 65) == Approx(1.3));
+  CHECK(rope_attention_factor(m.position.as<RopeConfig>(), 64) == Approx(1.1));
+  CHECK(rope_attention_factor(m.position.as<RopeConfig>(), 65) == Approx(1.3));
   json both = longrope;
   both["attention_factor"] = 1.2;
   REQUIRE_THROWS_NAMING(parse(with_scaling(both)), ConfigError, kSource, "short_mscale and attention_factor are both set");

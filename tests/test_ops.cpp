@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pert/config.hpp"
+#include "pert/rope.hpp"
 #include "pert/ops.hpp"
 #include "pert/positions.hpp"
 #include "test_util.hpp"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pert/config.hpp"
+#include "pert/rope.hpp"
 #include "pert/error.hpp"
 #include "pert/positions.hpp"
 #include "test_util.hpp"
@@ -187,7 +188,7 @@ TEST_CASE("positions: rope scaling frequencies", "[positions]") {
   auto theta = [&](double base, int i) { return std::pow(base, -2.0 * i / kHeadDim); };
   auto check = [&](const json& scaling, int length, auto want) {
     INFO(scaling.dump() << ", length " << length);
-    const std::vector<double> got = rope_inv_freq(config_with({{"type", "rope"}, {"scaling", scaling}}).position, length);
+    const std::vector<double> got = rope_inv_freq(config_with({{"type", "rope"}, {"scaling", scaling}}).position.as<RopeConfig>(), length);
     REQUIRE(got.size() == size_t(half));
     for (int i = 0; i < half; ++i) CHECK(got[size_t(i)] == Approx(want(i)).epsilon(1e-12));
   };
@@ -229,7 +230,7 @@ TEST_CASE("positions: yarn and longrope scale the rotary part by the attention f
   for (const Case& c : cases) {
     INFO(c.scaling.dump());
     const ModelConfig cfg = config_with({{"type", "rope"}, {"rotary_dim", 8}, {"scaling", c.scaling}});
-    CHECK(rope_attention_factor(cfg.position) == Approx(c.factor).epsilon(1e-12));
+    CHECK(rope_attention_factor(cfg.position.as<RopeConfig>()) == Approx(c.factor).epsilon(1e-12));
     auto pe = make(cfg);
     std::mt19937 rng(5);
     for (int m : {0, 1, 15, 16, 17, 100, 1000}) {
@@ -240,7 +241,7 @@ TEST_CASE("positions: yarn and longrope scale the rotary part by the attention f
       for (int i = 8; i < kHeadDim; ++i) CHECK(r[size_t(i)] == q[size_t(i)]);
     }
   }
-  CHECK(rope_attention_factor(config_with({{"type", "rope"}}).position) == 1.0);
+  CHECK(rope_attention_factor(config_with({{"type", "rope"}}).position.as<RopeConfig>()) == 1.0);
 }
 
 // Vaswani et al. §3.5: "PE(pos+k) can be represented as a linear function of PE(pos)": for each

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "pert/config.hpp"
+#include "pert/rope.hpp"
 #include "pert/error.hpp"
 #include "pert/positions.hpp"
 #include "test_util.hpp"

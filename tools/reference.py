@@ -238,6 +238,16 @@ def layer_windows(config):
 
 
 # ----------------------------------------------------------------------------- the model
+def position_tensor_shapes(position, hidden, heads, trained):
+    """The tensors a scheme adds to the model, {name: shape} (the learned table, T5's bias table)."""
+    kind = (position or {}).get("type")
+    if kind == "learned":
+        return {"model.embed_positions.weight": (position.get("max_positions", trained), hidden)}
+    if kind == "t5":
+        return {"model.relative_attention_bias.weight": (position.get("num_buckets", 32), heads)}
+    return {}
+
+
 def rmsnorm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
@@ -386,10 +396,8 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
             t[p + "mlp.gate_up_proj.weight"] = np.concatenate([t.pop(p + f"mlp.{n}_proj.weight") for n in ("gate", "up")])
     if not tie:
         t["lm_head.weight"] = randn(vocab, hidden, std=hidden ** -0.5)
-    if position is not None and position["type"] == "learned":
-        t["model.embed_positions.weight"] = randn(position.get("max_positions", trained), hidden)
-    if position is not None and position["type"] == "t5":
-        t["model.relative_attention_bias.weight"] = randn(position.get("num_buckets", 32), heads)
+    for name, shape in position_tensor_shapes(position, hidden, heads, trained).items():
+        t[name] = randn(*shape)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
               "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
               "num_attention_heads": heads, "num_key_value_heads": kv_heads, "max_position_embeddings": trained,

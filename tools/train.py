@@ -109,10 +109,8 @@ def init_weights(hf, vocab, position, seed):
                   p + "mlp.down_proj.weight": normal(d, ff, std=0.02 / math.sqrt(2 * L))})
     if not hf["tie_word_embeddings"]:
         W["lm_head.weight"] = normal(vocab, d)
-    if position["type"] == "learned":
-        W["model.embed_positions.weight"] = normal(position.get("max_positions", hf["max_position_embeddings"]), d)
-    if position["type"] == "t5":
-        W["model.relative_attention_bias.weight"] = normal(position.get("num_buckets", 32), H)
+    for name, shape in reference.position_tensor_shapes(position, d, H, hf["max_position_embeddings"]).items():
+        W[name] = normal(*shape)
     return {k: v.requires_grad_() for k, v in W.items()}
 
 

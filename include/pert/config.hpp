@@ -2,6 +2,7 @@
 // "position" block), with overrides, validated here and nowhere else (DESIGN.md §1, §3).
 #pragma once
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,47 +10,17 @@
 
 namespace pert {
 
-enum class PositionType { None, Learned, Sinusoidal, Rope, Alibi, T5 };
-enum class RopeLayout { Half, Interleaved };  // pairs (i, i + r/2) or (2i, 2i + 1)
-enum class RopeScalingType { None, Linear, Ntk, Dynamic, Yarn, Llama3, LongRope };
+class SchemeConfig;  // positions.hpp: a scheme's own typed block
 
-struct RopeScaling {
-  RopeScalingType type = RopeScalingType::None;
-  double factor = 1.0;                 // s
-  int original_max_position = 0;       // L: the length the model was trained at
-  double beta_fast = 32.0;             // yarn
-  double beta_slow = 1.0;              // yarn
-  double attention_factor = 1.0;       // yarn, longrope: multiplies q and k (resolved default)
-  double long_attention_factor = 1.0;  // longrope past L: long_mscale when given, else attention_factor
-  double mscale = 0.0;                 // yarn (DeepSeek): attention factor m(s, mscale) / m(s, mscale_all_dim)
-  double mscale_all_dim = 0.0;         //   when both are non-zero; 0: not given
-  bool truncate = true;                // yarn: floor/ceil the correction range (HF's default)
-  double low_freq_factor = 1.0;        // llama3
-  double high_freq_factor = 4.0;       // llama3
-  std::vector<double> short_factor;    // longrope, rotary_dim/2 entries, used while length <= L
-  std::vector<double> long_factor;     // longrope, used past L
-};
-
-struct XPosConfig {
-  bool enabled = false;
-  double gamma = 0.4;
-  double scale_base = 512.0;
-};
-
-// One flat struct for every scheme; fields that a scheme does not read keep their defaults.
+// The "position" block (or the HF RoPE keys it stands for): its type picks a scheme from the
+// registry (src/positions/registry.cpp), and that scheme's file parses, validates, describes
+// and builds the rest. The config layer knows only the type.
 struct PositionConfig {
-  PositionType type = PositionType::Rope;
-  int max_positions = 0;       // learned: rows of model.embed_positions.weight
-  bool clamp_beyond = false;   // learned: past the table, reuse the last row instead of failing
-  double base = 10000.0;       // rope θ base, sinusoidal base
-  double embed_scale = 1.0;    // sinusoidal: token embeddings are scaled by this first
-  int rotary_dim = 0;          // rope: r, even, <= head_dim (resolved default head_dim)
-  RopeLayout layout = RopeLayout::Half;
-  RopeScaling scaling;
-  XPosConfig xpos;
-  double max_bias = 8.0;       // alibi
-  int num_buckets = 32;        // t5
-  int max_distance = 128;      // t5
+  std::shared_ptr<const SchemeConfig> scheme;  // set by parse_model_config
+  std::string type() const;                    // "rope", "alibi", ...
+  // The scheme's own block, e.g. as<RopeConfig>(); throws pert::Error for another scheme.
+  template <class T>
+  const T& as() const;
 };
 
 // The HF architecture of a checkpoint: its tensor names and what its blocks add to llama's
@@ -104,10 +75,8 @@ nlohmann::json to_json(const PositionConfig& position);
 // One line in words, e.g. "RoPE (half layout, base 10000, rotary dim 64/64), YaRN ×4 ...".
 std::string describe(const PositionConfig& position, int head_dim);
 
-const char* position_type_name(PositionType type);
 const char* architecture_name(Architecture architecture);  // "LlamaForCausalLM", ...
 // The architecture and its extras in words, e.g. "Qwen2ForCausalLM: q/k/v biases; sliding window 4096 on layers 21-23".
 std::string describe_architecture(const ModelConfig& config);
-const char* rope_scaling_name(RopeScalingType type);
 
 }  // namespace pert

@@ -29,6 +29,9 @@ inline nlohmann::json read_json_file(const std::filesystem::path& path) {
 // A short rendering of a JSON value for error messages (long values are cut).
 std::string json_brief(const nlohmann::json& value);
 
+// A number as people write it in descriptions ("10000", "0.5"): iostream's default format.
+std::string number_text(double x);
+
 // nlohmann's message without its "[json.exception.type_error.302] " prefix.
 std::string json_error_text(const nlohmann::json::exception& e);
 

@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pert/config.hpp"
+#include "pert/error.hpp"
 
 namespace pert {
 
@@ -74,6 +77,26 @@ class PositionEncoding {
   }
 };
 
+// A scheme's own block of the config, parsed and validated by the scheme's file (one parse
+// function registered in src/positions/registry.cpp), which also says what the block means,
+// which tensors the scheme adds to the model and how to build its encoder.
+class SchemeConfig {
+ public:
+  virtual ~SchemeConfig() = default;
+  virtual const char* type() const = 0;                         // the registry name: "rope", ...
+  virtual nlohmann::json to_json() const = 0;                   // the block, every default filled in
+  virtual std::string describe(int head_dim) const = 0;         // one line in words
+  virtual std::vector<ExpectedTensor> tensors(const ModelConfig& c) const { (void)c; return {}; }
+  virtual std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const = 0;
+};
+
+template <class T>
+const T& PositionConfig::as() const {
+  const T* block = dynamic_cast<const T*>(scheme.get());
+  if (!block) throw Error("the position scheme is '" + type() + "', not the one asked for");
+  return *block;
+}
+
 // The tensors a scheme adds to the model (learned table, t5 bias table).
 std::vector<ExpectedTensor> position_tensors(const ModelConfig& config);
 
@@ -88,12 +111,8 @@ std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& conf
 std::vector<std::vector<double>> distance_profile(const ModelConfig& config, const TensorLookup& tensors,
                                                   int query_pos, int max_distance);
 
-// Formulas exposed for the property tests.
+// Formulas exposed for the property tests (RoPE's are in rope.hpp).
 std::vector<double> alibi_slopes(int n_heads, double max_bias);
 int t5_bucket(int distance, int num_buckets, int max_distance);  // distance = m - n >= 0
-// RoPE inverse frequencies θ_i (i < rotary_dim/2) after scaling, for a sequence `length` long
-// and the attention factor that multiplies the rotated parts of q and k.
-std::vector<double> rope_inv_freq(const PositionConfig& position, int length);
-double rope_attention_factor(const PositionConfig& position, int length = 1);
 
 }  // namespace pert

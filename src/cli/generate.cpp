@@ -47,7 +47,7 @@ void run_generate(GenerateArgs& a) {
   Sampler sampler(a.sampling);
   InferenceState state(*m.model, n_ctx);
   if (const int max = state.max_positions(); max > 0 && n_ctx > max)  // now, not after text has streamed out
-    throw Error("-c " + std::to_string(n_ctx) + " is past the " + position_type_name(c.position.type) +
+    throw Error("-c " + std::to_string(n_ctx) + " is past the " + c.position.type() +
                 " position table (" + std::to_string(max) + " positions); pass -c " + std::to_string(max) +
                 " or less, or --set position.beyond=clamp to reuse the last one");
 

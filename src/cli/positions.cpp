@@ -34,7 +34,7 @@ void run(const PositionsArgs& a) {
   if (!a.json_file.empty())
     write_json(a.json_file, {{"model_dir", dir.string()},
                              {"position", position},
-                             {"scheme", position_type_name(c.position.type)},
+                             {"scheme", c.position.type()},
                              {"trained_length", c.max_position_embeddings},
                              {"query_pos", query_pos},
                              {"per_head", c.n_heads == int(profile.size())},

@@ -28,10 +28,24 @@ class Alibi final : public PositionEncoding {
  private:
   std::vector<float> slopes_;  // [n_heads]
 };
+
+struct AlibiConfig final : SchemeConfig {
+  double max_bias = 8.0;
+  const char* type() const override { return "alibi"; }
+  nlohmann::json to_json() const override { return {{"type", type()}, {"max_bias", max_bias}}; }
+  std::string describe(int) const override {
+    return "ALiBi (Press et al. 2022): per-head linear distance bias on the scores, max_bias " + number_text(max_bias);
+  }
+  std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup&) const override {
+    return std::make_unique<Alibi>(alibi_slopes(c.n_heads, max_bias));
+  }
+};
 }  // namespace
 
-std::unique_ptr<PositionEncoding> make_alibi(const ModelConfig& c, const TensorLookup&) {
-  return std::make_unique<Alibi>(alibi_slopes(c.n_heads, c.position.max_bias));
+std::shared_ptr<const SchemeConfig> parse_alibi(Fields& f, const SchemeContext&) {
+  auto c = std::make_shared<AlibiConfig>();
+  c->max_bias = f.number("max_bias", 8.0, [](double x) { return x > 0; }, "must be > 0");
+  return c;
 }
 
 }  // namespace pert

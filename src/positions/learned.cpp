@@ -32,11 +32,34 @@ class Learned final : public PositionEncoding {
   int rows_, hidden_;
   bool clamp_;
 };
+
+constexpr const char* kTable = "model.embed_positions.weight";  // [max_positions, hidden]
+
+struct LearnedConfig final : SchemeConfig {
+  int max_positions = 0;      // rows of the table
+  bool clamp_beyond = false;  // past the table, reuse the last row instead of failing
+  const char* type() const override { return "learned"; }
+  nlohmann::json to_json() const override {
+    return {{"type", type()}, {"max_positions", max_positions}, {"beyond", clamp_beyond ? "clamp" : "error"}};
+  }
+  std::string describe(int) const override {
+    return "learned absolute embeddings (GPT-2 wpe), " + std::to_string(max_positions) +
+           " positions added to the token embeddings; beyond them: " + (clamp_beyond ? "reuse the last row" : "error");
+  }
+  std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override { return {{kTable, {max_positions, c.hidden_size}}}; }
+  std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const override {
+    return std::make_unique<Learned>(tensors(kTable), max_positions, c.hidden_size, clamp_beyond);
+  }
+};
 }  // namespace
 
-std::unique_ptr<PositionEncoding> make_learned(const ModelConfig& c, const TensorLookup& tensors) {
-  return std::make_unique<Learned>(tensors(kLearnedTable), c.position.max_positions, c.hidden_size,
-                                   c.position.clamp_beyond);
+std::shared_ptr<const SchemeConfig> parse_learned(Fields& f, const SchemeContext& context) {
+  auto c = std::make_shared<LearnedConfig>();
+  c->max_positions = f.positive("max_positions", kMaxCount, context.model.max_position_embeddings);
+  const std::string beyond = f.string("beyond", "error");
+  if (beyond != "error" && beyond != "clamp") f.fail("beyond", "must be \"error\" or \"clamp\", got \"" + beyond + "\"");
+  c->clamp_beyond = beyond == "clamp";
+  return c;
 }
 
 }  // namespace pert

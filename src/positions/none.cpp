@@ -4,8 +4,17 @@
 
 namespace pert {
 
-std::unique_ptr<PositionEncoding> make_none(const ModelConfig&, const TensorLookup&) {
-  return std::make_unique<PositionEncoding>();
-}
+namespace {
+struct NoneConfig final : SchemeConfig {
+  const char* type() const override { return "none"; }
+  nlohmann::json to_json() const override { return {{"type", type()}}; }
+  std::string describe(int) const override { return "NoPE: no positional signal; only the causal mask orders tokens"; }
+  std::unique_ptr<PositionEncoding> make(const ModelConfig&, const TensorLookup&) const override {
+    return std::make_unique<PositionEncoding>();
+  }
+};
+}  // namespace
+
+std::shared_ptr<const SchemeConfig> parse_none(Fields&, const SchemeContext&) { return std::make_shared<NoneConfig>(); }
 
 }  // namespace pert

@@ -4,28 +4,27 @@
 namespace pert {
 
 namespace {
-struct Scheme {
-  PositionType type;
-  std::unique_ptr<PositionEncoding> (*make)(const ModelConfig&, const TensorLookup&);
-};
-const Scheme kSchemes[] = {
-    {PositionType::None, make_none},   {PositionType::Learned, make_learned}, {PositionType::Sinusoidal, make_sinusoidal},
-    {PositionType::Rope, make_rope},   {PositionType::Alibi, make_alibi},     {PositionType::T5, make_t5},
+const std::pair<const char*, ParseScheme> kSchemes[] = {
+    {"none", parse_none}, {"learned", parse_learned}, {"sinusoidal", parse_sinusoidal},
+    {"rope", parse_rope}, {"alibi", parse_alibi},     {"t5", parse_t5},
 };
 }  // namespace
 
-std::vector<ExpectedTensor> position_tensors(const ModelConfig& c) {
-  switch (c.position.type) {
-    case PositionType::Learned: return {{kLearnedTable, {c.position.max_positions, c.hidden_size}}};
-    case PositionType::T5: return {{kT5Table, {c.position.num_buckets, c.n_heads}}};
-    default: return {};
+std::shared_ptr<const SchemeConfig> parse_scheme(const std::string& type, Fields& f, const SchemeContext& context) {
+  std::string names;
+  for (const auto& [name, parse] : kSchemes) {
+    if (type == name) return parse(f, context);
+    names += (names.empty() ? "" : ", ") + std::string(name);
   }
+  f.fail("type", "'" + type + "' is not one of: " + names);
 }
 
-std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& config, const TensorLookup& tensors) {
-  for (const Scheme& s : kSchemes)
-    if (s.type == config.position.type) return s.make(config, tensors);
-  return nullptr;  // unreachable: parse_model_config admits registered types only
+std::string PositionConfig::type() const { return scheme ? scheme->type() : "?"; }
+
+std::vector<ExpectedTensor> position_tensors(const ModelConfig& c) { return c.position.scheme->tensors(c); }
+
+std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& c, const TensorLookup& tensors) {
+  return c.position.scheme->make(c, tensors);
 }
 
 }  // namespace pert

@@ -16,11 +16,11 @@
 #include <cmath>
 
 #include "pert/error.hpp"
-#include "schemes.hpp"
+#include "pert/rope.hpp"
 
 namespace pert {
 
-std::vector<double> rope_inv_freq(const PositionConfig& p, int length) {
+std::vector<double> rope_inv_freq(const RopeConfig& p, int length) {
   const RopeScaling& s = p.scaling;
   const int r = p.rotary_dim, half = r / 2;
   const double L = s.original_max_position;
@@ -78,7 +78,7 @@ std::vector<double> rope_inv_freq(const PositionConfig& p, int length) {
   return theta;
 }
 
-double rope_attention_factor(const PositionConfig& p, int length) {
+double rope_attention_factor(const RopeConfig& p, int length) {
   const RopeScaling& s = p.scaling;
   if (s.type == RopeScalingType::LongRope) return length > s.original_max_position ? s.long_attention_factor : s.attention_factor;
   return s.type == RopeScalingType::Yarn ? s.attention_factor : 1.0;
@@ -88,7 +88,7 @@ namespace {
 
 class Rope final : public PositionEncoding {
  public:
-  explicit Rope(const PositionConfig& p) : p_(p), half_(p.rotary_dim / 2), attention_factor_(rope_attention_factor(p, 1)) {
+  explicit Rope(const RopeConfig& p) : p_(p), half_(p.rotary_dim / 2), attention_factor_(rope_attention_factor(p, 1)) {
     const RopeScalingType t = p.scaling.type;
     on_read_ = t == RopeScalingType::Dynamic || t == RopeScalingType::LongRope;
     for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
@@ -196,7 +196,7 @@ class Rope final : public PositionEncoding {
     return scaled ? rotate_pairs<false, true> : rotate_pairs<false, false>;
   }
 
-  PositionConfig p_;
+  const RopeConfig p_;
   int half_;
   double attention_factor_;
   bool on_read_ = false;
@@ -210,8 +210,8 @@ class Rope final : public PositionEncoding {
 
 }  // namespace
 
-std::unique_ptr<PositionEncoding> make_rope(const ModelConfig& c, const TensorLookup&) {
-  return std::make_unique<Rope>(c.position);
+std::unique_ptr<PositionEncoding> RopeConfig::make(const ModelConfig&, const TensorLookup&) const {
+  return std::make_unique<Rope>(*this);
 }
 
 }  // namespace pert

@@ -33,10 +33,29 @@ class Sinusoidal final : public PositionEncoding {
   float embed_scale_;
   std::vector<double> inv_freq_;  // [hidden / 2]
 };
+
+struct SinusoidalConfig final : SchemeConfig {
+  double base = 10000.0;
+  double embed_scale = 1.0;  // token embeddings are scaled by this first
+  const char* type() const override { return "sinusoidal"; }
+  nlohmann::json to_json() const override { return {{"type", type()}, {"base", base}, {"embed_scale", embed_scale}}; }
+  std::string describe(int) const override {
+    return "sinusoidal absolute embeddings (Vaswani et al. 2017), base " + number_text(base) +
+           ", added to the token embeddings scaled by " + number_text(embed_scale);
+  }
+  std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup&) const override {
+    return std::make_unique<Sinusoidal>(c.hidden_size, base, embed_scale);
+  }
+};
 }  // namespace
 
-std::unique_ptr<PositionEncoding> make_sinusoidal(const ModelConfig& c, const TensorLookup&) {
-  return std::make_unique<Sinusoidal>(c.hidden_size, c.position.base, c.position.embed_scale);
+std::shared_ptr<const SchemeConfig> parse_sinusoidal(Fields& f, const SchemeContext& context) {
+  auto c = std::make_shared<SinusoidalConfig>();
+  c->base = f.number("base", 10000.0, [](double x) { return x > 1.0; }, "must be > 1");
+  c->embed_scale = f.number("embed_scale", 1.0, [](double x) { return x > 0; }, "must be > 0");
+  if (context.model.hidden_size % 2)
+    f.fail("type", "sinusoidal needs an even hidden_size, got " + std::to_string(context.model.hidden_size));
+  return c;
 }
 
 }  // namespace pert

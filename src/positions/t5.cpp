@@ -40,10 +40,37 @@ class T5 final : public PositionEncoding {
   std::vector<int> bucket_of_;  // [max_distance]
   int last_;
 };
+
+constexpr const char* kTable = "model.relative_attention_bias.weight";  // [num_buckets, n_heads]
+
+struct T5Config final : SchemeConfig {
+  int num_buckets = 32;
+  int max_distance = 128;
+  const char* type() const override { return "t5"; }
+  nlohmann::json to_json() const override {
+    return {{"type", type()}, {"num_buckets", num_buckets}, {"max_distance", max_distance}};
+  }
+  std::string describe(int) const override {
+    return "T5 relative bias (Raffel et al. 2020): learned per head, " + std::to_string(num_buckets) +
+           " causal buckets, log-spaced up to distance " + std::to_string(max_distance);
+  }
+  std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override { return {{kTable, {num_buckets, c.n_heads}}}; }
+  std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const override {
+    return std::make_unique<T5>(tensors(kTable), c.n_heads, num_buckets, max_distance);
+  }
+};
 }  // namespace
 
-std::unique_ptr<PositionEncoding> make_t5(const ModelConfig& c, const TensorLookup& tensors) {
-  return std::make_unique<T5>(tensors(kT5Table), c.n_heads, c.position.num_buckets, c.position.max_distance);
+std::shared_ptr<const SchemeConfig> parse_t5(Fields& f, const SchemeContext&) {
+  auto c = std::make_shared<T5Config>();
+  c->num_buckets = f.positive("num_buckets", 4096, 32);
+  c->max_distance = f.positive("max_distance", kMaxCount, 128);
+  // HF's causal bucketing: exact below num_buckets/2, log-spaced up to max_distance.
+  if (c->num_buckets < 2) f.fail("num_buckets", "must be at least 2");
+  if (c->max_distance <= c->num_buckets / 2)
+    f.fail("max_distance", "must exceed num_buckets / 2 = " + std::to_string(c->num_buckets / 2) + ", got " +
+                               std::to_string(c->max_distance));
+  return c;
 }
 
 }  // namespace pert
