@@ -1,3 +1,17 @@
+// Mode llama follows llama.cpp's tools/perplexity/perplexity.cpp (examples/perplexity/ in older
+// trees), function perplexity(), its default path (no --ppl-stride, KL divergence, HellaSwag,
+// ...), as read at ggml-org/llama.cpp 050fc7f and ggerganov/llama.cpp c392e50:
+// - the text is tokenized once, with BOS first when the vocab adds one; chunks are the
+//   stream's consecutive n_ctx tokens (n_chunk = tokens / n_ctx, the rest dropped, --chunks
+//   caps it), and fewer than 2 * n_ctx tokens is refused;
+// - each chunk's first token is set to BOS (when the vocab adds it) and runs from an empty
+//   cache; n_seq = n_batch / n_ctx chunks share one batch as separate sequences, which does
+//   not change their logits;
+// - with first = n_ctx/2, the logits rows first .. n_ctx-2 predict the tokens at first+1 ..
+//   n_ctx-1: n_ctx - 1 - first tokens a chunk (255 at -c 512), not n_ctx - first;
+// - after each chunk it prints "[i]ppl," with PPL = exp(NLL so far); at the end
+//   "Final estimate: PPL = %.4f +/- %.5f", the error being PPL * sqrt((<nll^2> - <nll>^2) /
+//   (count - 1)), the formula every mode here uses.
 #include "pert/perplexity.hpp"
 
 #include <algorithm>
@@ -12,20 +26,31 @@
 namespace pert {
 
 const char* perplexity_mode_name(PerplexityMode mode) {
-  return mode == PerplexityMode::Chunks ? "chunks" : "sliding";
+  switch (mode) {
+    case PerplexityMode::Chunks: return "chunks";
+    case PerplexityMode::Sliding: return "sliding";
+    case PerplexityMode::Llama: return "llama";
+  }
+  return "?";
 }
 
-int window_text_tokens(const PerplexityOptions& o) { return o.n_ctx - (o.bos >= 0 ? 1 : 0); }
+int window_text_tokens(const PerplexityOptions& o) {
+  if (o.mode == PerplexityMode::Llama) return o.n_ctx;
+  return o.n_ctx - (o.bos >= 0 ? 1 : 0);
+}
 
 namespace {
 
 int resolved_stride(const PerplexityOptions& o) {
-  if (o.mode == PerplexityMode::Chunks) return window_text_tokens(o);
+  if (o.mode != PerplexityMode::Sliding) return window_text_tokens(o);
   return o.stride > 0 ? o.stride : std::max(1, o.n_ctx / 2);
 }
 
 void validate(const PerplexityOptions& o) {
   if (o.n_ctx < 2) throw Error("perplexity: the context (-c) must be at least 2 positions, got " + std::to_string(o.n_ctx));
+  if (o.mode == PerplexityMode::Llama && o.n_ctx < 3)  // -c 2 would score nothing (positions 2..1)
+    throw Error("perplexity: --mode llama scores positions c/2+1 .. c-1, so the context (-c) must be at least 3, got " +
+                std::to_string(o.n_ctx));
   if (o.mode == PerplexityMode::Sliding && (o.stride < 0 || o.stride > o.n_ctx - 1))
     throw Error("perplexity: --stride must be in [1, " + std::to_string(o.n_ctx - 1) + "] for -c " +
                 std::to_string(o.n_ctx) + ", got " + std::to_string(o.stride));
@@ -53,15 +78,20 @@ int count_windows(size_t n_tokens, const PerplexityOptions& o) {
 }
 
 PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& o,
-                                     const std::function<void(int, int)>& progress) {
+                                     const PerplexityProgress& progress) {
   validate(o);
   const auto t0 = std::chrono::steady_clock::now();
   const int n_ctx = o.n_ctx, per = window_text_tokens(o), stride = resolved_stride(o);
-  const int has_bos = o.bos >= 0 ? 1 : 0;
+  const bool llama = o.mode == PerplexityMode::Llama;
+  const int has_bos = o.bos >= 0 && !llama ? 1 : 0;  // BOS prepended (llama: it replaces the first token)
   const int available = count_windows(tokens.size(), o);
   if (available == 0)
     throw Error("perplexity: the text has " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
                 std::to_string(per) + " (-c " + std::to_string(n_ctx) + ")");
+  if (llama && tokens.size() < 2 * size_t(n_ctx))  // llama-perplexity refuses such a text too
+    throw Error("perplexity: --mode llama needs at least 2 * c = " + std::to_string(2 * size_t(n_ctx)) +
+                " tokens (as llama-perplexity), the text has " + std::to_string(tokens.size()) + " (-c " +
+                std::to_string(n_ctx) + ")");
   const int windows = o.max_windows > 0 ? std::min(o.max_windows, available) : available;
   const int vocab = model.config().vocab_size, n_buckets = std::min(o.n_buckets, n_ctx);
 
@@ -78,8 +108,11 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   std::vector<double> row_nll(static_cast<size_t>(group) * n_batch);                  // [group][n]
   std::vector<double> bucket_sum(static_cast<size_t>(n_buckets), 0.0);
   std::vector<long long> bucket_count(static_cast<size_t>(n_buckets), 0);
-  double sum = 0, sum2 = 0;
-  long long count = 0;
+  std::vector<double> window_sum(static_cast<size_t>(group));  // [group] for the running PPL
+  std::vector<long long> window_count(static_cast<size_t>(group));
+  double sum = 0, sum2 = 0, running_sum = 0;
+  long long count = 0, running_count = 0;
+  PerplexityResult r;
 
   for (int w0 = 0; w0 < windows; w0 += group) {
     const int g = std::min(group, windows - w0);
@@ -87,16 +120,21 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
     for (int s = 0; s < g; ++s) {
       int* win = &ids[size_t(s) * n_ctx];
       const size_t start = size_t(w0 + s) * size_t(stride);
-      if (has_bos) win[0] = o.bos;
       std::copy(tokens.begin() + ptrdiff_t(start), tokens.begin() + ptrdiff_t(start + size_t(per)), win + has_bos);
+      if (o.bos >= 0) win[0] = o.bos;
     }
+    std::fill(window_sum.begin(), window_sum.end(), 0.0);
+    std::fill(window_count.begin(), window_count.end(), 0);
     for (int b = 0; b < n_run; b += n_batch) {
       const int n = std::min(n_batch, n_run - b);
       for (int s = 0; s < g; ++s)
         std::copy_n(&ids[size_t(s) * n_ctx + size_t(b)], n, &run[size_t(s) * n]);
       state->forward(run.data(), n, b, logits.data(), /*all_logits=*/true);
       // Window w scores positions q >= first (predicted by the logits at q - 1): rows r >= first - 1 - b.
+      // llama: llama-perplexity's `first` is n_ctx/2, the first logits row it reads; that row
+      // predicts position n_ctx/2 + 1, so it scores n_ctx - 1 - n_ctx/2 tokens a chunk.
       auto first_row = [&](int s) {
+        if (llama) return std::max(0, n_ctx / 2 - b);
         const int first = (o.mode == PerplexityMode::Chunks || w0 + s == 0) ? 1 : n_ctx - stride;
         return std::max(0, first - 1 - b);
       };
@@ -116,14 +154,19 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
           ++count;
           bucket_sum[size_t(bucket)] += v;
           ++bucket_count[size_t(bucket)];
+          window_sum[size_t(s)] += v;
+          ++window_count[size_t(s)];
         }
       }
     }
-    if (progress)
-      for (int s = 0; s < g; ++s) progress(w0 + s + 1, windows);
+    for (int s = 0; s < g; ++s) {
+      running_sum += window_sum[size_t(s)];
+      running_count += window_count[size_t(s)];
+      r.running_ppl.push_back(std::exp(running_sum / double(running_count)));
+      if (progress) progress(w0 + s + 1, windows, r.running_ppl.back());
+    }
   }
 
-  PerplexityResult r;
   r.windows = windows;
   r.stride = stride;
   r.tokens = count;

@@ -60,11 +60,14 @@ PerplexityOptions opts(int n_ctx, PerplexityMode mode, int stride, int bos, int 
 }
 
 // The same numbers the slow way: each window's logits from one fresh forward over all n_ctx
-// positions; window position q >= first scored from row q - 1.
+// positions; window position q >= first scored from row q - 1. llama: windows are the stream's
+// n_ctx tokens with the first set to BOS, and q from n_ctx/2 + 1 (llama-perplexity reads the
+// logits from row n_ctx/2 on).
 PerplexityResult brute_force(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& o,
                              std::vector<size_t>* scored_text = nullptr) {
-  const int has_bos = o.bos >= 0, per = o.n_ctx - has_bos;
-  const int S = o.mode == PerplexityMode::Chunks ? per : (o.stride ? o.stride : o.n_ctx / 2);
+  const bool llama = o.mode == PerplexityMode::Llama;
+  const int has_bos = o.bos >= 0 && !llama, per = o.n_ctx - has_bos;
+  const int S = o.mode == PerplexityMode::Sliding ? (o.stride ? o.stride : o.n_ctx / 2) : per;
   const int nb = std::min(o.n_buckets, o.n_ctx);
   std::vector<double> nll, bsum(size_t(nb), 0.0);
   std::vector<long long> bcount(size_t(nb), 0);
@@ -74,11 +77,12 @@ PerplexityResult brute_force(const Model& model, const std::vector<int>& tokens,
     std::vector<int> ids;
     if (has_bos) ids.push_back(o.bos);
     ids.insert(ids.end(), tokens.begin() + ptrdiff_t(start), tokens.begin() + ptrdiff_t(start) + per);
+    if (llama && o.bos >= 0) ids[0] = o.bos;
     REQUIRE(int(ids.size()) == o.n_ctx);
     std::vector<float> logits(ids.size() * kVocab);
     InferenceState state(model, o.n_ctx);
     state.forward(ids.data(), o.n_ctx, 0, logits.data(), true);
-    const int first = (o.mode == PerplexityMode::Chunks || r.windows == 0) ? 1 : o.n_ctx - S;
+    const int first = llama ? o.n_ctx / 2 + 1 : (o.mode == PerplexityMode::Chunks || r.windows == 0) ? 1 : o.n_ctx - S;
     for (int q = first; q < o.n_ctx; ++q) {
       const float* row = &logits[size_t(q - 1) * kVocab];
       double z = 0;
@@ -139,16 +143,24 @@ TEST_CASE("perplexity: windows and text tokens per window", "[perplexity]") {
   CHECK(count_windows(16, opts(16, M::Sliding, 4, -1)) == 1);
   CHECK(count_windows(20, opts(16, M::Sliding, 4, -1)) == 2);
   CHECK(count_windows(15, opts(16, M::Sliding, 4, -1)) == 0);
+  // llama: the stream's n_ctx tokens a window (BOS replaces the first), tokens / n_ctx windows
+  CHECK(window_text_tokens(opts(16, M::Llama, 0, 1)) == 16);
+  CHECK(window_text_tokens(opts(16, M::Llama, 0, -1)) == 16);
+  CHECK(count_windows(15, opts(16, M::Llama, 0, 1)) == 0);
+  CHECK(count_windows(47, opts(16, M::Llama, 0, 1)) == 2);
+  CHECK(count_windows(48, opts(16, M::Llama, 0, -1)) == 3);
+  CHECK(std::string(perplexity_mode_name(M::Llama)) == "llama");
 }
 
-TEST_CASE("perplexity: equals a brute-force evaluation, chunks and sliding, with and without BOS", "[perplexity]") {
+TEST_CASE("perplexity: equals a brute-force evaluation, chunks, sliding and llama, with and without BOS", "[perplexity]") {
   Threads one(1);
   TempDir tmp;
   auto model = small_model(tmp);
   const std::vector<int> tokens = text(75);
   for (int bos : {1, -1}) {
     for (auto [mode, stride] : {std::pair{PerplexityMode::Chunks, 0}, {PerplexityMode::Sliding, 5},
-                                {PerplexityMode::Sliding, 0}, {PerplexityMode::Sliding, 1}}) {
+                                {PerplexityMode::Sliding, 0}, {PerplexityMode::Sliding, 1},
+                                {PerplexityMode::Llama, 0}}) {
       for (int buckets : {4, 5, 100}) {
         INFO("bos " << bos << " mode " << perplexity_mode_name(mode) << " stride " << stride << " buckets " << buckets);
         const PerplexityOptions o = opts(12, mode, stride, bos, buckets);
@@ -157,7 +169,10 @@ TEST_CASE("perplexity: equals a brute-force evaluation, chunks and sliding, with
         const PerplexityResult got = evaluate_perplexity(*model, tokens, o);
         check_same(got, want, 1e-6);
         CHECK(got.windows == count_windows(tokens.size(), o));
-        CHECK(got.stride == (mode == PerplexityMode::Chunks ? 12 - (bos >= 0) : stride ? stride : 6));
+        CHECK(got.stride == (mode == PerplexityMode::Llama    ? 12
+                             : mode == PerplexityMode::Chunks ? 12 - (bos >= 0)
+                             : stride                         ? stride
+                                                              : 6));
         CHECK(got.buckets.size() == size_t(std::min(buckets, 12)));
         for (const PositionBucket& b : got.buckets)  // [first, last] is where q * B / n_ctx lands
           for (int q = b.first; q <= b.last; ++q) CHECK(&b == &got.buckets[size_t(q * got.buckets.size() / 12)]);
@@ -210,7 +225,7 @@ TEST_CASE("perplexity: progress once per window, and bad options or short text a
   PerplexityOptions o = opts(8, PerplexityMode::Sliding, 3, 1);
   o.max_windows = 5;
   std::vector<std::pair<int, int>> calls;
-  evaluate_perplexity(*model, tokens, o, [&](int done, int total) { calls.push_back({done, total}); });
+  evaluate_perplexity(*model, tokens, o, [&](int done, int total, double) { calls.push_back({done, total}); });
   CHECK(calls == std::vector<std::pair<int, int>>{{1, 5}, {2, 5}, {3, 5}, {4, 5}, {5, 5}});
 
   REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(1, PerplexityMode::Chunks, 0, 1)), Error, "-c", "1");
@@ -223,4 +238,122 @@ TEST_CASE("perplexity: progress once per window, and bad options or short text a
   REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(7), opts(8, PerplexityMode::Chunks, 0, -1)), Error, "7 tokens");
   REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, {}, opts(8, PerplexityMode::Sliding, 2, 1)), Error, "0 tokens");
   CHECK_NOTHROW(evaluate_perplexity(*model, text(7), opts(8, PerplexityMode::Chunks, 0, 1)));
+}
+
+// --mode llama, as llama.cpp's tools/perplexity/perplexity.cpp perplexity(): chunks of the
+// stream's n_ctx tokens (the rest dropped), BOS in place of each chunk's first token, and the
+// tokens at n_ctx/2 + 1 .. n_ctx - 1 scored from the logits at n_ctx/2 .. n_ctx - 2.
+TEST_CASE("perplexity: llama mode's chunks, scored count and BOS in place of the first token", "[perplexity]") {
+  Threads one(1);
+  using M = PerplexityMode;
+  TempDir tmp;
+  auto model = small_model(tmp);
+  std::vector<int> tokens = text(100);
+  tokens[0] = 1;  // the stream starts with the BOS its tokenizer adds
+  for (int n_ctx : {12, 11, 3}) {
+    for (int bos : {1, -1}) {
+      INFO("n_ctx " << n_ctx << " bos " << bos);
+      const PerplexityOptions o = opts(n_ctx, M::Llama, 0, bos, 100);
+      const int n_chunk = int(tokens.size()) / n_ctx;
+      std::vector<size_t> scored;
+      const PerplexityResult got = evaluate_perplexity(*model, tokens, o);
+      check_same(got, brute_force(*model, tokens, o, &scored), 1e-6);
+      CHECK(got.windows == n_chunk);
+      CHECK(got.stride == n_ctx);
+      CHECK(got.tokens == (long long)n_chunk * (n_ctx - n_ctx / 2 - 1));  // 255 a chunk at -c 512
+      CHECK(scored.front() == size_t(n_ctx / 2 + 1));
+      CHECK(scored.back() == size_t(n_chunk * n_ctx - 1));  // the remainder is never scored
+      for (const PositionBucket& b : got.buckets)  // only the second half's positions
+        CHECK((b.tokens == 0) == (b.last <= n_ctx / 2));
+      // llama's running "[i]ppl": one a chunk, the last the result
+      REQUIRE(got.running_ppl.size() == size_t(n_chunk));
+      CHECK(got.running_ppl.back() == Approx(got.ppl).epsilon(1e-12));
+
+      // The first token of each chunk is BOS: what stands there in the text does not matter,
+      // and without a BOS it does (it is context for the scored half).
+      std::vector<int> changed = tokens;
+      for (size_t c = 0; c < changed.size(); c += size_t(n_ctx)) changed[c] = (changed[c] + 7) % kVocab;
+      const PerplexityResult other = evaluate_perplexity(*model, changed, o);
+      if (bos >= 0)
+        check_same(other, got, 1e-12);
+      else
+        CHECK(other.nll != Approx(got.nll).epsilon(1e-9));
+    }
+  }
+
+  PerplexityOptions capped = opts(12, M::Llama, 0, 1);
+  capped.max_windows = 3;
+  const PerplexityResult three = evaluate_perplexity(*model, tokens, capped);
+  CHECK(three.windows == 3);
+  CHECK(three.tokens == 3 * 5);
+  check_same(three, brute_force(*model, tokens, capped), 1e-6);
+
+  std::vector<std::pair<int, double>> running;
+  evaluate_perplexity(*model, tokens, opts(16, M::Llama, 0, 1),
+                      [&](int done, int total, double ppl) {
+                        CHECK(total == 6);
+                        running.push_back({done, ppl});
+                      });
+  REQUIRE(running.size() == 6);
+  CHECK(running[0].first == 1);
+  CHECK(running[5].first == 6);
+
+  // llama-perplexity refuses a text of fewer than 2 * n_ctx tokens, and -c 2 scores nothing
+  CHECK_NOTHROW(evaluate_perplexity(*model, text(16), opts(8, M::Llama, 0, 1)));
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(15), opts(8, M::Llama, 0, 1)), Error, "--mode llama",
+                        "2 * c = 16", "15");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(7), opts(8, M::Llama, 0, 1)), Error, "7 tokens");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(40), opts(2, M::Llama, 0, 1)), Error, "--mode llama",
+                        "at least 3", "2");
+}
+
+// A model whose logits depend only on the current token, so the NLLs are known by hand:
+// attention and MLP weights zero (the residual stream is the embedding), embedding row t the
+// unit vector e_t (t < 16), lm_head row v = e_{v-1} for v in 1..16. After the final RMSNorm
+// (weight 1) the hidden state is s·e_t, s = 1 / sqrt(1/16 + eps), so token t + 1 gets logit s and
+// every other token 0: predicted, NLL = log(e^s + 31) - s; any other, NLL = log(e^s + 31).
+TEST_CASE("perplexity: llama mode by hand on a next-token-is-t+1 model", "[perplexity]") {
+  Threads one(1);
+  TempDir tmp;
+  const json c = tiny_config();
+  std::vector<TestTensor> tensors;
+  for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n), e.shape.size() == 1 ? 1.0f : 0.0f);
+    if (e.name == "model.embed_tokens.weight")
+      for (int t = 0; t < 16; ++t) v[size_t(t) * 16 + size_t(t)] = 1;
+    if (e.name == "lm_head.weight")
+      for (int t = 1; t <= 16; ++t) v[size_t(t) * 16 + size_t(t - 1)] = 1;
+    tensors.push_back({e.name, "F32", e.shape, v});
+  }
+  write_model_dir(tmp.path, c, tensors);
+  const auto model = Model::load(tmp.path);
+
+  const double s = 1 / std::sqrt(1.0 / 16 + 1e-5);
+  const double hit = std::log(std::exp(s) + 31) - s, miss = std::log(std::exp(s) + 31);
+  // -c 8: positions 5, 6, 7 scored from the logits at 4, 5, 6 (llama's first = 4). A chunk
+  // [x 5 6 7 3 4 9 10]: 3 -> 4 predicted, 4 -> 9 not, 9 -> 10 predicted; and 7 -> 3 (position 4
+  // from 3) not, so scoring one position early would count 1 predicted of 3, not 2.
+  const std::vector<int> chunk = {12, 5, 6, 7, 3, 4, 9, 10};
+  std::vector<int> tokens;  // 3 chunks, then 7 tokens left over (dropped)
+  for (int i = 0; i < 3 * 8 + 7; ++i) tokens.push_back(i < 3 * 8 ? chunk[size_t(i % 8)] : i - 3 * 8);
+  tokens[0] = 1;  // the stream's BOS
+  PerplexityOptions o = opts(8, PerplexityMode::Llama, 0, 1, 8);
+  const PerplexityResult r = evaluate_perplexity(*model, tokens, o);
+  CHECK(r.windows == 3);
+  CHECK(r.tokens == 9);
+  const double mean = (2 * hit + miss) / 3, ppl = std::exp(mean);
+  const double var = (2 * hit * hit + miss * miss) / 3 - mean * mean;  // 6 predicted, 3 not
+  CHECK(r.nll == Approx(mean).epsilon(1e-5));
+  CHECK(r.ppl == Approx(ppl).epsilon(1e-5));
+  CHECK(r.ppl_stderr == Approx(ppl * std::sqrt(var / 8)).epsilon(1e-4));
+  for (const PositionBucket& b : r.buckets) {
+    INFO("position " << b.first);
+    CHECK(b.first == b.last);
+    CHECK(b.tokens == (b.first >= 5 ? 3 : 0));
+    if (b.first == 5 || b.first == 7) CHECK(b.nll == Approx(hit).epsilon(1e-5));
+    if (b.first == 6) CHECK(b.nll == Approx(miss).epsilon(1e-5));
+  }
+  for (double p : r.running_ppl) CHECK(p == Approx(ppl).epsilon(1e-5));  // every chunk alike
 }

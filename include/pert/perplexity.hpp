@@ -1,9 +1,15 @@
 // Perplexity of a token stream at a fixed context length (DESIGN.md §4), the two ways the
-// long-context papers measure it:
+// long-context papers measure it, and llama.cpp's:
 //   chunks  (ALiBi paper): windows of n_ctx positions that do not overlap, each run from an
 //           empty cache with BOS first, every text token scored;
 //   sliding (YaRN paper):  windows moved by `stride`, each scoring its last `stride` tokens
-//           (the first window scores all of its own), so every token is scored once.
+//           (the first window scores all of its own), so every token is scored once;
+//   llama   (llama-perplexity's default): the stream (tokenized once, BOS first when the
+//           tokenizer adds one) cut into chunks of n_ctx tokens, the rest dropped; each chunk's
+//           first token replaced by `bos` (when >= 0) and only positions n_ctx/2 + 1 .. n_ctx - 1
+//           scored, from the logits at n_ctx/2 .. n_ctx - 2. As llama.cpp's
+//           tools/perplexity/perplexity.cpp, function perplexity() (its n_seq batching only
+//           groups chunks), which also needs at least 2 * n_ctx tokens.
 // Besides PPL it keeps the mean NLL by position within the window: the extrapolation curve.
 #pragma once
 #include <functional>
@@ -14,7 +20,7 @@
 
 namespace pert {
 
-enum class PerplexityMode { Chunks, Sliding };
+enum class PerplexityMode { Chunks, Sliding, Llama };
 const char* perplexity_mode_name(PerplexityMode mode);
 
 struct PerplexityOptions {
@@ -23,7 +29,8 @@ struct PerplexityOptions {
   int stride = 0;                // sliding: tokens scored per window after the first; 0: n_ctx / 2
   int max_windows = 0;           // evaluate at most this many windows; 0: all that fit
   int n_buckets = 16;            // equal-width position buckets over [0, n_ctx)
-  int bos = -1;                  // token put first in every window; -1: none
+  int bos = -1;                  // token put first in every window (llama: in place of the
+                                 // chunk's first token); -1: none
   int n_batch = 0;               // rows per forward pass (all windows' positions together); 0:
                                  // 2048, fewer when the logits [rows][vocab] would pass 64 MiB
 };
@@ -39,22 +46,27 @@ struct PerplexityResult {
   double nll = 0;                  // mean NLL (nats)
   long long tokens = 0;            // tokens scored
   int windows = 0;
-  int stride = 0;                  // resolved
+  int stride = 0;                  // resolved (llama: n_ctx)
+  std::vector<double> running_ppl; // [windows] PPL of the tokens scored up to each window's end
+                                   // (llama-perplexity's running "[i]ppl" figures)
   double seconds = 0;
   std::vector<PositionBucket> buckets;
 };
 
-// Text tokens per window: n_ctx less the BOS position.
+// Stream tokens per window: n_ctx less the BOS position (llama: n_ctx, the first replaced).
 int window_text_tokens(const PerplexityOptions& options);
 
 // Windows the stream holds (before max_windows), or 0 when it is shorter than one window.
 int count_windows(size_t n_tokens, const PerplexityOptions& options);
 
-// Evaluates `tokens` (the text, already tokenized; BOS tokens inside it are text). Throws
-// pert::Error when the options are invalid or the text is shorter than one window.
-// `progress(done, total)` is called after each window.
+// Called after each window: windows done, windows in all, and the PPL of every token scored
+// so far.
+using PerplexityProgress = std::function<void(int done, int total, double running_ppl)>;
+
+// Evaluates `tokens` (the text, already tokenized; BOS tokens inside it are text, except that
+// llama mode's stream starts with the BOS its tokenizer adds). Throws pert::Error when the
+// options are invalid or the text is shorter than one window (llama: than two).
 PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>& tokens,
-                                     const PerplexityOptions& options,
-                                     const std::function<void(int, int)>& progress = {});
+                                     const PerplexityOptions& options, const PerplexityProgress& progress = {});
 
 }  // namespace pert

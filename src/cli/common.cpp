@@ -71,10 +71,23 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
   return m;
 }
 
-std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs) {
-  const std::string text = read_text_file(path);
+namespace {
+std::string read_utf8_file(const std::filesystem::path& path) {
+  std::string text = read_text_file(path);
   size_t bad = 0;
   if (!valid_utf8(text, &bad)) throw FormatError(path.string() + ": not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  return text;
+}
+}  // namespace
+
+std::vector<int> tokenize_file_llama(const Tokenizer& tokenizer, const std::filesystem::path& path) {
+  std::string text = read_utf8_file(path);
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's -f reads a file
+  return tokenizer.encode(text, /*add_special=*/true, /*parse_special=*/false);
+}
+
+std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs) {
+  const std::string text = read_utf8_file(path);
   if (!split_docs) return tokenizer.encode(text);
   std::vector<int> ids;
   const char* space = " \t\n\r\v\f";

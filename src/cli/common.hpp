@@ -43,6 +43,10 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
 // (separated by a blank line, "\n\n", and stripped of surrounding whitespace) encoded on its
 // own with `bos` before it, as tools/train.py feeds stories to the family.
 std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs);
+// The whole file as llama-perplexity reads and tokenizes it (common/arg.cpp's -f, then
+// common_tokenize(text, add_special = true)): one trailing "\n" dropped, special tokens written
+// in the text taken as text, the tokenizer's own prefix (BOS) and suffix around it.
+std::vector<int> tokenize_file_llama(const Tokenizer& tokenizer, const std::filesystem::path& path);
 
 // Flag checks for ->check(), run while the command line is parsed, so before any work. A bad
 // value is a usage error (exit 2) that CLI11 prefixes with the flag's name, e.g.

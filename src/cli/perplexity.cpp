@@ -25,8 +25,9 @@ void run(const PerplexityArgs& a) {
   const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
-  const std::vector<int> tokens = tokenize_file(m.tokenizer, a.eval.text_file, c.bos_token_id, a.eval.split_docs);
-  const PerplexityOptions o = a.eval.options(n_ctx, c.bos_token_id);
+  const int bos = a.eval.bos(m.tokenizer, c.bos_token_id);
+  const std::vector<int> tokens = a.eval.tokenize(m.tokenizer, bos);
+  const PerplexityOptions o = a.eval.options(n_ctx, bos);
   const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity");
 
   const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
@@ -39,15 +40,23 @@ void run(const PerplexityArgs& a) {
                         {"threads", omp_get_max_threads()},
                         {"dtype", a.config.dtype}};
     j.update(a.eval.settings());
-    j.update(result_json(r));
+    j.update(result_json(r, o.mode));
     write_json(a.json_file, j);
     if (a.json_file == "-") return;
   }
   std::printf("%s: %s\n", m.dir.string().c_str(), describe(c.position, c.head_dim).c_str());
-  std::printf("%s: %zu tokens; %s windows of %d positions (%s%d text tokens), trained length %d\n",
-              a.eval.text_file.c_str(), tokens.size(), perplexity_mode_name(o.mode), n_ctx,
-              o.bos >= 0 ? "BOS + " : "", window_text_tokens(o), c.max_position_embeddings);
-  std::printf("%s\n", ppl_text(r.ppl, r.ppl_stderr).c_str());
+  if (o.mode == PerplexityMode::Llama) {
+    std::printf("%s: %zu tokens%s; llama chunks of %d tokens (%s), positions %d-%d scored, trained length %d\n",
+                a.eval.text_file.c_str(), tokens.size(), o.bos >= 0 ? " (BOS first)" : "", n_ctx,
+                o.bos >= 0 ? "BOS in place of the first" : "no BOS", n_ctx / 2 + 1, n_ctx - 1,
+                c.max_position_embeddings);
+    std::printf("%s\n", llama_final_text(r.ppl, r.ppl_stderr).c_str());
+  } else {
+    std::printf("%s: %zu tokens; %s windows of %d positions (%s%d text tokens), trained length %d\n",
+                a.eval.text_file.c_str(), tokens.size(), perplexity_mode_name(o.mode), n_ctx,
+                o.bos >= 0 ? "BOS + " : "", window_text_tokens(o), c.max_position_embeddings);
+    std::printf("%s\n", ppl_text(r.ppl, r.ppl_stderr).c_str());
+  }
   std::printf("%lld tokens scored in %d windows (stride %d), %.2f s, %.1f tokens/s\n", r.tokens, r.windows, r.stride,
               r.seconds, tps);
   std::printf("\nNLL by position in the window:\n\n| positions | tokens | NLL | PPL |\n|---|---:|---:|---:|\n");

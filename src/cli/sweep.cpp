@@ -246,13 +246,16 @@ void run_sweep(const SweepArgs& a) {
     const ModelConfig& mc = m.model->config();
     c["trained_length"] = mc.max_position_embeddings;
     c["position"] = describe(mc.position, mc.head_dim);
-    auto& tokens = tokens_of[{cell.model, mc.bos_token_id}];  // a config may change the BOS
-    if (tokens.empty()) tokens = tokenize_file(m.tokenizer, a.eval.text_file, mc.bos_token_id, a.eval.split_docs);
+    const int bos = a.eval.bos(m.tokenizer, mc.bos_token_id);
+    auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
+    if (tokens.empty()) tokens = a.eval.tokenize(m.tokenizer, bos);
     c["text_tokens"] = tokens.size();
     c["threads"] = omp_get_max_threads();
     try {
-      c.update(result_json(run_perplexity(*m.model, tokens, a.eval.options(cell.length, mc.bos_token_id),
-                                          "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label)));
+      const PerplexityOptions o = a.eval.options(cell.length, bos);
+      c.update(result_json(run_perplexity(*m.model, tokens, o,
+                                          "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label),
+                           o.mode));
       std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
                    ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
     } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
