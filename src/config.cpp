@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "config_fields.hpp"
+#include "extend/methods.hpp"
 #include "positions/schemes.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
@@ -26,7 +27,7 @@ const std::set<std::string> kReadKeys = {
     "rope_theta",        "rope_scaling",         "partial_rotary_factor", "original_max_position_embeddings",
     "hidden_act",        "attention_bias",       "mlp_bias",           "position",
     "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
-    "max_window_layers", "layer_types",          "rope_parameters"};
+    "max_window_layers", "layer_types",          "rope_parameters",    "extend"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
@@ -137,6 +138,7 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   // Phi-3 style configs give the pre-extension length at the top level.
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
   parse_position(has_position ? config["position"] : position_from_hf(config, source), trained, source, mc);
+  if (f.has("extend")) mc.extend = parse_extend(config["extend"], source, ExtendContext{mc, trained});
   return mc;
 }
 
@@ -218,9 +220,16 @@ json to_json(const ModelConfig& c) {
   if (c.qk_norm) j["qk_norm"] = true;
   if (std::any_of(c.sliding_window.begin(), c.sliding_window.end(), [](int w) { return w > 0; }))
     j["sliding_window"] = c.sliding_window;
+  for (const auto& e : c.extend) j["extend"][e->type()] = e->to_json();
   return j;
 }
 
 std::string describe(const PositionConfig& p, int head_dim) { return p.scheme->describe(head_dim); }
+
+std::string describe_position(const ModelConfig& c) {
+  std::string s = describe(c.position, c.head_dim);
+  for (const auto& e : c.extend) s += "; " + e->describe();
+  return s;
+}
 
 }  // namespace pert

@@ -144,7 +144,7 @@ double available_memory() {
 }  // namespace
 
 InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq)
-    : model_(model), c_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
+    : model_(model), c_(model.config()), extend_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
   if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(n_batch));
   if (n_seq < 1) throw Error("sequence count must be at least 1, got " + std::to_string(n_seq));
@@ -153,8 +153,12 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_) * size_t(n_seq);
   // Checked before allocating: a hostile context size or config gets an error, never an
   // allocation that fails (or that the sanitizer build reports as a crash).
-  const double per_position = 2.0 * n_seq * double(c_.n_layers) * double(kv_dim) +   // K and V caches
-                              double(kv_dim) + double(omp_get_max_threads()) * kQueryBlock;  // keys read, scores
+  far_ = extend_.pattern && extend_.pattern->remaps();
+  far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_->rotates_keys_on_read();
+  const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && position_->rotates_keys_on_read();
+  const double per_position = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim) +  // K, V (far K) caches
+                              double(kv_dim) * (1 + far_keys_read) +                                  // keys read
+                              double(omp_get_max_threads()) * kQueryBlock * (1 + far_);               // scores
   const double bytes = 4.0 * per_position * n_ctx, available = available_memory();
   if (available > 0 && bytes > 0.9 * available)
     throw Error("a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
@@ -170,6 +174,16 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
                 std::to_string(2 * cache * sizeof(float) >> 20) + " MiB, more than is free; pass a smaller -c");
   }
   if (position_->rotates_keys_on_read()) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  if (far_) {
+    q_far_.resize(B * q_dim);
+    far_query_pos_.resize(size_t(n_batch_));
+    for (int n = 0; n < n_ctx; ++n) far_key_pos_.push_back(extend_.pattern->far_key(n));
+  }
+  if (far_key_cache_) {
+    k_far_.resize(B * kv_dim);
+    k_far_cache_.assign(cache, 0.0f);
+  }
+  if (far_keys_read) keys_far_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
   x_.resize(B * d);
   xb_.resize(B * d);
   q_.resize(B * q_dim);
@@ -178,7 +192,7 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   v_.resize(B * kv_dim);
   gate_.resize(B * size_t(c_.intermediate_size));
   up_.resize(B * size_t(c_.intermediate_size));
-  attention_scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx);
+  attention_scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_);
 }
 
 void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
@@ -212,7 +226,7 @@ bool InferenceState::shift(int n_keep, int n_discard) {
                 ") of " + std::to_string(n_past_) + " cached positions");
   const int hd = c_.head_dim, n_move = n_past_ - n_keep - n_discard;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
-  if (!position_->can_shift()) return false;
+  if (!position_->can_shift() || extend_.pattern) return false;
   const int heads = n_seq_ * c_.n_layers * c_.n_kv_heads;  // every (sequence, layer, kv head)
   for (int i = 0; i < heads; ++i) {
     const size_t head = size_t(i) * size_t(kv_head_stride);
@@ -235,6 +249,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const float eps = float(c.rms_norm_eps);
   PositionEncoding& pe = *position_;
   pe.begin_forward(length, pos0, n);
+  for (int t = 0; far_ && t < n; ++t) far_query_pos_[size_t(t)] = extend_.pattern->far_query(pos0 + t);
 
   // x [S][n][d]: token embeddings, plus absolute positions for the schemes that add them.
   for (int s = 0; s < S; ++s) {
@@ -268,6 +283,21 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
       const float* v = &v_[size_t(s) * n * kv_dim];
       float* k_cache = &k_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_];  // [kv_head][n_ctx][hd]
       float* v_cache = &v_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_];
+      float* q_far = far_ ? &q_far_[size_t(s) * n * q_dim] : nullptr;  // [n][q_dim]
+      float* k_far_cache = far_key_cache_ ? &k_far_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_] : nullptr;
+      if (far_) {  // the far pass's queries (and keys) from the unrotated ones
+        std::copy(q, q + size_t(n) * q_dim, q_far);
+        pe.rotate_at(q_far, far_query_pos_.data(), n, c.n_heads, q_dim, hd);
+        if (far_key_cache_) {
+          float* k_far = &k_far_[size_t(s) * n * kv_dim];
+          std::copy(k, k + size_t(n) * kv_dim, k_far);
+          pe.rotate_at(k_far, &far_key_pos_[size_t(pos0)], n, c.n_kv_heads, kv_dim, hd);
+          for (int t = 0; t < n; ++t)
+            for (int h = 0; h < c.n_kv_heads; ++h)
+              std::memcpy(k_far_cache + size_t(h) * kv_head_stride + size_t(pos0 + t) * hd, k_far + size_t(t) * kv_dim + size_t(h) * hd,
+                          sizeof(float) * hd);
+        }
+      }
       if (pe.rotates()) {
         pe.rotate(q, pos0, n, c.n_heads, q_dim, hd, true);
         if (!pe.rotates_keys_on_read()) pe.rotate(k, pos0, n, c.n_kv_heads, kv_dim, hd, false);
@@ -278,13 +308,31 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
           std::memcpy(k_cache + dst, k + src, sizeof(float) * hd);
           std::memcpy(v_cache + dst, v + src, sizeof(float) * hd);
         }
+      for (int t = 0; t < n && !extend_.scales.empty(); ++t) {  // log-n: a factor on query m's scores
+        const float f = float(extend_.query_scale(pos0 + t));
+        if (f == 1.0f) continue;
+        for (int i = 0; i < q_dim; ++i) q[size_t(t) * q_dim + i] *= f;
+        for (int i = 0; far_ && i < q_dim; ++i) q_far[size_t(t) * q_dim + i] *= f;
+      }
       const float* keys = k_cache;
-      if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
-        const size_t len = size_t(pos0 + n) * hd;
+      const size_t len = size_t(pos0 + n) * hd;
+      auto read_keys = [&](std::vector<float>& out) {  // the cached (unrotated) keys, copied to be rotated
         for (int h = 0; h < c.n_kv_heads; ++h)
-          std::memcpy(&keys_read_[size_t(h) * kv_head_stride], k_cache + size_t(h) * kv_head_stride, sizeof(float) * len);
-        pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
+          std::memcpy(&out[size_t(h) * kv_head_stride], k_cache + size_t(h) * kv_head_stride, sizeof(float) * len);
+        return out.data();
+      };
+      if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
+        pe.rotate(read_keys(keys_read_), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
         keys = keys_read_.data();
+      }
+      layer_shape.pattern = extend_.pattern;
+      if (far_) {
+        layer_shape.q_far = q_far;
+        layer_shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys : k_far_cache;
+        if (!keys_far_read_.empty()) {
+          pe.rotate_at(read_keys(keys_far_read_), far_key_pos_.data(), pos0 + n, c.n_kv_heads, hd, kv_head_stride);
+          layer_shape.keys_far = keys_far_read_.data();
+        }
       }
       attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache, layer_shape, scale, pe, *attention_scratch_);
     }

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstring>
 
@@ -115,9 +116,9 @@ void softmax(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx)
-    : per_thread(size_t(kQueryBlock) * size_t(n_ctx)),
-      partials(size_t(n_heads) * size_t((n_ctx + kKeyBlock - 1) / kKeyBlock) * size_t(head_dim + 2)) {
+AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far)
+    : per_thread(size_t(kQueryBlock) * size_t(n_ctx) * (far ? 2 : 1)),
+      partials(size_t(n_heads) * size_t((n_ctx + kKeyBlock - 1) / kKeyBlock + 1) * size_t(head_dim + 2)) {
   fit_threads();
 }
 
@@ -128,15 +129,32 @@ void AttentionScratch::fit_threads() {
 
 namespace {
 
-// One query (T = 1) over its whole cache, split into blocks of kKeyBlock keys.
-// The first key the query at `pos` sees: 0, or with a sliding window W the keys pos − W < n.
-int first_key(int pos, int window) { return window > 0 ? std::max(0, pos - window + 1) : 0; }
+// Which keys a query sees and how each pair is scored, from the layer's sliding window and
+// the "extend" pattern: keys [0, sinks) and [lo(m), m]; pairs n < near(m) from the far pass.
+struct KeyRule {
+  int window;
+  const ExtensionConfig* pattern;
+  bool masks() const { return pattern && pattern->masks(); }
+  bool remaps() const { return pattern && pattern->remaps(); }
+  int lo(int m) const {
+    const int l = window > 0 ? std::max(0, m - window + 1) : 0;
+    return masks() ? std::max(l, pattern->first_key(m)) : l;
+  }
+  int sinks() const { return masks() ? pattern->sinks() : 0; }
+  int near(int m) const { return remaps() ? pattern->near_first(m) : 0; }
+  int far_query(int m) const { return int(pattern->far_query(m)); }  // for bias schemes, whose far keys are the keys
+};
 
+// One query (T = 1) over the keys it sees, split into blocks of kKeyBlock keys (the sinks' own
+// blocks first, then the window's).
 void attention_decode(float* out, const float* q, const float* keys, const float* values, const AttentionShape& s,
                       float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
-  const int first = first_key(pos, s.window), n_keys = pos + 1 - first;  // keys first..pos
-  const int n_blocks = (n_keys + kKeyBlock - 1) / kKeyBlock, max_blocks = int(scratch.partials.size()) / (s.n_heads * (hd + 2));
+  const KeyRule rule{s.window, s.pattern};
+  const int lo = rule.lo(pos), sinks = std::min(rule.sinks(), lo), near = rule.near(pos);
+  const int sink_blocks = (sinks + kKeyBlock - 1) / kKeyBlock;
+  const int n_blocks = sink_blocks + (pos + 1 - lo + kKeyBlock - 1) / kKeyBlock;
+  const int max_blocks = int(scratch.partials.size()) / (s.n_heads * (hd + 2));
   const bool bias = position.has_bias();
   float* const scores_all = scratch.scores.data();
   float* const partials = scratch.partials.data();  // [n_heads][max_blocks][hd + 2]
@@ -144,17 +162,28 @@ void attention_decode(float* out, const float* q, const float* keys, const float
   for (int h = 0; h < s.n_heads; ++h)
     for (int b = 0; b < n_blocks; ++b) {
       float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [kKeyBlock]
-      const int key0 = first + b * kKeyBlock, nk = std::min(pos + 1 - key0, kKeyBlock);
-      const float* k = keys + (h / group) * s.kv_head_stride + ptrdiff_t(key0) * hd;  // [nk][hd]
-      const float* v = values + (h / group) * s.kv_head_stride + ptrdiff_t(key0) * hd;
+      const int key0 = b < sink_blocks ? b * kKeyBlock : lo + (b - sink_blocks) * kKeyBlock;
+      const int nk = std::min((b < sink_blocks ? sinks : pos + 1) - key0, kKeyBlock);
+      const ptrdiff_t head = (h / group) * s.kv_head_stride;
       float* partial = partials + (size_t(h) * max_blocks + b) * size_t(hd + 2);
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, nk, hd, scale, k, hd, q + size_t(h) * hd, 1, 0.0f, scores, 1);
-      if (bias) position.add_bias(scores, h, pos, key0, nk);
+      // keys [key0, split) are scored far, [split, key0 + nk) near
+      const int split = std::clamp(near, key0, key0 + nk), n_far = split - key0, n_near = nk - n_far;
+      if (n_far > 0) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, s.keys_far + head + ptrdiff_t(key0) * hd, hd,
+                    s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
+        if (bias) position.add_bias(scores, h, rule.far_query(pos), key0, n_far);
+      }
+      if (n_near > 0) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, keys + head + ptrdiff_t(split) * hd, hd,
+                    q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
+        if (bias) position.add_bias(scores + n_far, h, pos, split, n_near);
+      }
       const float max = *std::max_element(scores, scores + nk);
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int i = 0; i < nk; ++i) sum += (scores[i] = exp_nonpositive(scores[i] - max));
-      cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, v, hd, scores, 1, 0.0f, partial, 1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, values + head + ptrdiff_t(key0) * hd, hd, scores, 1, 0.0f,
+                  partial, 1);
       partial[hd] = max;
       partial[hd + 1] = sum;
     }
@@ -182,35 +211,71 @@ void attention(float* out, const float* q, const float* keys, const float* value
   if (s.T == 1) return attention_decode(out, q, keys, values, s, scale, position, scratch);
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_stride = s.n_heads * hd;
   const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
-  const size_t row_len = size_t(s.pos0 + s.T);  // keys the last query sees
-  const bool bias = position.has_bias();
+  const KeyRule rule{s.window, s.pattern};
+  const bool bias = position.has_bias(), remaps = rule.remaps();
+  const float minus_inf = -std::numeric_limits<float>::infinity();
   float* const scores_all = scratch.scores.data();
-  // Each (head, block of queries) is two small GEMMs, scores = Q·Kᵀ and out = P·V, on the keys
-  // the block's queries see (from the first query's first key to the last query); BLAS runs
-  // single-threaded inside this parallel loop.
+  // Each (head, block of queries) is small GEMMs on the keys the block's queries see: the sinks
+  // [0, sinks) and the range [lo, hi) from the first query's first key to the last query, laid
+  // side by side as the block's columns. BLAS runs single-threaded inside this parallel loop.
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int h = 0; h < s.n_heads; ++h)
     for (int b = 0; b < n_blocks; ++b) {
-      float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [kQueryBlock][row_len]
-      const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0;
-      const int key_lo = first_key(s.pos0 + t0, s.window), key_hi = s.pos0 + t0 + nq;  // keys [key_lo, key_hi)
-      const float* k = keys + (h / group) * s.kv_head_stride + ptrdiff_t(key_lo) * hd;  // [key][hd]
-      const float* v = values + (h / group) * s.kv_head_stride + ptrdiff_t(key_lo) * hd;
-      const float* qb = q + size_t(t0) * q_stride + size_t(h) * hd;  // [nq][hd], rows q_stride apart
-      float* ob = out + size_t(t0) * q_stride + size_t(h) * hd;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, key_hi - key_lo, hd, scale, qb, q_stride, k, hd, 0.0f,
-                  scores, int(row_len));
+      const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0, p0 = s.pos0 + t0;
+      const int lo = rule.lo(p0), hi = p0 + nq, sinks = std::min(rule.sinks(), lo);
+      const int cols = sinks + hi - lo;  // column of key n: n below `sinks`, else sinks + n − lo
+      auto col = [&](int n) { return n < sinks ? n : sinks + n - lo; };
+      // Calls f(first key, count) on each of the block's key ranges within [from, to).
+      auto ranges = [&](int from, int to, auto f) {
+        for (const auto& [a, z] : {std::pair{0, sinks}, std::pair{lo, hi}})
+          if (std::max(a, from) < std::min(z, to)) f(std::max(a, from), std::min(z, to) - std::max(a, from));
+      };
+      float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [nq][cols]
+      float* far = scores + size_t(kQueryBlock) * (scratch.per_thread / (2 * kQueryBlock));  // [nq][cols], remaps only
+      const ptrdiff_t head = (h / group) * s.kv_head_stride;
+      const size_t q_at = size_t(t0) * q_stride + size_t(h) * hd;  // the block's queries, rows q_stride apart
+      auto gemm_scores = [&](float* dst, const float* qb, const float* kb, int from, int to) {
+        ranges(from, to, [&](int n0, int count) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, count, hd, scale, qb + q_at, q_stride,
+                      kb + head + ptrdiff_t(n0) * hd, hd, 0.0f, dst + col(n0), cols);
+        });
+      };
+      // Near scores where some query of the block is near, far ones where some is far.
+      gemm_scores(scores, q, keys, rule.near(p0), hi);
+      if (remaps) gemm_scores(far, s.q_far, s.keys_far, 0, rule.near(hi - 1));
       for (int i = 0; i < nq; ++i) {
-        const int pos = s.pos0 + t0 + i, lo = first_key(pos, s.window);  // keys lo..pos (causal, windowed)
-        float* row = scores + size_t(i) * row_len;                       // row[j]: key key_lo + j
-        float* seen = row + (lo - key_lo);
-        if (bias) position.add_bias(seen, h, pos, lo, pos + 1 - lo);
-        softmax(seen, pos + 1 - lo);
-        std::fill(row, seen, 0.0f);
-        std::fill(row + (pos + 1 - key_lo), row + (key_hi - key_lo), 0.0f);
+        const int m = p0 + i, first = rule.lo(m), near = rule.near(m);
+        float* row = scores + size_t(i) * cols;
+        const float* far_row = far + size_t(i) * cols;
+        std::fill(row + sinks, row + col(first), minus_inf);  // between the sinks and m's first key
+        ranges(0, near, [&](int n0, int count) {              // far pairs m sees
+          if (n0 + count <= sinks || n0 >= first) {
+            std::copy(far_row + col(n0), far_row + col(n0) + count, row + col(n0));
+            if (bias) position.add_bias(row + col(n0), h, rule.far_query(m), n0, count);
+          } else {  // the window range below `first` is masked; only its visible part is far
+            const int v0 = std::max(n0, first);
+            if (v0 < n0 + count) {
+              std::copy(far_row + col(v0), far_row + col(n0) + count, row + col(v0));
+              if (bias) position.add_bias(row + col(v0), h, rule.far_query(m), v0, n0 + count - v0);
+            }
+          }
+        });
+        if (bias)
+          ranges(near, m + 1, [&](int n0, int count) {
+            const int v0 = n0 < sinks ? n0 : std::max(n0, first);
+            if (v0 < n0 + count) position.add_bias(row + col(v0), h, m, v0, n0 + count - v0);
+          });
+        softmax(row, col(m) + 1);
+        std::fill(row + col(m) + 1, row + cols, 0.0f);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, key_hi - key_lo, 1.0f, scores, int(row_len), v, hd,
-                  0.0f, ob, q_stride);
+      // out = P·V over the same columns: the sinks' GEMM, then the range's adding to it.
+      float* ob = out + size_t(t0) * q_stride + size_t(h) * hd;
+      bool first_gemm = true;
+      ranges(0, hi, [&](int n0, int count) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, count, 1.0f, scores + col(n0), cols,
+                    values + head + ptrdiff_t(n0) * hd, hd, first_gemm ? 0.0f : 1.0f, ob, q_stride);
+        first_gemm = false;
+      });
     }
 }
 

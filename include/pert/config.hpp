@@ -10,7 +10,8 @@
 
 namespace pert {
 
-class SchemeConfig;  // positions.hpp: a scheme's own typed block
+class SchemeConfig;     // positions.hpp: a scheme's own typed block
+class ExtensionConfig;  // positions.hpp: an attention-time method of the "extend" block
 
 // The "position" block (or the HF RoPE keys it stands for): its type picks a scheme from the
 // registry (src/positions/registry.cpp), and that scheme's file parses, validates, describes
@@ -48,6 +49,8 @@ struct ModelConfig {
   bool qk_norm = false;             // Qwen3: RMSNorm of each query and key head before RoPE (q_norm, k_norm)
   std::vector<int> sliding_window;  // [layer]: 0 full causal attention; W: query m sees keys m − W < n ≤ m
   PositionConfig position;
+  // The "extend" block's methods in the block's key order (training-free context extension).
+  std::vector<std::shared_ptr<const ExtensionConfig>> extend;
 };
 
 // Overrides applied, in order, over a model's config.json.
@@ -74,6 +77,8 @@ nlohmann::json to_json(const PositionConfig& position);
 
 // One line in words, e.g. "RoPE (half layout, base 10000, rotary dim 64/64), YaRN ×4 ...".
 std::string describe(const PositionConfig& position, int head_dim);
+// The scheme and the "extend" methods on top of it, in one line.
+std::string describe_position(const ModelConfig& config);
 
 const char* architecture_name(Architecture architecture);  // "LlamaForCausalLM", ...
 // The architecture and its extras in words, e.g. "Qwen2ForCausalLM: q/k/v biases; sliding window 4096 on layers 21-23".

@@ -81,7 +81,8 @@ class InferenceState {
   // Context shift (llama.cpp's): drops the cached positions [n_keep, n_keep + n_discard) and
   // moves the later ones back by n_discard, re-rotating RoPE keys by the delta. Returns false,
   // touching nothing, when the scheme's positions are baked into the cache (learned,
-  // sinusoidal): the caller must then re-encode the tokens it keeps.
+  // sinusoidal) or an "extend" method places pairs by absolute position: the caller must then
+  // re-encode the tokens it keeps.
   bool shift(int n_keep, int n_discard);
 
   int n_past() const { return n_past_; }
@@ -100,6 +101,9 @@ class InferenceState {
   const Model& model_;
   const ModelConfig& c_;
   std::unique_ptr<PositionEncoding> position_;
+  Extensions extend_;
+  bool far_ = false;              // the pattern remaps: a far pass with its own queries (and keys)
+  bool far_key_cache_ = false;    // ... whose keys are cached apart (static rotation)
   int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
 
   std::vector<float> k_cache_, v_cache_;  // [seq][layer][kv_head][n_ctx][head_dim]
@@ -108,6 +112,13 @@ class InferenceState {
   std::vector<float> q_, att_;            // [seq][n_batch][n_heads·head_dim]
   std::vector<float> k_, v_;              // [seq][n_batch][n_kv_heads·head_dim]
   std::vector<float> gate_, up_;          // [seq][n_batch][ffn]
+  // The far pass (an "extend" pattern that remaps; empty otherwise):
+  std::vector<float> q_far_;              // [seq][n_batch][n_heads·head_dim]: queries at far_query(m)
+  std::vector<float> k_far_;              // [seq][n_batch][n_kv_heads·head_dim]: new keys at far_key(n)
+  std::vector<float> k_far_cache_;        // like k_cache_: keys at far_key(n), static rotations
+  std::vector<float> keys_far_read_;      // like keys_read_: keys at far_key(n), length-dependent rotations
+  std::vector<double> far_query_pos_;     // [n_batch]
+  std::vector<double> far_key_pos_;       // [n_ctx]: far_key(n) for every slot
   std::unique_ptr<AttentionScratch> attention_scratch_;
 };
 

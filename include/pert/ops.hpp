@@ -72,12 +72,18 @@ inline float exp_nonpositive(float x0) {
 
 // Causal multi-head attention for T queries at positions pos0..pos0+T-1 over keys/values
 // 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads). With a
-// sliding window W the query at m sees only keys m − W < n <= m.
+// sliding window W the query at m sees only keys m − W < n <= m. An "extend" method (`pattern`,
+// positions.hpp) may narrow the keys further (first_key), keep sinks, and have pairs n < near(m)
+// scored from the far queries and keys (q_far · keys_far) instead: the kernel never names it.
+class ExtensionConfig;
 struct AttentionShape {
   int T, pos0;
   int n_heads, n_kv_heads, head_dim;
   ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
   int window = 0;            // 0: every earlier key
+  const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
+  const float* q_far = nullptr;     // like q: the queries at far_query(m), when the pattern remaps
+  const float* keys_far = nullptr;  // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
 };
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim].
 // Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
@@ -87,13 +93,14 @@ struct AttentionShape {
 inline constexpr int kQueryBlock = 16;
 inline constexpr int kKeyBlock = 256;
 
-// Everything the kernel writes besides its output, sized once for a context of n_ctx positions.
+// Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
+// `far`: room for a second score block (a pattern that remaps).
 struct AttentionScratch {
-  AttentionScratch(int n_heads, int head_dim, int n_ctx);
+  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false);
   void fit_threads();  // grows `scores` when the thread count was raised since
-  size_t per_thread;           // kQueryBlock·n_ctx
-  std::vector<float> scores;   // [threads][kQueryBlock][n_ctx]
-  std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉][head_dim + 2]: output, max, sum
+  size_t per_thread;           // kQueryBlock·n_ctx, twice that with `far`
+  std::vector<float> scores;   // [threads][per_thread]
+  std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉ + 1][head_dim + 2]: output, max, sum
 };
 void attention(float* out, const float* q, const float* keys, const float* values, const AttentionShape& shape,
                float scale, const PositionEncoding& position, AttentionScratch& scratch);

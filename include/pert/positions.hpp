@@ -56,6 +56,12 @@ class PositionEncoding {
                       bool is_query) const {
     (void)x, (void)pos0, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)is_query;
   }
+  // Hook 2 at arbitrary real positions (the remapping methods of "extend"): vector t rotates as
+  // if it stood at positions[t], with the frequencies begin_forward() set.
+  virtual void rotate_at(float* x, const double* positions, int n_pos, int n_heads, ptrdiff_t pos_stride,
+                         ptrdiff_t head_stride) const {
+    (void)x, (void)positions, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride;
+  }
   // True when the rotation depends on the length: keys are then cached unrotated and rotated
   // when read, so no cached key is ever stale.
   virtual bool rotates_keys_on_read() const { return false; }
@@ -77,6 +83,14 @@ class PositionEncoding {
   }
 };
 
+// Which hooks a scheme acts through, for the methods of "extend" that only some schemes admit.
+enum class SchemeKind {
+  None,      // NoPE
+  Absolute,  // adds positions to the embeddings (learned, sinusoidal): positions cannot be re-indexed
+  Rotary,    // rotates q and k (RoPE and its scalings, xPos)
+  Bias,      // biases the scores by distance (ALiBi, T5)
+};
+
 // A scheme's own block of the config, parsed and validated by the scheme's file (one parse
 // function registered in src/positions/registry.cpp), which also says what the block means,
 // which tensors the scheme adds to the model and how to build its encoder.
@@ -84,6 +98,7 @@ class SchemeConfig {
  public:
   virtual ~SchemeConfig() = default;
   virtual const char* type() const = 0;                         // the registry name: "rope", ...
+  virtual SchemeKind kind() const = 0;
   virtual nlohmann::json to_json() const = 0;                   // the block, every default filled in
   virtual std::string describe(int head_dim) const = 0;         // one line in words
   virtual std::vector<ExpectedTensor> tensors(const ModelConfig& c) const { (void)c; return {}; }
@@ -96,6 +111,49 @@ const T& PositionConfig::as() const {
   if (!block) throw Error("the position scheme is '" + type() + "', not the one asked for");
   return *block;
 }
+
+// An attention-time method of the config's "extend" block (Self-Extend, ReRoPE, StreamingLLM,
+// blockwise attention, log-n): which keys query m sees, at which positions the scheme encodes
+// a (query m, key n) pair, and a factor on query m's scores. Each lives in its own file under
+// src/extend/, registered once; the attention kernel and the model ask these questions and never
+// name a method. Positions are 0-based, n <= m; every function is pure.
+//   visible(m, n)   n < sinks()  or  n >= first_key(m)
+//   encoded at      (m, n) when n >= near_first(m), else (far_query(m), far_key(n))
+//   scores × query_scale(m)
+// first_key and near_first never decrease with m (the kernel's block ranges rely on it).
+class ExtensionConfig {
+ public:
+  virtual ~ExtensionConfig() = default;
+  virtual const char* type() const = 0;          // the registry name: "self_extend", ...
+  virtual nlohmann::json to_json() const = 0;    // the block, every default filled in
+  virtual std::string describe() const = 0;      // one line in words
+
+  virtual bool masks() const { return false; }   // first_key or sinks restrict the keys
+  virtual int first_key(int m) const { (void)m; return 0; }
+  virtual int sinks() const { return 0; }
+
+  virtual bool remaps() const { return false; }  // some pairs are encoded at far positions
+  virtual int near_first(int m) const { (void)m; return 0; }
+  virtual double far_query(int m) const { return m; }
+  virtual double far_key(int n) const { return n; }
+  virtual bool far_keys_are_keys() const { return false; }  // far_key(n) == n: the far pass reads the cache's keys
+
+  virtual bool scales() const { return false; }
+  virtual double query_scale(int m) const { (void)m; return 1.0; }
+};
+
+// The model's methods as the kernel and the model ask them: at most one that masks or remaps
+// (`pattern`) and any that scale queries, checked when the config is parsed.
+struct Extensions {
+  const ExtensionConfig* pattern = nullptr;
+  std::vector<const ExtensionConfig*> scales;
+  explicit Extensions(const ModelConfig& config);
+  double query_scale(int m) const {
+    double s = 1.0;
+    for (const ExtensionConfig* e : scales) s *= e->query_scale(m);
+    return s;
+  }
+};
 
 // The tensors a scheme adds to the model (learned table, t5 bias table).
 std::vector<ExpectedTensor> position_tensors(const ModelConfig& config);

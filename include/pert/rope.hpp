@@ -41,6 +41,7 @@ struct RopeConfig final : SchemeConfig {
   XPosConfig xpos;
 
   const char* type() const override { return "rope"; }
+  SchemeKind kind() const override { return SchemeKind::Rotary; }
   nlohmann::json to_json() const override;
   std::string describe(int head_dim) const override;
   std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const override;

@@ -42,7 +42,7 @@ void run_inspect(const InspectArgs& args) {
     require_finite(*t);
   }
   m.checks.push_back("every weight is finite");
-  const std::string position = describe(c.position, c.head_dim);
+  const std::string position = describe_position(c);
   const std::vector<std::string> ignored = ignored_config_keys(m.config_json);
 
   if (args.json) {

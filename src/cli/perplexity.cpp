@@ -33,7 +33,7 @@ void run(const PerplexityArgs& a) {
   const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
   if (!a.json_file.empty()) {
     nlohmann::json j = {{"model_dir", m.dir.string()},
-                        {"position", describe(c.position, c.head_dim)},
+                        {"position", describe_position(c)},
                         {"trained_length", c.max_position_embeddings},
                         {"n_ctx", n_ctx},
                         {"text_tokens", tokens.size()},
@@ -44,7 +44,7 @@ void run(const PerplexityArgs& a) {
     write_json(a.json_file, j);
     if (a.json_file == "-") return;
   }
-  std::printf("%s: %s\n", m.dir.string().c_str(), describe(c.position, c.head_dim).c_str());
+  std::printf("%s: %s\n", m.dir.string().c_str(), describe_position(c).c_str());
   if (o.mode == PerplexityMode::Llama) {
     std::printf("%s: %zu tokens%s; llama chunks of %d tokens (%s), positions %d-%d scored, trained length %d\n",
                 a.eval.text_file.c_str(), tokens.size(), o.bos >= 0 ? " (BOS first)" : "", n_ctx,

@@ -30,7 +30,7 @@ void run(const PositionsArgs& a) {
   const int query_pos = a.query_pos >= 0 ? a.query_pos : distance;
   const auto profile = distance_profile(c, [&](const std::string& name) { return model->tensor(name); }, query_pos,
                                         distance);
-  const std::string position = describe(c.position, c.head_dim);
+  const std::string position = describe_position(c);
   if (!a.json_file.empty())
     write_json(a.json_file, {{"model_dir", dir.string()},
                              {"position", position},

@@ -245,7 +245,7 @@ void run_sweep(const SweepArgs& a) {
     }
     const ModelConfig& mc = m.model->config();
     c["trained_length"] = mc.max_position_embeddings;
-    c["position"] = describe(mc.position, mc.head_dim);
+    c["position"] = describe_position(mc);
     const int bos = a.eval.bos(m.tokenizer, mc.bos_token_id);
     auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
     if (tokens.empty()) tokens = a.eval.tokenize(m.tokenizer, bos);

@@ -32,6 +32,7 @@ class Alibi final : public PositionEncoding {
 struct AlibiConfig final : SchemeConfig {
   double max_bias = 8.0;
   const char* type() const override { return "alibi"; }
+  SchemeKind kind() const override { return SchemeKind::Bias; }
   nlohmann::json to_json() const override { return {{"type", type()}, {"max_bias", max_bias}}; }
   std::string describe(int) const override {
     return "ALiBi (Press et al. 2022): per-head linear distance bias on the scores, max_bias " + number_text(max_bias);

@@ -39,6 +39,7 @@ struct LearnedConfig final : SchemeConfig {
   int max_positions = 0;      // rows of the table
   bool clamp_beyond = false;  // past the table, reuse the last row instead of failing
   const char* type() const override { return "learned"; }
+  SchemeKind kind() const override { return SchemeKind::Absolute; }
   nlohmann::json to_json() const override {
     return {{"type", type()}, {"max_positions", max_positions}, {"beyond", clamp_beyond ? "clamp" : "error"}};
   }

@@ -7,6 +7,7 @@ namespace pert {
 namespace {
 struct NoneConfig final : SchemeConfig {
   const char* type() const override { return "none"; }
+  SchemeKind kind() const override { return SchemeKind::None; }
   nlohmann::json to_json() const override { return {{"type", type()}}; }
   std::string describe(int) const override { return "NoPE: no positional signal; only the causal mask orders tokens"; }
   std::unique_ptr<PositionEncoding> make(const ModelConfig&, const TensorLookup&) const override {

@@ -95,6 +95,8 @@ class Rope final : public PositionEncoding {
     if (!on_read_) theta_ = rope_inv_freq(p_, 1);  // static frequencies: computed once
     shift_cos_.resize(size_t(half_));
     shift_sin_.resize(size_t(half_));
+    at_cos_.resize(size_t(half_));
+    at_sin_.resize(size_t(half_));
   }
 
   bool rotates() const override { return true; }
@@ -162,6 +164,21 @@ class Rope final : public PositionEncoding {
       for (int h = 0; h < n_heads; ++h) turn(k + t * pos_stride + h * head_stride, c, s, nullptr, half_);
   }
 
+  // Angles computed per position (the tables hold integer positions only); no xPos here, as
+  // the methods that call this refuse it.
+  void rotate_at(float* x, const double* positions, int n_pos, int n_heads, ptrdiff_t pos_stride,
+                 ptrdiff_t head_stride) const override {
+    const RotatePairs turn = rotate_pairs_for(false);
+    for (int t = 0; t < n_pos; ++t) {
+      for (int i = 0; i < half_; ++i) {
+        const double angle = positions[t] * theta_[size_t(i)];
+        at_cos_[size_t(i)] = float(std::cos(angle) * attention_factor_);
+        at_sin_[size_t(i)] = float(std::sin(angle) * attention_factor_);
+      }
+      for (int h = 0; h < n_heads; ++h) turn(x + t * pos_stride + h * head_stride, at_cos_.data(), at_sin_.data(), nullptr, half_);
+    }
+  }
+
   void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
               bool is_query) const override {
     const std::vector<float>* xpos = p_.xpos.enabled ? (is_query ? &xpos_q_ : &xpos_k_) : nullptr;
@@ -206,6 +223,7 @@ class Rope final : public PositionEncoding {
   std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
   std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
   std::vector<float> shift_cos_, shift_sin_;  // [half] one context shift's rotation
+  mutable std::vector<float> at_cos_, at_sin_;  // [half] rotate_at's current position
 };
 
 }  // namespace

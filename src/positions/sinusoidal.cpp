@@ -38,6 +38,7 @@ struct SinusoidalConfig final : SchemeConfig {
   double base = 10000.0;
   double embed_scale = 1.0;  // token embeddings are scaled by this first
   const char* type() const override { return "sinusoidal"; }
+  SchemeKind kind() const override { return SchemeKind::Absolute; }
   nlohmann::json to_json() const override { return {{"type", type()}, {"base", base}, {"embed_scale", embed_scale}}; }
   std::string describe(int) const override {
     return "sinusoidal absolute embeddings (Vaswani et al. 2017), base " + number_text(base) +

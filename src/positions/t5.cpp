@@ -47,6 +47,7 @@ struct T5Config final : SchemeConfig {
   int num_buckets = 32;
   int max_distance = 128;
   const char* type() const override { return "t5"; }
+  SchemeKind kind() const override { return SchemeKind::Bias; }
   nlohmann::json to_json() const override {
     return {{"type", type()}, {"num_buckets", num_buckets}, {"max_distance", max_distance}};
   }
