@@ -13,7 +13,11 @@ key it reads rotated for that length. So the logits at m never depend on later t
 KV-cached decode can equal a fresh prefill. (HF instead uses the whole input's length for every
 position of an uncached forward, and whatever length each token saw when it was cached.)
 
-    reference.py make-model OUT_DIR POSITION_JSON [--seed N] [--dtype F32] [dims...]
+config.json's "extend" block (Self-Extend, ReRoPE, StreamingLLM's sinks, blockwise attention,
+log-n) is read by reference_extend.py: which keys each query sees, where far pairs are encoded,
+and a factor per query row.
+
+    reference.py make-model OUT_DIR POSITION_JSON [--seed N] [--dtype F32] [--extend JSON]
     reference.py logits MODEL_DIR IDS_FILE OUT_FILE     # float64 [T][vocab]
 """
 import argparse
@@ -26,6 +30,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_extend  # noqa: E402
 import safetensors_io  # noqa: E402
 
 DT = torch.float64
@@ -169,16 +174,13 @@ def apply_rope(x, angles, mscale, layout, xpos_scale):
     return torch.view_as_real(xc * rot).reshape(x.shape)
 
 
-def xpos_scales(pos, rot_dim, T):
-    """torchscale XPOS: scale_i^(position/scale_base) with positions centred on the sequence
-    (only m - n matters); queries up, keys down."""
+def xpos_scale(pos, rot_dim, positions, T):
+    """torchscale XPOS: zeta_i^(position/scale_base) [len(positions), r/2], positions centred on
+    the sequence of T (only m - n matters); queries are multiplied by it, keys divided."""
     xp = pos["xpos"]
     gamma, scale_base = xp.get("gamma", 0.4), xp.get("scale_base", 512)
     zeta = (torch.arange(0, rot_dim, 2, dtype=DT) + gamma * rot_dim) / ((1 + gamma) * rot_dim)
-    min_pos = -T // 2
-    positions = torch.arange(min_pos, min_pos + T, dtype=DT)
-    scale = zeta[None, :] ** (positions[:, None] / scale_base)  # [T, r/2]
-    return scale, 1.0 / scale
+    return zeta[None, :] ** ((positions.to(DT)[:, None] + (-T // 2)) / scale_base)
 
 
 # ----------------------------------------------------------------------------- bias schemes
@@ -266,6 +268,8 @@ def forward(config, W, ids):
     T = ids_t.shape[-1]
     dt = W["model.embed_tokens.weight"].dtype
     positions = torch.arange(T)
+    # The "extend" block: which keys row m sees, where far pairs are encoded, log-n's row factor.
+    plan = reference_extend.Plan(reference_extend.parse(config, pos) or {}, T)
 
     x = W["model.embed_tokens.weight"][ids_t]  # [..., T, d]
     if kind == "learned":
@@ -278,31 +282,36 @@ def forward(config, W, ids):
         x = x * pos.get("embed_scale", 1.0) + sinusoidal_table(T, d, pos.get("base", 10000.0)).to(dt)
 
     bias = torch.zeros(H, T, T, dtype=dt)  # [head, query m, key n]
-    rel = positions[:, None] - positions[None, :]  # m - n
+    dist = plan.distance()  # m - n, or where a far pair is encoded
     if kind == "alibi":
         slopes = torch.tensor(alibi_slopes(H, pos.get("max_bias", 8.0)), dtype=DT)
-        bias = (-slopes[:, None, None] * rel[None].to(DT)).to(dt)
+        bias = (-slopes[:, None, None] * dist[None].to(DT)).to(dt)
     elif kind == "t5":
-        buckets = t5_relative_position_bucket(-rel, pos.get("num_buckets", 32), pos.get("max_distance", 128))
+        buckets = t5_relative_position_bucket(-dist.round().long(), pos.get("num_buckets", 32),
+                                              pos.get("max_distance", 128))
         bias = W["model.relative_attention_bias.weight"][buckets].permute(2, 0, 1)
-    causal = torch.full((T, T), float("-inf"), dtype=dt).triu(1)
 
     if kind == "rope":
         rot = pos.get("rotary_dim", hd)
         layout = pos.get("layout", "half")
-        xq, xk = (s.to(dt) for s in xpos_scales(pos, rot, T)) if pos.get("xpos") is not None else (None, None)
         # Query rows grouped by the frequencies and attention factor their length (m + 1) gives:
-        # [(rows, angles [T, r/2], attention factor)].
+        # [(rows (a slice), inverse frequencies [r/2], attention factor)].
         groups = []
         for m in range(T):
             inv_freq, mscale = rope_inv_freq(pos, rot, m + 1, config), rope_attention_factor(pos, config, m + 1)
             if groups and torch.equal(groups[-1][1], inv_freq) and groups[-1][2] == mscale:
-                groups[-1][0].append(m)
+                groups[-1][0] = slice(groups[-1][0].start, m + 1)
             else:
-                groups.append(([m], inv_freq, mscale))
-        groups = [(rows, (positions[:, None].to(DT) * inv[None, :]).to(dt), ms) for rows, inv, ms in groups]
+                groups.append([slice(m, m + 1), inv_freq, mscale])
 
-    def rotate(x, angles, mscale, scale):  # x [..., n, hd]: rotary dims rotated, the rest kept
+    def encode(x, at, inv_freq, mscale, side):
+        """x [..., len(at), hd] with its rotary dims rotated as at positions `at` (fractional ones
+        too), times the attention factor (and xPos's scale: side "q" multiplies, "k" divides)."""
+        angles = (at.to(DT)[:, None] * inv_freq[None, :]).to(dt)
+        scale = None
+        if pos.get("xpos") is not None:
+            up = xpos_scale(pos, rot, at, T)
+            scale = (up if side == "q" else 1.0 / up).to(dt)
         return torch.cat([apply_rope(x[..., :rot], angles, mscale, layout, scale), x[..., rot:]], dim=-1)
 
     def heads(t, n):  # [..., T, n·hd] -> [..., n, T, hd]
@@ -328,20 +337,22 @@ def forward(config, W, ids):
         k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
         v = v.repeat_interleave(H // KV, dim=-3)
         if kind == "rope":
-            if len(groups) == 1:
-                _, angles, ms = groups[0]
-                scores = rotate(q, angles, ms, xq) @ rotate(k, angles, ms, xk).transpose(-1, -2)
-            else:
-                scores = torch.empty(*q.shape[:-1], T, dtype=dt)
-                for rows, angles, ms in groups:
-                    qr = rotate(q[..., rows, :], angles[rows], ms, None if xq is None else xq[rows])
-                    scores[..., rows, :] = qr @ rotate(k, angles, ms, xk).transpose(-1, -2)
+            parts = []
+            for rows, inv_freq, ms in groups:
+                qg = q[..., rows, :]
+                s = encode(qg, positions[rows], inv_freq, ms, "q") @ encode(k, positions, inv_freq, ms, "k").mT
+                if plan.near is not None:  # far pairs: the same frequencies and factor, other positions
+                    far = encode(qg, plan.q_far[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
+                    s = torch.where(plan.near[rows], s, far)
+                parts.append(s)
+            scores = torch.cat(parts, dim=-2)
         else:
             scores = q @ k.transpose(-1, -2)
-        mask = causal
-        if windows[i]:  # HF masking_utils: key n is seen from m when m - W < n
-            mask = causal.masked_fill(rel >= windows[i], float("-inf"))
-        scores = scores / math.sqrt(hd) + bias + mask
+        scores = scores / math.sqrt(hd)
+        if plan.row_scale is not None:  # log-n: row m's query scaled, so its q·k, not its bias
+            scores = scores * plan.row_scale[:, None].to(dt)
+        mask = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(windows[i]), float("-inf"))
+        scores = scores + bias + mask
         att = torch.softmax(scores, dim=-1) @ v  # [..., H, T, hd]
         x = x + linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
         h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
@@ -358,9 +369,10 @@ def forward(config, W, ids):
 # ----------------------------------------------------------------------------- random models
 def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
                vocab=96, trained=32, tie=False, head_dim=None, extra_config=None, qkv_bias=False, o_bias=False,
-               mlp_bias=False, fused=False, qk_norm=False):
+               mlp_bias=False, fused=False, qk_norm=False, extend=None):
     """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1).
-    qkv_bias / o_bias / mlp_bias add bias tensors; fused writes Phi-3's qkv_proj and gate_up_proj."""
+    qkv_bias / o_bias / mlp_bias add bias tensors; fused writes Phi-3's qkv_proj and gate_up_proj;
+    extend is config.json's "extend" block."""
     g = torch.Generator().manual_seed(seed)
     hd = head_dim or hidden // heads
 
@@ -406,6 +418,8 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
         config["head_dim"] = head_dim
     if position is not None:
         config["position"] = position
+    if extend is not None:
+        config["extend"] = extend
     config.update(extra_config or {})
     os.makedirs(out_dir, exist_ok=True)
     safetensors_io.save(os.path.join(out_dir, "model.safetensors"), t, dtype)
@@ -439,13 +453,14 @@ def main():
     mk.add_argument("position", help='JSON position block, e.g. \'{"type": "alibi"}\'')
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    mk.add_argument("--extend", type=json.loads, help='JSON "extend" block, e.g. \'{"logn": {}}\'')
     lg = sub.add_parser("logits")
     lg.add_argument("model_dir")
     lg.add_argument("ids_file")
     lg.add_argument("out_file")
     a = ap.parse_args()
     if a.cmd == "make-model":
-        make_model(a.out_dir, json.loads(a.position), a.seed, a.dtype)
+        make_model(a.out_dir, json.loads(a.position), a.seed, a.dtype, extend=a.extend)
     else:
         ids = [int(t) for t in open(a.ids_file).read().split()]
         logits_for(a.model_dir, ids).astype(np.float64).tofile(a.out_file)
