@@ -3,6 +3,8 @@
 
     reference_test.py --list
     reference_test.py CASE PERT_LOGITS
+    reference_test.py --reference-only CASE    # the reference alone: finite and causal
+    reference_test.py --sanity                 # the "extend" block against itself and its sources' loops
 
 For a random-weight model trained-length L = 32, over T = 128 positions (4L), it checks with
 max |Δ| ≤ 1e-4 (float32 pert vs float64 reference):
@@ -10,6 +12,9 @@ max |Δ| ≤ 1e-4 (float32 pert vs float64 reference):
   - token-by-token decode through the KV cache, and chunks of 7,
   - prefill against decode inside pert itself, and for length-dependent schemes (dynamic NTK,
     LongRoPE) decode steps past L against a fresh prefill of the same tokens.
+A case's make_model options may carry an "extend" block (the extend_* cases). --sanity needs no
+pert: it checks the reference's extend methods against plain attention where they change nothing,
+and against llama.cpp's group-attention loop and StreamingLLM's cache run token by token.
 """
 import json
 import os
@@ -90,29 +95,143 @@ CASES = {
                                                          attention_bias=False, sliding_window=12)}, False),
     "phi3_longrope_window": (None, {"fused": True, "kv_heads": 4, "extra_config": PHI3}, True),
     "phi3_partial_mscale_bf16": (None, {"fused": True, "kv_heads": 4, "dtype": "BF16", "extra_config": PHI3_PARTIAL}, True),
+    # Training-free extension at attention time: config.json's "extend" block (DESIGN §5).
+    "extend_self_extend": ({"type": "rope"}, {"extend": {"self_extend": {"window": 8, "group": 4}}}, False),
+    "extend_self_extend_w10_g4": ({"type": "rope"}, {"extend": {"self_extend": {"window": 10, "group": 4}}}, False),
+    "extend_self_extend_llama_cpp": ({"type": "rope"}, {"extend": {"self_extend": {"window": 8, "group": 4,
+                                                                                   "mode": "llama.cpp"}}}, False),
+    "extend_self_extend_yarn": ({"type": "rope", "scaling": {"type": "yarn", "factor": 4.0}},
+                                {"extend": {"self_extend": {"window": 8, "group": 4}}}, False),
+    "extend_rerope": ({"type": "rope"}, {"extend": {"rerope": {"window": 8}}}, False),
+    "extend_leaky_rerope": ({"type": "rope"}, {"extend": {"leaky_rerope": {"window": 8, "factor": 4}}}, False),
+    "extend_leaky_rerope_dynamic": ({"type": "rope", "scaling": {"type": "dynamic", "factor": 2.0}},
+                                    {"extend": {"leaky_rerope": {"window": 8, "factor": 4}}}, True),
+    "extend_logn": ({"type": "rope"}, {"extend": {"logn": {}}}, False),
+    "extend_logn_dynamic": (None, {"extend": {"logn": {}},
+                                   "extra_config": {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}}, True),
+    "extend_rerope_logn": ({"type": "rope"}, {"extend": {"rerope": {"window": 8}, "logn": {}}}, False),
+    "extend_streaming": ({"type": "rope"}, {"extend": {"streaming": {"sinks": 4, "window": 16}}}, False),
+    "extend_streaming_original": ({"type": "rope"}, {"extend": {"streaming": {"sinks": 2, "window": 12,
+                                                                              "positions": "original"}}}, False),
+    "extend_streaming_alibi": ({"type": "alibi"}, {"extend": {"streaming": {"sinks": 4, "window": 16}}}, False),
+    # Mistral's window of 8 inside the default streaming window (L - 4): the sinks stay visible
+    "extend_streaming_mistral": (None, {"extend": {"streaming": {}}, "extra_config": MISTRAL}, False),
+    "extend_blockwise": ({"type": "rope"}, {"extend": {"blockwise": {"block": 16}}}, False),
+    "extend_blockwise_t5": ({"type": "t5", "num_buckets": 16, "max_distance": 48},
+                            {"extend": {"blockwise": {"block": 16}}}, False),
 }
+
+
+def build(case, tmp, reference, np):
+    """The case's random model in tmp/model: (model dir, config, float64 weights, T token ids)."""
+    position, options, _ = CASES[case]
+    options = dict(options)
+    dtype = options.pop("dtype", "F32")
+    model = os.path.join(tmp, "model")
+    reference.make_model(model, position, seed=list(CASES).index(case), dtype=dtype, trained=L, **options)
+    config, W = reference.load_model_dir(model)
+    ids = np.random.default_rng(7).integers(0, config["vocab_size"], T).tolist()
+    return model, config, W, ids
+
+
+def sanity(reference, np, Checker):
+    """The reference's "extend" block against itself: settings that change nothing give the
+    plain model's logits, two spellings of one mask agree, and the closed forms of llama.cpp's
+    group attention and StreamingLLM's cache equal those sources' loops run token by token."""
+    import reference_extend as ext
+    check = Checker("extend sanity", tol=1e-10)
+
+    def none_differ(what, bad):  # bad: the (m, n) pairs that differ
+        print(f"{check.name:28s} {what:70s} {len(bad)} pairs differ {bad[:3]}")
+        if bad:
+            check.failures.append(what)
+    with tempfile.TemporaryDirectory() as tmp:
+        _, config, W, ids = build("rope", tmp, reference, np)
+
+        def logits(extend, **changes):
+            with reference.torch.no_grad():
+                return reference.forward(dict(config, extend=extend, **changes), W, ids).numpy()
+        plain = logits(None)
+        for extend in ({"self_extend": {"window": T}}, {"self_extend": {"window": 8, "group": 1}},
+                       {"self_extend": {"window": T, "group": 4, "mode": "llama.cpp"}},
+                       {"self_extend": {"window": 8, "group": 1, "mode": "llama.cpp"}},
+                       {"rerope": {"window": T}}, {"leaky_rerope": {"window": T}},
+                       {"streaming": {"sinks": 4, "window": T - 4}}, {"streaming": {"sinks": 0, "window": T}},
+                       {"blockwise": {"block": T}}, {"logn": {"trained": T}}):
+            check(f"{json.dumps(extend)} vs plain", logits(extend), plain)
+        check("leaky_rerope w=8 k=1e13 vs rerope w=8", logits({"leaky_rerope": {"window": 8, "factor": 1e13}}),
+              logits({"rerope": {"window": 8}}))
+        mistral = logits(None, architectures=["MistralForCausalLM"], sliding_window=8)
+        for positions in ("cache", "original"):
+            check(f"streaming S=0 W=8 {positions} vs Mistral's window 8",
+                  logits({"streaming": {"sinks": 0, "window": 8, "positions": positions}}), mistral)
+        for position in ({"type": "alibi"}, {"type": "none"}):
+            check(f"{position['type']}: streaming S=4 W={T - 4} vs plain",
+                  logits({"streaming": {"sinks": 4, "window": T - 4}}, position=position),
+                  logits(None, position=position))
+
+    # llama.cpp examples/main/main.cpp with n_batch 1: the positions its cache holds when token m is
+    # decoded (seq_add adds to positions in [p0, p1), seq_div floors them), against the plan's.
+    def group_attention_positions(W, G):
+        pos, n_past, ga_i, out = [], 0, 0, []
+
+        def seq(p0, p1, f):
+            pos[:] = [f(p) if p0 <= p < p1 else p for p in pos]
+        for _ in range(T):
+            while n_past >= ga_i + W:
+                ib, bd = G * ga_i // W, W // G * (G - 1)
+                dd = W // G - ib * bd - W
+                seq(ga_i, n_past, lambda p: p + ib * bd)
+                seq(ga_i + ib * bd, ga_i + ib * bd + W, lambda p: p // G)
+                seq(ga_i + ib * bd + W, n_past + ib * bd, lambda p: p + dd)
+                n_past, ga_i = n_past - bd, ga_i + W // G
+            pos.append(n_past)
+            n_past += 1
+            out.append(list(pos))  # query m at out[m][m], key n at out[m][n]
+        return out
+    for W, G in ((8, 4), (8, 2), (12, 3), (16, 8)):
+        plan = ext.Plan({"self_extend": {"window": W, "group": G, "mode": "llama.cpp"}}, T)
+        loop = group_attention_positions(W, G)
+        bad = [(m, n) for m in range(T) for n in range(m + 1)
+               if (loop[m][m] - loop[m][n]) != (m - n if plan.near[m, n] else plan.q_far[m] - plan.k_far[n])]
+        none_differ(f"llama.cpp W={W} G={G}: distances vs main.cpp's loop", bad)
+
+    # StreamingLLM's eval_long_ppl.py with pos-shift: the cache keeps S sinks and R = W - 1 recent
+    # tokens; the query sits at its cache slot, every key at its own.
+    for S, W in ((4, 16), (1, 8), (2, 12)):
+        plan = ext.Plan({"streaming": {"sinks": S, "window": W, "positions": "cache"}}, T)
+        visible = plan.mask(0)
+        cache, bad = [], []
+        for m in range(T):
+            cache.append(m)
+            for n in range(m + 1):
+                want = (cache.index(m) - cache.index(n)) if n in cache else None
+                got = (m - n if plan.near[m, n] else plan.q_far[m] - plan.k_far[n]) if visible[m, n] else None
+                if want != got:
+                    bad.append((m, n))
+            if len(cache) > S + W - 1:
+                cache = cache[:S] + cache[len(cache) - (W - 1):]
+        none_differ(f"streaming S={S} W={W}: visible keys and distances vs StreamingLLM's cache", bad)
+    return check.exit_code()
 
 
 def main():
     if sys.argv[1] == "--list":
         print(";".join(CASES))
         return 0
-    case, binary = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
     import numpy as np
     import reference
     from logits_check import Checker, pert_logits
 
-    position, options, length_dependent = CASES[case]
-    options = dict(options)
-    dtype = options.pop("dtype", "F32")
+    if sys.argv[1] == "--sanity":
+        return sanity(reference, np, Checker)
+    reference_only = sys.argv[1] == "--reference-only"
+    case = sys.argv[2] if reference_only else sys.argv[1]
+    length_dependent = CASES[case][2]
     check = Checker(case)
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "model")
-        reference.make_model(model, position, seed=list(CASES).index(case), dtype=dtype, trained=L, **options)
-        vocab = json.load(open(os.path.join(model, "config.json")))["vocab_size"]
-        ids = np.random.default_rng(7).integers(0, vocab, T).tolist()
-        config, W = reference.load_model_dir(model)
+        model, config, W, ids = build(case, tmp, reference, np)
         prefix_ref = {}
 
         def ref(b):  # reference logits for the first b tokens
@@ -121,8 +240,15 @@ def main():
                     prefix_ref[b] = reference.forward(config, W, ids[:b]).numpy()
             return prefix_ref[b]
 
+        if reference_only:  # the reference alone: finite, and causal (a prefix's logits are the same)
+            check.tol = 1e-10
+            check("reference: finite", np.array(0.0 if np.isfinite(ref(T)).all() else np.inf), 0.0)
+            for n in (1, L - 1, L, L + 1, 2 * L + 3, T - 1):
+                check(f"reference: {n} tokens vs the first {n} of {T}", ref(n), ref(T)[:n])
+            return check.exit_code()
+
         def run_pert(n, chunk=None):
-            return pert_logits(binary, model, ids[:n], tmp, chunk)
+            return pert_logits(sys.argv[2], model, ids[:n], tmp, chunk)
 
         prefill = run_pert(T)
         check("prefill vs reference", prefill, ref(T))
