@@ -494,3 +494,80 @@ TEST_CASE("config: ignored keys and descriptions", "[config]") {
   CHECK_THAT(d, Catch::Matchers::Contains("RoPE") && Catch::Matchers::Contains("YaRN x4 from L = 64") &&
                     Catch::Matchers::Contains("xPos"));
 }
+
+TEST_CASE("config: the extend block's methods, their defaults from L, and the rules between them", "[config][extend]") {
+  auto with_extend = [](json extend, json position = {{"type", "rope"}}) {
+    json c = with_position(std::move(position));
+    c["extend"] = std::move(extend);
+    return c;
+  };
+  SECTION("defaults are drawn from the trained length L = 64") {
+    const ModelConfig m = parse(with_extend({{"self_extend", json::object()}, {"logn", json::object()}}));
+    REQUIRE(m.extend.size() == 2);
+    const json j = to_json(m)["extend"];
+    CHECK(j["self_extend"] == json{{"window", 16}, {"group", 8}, {"mode", "exact"}});
+    CHECK(j["logn"] == json{{"trained", 64}});
+    CHECK(to_json(parse(with_extend({{"streaming", json::object()}})))["extend"]["streaming"] ==
+          json{{"sinks", 4}, {"window", 60}, {"positions", "cache"}});
+    CHECK(to_json(parse(with_extend({{"blockwise", json::object()}})))["extend"]["blockwise"] == json{{"block", 32}});
+    CHECK(to_json(parse(with_extend({{"leaky_rerope", json::object()}})))["extend"]["leaky_rerope"] ==
+          json{{"window", 16}, {"factor", 16.0}});
+  }
+  SECTION("each method's positions, as its source defines them") {
+    const ModelConfig se = parse(with_extend({{"self_extend", {{"window", 8}, {"group", 4}}}}));
+    const ExtensionConfig& e = *se.extend[0];
+    CHECK(e.near_first(20) == 13);            // m − n < W keeps (m, n)
+    CHECK(e.far_query(20) == 20 / 4 + 8 - 2);  // ⌊m/G⌋ + W − ⌊W/G⌋
+    CHECK(e.far_key(11) == 2);                 // ⌊n/G⌋
+    const ModelConfig lc = parse(with_extend({{"self_extend", {{"window", 8}, {"group", 4}, {"mode", "llama.cpp"}}}}));
+    CHECK(lc.extend[0]->near_first(20) == 16);                // K = ⌊20/8⌋ = 2 blocks compressed
+    CHECK(lc.extend[0]->far_query(20) == 20 - 2 * (8 - 2));  // m − K(W − W/G)
+    const ModelConfig re = parse(with_extend({{"rerope", {{"window", 8}}}}));
+    CHECK(re.extend[0]->far_query(100) == 8);
+    CHECK(re.extend[0]->far_key(50) == 0);
+    const ModelConfig lr = parse(with_extend({{"leaky_rerope", {{"window", 8}, {"factor", 4}}}}));
+    CHECK(lr.extend[0]->far_query(20) - lr.extend[0]->far_key(4) == Approx(8 + (20 - 4 - 8) / 4.0));
+    const ModelConfig st = parse(with_extend({{"streaming", {{"sinks", 2}, {"window", 10}}}}));
+    CHECK(st.extend[0]->first_key(30) == 21);
+    CHECK(st.extend[0]->far_query(30) == 11);  // the cache's last slot, S + W − 1
+    CHECK(st.extend[0]->far_query(5) == 5);
+    const ModelConfig bw = parse(with_extend({{"blockwise", {{"block", 8}}}}));
+    CHECK(bw.extend[0]->first_key(17) == 8);
+    CHECK(bw.extend[0]->first_key(7) == 0);
+    const ModelConfig ln = parse(with_extend({{"logn", {{"trained", 16}}}}));
+    CHECK(ln.extend[0]->query_scale(15) == 1.0);
+    CHECK(ln.extend[0]->query_scale(31) == Approx(std::log(32.0) / std::log(16.0)));
+  }
+  SECTION("streaming and blockwise work on every scheme; bias schemes get far sinks") {
+    for (const char* type : {"none", "alibi", "learned", "sinusoidal"})
+      CHECK_NOTHROW(parse(with_extend({{"blockwise", json::object()}}, {{"type", type}})));
+    CHECK_NOTHROW(parse(with_extend({{"streaming", json::object()}}, {{"type", "alibi"}})));
+    CHECK_NOTHROW(parse(with_extend({{"streaming", {{"positions", "original"}}}}, {{"type", "learned"}})));
+  }
+  SECTION("refusals name the key") {
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"yarn", json::object()}})), ConfigError, kSource, "extend.yarn",
+                          "methods: self_extend");
+    REQUIRE_THROWS_NAMING(parse(with_extend(json::array())), ConfigError, kSource, "extend must be an object");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"rerope", 8}})), ConfigError, kSource, "extend.rerope must be an object");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"rerope", {{"w", 8}}}})), ConfigError, kSource,
+                          "extend.rerope.w is not a field of method 'rerope'");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"rerope", {{"window", 0}}}})), ConfigError, kSource, "extend.rerope.window");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"leaky_rerope", {{"factor", 1}}}})), ConfigError, kSource,
+                          "extend.leaky_rerope.factor must be > 1");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"rerope", json::object()}, {"streaming", json::object()}})), ConfigError,
+                          kSource, "keep one");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"self_extend", json::object()}}, {{"type", "alibi"}})), ConfigError, kSource,
+                          "extend.self_extend", "rotary scheme");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"streaming", json::object()}}, {{"type", "learned"}})), ConfigError, kSource,
+                          "extend.streaming", "\"positions\": \"original\"");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"rerope", json::object()}}, {{"type", "rope"}, {"xpos", json::object()}})),
+                          ConfigError, kSource, "extend.rerope", "xPos");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"self_extend", {{"window", 10}, {"group", 4}, {"mode", "llama.cpp"}}}})),
+                          ConfigError, kSource, "extend.self_extend.window must be a multiple of group");
+    REQUIRE_THROWS_NAMING(parse(with_extend({{"streaming", {{"positions", "slots"}}}})), ConfigError, kSource,
+                          "extend.streaming.positions");
+  }
+  SECTION("null removes a method (a merge patch's way)") {
+    CHECK(parse(with_extend({{"rerope", nullptr}})).extend.empty());
+  }
+}

@@ -1,7 +1,9 @@
 // distance_profile: the scheme's own hooks applied to constant vectors, so the picture is
-// drawn by the code that runs the model.
+// drawn by the code that runs the model; an "extend" method's far positions, mask (keys the
+// query does not see: -inf) and query factor included.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "pert/error.hpp"
 #include "pert/positions.hpp"
@@ -16,6 +18,18 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
   std::unique_ptr<PositionEncoding> pe = make_position_encoding(c, tensors);
   const int n_keys = query_pos + 1, hd = c.head_dim, d = c.hidden_size;
   std::vector<std::vector<double>> out;
+  const Extensions extend(c);
+  const ExtensionConfig* pattern = extend.pattern;
+  const double query_scale = extend.query_scale(query_pos);
+  auto finish = [&](std::vector<double>& row) {  // row[delta]: the factor, and the mask
+    for (int delta = 0; delta < int(row.size()); ++delta) {
+      const int n = query_pos - delta;
+      row[size_t(delta)] *= query_scale;
+      if (pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos))
+        row[size_t(delta)] = -std::numeric_limits<double>::infinity();
+    }
+    out.push_back(row);
+  };
 
   // Hook 1: positions added to (zero) embeddings; what they add is the position vector.
   std::vector<float> p(size_t(n_keys) * size_t(d), 0.0f);  // [n_keys][d]
@@ -30,27 +44,44 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
       for (int i = 0; i < d; ++i) dot += double(q[i]) * k[i];
       row.push_back(dot / std::sqrt(double(d)));
     }
-    out.push_back(row);
+    finish(row);
     return out;
   }
 
-  // Hooks 2 and 3: rotated ones, then the bias, per head, exactly as the attention kernel.
+  // Hooks 2 and 3: rotated ones, then the bias, per head, exactly as the attention kernel; pairs
+  // the pattern places at far positions from ones rotated there.
   std::vector<float> q(size_t(hd), 1.0f), k(size_t(n_keys) * size_t(hd), 1.0f);  // [hd], [n_keys][hd]
+  std::vector<float> q_far = q, k_far = k;
+  const bool far = pattern && pattern->remaps();
+  const int near = far ? std::max(0, pattern->near_first(query_pos)) : 0;  // keys below are far
   if (pe->rotates()) {
     pe->rotate(q.data(), query_pos, 1, 1, hd, hd, true);
     pe->rotate(k.data(), 0, n_keys, 1, hd, hd, false);
+    if (far) {
+      const double at = pattern->far_query(query_pos);
+      std::vector<double> key_at;
+      for (int n = 0; n < n_keys; ++n) key_at.push_back(pattern->far_key(n));
+      pe->rotate_at(q_far.data(), &at, 1, 1, hd, hd);
+      pe->rotate_at(k_far.data(), key_at.data(), n_keys, 1, hd, hd);
+    }
   }
   std::vector<float> scores(static_cast<size_t>(n_keys));  // [n_keys]
   for (int h = 0; h < c.n_heads; ++h) {
     for (int j = 0; j < n_keys; ++j) {
+      const bool is_far = j < near;
+      const float* qv = is_far ? q_far.data() : q.data();
+      const float* kv = (is_far ? k_far.data() : k.data()) + size_t(j) * hd;
       double dot = 0;
-      for (int i = 0; i < hd; ++i) dot += double(q[size_t(i)]) * k[size_t(j) * hd + i];
+      for (int i = 0; i < hd; ++i) dot += double(qv[size_t(i)]) * kv[i];
       scores[size_t(j)] = float(dot / std::sqrt(double(hd)));
     }
-    if (pe->has_bias()) pe->add_bias(scores.data(), h, query_pos, 0, n_keys);
+    if (pe->has_bias()) {
+      if (near > 0) pe->add_bias(scores.data(), h, int(pattern->far_query(query_pos)), 0, near);
+      pe->add_bias(scores.data() + near, h, query_pos, near, n_keys - near);
+    }
     std::vector<double> row;
     for (int delta = 0; delta <= max_distance; ++delta) row.push_back(scores[size_t(query_pos - delta)]);
-    out.push_back(row);
+    finish(row);
   }
   return out;
 }
