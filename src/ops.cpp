@@ -244,27 +244,24 @@ void attention(float* out, const float* q, const float* keys, const float* value
       gemm_scores(scores, q, keys, rule.near(p0), hi);
       if (remaps) gemm_scores(far, s.q_far, s.keys_far, 0, rule.near(hi - 1));
       for (int i = 0; i < nq; ++i) {
-        const int m = p0 + i, first = rule.lo(m), near = rule.near(m);
+        const int m = p0 + i, near = rule.near(m);
+        // m sees keys n < all_sinks and n >= rule.lo(m): in the block's columns, a hole [hole0, hole1)
+        const int hole0 = std::max(lo, rule.sinks()), hole1 = std::max(hole0, rule.lo(m));
+        auto seen = [&](int n0, int count, auto f) {  // f on the parts of [n0, n0 + count) m sees
+          if (n0 < hole0) f(n0, std::min(n0 + count, hole0) - n0);
+          if (n0 + count > hole1) f(std::max(n0, hole1), n0 + count - std::max(n0, hole1));
+        };
         float* row = scores + size_t(i) * cols;
         const float* far_row = far + size_t(i) * cols;
-        std::fill(row + sinks, row + col(first), minus_inf);  // between the sinks and m's first key
-        ranges(0, near, [&](int n0, int count) {              // far pairs m sees
-          if (n0 + count <= sinks || n0 >= first) {
-            std::copy(far_row + col(n0), far_row + col(n0) + count, row + col(n0));
-            if (bias) position.add_bias(row + col(n0), h, rule.far_query(m), n0, count);
-          } else {  // the window range below `first` is masked; only its visible part is far
-            const int v0 = std::max(n0, first);
-            if (v0 < n0 + count) {
-              std::copy(far_row + col(v0), far_row + col(n0) + count, row + col(v0));
-              if (bias) position.add_bias(row + col(v0), h, rule.far_query(m), v0, n0 + count - v0);
-            }
-          }
+        if (hole0 < hole1) std::fill(row + col(hole0), row + col(hole1), minus_inf);
+        ranges(0, near, [&](int n0, int count) {  // far pairs
+          seen(n0, count, [&](int v0, int n) {
+            std::copy(far_row + col(v0), far_row + col(v0) + n, row + col(v0));
+            if (bias) position.add_bias(row + col(v0), h, rule.far_query(m), v0, n);
+          });
         });
         if (bias)
-          ranges(near, m + 1, [&](int n0, int count) {
-            const int v0 = n0 < sinks ? n0 : std::max(n0, first);
-            if (v0 < n0 + count) position.add_bias(row + col(v0), h, m, v0, n0 + count - v0);
-          });
+          ranges(near, m + 1, [&](int n0, int count) { seen(n0, count, [&](int v0, int n) { position.add_bias(row + col(v0), h, m, v0, n); }); });
         softmax(row, col(m) + 1);
         std::fill(row + col(m) + 1, row + cols, 0.0f);
       }
