@@ -3,7 +3,9 @@
 // and every heap allocation made by anything in the process after a warm-up is counted, through
 // libgomp and OpenBLAS too, but for the re-encoding prefill of schemes that cannot shift. A one-thread OpenMP team per region turned serial by an `if` clause
 // (36 per token) went unseen by a malloc-only count: aligned allocations are counted here.
-//   pert_alloc_test MODELS_DIR
+//   pert_alloc_test MODELS_DIR [EXTEND_CONFIGS_DIR]
+// With EXTEND_CONFIGS_DIR, models/rope also runs under each of its files (configs/extend: the
+// far pass's queries and keys, masks, sinks, log-n).
 // Plain build: the allocation functions are interposed here and forward to glibc's. Sanitizer
 // build: ASan owns them, so its allocation hook counts instead.
 #include <atomic>
@@ -13,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "pert/config.hpp"
 #include "pert/error.hpp"
+#include "pert/json_util.hpp"
 #include "pert/model.hpp"
 #include "pert/sampler.hpp"
 
@@ -110,25 +114,40 @@ long decode_allocations(const pert::Model& model, int n_ctx, int warmup, int ste
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: pert_alloc_test MODELS_DIR\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: pert_alloc_test MODELS_DIR [EXTEND_CONFIGS_DIR]\n");
     return 2;
   }
   trap = std::getenv("PERT_ALLOC_TRAP") != nullptr;
   const int n_ctx = 96, warmup = 2 * n_ctx, steps = 4 * n_ctx;  // warm-up past the first shift
   int failures = 0, runs = 0;
+  auto run = [&](const std::string& name, const pert::Model& model) {
+    const long n = decode_allocations(model, n_ctx, warmup, steps);
+    std::printf("%-40s %-4s %ld allocations over %d tokens (%d context shifts)\n", name.c_str(),
+                pert::weight_type_name(model.weight_type()), n, steps, steps / (n_ctx / 2));
+    failures += n != 0;
+    ++runs;
+  };
   try {
     for (const auto& entry : std::filesystem::directory_iterator(argv[1])) {
       if (!std::filesystem::exists(entry.path() / "model.safetensors")) continue;
       for (pert::WeightType type : {pert::WeightType::F32, pert::WeightType::BF16}) {
-        const auto model = pert::Model::load(entry.path(), {}, type);
-        const long n = decode_allocations(*model, n_ctx, warmup, steps);
-        std::printf("%-12s %-4s %ld allocations over %d tokens (%d context shifts)\n",
-                    entry.path().filename().c_str(), pert::weight_type_name(type), n, steps, steps / (n_ctx / 2));
-        failures += n != 0;
-        ++runs;
+        run(entry.path().filename().string(), *pert::Model::load(entry.path(), {}, type));
       }
     }
+    if (argc == 3)
+      for (const auto& entry : std::filesystem::directory_iterator(argv[2])) {
+        // Windows of 24 (L = 128 would exceed the 96-position context) so masks and far pairs act.
+        const nlohmann::json patch = pert::read_json_file(entry.path());
+        pert::ConfigOverrides small{{entry.path()}, {}};
+        const nlohmann::json extend = patch.value("extend", nlohmann::json::object());
+        for (const auto& [method, fields] : extend.items())
+          if (!fields.is_null())
+            small.sets.push_back("extend." + method + "." +
+                                 (method == "blockwise" ? "block" : method == "logn" ? "trained" : "window") + "=24");
+        run("rope + " + entry.path().filename().string(),
+            *pert::Model::load(std::filesystem::path(argv[1]) / "rope", small, pert::WeightType::F32));
+      }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pert_alloc_test: %s\n", e.what());
     return 1;

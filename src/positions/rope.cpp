@@ -20,7 +20,9 @@
 
 namespace pert {
 
-std::vector<double> rope_inv_freq(const RopeConfig& p, int length) {
+namespace {
+// rope_inv_freq into `theta` (resized, so a warm vector allocates nothing).
+void fill_inv_freq(const RopeConfig& p, int length, std::vector<double>& theta) {
   const RopeScaling& s = p.scaling;
   const int r = p.rotary_dim, half = r / 2;
   const double L = s.original_max_position;
@@ -29,7 +31,7 @@ std::vector<double> rope_inv_freq(const RopeConfig& p, int length) {
   if (s.type == RopeScalingType::Dynamic && length > L)
     base *= std::pow(s.factor * length / L - (s.factor - 1.0), r / (r - 2.0));
 
-  std::vector<double> theta(static_cast<size_t>(half));
+  theta.resize(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) theta[size_t(i)] = std::pow(base, -2.0 * i / r);
 
   switch (s.type) {
@@ -75,6 +77,12 @@ std::vector<double> rope_inv_freq(const RopeConfig& p, int length) {
       break;
     }
   }
+}
+}  // namespace
+
+std::vector<double> rope_inv_freq(const RopeConfig& p, int length) {
+  std::vector<double> theta;
+  fill_inv_freq(p, length, theta);
   return theta;
 }
 
@@ -112,10 +120,10 @@ class Rope final : public PositionEncoding {
   // Makes the tables cover positions [0, pos0 + n) with the frequencies of `length`.
   void begin_forward(int length, int pos0, int n) override {
     if (on_read_) {
-      std::vector<double> theta = rope_inv_freq(p_, length);
+      fill_inv_freq(p_, length, next_theta_);
       const double factor = rope_attention_factor(p_, length);
-      if (theta != theta_ || factor != attention_factor_) {
-        theta_ = std::move(theta);
+      if (next_theta_ != theta_ || factor != attention_factor_) {
+        theta_.swap(next_theta_);
         attention_factor_ = factor;
         rows_ = 0;
       }
@@ -219,6 +227,7 @@ class Rope final : public PositionEncoding {
   bool on_read_ = false;
   std::vector<double> zeta_;        // [half] xPos bases
   std::vector<double> theta_;       // [half] frequencies the tables were built for
+  std::vector<double> next_theta_;  // [half] those of the length at hand (length-dependent scalings)
   int rows_ = 0;                    // positions the tables cover
   std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
   std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
