@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""What each "extend" method costs (issue "Training-free context extension", item "Cost"):
+`pert bench` at a depth (default 4096 cached tokens) under each configs/extend file and under
+plain RoPE, alternated round by round, each figure the median of all runs, and its cost as
+plain's t/s over the method's (1.00: free; > 1: slower).
+
+    /usr/bin/python3 tools/bench_extend.py [--rounds 5] [-t 2] [--shape stories15M] [-d 4096]
+
+The checkpoint is the random-weight shape of tools/bench_model.py (as tools/bench.py uses).
+Prints a Markdown table and writes every sample as JSON (--out).
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (checkpoint, cpu_name)
+
+ROOT = bench.ROOT
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("-r", "--repetitions", type=int, default=3)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--shape", default="stories15M")
+    ap.add_argument("-p", default="512")
+    ap.add_argument("-n", default="128")
+    ap.add_argument("-d", default="4096")
+    ap.add_argument("--configs", default=",".join(sorted(glob.glob(os.path.join(ROOT, "configs", "extend", "*.json")))),
+                    help="comma-separated config files, each against plain")
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench_extend.json"))
+    a = ap.parse_args()
+    model = bench.checkpoint(a.shape, "F32")
+    runs = [("plain", [])] + [(os.path.basename(c)[:-5], ["--config", c]) for c in a.configs.split(",") if c]
+    samples = {}  # (config, test) -> [t/s]
+    for r in range(a.rounds):
+        for name, flags in (runs if r % 2 == 0 else runs[::-1]):
+            out = subprocess.run([a.pert, "bench", "-m", model, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
+                                  "-t", str(a.threads), "--json"] + flags, check=True, capture_output=True, text=True).stdout
+            for res in json.loads(out)["results"]:
+                samples.setdefault((name, res["test"]), []).extend(res["samples"])
+            print(f"round {r + 1}/{a.rounds}: {name} done", file=sys.stderr)
+    date = datetime.date.today().isoformat()
+    tests = sorted({t for _, t in samples}, key=lambda t: (not t.startswith("pp"), t))
+    print(f"pert bench -m {a.shape} (random weights, F32) -d {a.d}, {date}, {bench.cpu_name()}, -t {a.threads}; "
+          f"median t/s (min–max) of {a.rounds} rounds × {a.repetitions} runs; cost = plain's t/s ÷ the method's\n")
+    print("| config | " + " | ".join(f"{t} t/s | cost" for t in tests) + " |")
+    print("|---|" + "---:|---:|" * len(tests))
+    rows = []
+    for name, _ in runs:
+        cells = []
+        for t in tests:
+            v = samples[(name, t)]
+            med, plain = statistics.median(v), statistics.median(samples[("plain", t)])
+            cells.append(f"{med:.1f} ({min(v):.0f}–{max(v):.0f}) | {plain / med:.2f}")
+            rows.append({"config": name, "test": t, "median": med, "min": min(v), "max": max(v), "cost": plain / med,
+                         "samples": v})
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"date": date, "cpu": bench.cpu_name(), "threads": a.threads, "shape": a.shape, "depth": a.d,
+                   "rounds": a.rounds, "repetitions": a.repetitions, "results": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
