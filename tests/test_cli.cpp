@@ -57,6 +57,31 @@ TEST_CASE("cli: inspect shows config, scheme, tensors and checks", "[cli]") {
   CHECK_THAT(r.out, Catch::Matchers::Contains("YaRN x4 from L = 64"));
 }
 
+TEST_CASE("cli: configs/extend files from inspect to positions", "[cli][extend]") {
+  TempDir tmp;
+  write_model_dir(tmp.path, tiny_config(), tiny_tensors());
+  const std::string dir = tmp.path.string(), configs = PERT_SOURCE_DIR "/configs/extend/";
+  Run r = run_pert({"inspect", dir, "--json", "--config", configs + "self-extend.json", "--config", configs + "logn.json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["config"]["extend"] == json{{"self_extend", {{"window", 16}, {"group", 8}, {"mode", "exact"}}}, {"logn", {{"trained", 64}}}});
+  CHECK_THAT(j["position"].get<std::string>(), Catch::Matchers::Contains("Self-Extend") && Catch::Matchers::Contains("log-n"));
+  // Streaming: keys between the sinks and the window are masked (null in JSON), the sinks are not.
+  r = run_pert({"positions", "-m", dir, "--distance", "63", "--json", "-", "--config", configs + "streaming.json", "--set",
+                "extend.streaming.window=20"});
+  REQUIRE(r.exit_code == 0);
+  j = json::parse(r.out);
+  const json& head = j["scores"][0];
+  CHECK(head[19].is_number());  // key 44, the window's oldest
+  CHECK(head[20].is_null());    // key 43
+  CHECK(head[59].is_null());    // key 4
+  CHECK(head[60].is_number());  // key 3, a sink
+  // Every exclusive method file replaces the others; a second one is refused, naming both.
+  r = run_pert({"inspect", dir, "--config", configs + "rerope.json", "--set", "extend.blockwise={}"});
+  require_clean_failure(r, {"extend.", "keep one"});
+}
+
 TEST_CASE("cli: inspect refuses bad model directories with one line naming the file", "[cli]") {
   TempDir tmp;
   const std::string dir = tmp.path.string();
