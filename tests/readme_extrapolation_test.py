@@ -18,6 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEPS = {  # file -> cells re-run: (model, config, length)
     "family.json": [("models/alibi", "plain", 256), ("models/sinusoidal", "plain", 512)],
     "stories260K.json": [("build/models/stories260K", "configs/rope/ntk-x2.json", 1024)],
+    "extend_stories260K.json": [("build/models/stories260K", "configs/extend/self-extend-llama.json", 512)],
+    "extend_family_rope.json": [("models/rope", "configs/extend/streaming.json", 256)],
 }
 
 
@@ -36,13 +38,13 @@ def main():
             if table not in readme:
                 failures.append(f"{name}: README.md lacks the table `pert sweep --merge` prints:\n{table}")
             settings = sweep["settings"]
-            for model, config, length in cells:
+            for i, (model, config, length) in enumerate(cells):
                 if not os.path.isdir(os.path.join(ROOT, model)):
                     print(f"{model}: missing (tools/setup.sh makes it); skipped")
                     continue
                 want = next(c for c in sweep["cells"]
                             if (c["model"], c["config"], c["length"]) == (model, config, length))
-                out = os.path.join(tmp, f"cell-{len(failures)}-{length}.json")
+                out = os.path.join(tmp, f"cell-{os.path.splitext(name)[0]}-{i}.json")  # a fresh file each: sweep resumes
                 cmd = [pert, "sweep", "-m", model, "--config", config, "--lengths", str(length), "-f", text,
                        "--mode", settings["mode"], "--buckets", str(settings["buckets"]), "--out", out]
                 cmd += ["--split-docs"] if settings["split_docs"] else []
