@@ -231,7 +231,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
           if (std::max(a, from) < std::min(z, to)) f(std::max(a, from), std::min(z, to) - std::max(a, from));
       };
       float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [nq][cols]
-      float* far = scores + size_t(kQueryBlock) * (scratch.per_thread / (2 * kQueryBlock));  // [nq][cols], remaps only
+      float* far = scores + scratch.per_thread / 2;  // [nq][cols], remaps only (per_thread is then twice the block)
       const ptrdiff_t head = (h / group) * s.kv_head_stride;
       const size_t q_at = size_t(t0) * q_stride + size_t(h) * hd;  // the block's queries, rows q_stride apart
       auto gemm_scores = [&](float* dst, const float* qb, const float* kb, int from, int to) {
