@@ -226,6 +226,19 @@ json to_json(const ModelConfig& c) {
 
 std::string describe(const PositionConfig& p, int head_dim) { return p.scheme->describe(head_dim); }
 
+std::string position_label(const ModelConfig& c) {
+  std::string s = c.position.scheme ? c.position.scheme->label() : "?";
+  for (const auto& e : c.extend) s += std::string(" + ") + e->type();
+  return s;
+}
+
+std::string ConfigOverrides::describe() const {
+  std::string s;
+  for (const auto& f : files) s += (s.empty() ? "--config " : " --config ") + f.string();
+  for (const auto& v : sets) s += (s.empty() ? "--set " : " --set ") + v;
+  return s;
+}
+
 std::string describe_position(const ModelConfig& c) {
   std::string s = describe(c.position, c.head_dim);
   for (const auto& e : c.extend) s += "; " + e->describe();

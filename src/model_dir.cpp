@@ -61,15 +61,36 @@ static bool is_derived_buffer(const std::string& name) {
   return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Sets config.trained_position from config.json alone and refuses overrides that replace it.
+static void check_trained_scheme(const nlohmann::json& raw, const std::filesystem::path& path,
+                                 const ConfigOverrides& overrides, ModelConfig& config) {
+  try {
+    config.trained_position = parse_model_config(raw, path.string()).position;
+  } catch (const Error&) {  // config.json needs the overrides to parse: nothing to compare
+    config.trained_position = {};
+    return;
+  }
+  const SchemeConfig* trained = config.trained_position.scheme.get();
+  const SchemeConfig* running = config.position.scheme.get();
+  if (overrides.allow_scheme_change || trained->identity() == running->identity()) return;
+  throw SchemeChangeError(path.string() + ": trained with " + trained->identity() + " positions; " +
+                          overrides.describe() + " would run it with " + running->label() +
+                          " (an override may rescale or extend the trained scheme, not replace it; "
+                          "--allow-scheme-change runs it anyway)");
+}
+
 ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides& overrides) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) throw IoError(dir.string() + ": not a model directory");
   ModelDir m;
   m.dir = dir;
   const std::filesystem::path config_path = dir / "config.json";
-  m.config_json = apply_overrides(read_json_file(config_path), overrides);
+  const nlohmann::json raw = read_json_file(config_path);
+  m.config_json = apply_overrides(raw, overrides);
   const std::string source = config_path.string() + (overrides.empty() ? "" : " (with overrides)");
   m.config = parse_model_config(m.config_json, source);
+  m.config.trained_position = m.config.position;
+  if (!overrides.empty()) check_trained_scheme(raw, config_path, overrides, m.config);
   m.checks.push_back("config.json parses and validates" +
                      std::string(overrides.empty() ? "" : " (after overrides)"));
   // HF's generate stops at generation_config.json's eos_token_id (Llama 3 instruct lists three

@@ -38,7 +38,7 @@ TEST_CASE("cli: inspect shows config, scheme, tensors and checks", "[cli]") {
   CHECK_THAT(r.out, Catch::Matchers::Contains("arch       LlamaForCausalLM\n"));
   CHECK_THAT(r.out, !Catch::Matchers::Contains("ignored config keys"));  // tiny_config's keys are all read
 
-  r = run_pert({"inspect", dir, "--json", "--set", "position.type=alibi", "--set", "rope_theta=null"});
+  r = run_pert({"inspect", dir, "--json", "--set", "position.type=alibi", "--set", "rope_theta=null", "--allow-scheme-change"});
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out);
   CHECK(j["config"]["position"] == json{{"type", "alibi"}, {"max_bias", 8.0}});

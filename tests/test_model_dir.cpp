@@ -81,9 +81,33 @@ TEST_CASE("model dir: a valid directory opens, in every dtype, with overrides", 
     CHECK(m.checks.size() == 4);
     CHECK(read_f32(*m.checkpoint.find("model.norm.weight")) == tiny_tensors()[19].values);
   }
-  const ModelDir alibi = open_model_dir(tmp.path, {{}, {"position.type=alibi", "rope_theta=null"}});
+  const ModelDir alibi = open_model_dir(tmp.path, {{}, {"position.type=alibi", "rope_theta=null"}, true});
   CHECK(alibi.config.position.type() == "alibi");
   CHECK_FALSE(alibi.config_json.contains("rope_theta"));
+}
+
+TEST_CASE("model dir: overrides may rescale the trained scheme, not replace it", "[model_dir]") {
+  TempDir tmp;
+  write_model_dir(tmp.path, tiny_config(), tiny_tensors());
+  const std::string cfg = (tmp / "config.json").string();
+  // A scaling, a new base and an extension keep RoPE: the trained scheme is kept alongside.
+  const ModelDir ntk = open_model_dir(tmp.path, {{}, {"rope_scaling={\"rope_type\":\"ntk\",\"factor\":4}"}});
+  CHECK(ntk.config.position.scheme->label() == "rope ntk x4");
+  CHECK(ntk.config.trained_position.scheme->label() == "rope");
+  CHECK_NOTHROW(open_model_dir(tmp.path, {{}, {"rope_theta=500000", "extend={\"logn\":{}}"}}));
+  REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"position.type=alibi", "rope_theta=null"}}), SchemeChangeError,
+                        cfg, "trained with rope positions", "--set position.type=alibi --set rope_theta=null",
+                        "would run it with alibi", "--allow-scheme-change");
+  // xPos's decay is part of what an xPos model learned: dropping it is a change of scheme too.
+  json xpos = tiny_config();
+  xpos["position"] = {{"type", "rope"}, {"xpos", json::object()}};
+  xpos.erase("rope_theta");
+  write_model_dir(tmp.path, xpos, tiny_tensors());
+  REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"position.xpos=null"}}), SchemeChangeError, cfg,
+                        "trained with rope+xpos positions", "would run it with rope ");
+  const ModelDir allowed = open_model_dir(tmp.path, {{}, {"position.xpos=null"}, true});
+  CHECK(allowed.config.trained_position.scheme->identity() == "rope+xpos");
+  CHECK(allowed.config.position.scheme->identity() == "rope");
 }
 
 TEST_CASE("model dir: tensors that do not fit the config are refused", "[model_dir]") {
@@ -119,7 +143,7 @@ TEST_CASE("model dir: tensors that do not fit the config are refused", "[model_d
   }
   SECTION("a scheme override that needs a tensor the checkpoint lacks") {
     write_model_dir(tmp.path, tiny_config(), tensors);
-    REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"position.type=learned"}}), ConfigError, st,
+    REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"position.type=learned"}, true}), ConfigError, st,
                           "missing tensor 'model.embed_positions.weight'");
   }
   SECTION("no config.json, bad config.json, not a directory") {

@@ -49,6 +49,9 @@ struct ModelConfig {
   bool qk_norm = false;             // Qwen3: RMSNorm of each query and key head before RoPE (q_norm, k_norm)
   std::vector<int> sliding_window;  // [layer]: 0 full causal attention; W: query m sees keys m − W < n ≤ m
   PositionConfig position;
+  // config.json's own scheme, before any override (what the weights were trained with); no
+  // scheme when config.json only parses with the overrides.
+  PositionConfig trained_position;
   // The "extend" block's methods in the block's key order (training-free context extension).
   std::vector<std::shared_ptr<const ExtensionConfig>> extend;
 };
@@ -57,7 +60,11 @@ struct ModelConfig {
 struct ConfigOverrides {
   std::vector<std::filesystem::path> files;  // JSON merge patches (RFC 7386)
   std::vector<std::string> sets;             // "key.path=value"; value is JSON, else a string
+  // Overrides may rescale or extend the trained scheme (SchemeConfig::identity()); replacing it
+  // is a SchemeChangeError unless this is set.
+  bool allow_scheme_change = false;
   bool empty() const { return files.empty() && sets.empty(); }
+  std::string describe() const;  // "--config a.json --set x=1", as given
 };
 
 // Applies overrides to a raw config. A --set value replaces what is at its path (null
@@ -79,6 +86,8 @@ nlohmann::json to_json(const PositionConfig& position);
 std::string describe(const PositionConfig& position, int head_dim);
 // The scheme and the "extend" methods on top of it, in one line.
 std::string describe_position(const ModelConfig& config);
+// A short name of the same, e.g. "rope yarn x4 + self_extend", for tables and plots.
+std::string position_label(const ModelConfig& config);
 
 const char* architecture_name(Architecture architecture);  // "LlamaForCausalLM", ...
 // The architecture and its extras in words, e.g. "Qwen2ForCausalLM: q/k/v biases; sliding window 4096 on layers 21-23".

@@ -21,5 +21,9 @@ struct FormatError : Error {
 struct ConfigError : Error {
   using Error::Error;
 };
+// Overrides would run a model under another positional scheme than it was trained with.
+struct SchemeChangeError : ConfigError {
+  using ConfigError::ConfigError;
+};
 
 }  // namespace pert

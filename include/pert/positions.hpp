@@ -101,6 +101,11 @@ class SchemeConfig {
   virtual SchemeKind kind() const = 0;
   virtual nlohmann::json to_json() const = 0;                   // the block, every default filled in
   virtual std::string describe(int head_dim) const = 0;         // one line in words
+  // What the weights were trained to depend on: a config override may rescale or extend a
+  // scheme but not change this (unless asked to), e.g. "rope", "rope+xpos", "alibi".
+  virtual std::string identity() const { return type(); }
+  // A short name for tables and plots: the identity and any scaling, e.g. "rope ntk x4".
+  virtual std::string label() const { return identity(); }
   virtual std::vector<ExpectedTensor> tensors(const ModelConfig& c) const { (void)c; return {}; }
   virtual std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const = 0;
 };

@@ -44,6 +44,8 @@ struct RopeConfig final : SchemeConfig {
   SchemeKind kind() const override { return SchemeKind::Rotary; }
   nlohmann::json to_json() const override;
   std::string describe(int head_dim) const override;
+  std::string identity() const override { return xpos.enabled ? "rope+xpos" : "rope"; }
+  std::string label() const override;
   std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const override;
 };
 

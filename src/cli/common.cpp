@@ -15,15 +15,19 @@
 
 namespace pert::cli {
 
-void ConfigFlags::add_to(CLI::App& app) {
-  app.add_option("--config", files,
-                 "JSON merged over config.json (RFC 7386 merge patch); repeatable, applied in order")
-      ->check(CLI::ExistingFile)
-      ->allow_extra_args(false);
+void ConfigFlags::add_to(CLI::App& app, bool with_files) {
+  if (with_files)
+    app.add_option("--config", files,
+                   "JSON merged over config.json (RFC 7386 merge patch); repeatable, applied in order")
+        ->check(CLI::ExistingFile)
+        ->allow_extra_args(false);
   app.add_option("--set", sets,
                  "Set one config value: key.path=value (value is JSON, else a string; null removes); "
-                 "repeatable, applied after --config. E.g. --set position.type=alibi")
+                 "repeatable, applied after --config. E.g. --set rope_scaling.factor=8")
       ->allow_extra_args(false);
+  app.add_flag("--allow-scheme-change", allow_scheme_change,
+               "Let --config/--set replace the positional scheme the model was trained with (by default they "
+               "may only rescale or extend it)");
   add_dtype(app, dtype);
 }
 
@@ -37,6 +41,7 @@ ConfigOverrides ConfigFlags::overrides() const {
   ConfigOverrides o;
   o.files.assign(files.begin(), files.end());
   o.sets = sets;
+  o.allow_scheme_change = allow_scheme_change;
   return o;
 }
 
@@ -64,7 +69,11 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
   if (!std::filesystem::exists(tok_path))
     throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
   m.tokenizer = Tokenizer::load_dir(dir);
-  const int model_vocab = m.model->config().vocab_size;
+  const ModelConfig& c = m.model->config();
+  if (c.trained_position.scheme && c.trained_position.scheme->identity() != c.position.scheme->identity())
+    std::fprintf(stderr, "pert: note: %s was trained with %s positions; running %s (--allow-scheme-change)\n",
+                 dir.string().c_str(), c.trained_position.scheme->identity().c_str(), position_label(c).c_str());
+  const int model_vocab = c.vocab_size;
   if (m.tokenizer.vocab_size() > model_vocab)
     throw ConfigError(tok_path.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
                       " tokens, but the model has " + std::to_string(model_vocab));

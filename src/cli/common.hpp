@@ -17,9 +17,12 @@ namespace pert::cli {
 struct ConfigFlags {
   std::vector<std::string> files;
   std::vector<std::string> sets;
+  bool allow_scheme_change = false;
   std::string dtype = "f32";
 
-  void add_to(CLI::App& app);  // --config, --set and --dtype
+  // --config (unless `with_files` is false: sweep's --config means rows), --set,
+  // --allow-scheme-change and --dtype.
+  void add_to(CLI::App& app, bool with_files = true);
   ConfigOverrides overrides() const;
   WeightType weight_type() const { return parse_dtype(dtype); }
   static WeightType parse_dtype(const std::string& s) { return s == "bf16" ? WeightType::BF16 : WeightType::F32; }
@@ -30,7 +33,8 @@ struct ConfigFlags {
 // model directory, or a file holding its path relative to models/).
 std::filesystem::path resolve_model_dir(const std::string& given);
 
-// A model directory loaded with its tokenizer.json (which must fit the model's vocabulary).
+// A model directory loaded with its tokenizer.json (which must fit the model's vocabulary). A
+// scheme other than the trained one (--allow-scheme-change) is noted on stderr.
 struct LoadedModel {
   std::filesystem::path dir;
   std::unique_ptr<Model> model;

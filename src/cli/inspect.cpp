@@ -43,6 +43,9 @@ void run_inspect(const InspectArgs& args) {
   }
   m.checks.push_back("every weight is finite");
   const std::string position = describe_position(c);
+  // What config.json's scheme alone says, when the running one differs (overrides, "extend").
+  const std::string trained = c.trained_position.scheme ? describe(c.trained_position, c.head_dim) : position;
+  const bool overridden = trained != position;
   const std::vector<std::string> ignored = ignored_config_keys(m.config_json);
 
   if (args.json) {
@@ -51,7 +54,8 @@ void run_inspect(const InspectArgs& args) {
       tensors.push_back({{"name", t->name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape},
                          {"bytes", t->nbytes}, {"file", t->file}});
     nlohmann::json out = {{"model_dir", m.dir.string()},   {"config", to_json(c)},
-                          {"position", position},          {"tensors", tensors},
+                          {"position", position},          {"trained_position", trained},
+                          {"position_label", position_label(c)}, {"tensors", tensors},
                           {"parameters", params},          {"ignored_config_keys", ignored},
                           {"checks", m.checks}};
     std::cout << out.dump(2) << "\n";
@@ -63,7 +67,12 @@ void run_inspect(const InspectArgs& args) {
   std::printf("shape      %d layers, hidden %d, MLP %d, %d heads (%d kv) of dim %d, vocab %d\n", c.n_layers,
               c.hidden_size, c.intermediate_size, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
   std::printf("context    trained at %d tokens\n", c.max_position_embeddings);
-  std::printf("position   %s\n", position.c_str());
+  if (overridden) {
+    std::printf("position   trained with %s\n", trained.c_str());
+    std::printf("           running %s\n", position.c_str());
+  } else {
+    std::printf("position   %s\n", position.c_str());
+  }
   std::printf("parameters %lld (%.3f M)\n", (long long)params, params / 1e6);
   std::printf("\nresolved config:\n%s\n", to_json(c).dump(2).c_str());
   if (!ignored.empty()) {

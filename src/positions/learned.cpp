@@ -43,6 +43,7 @@ struct LearnedConfig final : SchemeConfig {
   nlohmann::json to_json() const override {
     return {{"type", type()}, {"max_positions", max_positions}, {"beyond", clamp_beyond ? "clamp" : "error"}};
   }
+  std::string label() const override { return clamp_beyond ? "learned clamp" : "learned"; }
   std::string describe(int) const override {
     return "learned absolute embeddings (GPT-2 wpe), " + std::to_string(max_positions) +
            " positions added to the token embeddings; beyond them: " + (clamp_beyond ? "reuse the last row" : "error");

@@ -148,6 +148,11 @@ json RopeConfig::to_json() const {
   return j;
 }
 
+std::string RopeConfig::label() const {
+  if (scaling.type == RopeScalingType::None) return identity();
+  return identity() + " " + rope_scaling_name(scaling.type) + " x" + number_text(scaling.factor);
+}
+
 std::string RopeConfig::describe(int head_dim) const {
   std::string s = "RoPE (Su et al. 2021): " + std::string(layout == RopeLayout::Half ? "half" : "interleaved") +
                   " layout, base " + number_text(base) + ", rotary dim " + std::to_string(rotary_dim) + " of " +
