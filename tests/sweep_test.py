@@ -59,9 +59,9 @@ def main():
         with open(text, "w", encoding="utf-8") as f:
             f.write("\n\n".join(val_stories[:12]) + "\n")
 
-        def sweep(*args, out=None, models=MODELS, mode="chunks"):
+        def sweep(*args, out=None, models=MODELS, mode="chunks", lengths=LENGTHS):
             cmd = [binary, "sweep"] + [a for m in models for a in ("-m", m)] + [
-                "-f", text, "--split-docs", "--lengths", ",".join(map(str, LENGTHS)), "--chunks", "3",
+                "-f", text, "--split-docs", "--lengths", ",".join(map(str, lengths)), "--chunks", "3",
                 "--mode", mode, "-t", "1"] + (["--out", out] if out else []) + list(args)
             return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp)
 
@@ -80,8 +80,18 @@ def main():
         check("learned @192 is the one error cell", [(os.path.basename(c["model"]), c["length"]) for c in bad]
               == [("learned", 192)] and "ppl" not in bad[0] and "past the learned position table" in bad[0]["error"])
         check("every other cell has ppl, 3 windows", all("ppl" in c and c["windows"] == 3 for c in cells if c not in bad))
-        rows = {line.split("|")[1].strip(): [v.strip() for v in line.split("|")[3:-1]]
+        rows = {line.split("|")[1].strip(): [v.strip() for v in line.split("|")[4:-1]]
                 for line in table.splitlines() if line.startswith("| ") and "---" not in line}
+        check("table: each row names the positions that ran",
+              [line.split("|")[3].strip() for line in table.splitlines()[2:4]] == ["rope", "learned"], table)
+        with open(full) as f:
+            whole = json.load(f)
+        check("file: pert's version, the dtype (f32 too) and the text's hash recorded",
+              whole.get("pert_version") and whole["settings"].get("dtype") == "f32"
+              and len(whole["settings"].get("text_hash", "")) == 16, whole["settings"])
+        check("file: each cell keeps its label, version and the whole positional block that ran",
+              all(c["label"] == "plain" and c["pert_version"] == whole["pert_version"] and
+                  c["position_config"]["position"]["type"] in ("rope", "learned") for c in cells))
         check("table: header marks the trained length", rows.get("model") == ["64", "128 (L)", "192"], rows)
         check("table: learned @192 is —", rows.get("learned", [None])[-1] == "—", rows)
         check("table: rope cells are the ppl to 2 decimals",
@@ -90,12 +100,13 @@ def main():
         # CSV next to --out: a header and one line per cell.
         with open(os.path.join(tmp, "full.csv")) as f:
             csv = f.read().splitlines()
-        check("csv: header", csv[0] == "model,config,length,trained_length,ppl,ppl_stderr,nll,tokens,windows,"
-              "seconds,tokens_per_second,error", csv[0])
+        check("csv: header", csv[0] == "model,config,label,positions,length,trained_length,mode,split_docs,dtype,"
+              "ppl,ppl_stderr,nll,tokens,windows,seconds,tokens_per_second,pert_version,error", csv[0])
         check("csv: one line per cell", len(csv) == 1 + len(cells), len(csv))
-        check("csv: the error cell's line", csv[-1].startswith(f"{MODELS[1]},plain,192,128,,,,,,,,position 128"),
+        check("csv: the error cell's line", csv[-1].startswith(
+            f"{MODELS[1]},plain,plain,learned,192,128,chunks,true,f32,,,,,,,,{whole['pert_version']},position 128"),
               csv[-1])
-        check("csv: ppl as in the JSON", all(float(line.split(",")[4]) == c["ppl"] for line, c in zip(csv[1:4], cells)))
+        check("csv: ppl as in the JSON", all(float(line.split(",")[9]) == c["ppl"] for line, c in zip(csv[1:4], cells)))
 
         # Two shards merged: the same cells and table.
         parts = [os.path.join(tmp, f"shard{k}.json") for k in (1, 2)]
@@ -145,6 +156,62 @@ def main():
         r = sweep("--lengths", "64,64,128,192", out=full, models=[MODELS[0] + "/", MODELS[0] + "/.", MODELS[1]])
         check("same model dir written twice, a length twice: 0 to run", r.returncode == 0 and "6 cells" in r.stderr
               and "0 to run" in r.stderr, r.stderr)
+
+        # The same model and text spelled another way (relative to another directory): 0 to run.
+        sub = os.path.join(tmp, "sub")
+        os.mkdir(sub)
+        r = subprocess.run([binary, "sweep"] + [a for m in MODELS for a in ("-m", os.path.relpath(m, sub))] + [
+            "-f", "../heldout.txt", "--split-docs", "--lengths", "64,128,192", "--chunks", "3", "-t", "1",
+            "--out", full], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sub)
+        check("resume by content: relative spellings from another directory, 0 to run",
+              r.returncode == 0 and "0 to run" in r.stderr, r.stderr)
+
+        # Labels: a config's file name, its path where two share a name, or --label; never two configs.
+        plain_file = os.path.join(ROOT, "configs", "rope", "plain.json")
+        out = os.path.join(tmp, "labels.json")
+        r = sweep("--config", "plain", "--config", plain_file, lengths=[64], out=out, models=MODELS[:1])
+        check("labels: 'plain' and configs/rope/plain.json get distinct labels",
+              r.returncode == 0 and [c["label"] for c in cells_of(out)] == ["plain", plain_file], r.stderr)
+        r = sweep("--config", os.path.join(ROOT, "configs", "rope", "ntk-x2.json"), "--label", "plain",
+                  lengths=[64], out=out, models=MODELS[:1])
+        check("labels: a label naming another config already in --out is an error",
+              r.returncode == 1 and one_error_line(r) and "'plain'" in r.stderr, r.stderr)
+        for args in (["--config", "plain", "--label", "a", "--label", "b"],
+                     ["--config", "plain", "--config", plain_file, "--label", "x", "--label", "x"]):
+            r = sweep(*args, out=os.path.join(tmp, "nolabel.json"), models=MODELS[:1])
+            check(f"labels: {args[-4:]}: error naming --label", r.returncode != 0 and one_error_line(r)
+                  and "--label" in r.stderr, r.stderr)
+
+        # A config that would replace the trained scheme: a row of error cells, not a silent rope model.
+        out = os.path.join(tmp, "scheme.json")
+        r = sweep("--config", os.path.join(ROOT, "configs", "rope", "ntk-x2.json"), lengths=[64], out=out,
+                  models=MODELS[1:])
+        c = cells_of(out)
+        check("scheme change: an error cell naming both schemes", r.returncode == 0 and len(c) == 1 and
+              "trained with learned positions" in c[0].get("error", "") and "rope ntk x2" in c[0]["error"], c)
+        r = sweep("--set", "position.type=alibi", "--allow-scheme-change", lengths=[64],
+                  out=os.path.join(tmp, "scheme2.json"), models=MODELS[:1])
+        c = cells_of(os.path.join(tmp, "scheme2.json"))
+        check("scheme change allowed: runs, labelled with what ran and what was trained",
+              r.returncode == 0 and "ppl" in c[0] and c[0]["position_label"] == "alibi"
+              and c[0]["trained_position"] == "rope" and "trained with rope" in r.stderr, (r.stderr, c))
+
+        # --set applies to every cell and is part of the settings; appended sweeps keep rows grouped.
+        out = os.path.join(tmp, "set.json")
+        r = sweep("--set", "position.beyond=clamp", lengths=[192], out=out, models=MODELS[1:])
+        c = cells_of(out)
+        check("--set position.beyond=clamp: learned runs at 192",
+              r.returncode == 0 and "ppl" in c[0] and c[0]["position_label"] == "learned clamp", (r.stderr, c))
+        r = sweep(lengths=[192], out=out, models=MODELS[1:])
+        check("--set is a setting: resuming without it is an error", r.returncode == 1 and one_error_line(r)
+              and "set" in r.stderr, r.stderr)
+        out = os.path.join(tmp, "append.json")
+        sweep(lengths=[64, 192], out=out, models=MODELS[:1])
+        sweep(lengths=[64, 128], out=out, models=MODELS)
+        with open(out[:-5] + ".csv") as f:
+            order = [tuple(line.split(",")[i] for i in (0, 4)) for line in f.read().splitlines()[1:]]
+        check("append: CSV rows grouped by model, lengths ascending", order ==
+              [(MODELS[0], "64"), (MODELS[0], "128"), (MODELS[0], "192"), (MODELS[1], "64"), (MODELS[1], "128")], order)
 
         # A model that does not load stops the sweep with one line (not an error cell per length).
         out = os.path.join(tmp, "missing.json")

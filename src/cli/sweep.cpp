@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "evaluate.hpp"
+#include "sweep_file.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 
@@ -22,13 +23,12 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr const char* kPlain = "plain";  // --config plain: the model's own config.json
-
 struct SweepArgs {
-  std::vector<std::string> models, configs, merge;
+  std::vector<std::string> models, configs, labels, merge;
   std::vector<int> lengths;
-  std::string out, csv, shard, dtype = "f32";
+  std::string out, csv, shard;
   int threads = 0;
+  ConfigFlags overrides;  // --set, --allow-scheme-change and --dtype for every cell
   EvalFlags eval;
 };
 
@@ -38,12 +38,6 @@ struct Cell {
   int length;
 };
 
-std::string cell_key(const json& c) {
-  return c.at("model").get<std::string>() + "\n" + c.at("config").get<std::string>() + "\n" +
-         std::to_string(c.at("length").get<int>());
-}
-
-std::string stem_of(const std::string& path) { return path == kPlain ? kPlain : fs::path(path).stem().string(); }
 // "models/rope/" and "./models/rope" are one model: "models/rope".
 std::string normal_dir(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
@@ -68,107 +62,57 @@ std::pair<int, int> parse_shard(const std::string& s) {
   return {k, n};
 }
 
-// A sweep file: {"pert_sweep": 1, "settings": {...}, "cells": [...]}.
-json read_sweep(const fs::path& path) {
-  json j = read_json_file(path);
-  if (!j.is_object() || j.value("pert_sweep", 0) != 1 || !j.contains("settings") || !j.contains("cells") ||
-      !j["cells"].is_array())
-    throw FormatError(path.string() + ": not a pert sweep file");
-  for (const json& c : j["cells"])
-    if (!c.is_object() || !c.contains("model") || !c.contains("config") || !c.contains("length") ||
-        !c["model"].is_string() || !c["config"].is_string() || !c["length"].is_number_integer())
-      throw FormatError(path.string() + ": a cell lacks model, config or length");
-  return j;
-}
-
 void check_settings(const json& have, const json& want, const std::string& where) {
-  json keys = want;
-  keys.update(have);  // every key either side has; a missing one reads as null
+  const json a = comparable_settings(have), b = comparable_settings(want);
+  json keys = b;
+  keys.update(a);  // every key either side has; a missing one reads as null
   for (auto& [key, unused] : keys.items())
-    if (have.value(key, json()) != want.value(key, json()))
-      throw ConfigError(where + ": made with " + key + " = " + json_brief(have.value(key, json())) + ", not " +
-                        json_brief(want.value(key, json())) + "; use another --out or the same settings");
+    if (a.value(key, json()) != b.value(key, json()))
+      throw ConfigError(where + ": made with " + (key == "text_hash" ? "another text" : key + " = " + json_brief(a.value(key, json())) +
+                                                                         ", not " + json_brief(b.value(key, json()))) +
+                        "; use another --out or the same settings");
 }
 
-std::string csv_field(std::string s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
-
-void write_csv(const fs::path& path, const json& cells) {
-  std::ostringstream o;
-  o << "model,config,length,trained_length,ppl,ppl_stderr,nll,tokens,windows,seconds,tokens_per_second,error\n";
-  for (const json& c : cells) {
-    o << csv_field(c["model"]) << ',' << csv_field(c["config"]) << ',' << c["length"] << ','
-      << c.value("trained_length", 0);
-    if (c.contains("error")) {
-      o << ",,,,,,,," << csv_field(c["error"]) << '\n';
-      continue;
+// Each --config's row label: --label if given, else the file's name ("plain" for the keyword),
+// else, where two configs would share a name, the path as given.
+std::vector<std::string> config_labels(const std::vector<std::string>& configs, const std::vector<std::string>& given) {
+  if (!given.empty() && given.size() != configs.size())
+    throw Error("--label: " + std::to_string(given.size()) + " labels for " + std::to_string(configs.size()) +
+                " --config values; give one per --config, in order");
+  std::vector<std::string> labels = given;
+  if (labels.empty()) {
+    std::map<std::string, int> uses;
+    for (const std::string& c : configs) ++uses[c == kPlain ? kPlain : fs::path(c).stem().string()];
+    for (const std::string& c : configs) {
+      const std::string stem = c == kPlain ? kPlain : fs::path(c).stem().string();
+      labels.push_back(uses[stem] > 1 ? c : stem);
     }
-    o << ',' << c["ppl"] << ',' << c["ppl_stderr"] << ',' << c["nll"] << ',' << c["tokens"] << ',' << c["windows"]
-      << ',' << c["seconds"] << ',' << c["tokens_per_second"] << ",\n";
   }
-  std::ofstream out(path, std::ios::binary);
-  if (!(out << o.str()) || !out.flush()) throw IoError(path.string() + ": cannot write");
+  for (size_t i = 0; i < labels.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (labels[i] == labels[j])
+        throw Error("--label: '" + labels[i] + "' names two configs (" + configs[j] + ", " + configs[i] + ")");
+  return labels;
 }
 
-// Rows model + config in order of first appearance, columns the lengths ascending; the trained
-// length is marked in the header when every row shares it, else in bold.
-std::string markdown_table(const json& cells) {
-  std::vector<std::pair<std::string, std::string>> rows;
-  std::vector<int> lengths;
-  std::map<std::string, const json*> at;
-  std::map<std::pair<std::string, std::string>, int> trained;
-  for (const json& c : cells) {
-    std::pair<std::string, std::string> row{c["model"], c["config"]};
-    if (std::find(rows.begin(), rows.end(), row) == rows.end()) rows.push_back(row);
-    if (std::find(lengths.begin(), lengths.end(), c["length"].get<int>()) == lengths.end()) lengths.push_back(c["length"]);
-    at[cell_key(c)] = &c;
-    if (c.contains("trained_length")) trained[row] = c["trained_length"];
-  }
-  std::sort(lengths.begin(), lengths.end());
-  int shared_L = trained.empty() ? 0 : trained.begin()->second;
-  for (auto& [row, L] : trained)
-    if (L != shared_L) shared_L = 0;
-  std::ostringstream o;
-  o << "| model | config |";
-  for (int n : lengths) o << ' ' << n << (n == shared_L ? " (L)" : "") << " |";
-  o << "\n|---|---|";
-  for (size_t i = 0; i < lengths.size(); ++i) o << "---:|";
-  o << '\n';
-  for (const auto& row : rows) {
-    o << "| " << name_of(row.first) << " | " << stem_of(row.second) << " |";
-    for (int n : lengths) {
-      auto it = at.find(row.first + "\n" + row.second + "\n" + std::to_string(n));
-      char v[64] = "";
-      if (it != at.end() && it->second->contains("ppl"))
-        std::snprintf(v, sizeof v, shared_L == 0 && trained[row] == n ? "**%.2f**" : "%.2f",
-                      (*it->second)["ppl"].get<double>());
-      else if (it != at.end())
-        std::snprintf(v, sizeof v, "—");
-      o << ' ' << v << " |";
-    }
-    o << '\n';
-  }
-  if (shared_L == 0 && !trained.empty()) o << "\nBold: the model's trained length.\n";
-  std::map<std::string, bool> told;  // each distinct reason once
-  for (const json& c : cells)
-    if (c.contains("error") && !told[c["error"]]) {
-      told[c["error"]] = true;
-      o << "\n— " << name_of(c["model"]) << " " << stem_of(c["config"]) << " @" << c["length"].get<int>() << ": "
-        << c["error"].get<std::string>() << "\n";
-    }
-  return o.str();
-}
-
-// Cells in sweep order (stable: cells of separate sweeps into one file keep their order).
+// Cells grouped by model and config, lengths ascending (cells of separate sweeps into one file
+// too), written to the JSON and the CSV.
 void finish(const fs::path& out, const std::string& csv, json& sweep) {
-  std::stable_sort(sweep["cells"].begin(), sweep["cells"].end(),
-                   [](const json& x, const json& y) { return x.value("index", 0) < y.value("index", 0); });
+  order_cells(sweep["cells"]);
+  sweep["pert_version"] = PERT_VERSION;
   write_json(out, sweep);
-  write_csv(csv.empty() ? fs::path(out).replace_extension(".csv") : fs::path(csv), sweep["cells"]);
+  write_csv(csv.empty() ? fs::path(out).replace_extension(".csv") : fs::path(csv), sweep);
+}
+
+// One label, one config: rows of different content never share a name in a table or plot.
+void check_labels(const json& cells, const std::string& where) {
+  std::map<std::string, std::string> hash_of;
+  for (const json& c : cells) {
+    const std::string label = c["label"], hash = c["config_hash"];
+    if (hash_of.emplace(label, hash).first->second != hash)
+      throw ConfigError(where + ": the label '" + label + "' would name two different configs (" + c["config"].get<std::string>() +
+                        " is not the one it names already); give this one another --label");
+  }
 }
 
 void run_merge(const SweepArgs& a) {
@@ -185,6 +129,7 @@ void run_merge(const SweepArgs& a) {
         seen[cell_key(c)] = true;
         merged["cells"].push_back(c);
       }
+    check_labels(merged["cells"], file);
   }
   finish(a.out, a.csv, merged);
   std::cout << markdown_table(merged["cells"]);
@@ -196,15 +141,24 @@ void run_sweep(const SweepArgs& a) {
   if (a.eval.text_file.empty()) throw Error("sweep: give -f TEXT");
   set_threads(a.threads);
   const auto [shard_k, shard_n] = a.shard.empty() ? std::pair{1, 1} : parse_shard(a.shard);
-  const std::vector<std::string> configs = a.configs.empty() ? std::vector<std::string>{kPlain} : a.configs;
-  for (const std::string& c : configs)
+  const std::vector<std::string> configs =
+      unique_in_order(a.configs.empty() ? std::vector<std::string>{kPlain} : a.configs);
+  if (configs.size() != (a.configs.empty() ? 1 : a.configs.size()) && !a.labels.empty())
+    throw Error("--label: a --config is given twice");
+  std::map<std::string, std::string> label_of, hash_of;  // by config as given
+  const std::vector<std::string> labels = config_labels(configs, a.labels);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string& c = configs[i];
     if (c != kPlain && !fs::is_regular_file(c)) throw IoError(c + ": --config file not found");
+    label_of[c] = labels[i];
+    hash_of[c] = c == kPlain ? kPlain : content_hash(c);
+  }
 
   std::vector<std::string> models;
   for (const std::string& m : a.models) models.push_back(normal_dir(m));
   std::vector<Cell> cells;
   for (const std::string& m : unique_in_order(models))
-    for (const std::string& c : unique_in_order(configs))
+    for (const std::string& c : configs)
       for (int n : unique_in_order(a.lengths)) {
         const int index = int(cells.size());
         cells.push_back({index, m, c, n});
@@ -212,55 +166,83 @@ void run_sweep(const SweepArgs& a) {
   std::vector<Cell> mine;
   for (const Cell& c : cells)
     if (c.index % shard_n == shard_k - 1) mine.push_back(c);
+  auto key_of = [&](const Cell& c) { return cell_key(c.model, hash_of[c.config], c.length); };
 
   json settings = a.eval.settings();
-  if (a.dtype != "f32") settings["dtype"] = a.dtype;  // files from before --dtype are f32
+  settings["text_hash"] = content_hash(a.eval.text_file);
+  settings["dtype"] = a.overrides.dtype;
+  settings["set"] = a.overrides.sets;
+  settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
   json sweep = {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
   std::map<std::string, bool> done;
   if (fs::exists(a.out)) {
     sweep = read_sweep(a.out);
     check_settings(sweep["settings"], settings, a.out);
+    sweep["settings"] = settings;  // the text as spelled now, its hash, every default written out
     for (const json& c : sweep["cells"]) done[cell_key(c)] = true;
   }
+  json planned = sweep["cells"];
+  for (const std::string& c : configs)
+    planned.push_back({{"model", "?"}, {"config", c}, {"label", label_of[c]}, {"config_hash", hash_of[c]}});
+  check_labels(planned, a.out);
 
   int todo = 0;
-  for (const Cell& c : mine) todo += !done[c.model + "\n" + c.config + "\n" + std::to_string(c.length)];
+  for (const Cell& c : mine) todo += !done[key_of(c)];
   std::fprintf(stderr, "sweep: %zu cells, %zu in shard %d/%d, %d to run\n", cells.size(), mine.size(), shard_k,
                shard_n, todo);
-  std::string loaded_key;
+  std::string loaded_key, load_error;
   LoadedModel m;
   std::map<std::pair<std::string, int>, std::vector<int>> tokens_of;  // (model dir, BOS) -> the text's tokens
   int ran = 0;
   for (const Cell& cell : mine) {
-    if (done[cell.model + "\n" + cell.config + "\n" + std::to_string(cell.length)]) continue;
-    json c = {{"index", cell.index}, {"model", cell.model}, {"config", cell.config}, {"length", cell.length}};
-    const std::string label = name_of(cell.model) + " " + stem_of(cell.config) + " @" + std::to_string(cell.length);
-    // A model or config that does not load stops the sweep (what is done so far is saved).
+    if (done[key_of(cell)]) continue;
+    json c = {{"index", cell.index},          {"model", cell.model},
+              {"config", cell.config},        {"label", label_of[cell.config]},
+              {"config_hash", hash_of[cell.config]}, {"length", cell.length},
+              {"pert_version", PERT_VERSION}};
+    const std::string label = name_of(cell.model) + " " + label_of[cell.config] + " @" + std::to_string(cell.length);
+    // A model or config that does not load stops the sweep (what is done so far is saved); one
+    // that would replace the trained scheme is a row of error cells.
     if (loaded_key != cell.model + "\n" + cell.config) {
       loaded_key.clear();
-      ConfigOverrides o;
-      if (cell.config != kPlain) o.files.push_back(cell.config);
-      m = load_model(cell.model, o, ConfigFlags::parse_dtype(a.dtype));
+      load_error.clear();
+      ConfigOverrides o = a.overrides.overrides();
+      if (cell.config != kPlain) o.files.insert(o.files.begin(), cell.config);
+      try {
+        m = load_model(cell.model, o, a.overrides.weight_type());
+      } catch (const SchemeChangeError& e) {
+        load_error = e.what();
+      }
       loaded_key = cell.model + "\n" + cell.config;
     }
-    const ModelConfig& mc = m.model->config();
-    c["trained_length"] = mc.max_position_embeddings;
-    c["position"] = describe_position(mc);
-    const int bos = a.eval.bos(m.tokenizer, mc.bos_token_id);
-    auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
-    if (tokens.empty()) tokens = a.eval.tokenize(m.tokenizer, bos);
-    c["text_tokens"] = tokens.size();
-    c["threads"] = omp_get_max_threads();
-    try {
-      const PerplexityOptions o = a.eval.options(cell.length, bos);
-      c.update(result_json(run_perplexity(*m.model, tokens, o,
-                                          "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label),
-                           o.mode));
-      std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
-                   ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
-    } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
-      c["error"] = e.what();
-      std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), e.what());
+    if (!load_error.empty()) {
+      c["error"] = load_error;
+      c["position_label"] = "—";
+      std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), load_error.c_str());
+    } else {
+      const ModelConfig& mc = m.model->config();
+      c["trained_length"] = mc.max_position_embeddings;
+      c["position"] = describe_position(mc);
+      c["position_label"] = position_label(mc);
+      json resolved = to_json(mc);  // the whole positional block that ran, and the trained one
+      c["position_config"] = {{"position", resolved["position"]}, {"extend", resolved.value("extend", json())}};
+      if (mc.trained_position.scheme) c["trained_position"] = mc.trained_position.scheme->label();
+      const int bos = a.eval.bos(m.tokenizer, mc.bos_token_id);
+      auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
+      if (tokens.empty()) tokens = a.eval.tokenize(m.tokenizer, bos);
+      c["text_tokens"] = tokens.size();
+      c["threads"] = omp_get_max_threads();
+      try {
+        const PerplexityOptions o = a.eval.options(cell.length, bos);
+        c.update(result_json(run_perplexity(*m.model, tokens, o,
+                                            "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label),
+                             o.mode));
+        std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
+                     ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
+      } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
+        c["error"] = e.what();
+        std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), e.what());
+      }
     }
     sweep["cells"].push_back(c);
     ++ran;
@@ -280,11 +262,15 @@ void add_sweep(CLI::App& app) {
                   "Config override file, one row per file and model (repeatable; 'plain': config.json as is; "
                   "default: plain)")
       ->allow_extra_args(false);
+  cmd->add_option("--label", a->labels,
+                  "Row label of each --config, in order (default: the file's name, or its path where two share one)")
+      ->allow_extra_args(false);
   cmd->add_option("--lengths", a->lengths, "Context lengths, e.g. 128,256,512")
       ->delimiter(',')
       ->check(int_in(2, 1 << 24));
   a->eval.add_to(*cmd);
   cmd->get_option("--file")->required(false);
+  a->overrides.add_to(*cmd, /*with_files=*/false);
   cmd->add_option("--out", a->out, "Sweep file (JSON); cells already in it are skipped")
       ->required()
       ->check(writable_file());
@@ -297,7 +283,6 @@ void add_sweep(CLI::App& app) {
           "K/N"));
   cmd->add_option("--merge", a->merge, "Join these sweep files into --out instead of running")->expected(1, -1);
   add_threads(*cmd, a->threads);
-  ConfigFlags::add_dtype(*cmd, a->dtype);
   cmd->callback([a] {
     if (!a->merge.empty()) {
       if (!a->models.empty()) throw Error("sweep: --merge runs nothing; drop -m");

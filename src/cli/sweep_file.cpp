@@ -1,0 +1,270 @@
+#include "sweep_file.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "pert/config.hpp"
+#include "pert/error.hpp"
+#include "pert/json_util.hpp"
+
+namespace pert::cli {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string stem_of(const std::string& config) { return config == kPlain ? kPlain : fs::path(config).stem().string(); }
+std::string name_of(const std::string& dir) {
+  const fs::path p = fs::path(dir).lexically_normal();
+  return (p.has_filename() ? p : p.parent_path()).filename().string();
+}
+
+// The real path where it can be had ("models/rope", "./models/rope/" and its absolute path are one).
+std::string real_path(const std::string& p) {
+  std::error_code ec;
+  const fs::path r = fs::weakly_canonical(p, ec);
+  return ec ? fs::path(p).lexically_normal().string() : r.string();
+}
+
+bool is_int(const json& v) { return v.is_number_integer() && v.get<long long>() >= 0 && v.get<long long>() <= (1 << 30); }
+
+// The fields a cell may carry and the type each must have (results only without "error").
+struct FieldRule {
+  const char* key;
+  bool (*ok)(const json&);
+  const char* what;
+  bool result;
+};
+const FieldRule kCellFields[] = {
+    {"model", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"config", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"length", [](const json& v) { return is_int(v) && v.get<int>() >= 2; }, "an integer >= 2", false},
+    {"index", is_int, "an integer >= 0", false},
+    {"label", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"config_hash", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"trained_length", is_int, "an integer >= 0", false},
+    {"position", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"position_label", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"error", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"ppl", [](const json& v) { return v.is_number(); }, "a number", true},
+    {"ppl_stderr", [](const json& v) { return v.is_number(); }, "a number", true},
+    {"nll", [](const json& v) { return v.is_number(); }, "a number", true},
+    {"tokens", is_int, "an integer >= 0", true},
+    {"windows", is_int, "an integer >= 0", true},
+    {"seconds", [](const json& v) { return v.is_number(); }, "a number", true},
+    {"tokens_per_second", [](const json& v) { return v.is_number(); }, "a number", true},
+};
+
+// Where an older file left a field out, what it meant.
+void complete_cell(json& c) {
+  const std::string config = c["config"];
+  if (!c.contains("label")) c["label"] = stem_of(config);
+  if (!c.contains("config_hash")) {
+    std::error_code ec;
+    c["config_hash"] = config == kPlain ? std::string(kPlain)
+                       : fs::is_regular_file(config, ec) ? content_hash(config)
+                                                          : "missing " + config;
+  }
+  if (!c.contains("position_label")) {  // the scheme that ran, from the configs as they are now
+    try {
+      ConfigOverrides o;
+      if (config != kPlain) o.files.push_back(config);
+      const fs::path path = fs::path(c["model"].get<std::string>()) / "config.json";
+      c["position_label"] = position_label(parse_model_config(apply_overrides(read_json_file(path), o), path.string()));
+    } catch (const Error&) {
+      c["position_label"] = "?";
+    }
+  }
+}
+
+std::string csv_field(std::string s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+std::string csv_number(const json& v) { return v.is_null() ? "" : v.dump(); }
+
+// Display names: a model's directory name, or its path where two models share one.
+std::map<std::string, std::string> model_names(const json& cells) {
+  std::map<std::string, std::string> path_of_name, name;
+  std::map<std::string, bool> clash;
+  for (const json& c : cells) {
+    const std::string model = c["model"], key = real_path(model), n = name_of(model);
+    if (path_of_name.count(n) && path_of_name[n] != key) clash[n] = true;
+    path_of_name[n] = key;
+  }
+  for (const json& c : cells) {
+    const std::string model = c["model"];
+    name[model] = clash[name_of(model)] ? fs::path(model).lexically_normal().string() : name_of(model);
+  }
+  return name;
+}
+
+}  // namespace
+
+std::string content_hash(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path.string() + ": cannot open");
+  uint64_t h = 14695981039346656037ull;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 1099511628211ull;
+    if (in.eof()) break;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return hex;
+}
+
+json read_sweep(const fs::path& path) {
+  json j = read_json_file(path);
+  const std::string where = path.string() + ": ";
+  if (!j.is_object() || !j.contains("pert_sweep")) throw FormatError(where + "not a pert sweep file");
+  if (j["pert_sweep"] != 1) throw FormatError(where + "pert_sweep must be 1, got " + json_brief(j["pert_sweep"]));
+  if (!j.contains("settings") || !j["settings"].is_object()) throw FormatError(where + "settings must be an object");
+  if (!j.contains("cells") || !j["cells"].is_array()) throw FormatError(where + "cells must be an array");
+  json& s = j["settings"];
+  if (!s.contains("text") || !s["text"].is_string()) throw FormatError(where + "settings.text must be a string");
+  for (const char* key : {"mode", "dtype", "text_hash"})
+    if (s.contains(key) && !s[key].is_string()) throw FormatError(where + "settings." + key + " must be a string");
+  if (!s.contains("dtype")) s["dtype"] = "f32";  // files from before --dtype
+  if (!s.contains("set")) s["set"] = json::array();  // files from before sweep's --set
+  if (!s.contains("allow_scheme_change")) s["allow_scheme_change"] = false;
+  for (size_t i = 0; i < j["cells"].size(); ++i) {
+    json& c = j["cells"][i];
+    const std::string at = where + "cell " + std::to_string(i) + ": ";
+    if (!c.is_object()) throw FormatError(at + "must be an object");
+    for (const FieldRule& r : kCellFields) {
+      const bool needed = !r.result ? (r.key == std::string("model") || r.key == std::string("config") ||
+                                       r.key == std::string("length"))
+                                    : !c.contains("error");
+      if (!c.contains(r.key)) {
+        if (needed) throw FormatError(at + "lacks \"" + r.key + "\"" + (r.result ? " (and has no \"error\")" : ""));
+        continue;
+      }
+      if (!r.ok(c[r.key])) throw FormatError(at + "\"" + r.key + "\" must be " + r.what + ", got " + json_brief(c[r.key]));
+    }
+    complete_cell(c);
+  }
+  return j;
+}
+
+json comparable_settings(const json& settings) {
+  json s = settings;
+  if (!s.contains("text_hash")) {
+    std::error_code ec;
+    const std::string text = s.value("text", "");
+    s["text_hash"] = fs::is_regular_file(text, ec) ? content_hash(text) : "missing " + text;
+  }
+  s.erase("text");
+  s.erase("text_path");
+  return s;
+}
+
+std::string cell_key(const std::string& model, const std::string& config_hash, int length) {
+  return real_path(model) + "\n" + config_hash + "\n" + std::to_string(length);
+}
+
+std::string cell_key(const json& c) { return cell_key(c["model"], c["config_hash"], c["length"]); }
+
+void order_cells(json& cells) {
+  std::map<std::string, size_t> model_rank, row_rank;
+  for (const json& c : cells) {
+    const std::string model = real_path(c["model"]);
+    model_rank.emplace(model, model_rank.size());
+    row_rank.emplace(model + "\n" + c["config_hash"].get<std::string>(), row_rank.size());
+  }
+  auto rank = [&](const json& c) {
+    const std::string model = real_path(c["model"]);
+    return std::tuple(model_rank[model], row_rank[model + "\n" + c["config_hash"].get<std::string>()],
+                      c["length"].get<int>());
+  };
+  std::stable_sort(cells.begin(), cells.end(), [&](const json& x, const json& y) { return rank(x) < rank(y); });
+}
+
+std::string markdown_table(const json& cells) {
+  struct Row {
+    std::string model, label, positions;
+    int trained = 0;
+    std::map<int, const json*> at;
+  };
+  std::vector<Row> rows;
+  std::map<std::string, size_t> row_of;
+  std::vector<int> lengths;
+  const std::map<std::string, std::string> names = model_names(cells);
+  for (const json& c : cells) {
+    const std::string key = real_path(c["model"]) + "\n" +
+                            c["config_hash"].get<std::string>();
+    if (!row_of.count(key)) {
+      row_of[key] = rows.size();
+      rows.push_back({names.at(c["model"]), c["label"], c.value("position_label", "?"), 0, {}});
+    }
+    Row& row = rows[row_of[key]];
+    row.at[c["length"]] = &c;
+    if (c.contains("trained_length")) row.trained = c["trained_length"];
+    if (std::find(lengths.begin(), lengths.end(), c["length"].get<int>()) == lengths.end()) lengths.push_back(c["length"]);
+  }
+  std::sort(lengths.begin(), lengths.end());
+  int shared_L = -1;  // the trained length every row that knows one shares, else 0
+  for (const Row& r : rows)
+    if (r.trained > 0) shared_L = shared_L < 0 || shared_L == r.trained ? r.trained : 0;
+  shared_L = std::max(shared_L, 0);
+  std::ostringstream o;
+  o << "| model | config | positions |";
+  for (int n : lengths) o << ' ' << n << (n == shared_L ? " (L)" : "") << " |";
+  o << "\n|---|---|---|";
+  for (size_t i = 0; i < lengths.size(); ++i) o << "---:|";
+  o << '\n';
+  bool any_trained = false;
+  for (const Row& row : rows) {
+    o << "| " << row.model << " | " << row.label << " | " << row.positions << " |";
+    any_trained |= row.trained > 0;
+    for (int n : lengths) {
+      auto it = row.at.find(n);
+      char v[64] = "";
+      if (it != row.at.end() && it->second->contains("ppl"))
+        std::snprintf(v, sizeof v, shared_L == 0 && row.trained == n ? "**%.2f**" : "%.2f",
+                      (*it->second)["ppl"].get<double>());
+      else if (it != row.at.end())
+        std::snprintf(v, sizeof v, "—");
+      o << ' ' << v << " |";
+    }
+    o << '\n';
+  }
+  if (shared_L == 0 && any_trained) o << "\nBold: the model's trained length.\n";
+  std::map<std::string, bool> told;  // each distinct reason once
+  for (const json& c : cells)
+    if (c.contains("error") && !told[c["error"]]) {
+      told[c["error"]] = true;
+      o << "\n— " << names.at(c["model"]) << " " << c["label"].get<std::string>() << " @" << c["length"].get<int>()
+        << ": " << c["error"].get<std::string>() << "\n";
+    }
+  return o.str();
+}
+
+void write_csv(const fs::path& path, const json& sweep) {
+  const json& s = sweep["settings"];
+  const std::string shared = csv_field(s.value("mode", "chunks")) + ',' + (s.value("split_docs", false) ? "true" : "false") +
+                             ',' + csv_field(s.value("dtype", "f32"));
+  std::ostringstream o;
+  o << "model,config,label,positions,length,trained_length,mode,split_docs,dtype,ppl,ppl_stderr,nll,tokens,windows,"
+       "seconds,tokens_per_second,pert_version,error\n";
+  for (const json& c : sweep["cells"]) {
+    o << csv_field(c["model"]) << ',' << csv_field(c["config"]) << ',' << csv_field(c["label"]) << ','
+      << csv_field(c.value("position_label", "")) << ',' << c["length"] << ',' << csv_number(c.value("trained_length", json()))
+      << ',' << shared;
+    for (const char* key : {"ppl", "ppl_stderr", "nll", "tokens", "windows", "seconds", "tokens_per_second"})
+      o << ',' << csv_number(c.value(key, json()));
+    o << ',' << csv_field(c.value("pert_version", "")) << ',' << csv_field(c.value("error", "")) << '\n';
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!(out << o.str()) || !out.flush()) throw IoError(path.string() + ": cannot write");
+}
+
+}  // namespace pert::cli

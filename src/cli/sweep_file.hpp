@@ -1,0 +1,38 @@
+// A sweep file, {"pert_sweep": 1, "pert_version": ..., "settings": {...}, "cells": [...]}:
+// reading it (every field's type checked), what makes two cells the same cell, and the
+// Markdown table and CSV made from its cells.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace pert::cli {
+
+constexpr const char* kPlain = "plain";  // --config plain: the model's own config.json
+
+// A file's content as 16 hex digits (FNV-1a, 64 bits): a changed file is another config or text.
+std::string content_hash(const std::filesystem::path& path);
+
+// Reads and checks a sweep file; throws FormatError naming the file and the field. Cells of
+// older files are completed: "config_hash" from the config file as it is now, "label" from
+// its file name; settings get their defaults ("dtype": "f32", no --set).
+nlohmann::json read_sweep(const std::filesystem::path& path);
+
+// The settings a sweep file's results depend on, spelled-out paths replaced by content: the
+// text by "text_hash" (computed from "text" when an older file lacks it).
+nlohmann::json comparable_settings(const nlohmann::json& settings);
+
+// One cell's identity: the model directory's real path, the config's content and the length,
+// so "models/rope" and "/abs/models/rope" are one model, and an edited config is another.
+std::string cell_key(const nlohmann::json& cell);
+std::string cell_key(const std::string& model, const std::string& config_hash, int length);
+
+// Rows grouped by model and config (in order of first appearance), lengths ascending.
+void order_cells(nlohmann::json& cells);
+
+// Rows model + config label + the positions actually run, columns the lengths.
+std::string markdown_table(const nlohmann::json& cells);
+void write_csv(const std::filesystem::path& path, const nlohmann::json& sweep);
+
+}  // namespace pert::cli
