@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""pert's speed on the random-weight stories15M and stories110M shapes (issue "Speed"), the
-way these noisy machines must be measured: rounds that alternate the models, each round one
+"""pert's speed on the random-weight stories15M and stories110M shapes (README, section "Speed"),
+the way these noisy machines must be measured: rounds that alternate the models, each round one
 `pert bench` run of -r repetitions; the table gives the median over all runs and the spread.
 
     /usr/bin/python3 tools/bench.py [--rounds 5] [-t 2] [--out build/bench/bench.json]
