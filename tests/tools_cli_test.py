@@ -2,11 +2,13 @@
 """Every Python tool's command line: `tools/X.py --help` exits 0, prints a non-empty usage on
 stdout and writes no file (each runs in an empty scratch directory); and `reference.py logits`
 on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
-with a one-line error naming the file, not a traceback.
+with a one-line error naming the file, not a traceback; and tools/plot.py on the committed family
+sweep and on two small profiles writes its files and prints their paths.
 
     tools_cli_test.py
 """
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +63,30 @@ def main():
             check(f"reference.py logits, {what}: non-zero exit, one line naming the file",
                   r.returncode != 0 and len(err.splitlines()) == 1 and "bad_ids.txt" in err
                   and "Traceback" not in err, f"exit {r.returncode}, stderr {err[-500:]!r}")
+    plot = os.path.join(TOOLS, "plot.py")
+    family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "f")
+        labels = "NoPE,learned (clamped),learned,sinusoidal,RoPE,ALiBi,xPos,T5"
+        r = run([plot, "sweep", family, "--out", prefix, "--window", "512", "--labels", labels], tmp)
+        wrote = [f"{prefix}_{k}.{e}" for k in ("ppl", "nll") for e in ("png", "svg")]
+        check("plot.py sweep --window --labels: writes PREFIX_ppl/_nll .png/.svg and prints their paths",
+              r.returncode == 0 and all(os.path.getsize(w) > 0 and w in r.stdout for w in wrote),
+              f"exit {r.returncode}, stdout {r.stdout[-500:]!r}, stderr {r.stderr[-500:]!r}")
+        r = run([plot, "sweep", family, "--out", prefix, "--labels", "a,b"], tmp)
+        check("plot.py sweep --labels with too few names: one-line error",
+              r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-500:])
+        profiles = []
+        for name, scale in (("rope", 1.0), ("xpos", 0.5)):
+            profiles.append(os.path.join(tmp, f"{name}.json"))
+            with open(profiles[-1], "w") as f:
+                json.dump({"model_dir": f"models/{name}", "per_head": True, "position": f"{name} scheme",
+                           "scheme": "rope", "trained_length": 8,
+                           "scores": [[scale * (16 - d) for d in range(17)]] * 2}, f)
+        r = run([plot, "positions", "+".join(profiles), profiles[0], "--out", os.path.join(tmp, "p")], tmp)
+        check("plot.py positions A+B B: writes PREFIX.png/.svg and prints their paths",
+              r.returncode == 0 and os.path.getsize(os.path.join(tmp, "p.png")) > 0 and "p.png" in r.stdout,
+              f"exit {r.returncode}, stderr {r.stderr[-500:]!r}")
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
