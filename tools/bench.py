@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""pert's speed on the random-weight stories15M and stories110M shapes (issue "Speed"), the
-way these noisy machines must be measured: rounds that alternate the models, each round one
+"""pert's speed on the random-weight stories15M and stories110M shapes (README, section "Speed"),
+the way these noisy machines must be measured: rounds that alternate the models, each round one
 `pert bench` run of -r repetitions; the table gives the median over all runs and the spread.
 
     /usr/bin/python3 tools/bench.py [--rounds 5] [-t 2] [--out build/bench/bench.json]
@@ -37,17 +37,17 @@ def cpu_name():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("-r", "--repetitions", type=int, default=3)
-    ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--shapes", default="stories15M,stories110M")
-    ap.add_argument("--dtypes", default="F32,BF16", help="precisions: an F32 checkpoint run in F32, a BF16 one in BF16")
-    ap.add_argument("-p", default="512")
-    ap.add_argument("-n", default="128")
-    ap.add_argument("-d", default="0", help="depths: cached tokens before each test, e.g. 0,4096")
-    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds, each running every checkpoint once (default %(default)s)")
+    ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
+    ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
+    ap.add_argument("--shapes", default="stories15M,stories110M", help="comma-separated tools/bench_model.py shapes (default %(default)s)")
+    ap.add_argument("--dtypes", default="F32,BF16", help="comma-separated precisions: an F32 checkpoint run in F32, a BF16 one with --dtype bf16 (default %(default)s)")
+    ap.add_argument("-p", default="512", help="pert bench -p: prompt lengths, comma-separated; 0 skips (default %(default)s)")
+    ap.add_argument("-n", default="128", help="pert bench -n: generated tokens, comma-separated; 0 skips (default %(default)s)")
+    ap.add_argument("-d", default="0", help="pert bench -d: cached tokens before each test, comma-separated, e.g. 0,4096 (default %(default)s)")
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
     models = [(s, d, checkpoint(s, d)) for s in a.shapes.split(",") for d in a.dtypes.split(",")]
     samples = {}  # (shape, dtype, test) -> [t/s of every run]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What each "extend" method costs (issue "Training-free context extension", item "Cost"):
+"""What each "extend" method costs (README, section "Extrapolation", "Training-free extension past L"):
 `pert bench` at a depth (default 4096 cached tokens) under each configs/extend file and under
 plain RoPE, alternated round by round, each figure the median of all runs, and its cost as
 plain's t/s over the method's (1.00: free; > 1: slower).
@@ -25,18 +25,19 @@ ROOT = bench.ROOT
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("-r", "--repetitions", type=int, default=3)
-    ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--shape", default="stories15M")
-    ap.add_argument("-p", default="512")
-    ap.add_argument("-n", default="128")
-    ap.add_argument("-d", default="4096")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds, each running plain and every config once (default %(default)s)")
+    ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
+    ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
+    ap.add_argument("--shape", default="stories15M", help="tools/bench_model.py shape, F32 (default %(default)s)")
+    ap.add_argument("-p", default="512", help="pert bench -p: prompt lengths; 0 skips (default %(default)s)")
+    ap.add_argument("-n", default="128", help="pert bench -n: generated tokens; 0 skips (default %(default)s)")
+    ap.add_argument("-d", default="4096", help="pert bench -d: cached tokens before each test (default %(default)s)")
     ap.add_argument("--configs", default=",".join(sorted(glob.glob(os.path.join(ROOT, "configs", "extend", "*.json")))),
-                    help="comma-separated config files, each against plain")
-    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench_extend.json"))
+                    help="comma-separated config files, each timed against plain RoPE (default: every configs/extend/*.json)")
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench_extend.json"),
+                    help="JSON file for every sample (default build/bench/bench_extend.json)")
     a = ap.parse_args()
     model = bench.checkpoint(a.shape, "F32")
     runs = [("plain", [])] + [(os.path.basename(c)[:-5], ["--config", c]) for c in a.configs.split(",") if c]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Random-weight checkpoints of known shapes, for benchmarks (`pert bench`, tools/bench.sh):
-the same weights on any machine for a given seed.
+"""Random-weight checkpoints of known shapes, for benchmarks (`pert bench`, tools/bench.py,
+tools/bench_extend.py): the same weights on any machine for a given seed.
 
     /usr/bin/python3 tools/bench_model.py stories15M build/models/bench-stories15M-f32
     /usr/bin/python3 tools/bench_model.py stories110M build/models/bench-stories110M-bf16 --dtype BF16
@@ -24,11 +24,11 @@ SHAPES = {
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("shape", choices=sorted(SHAPES))
-    ap.add_argument("out_dir")
-    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
-    ap.add_argument("--seed", type=int, default=0)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("shape", choices=sorted(SHAPES), help="checkpoint shape (see above)")
+    ap.add_argument("out_dir", metavar="OUT_DIR", help="model directory to write")
+    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"], help="stored precision (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="weights' random seed (default %(default)s)")
     a = ap.parse_args()
     reference.make_model(a.out_dir, None, seed=a.seed, dtype=a.dtype, tie=True,
                          extra_config={"rope_theta": 10000.0}, **SHAPES[a.shape])

@@ -124,12 +124,13 @@ def convert(checkpoint, tokenizer, out_dir, layout="half", dtype="F32"):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("checkpoint")
-    ap.add_argument("tokenizer")
-    ap.add_argument("out_dir")
-    ap.add_argument("--layout", choices=["half", "interleaved"], default="half")
-    ap.add_argument("--dtype", choices=["F32", "F16", "BF16"], default="F32")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoint", metavar="CHECKPOINT.bin", help="llama2.c checkpoint (legacy format)")
+    ap.add_argument("tokenizer", metavar="TOKENIZER.bin", help="its llama2.c tokenizer")
+    ap.add_argument("out_dir", metavar="OUT_DIR", help="model directory to write")
+    ap.add_argument("--layout", choices=["half", "interleaved"], default="half",
+                    help="RoPE pair layout of the written q/k weights (default %(default)s, as HF llama)")
+    ap.add_argument("--dtype", choices=["F32", "F16", "BF16"], default="F32", help="stored precision (default %(default)s)")
     a = ap.parse_args()
     convert(a.checkpoint, a.tokenizer, a.out_dir, a.layout, a.dtype)
     print(f"wrote {a.out_dir}", file=sys.stderr)

@@ -4,6 +4,7 @@ and the validation perplexity pert measures (tests/family_test.py), plus a sampl
 
     family_report.py BUILD_DIR      # e.g. build (needs build/pert and build/tests/pert_logits)
 """
+import argparse
 import json
 import os
 import subprocess
@@ -15,7 +16,12 @@ NAMES = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5"]
 
 
 def main():
-    build = os.path.abspath(sys.argv[1])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build", metavar="BUILD_DIR", help="CMake build directory holding pert and tests/pert_logits")
+    build = os.path.abspath(ap.parse_args().build)
+    for need in (os.path.join(build, "pert"), os.path.join(build, "tests", "pert_logits")):
+        if not os.access(need, os.X_OK):
+            sys.exit(f"family_report.py: {need}: missing (build it: cmake --build {build})")
     rows, samples = [], []
     for name in NAMES:
         model = os.path.join(ROOT, "models", name)

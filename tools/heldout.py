@@ -7,6 +7,7 @@ stories (tools/train.py's split, never trained on), one blank line between stori
 `pert perplexity/sweep --split-docs` reads it back as the family saw text in training: each
 story encoded on its own, BOS before it.
 """
+import argparse
 import os
 import sys
 
@@ -16,14 +17,15 @@ import train  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", metavar="OUT", help="text file to write (its directory is created)")
+    a = ap.parse_args()
     cfg = train.load_run_config(os.path.join(os.path.dirname(HERE), "configs", "train", "family.json"))
     _, val_stories = train.split(cfg)
-    os.makedirs(os.path.dirname(os.path.abspath(sys.argv[1])), exist_ok=True)
-    with open(sys.argv[1], "w", encoding="utf-8") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w", encoding="utf-8") as f:
         f.write("\n\n".join(val_stories) + "\n")
-    print(f"{sys.argv[1]}: {len(val_stories)} held-out stories", file=sys.stderr)
+    print(f"{a.out}: {len(val_stories)} held-out stories", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,14 @@
 then merging the adjacent pair with the highest score until none is in the vocabulary).
 
 Format: int32 max_token_length, then per id: float32 score, int32 byte length, bytes.
+
+A module for the other tools and tests; run as a command it prints the ids of a text:
+
+    llama2c_tokenizer.py TOKENIZER.bin TEXT [--no-bos]
 """
+import argparse
 import struct
+import sys
 
 
 def read_tokenizer_bin(path, vocab_size=None):
@@ -50,3 +56,20 @@ def encode(text, pieces, scores, bos=True):
         if best_at < 0:
             return tokens
         tokens[best_at:best_at + 2] = [best_id]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tokenizer", metavar="TOKENIZER.bin", help="llama2.c tokenizer")
+    ap.add_argument("text", metavar="TEXT", help="text to encode")
+    ap.add_argument("--no-bos", action="store_true", help="no BOS (id 1) before the text")
+    a = ap.parse_args()
+    try:
+        pieces, scores = read_tokenizer_bin(a.tokenizer)
+    except (OSError, ValueError) as e:
+        sys.exit(f"llama2c_tokenizer.py: {e}")
+    print(" ".join(map(str, encode(a.text, pieces, scores, bos=not a.no_bos))))
+
+
+if __name__ == "__main__":
+    main()

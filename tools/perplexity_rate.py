@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """What `pert perplexity` costs per token at a short and a long context, and how fast its matrix
-products run next to this machine's F32 GEMM rate (issue "Speed"), measured in alternation:
+products run next to this machine's F32 GEMM rate (README, section "Speed"), measured in
+alternation:
 
     /usr/bin/python3 tools/perplexity_rate.py [--rounds 5] [-m models/rope] [-c 128,2048] [-t 2]
 
@@ -49,14 +50,16 @@ def matrix_flops_per_token(model_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "rope"))
-    ap.add_argument("-f", "--file", default=os.path.join(ROOT, "build", "data", "tinystories_heldout.txt"))
-    ap.add_argument("-c", "--contexts", default="128,2048")
-    ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "perplexity_rate.json"))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds, each timing sgemm then every context (default %(default)s)")
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "rope"), help="model directory (default models/rope)")
+    ap.add_argument("-f", "--file", default=os.path.join(ROOT, "build", "data", "tinystories_heldout.txt"),
+                    help="text to score (default build/data/tinystories_heldout.txt)")
+    ap.add_argument("-c", "--contexts", default="128,2048", help="comma-separated contexts; the first is the baseline (default %(default)s)")
+    ap.add_argument("-t", "--threads", type=int, default=2, help="pert perplexity -t (default %(default)s)")
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "perplexity_rate.json"),
+                    help="JSON file for every sample (default build/bench/perplexity_rate.json)")
     a = ap.parse_args()
     if not os.path.exists(a.file):
         sys.exit(f"{a.file}: missing; tools/setup.sh writes it (tools/heldout.py)")

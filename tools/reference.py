@@ -19,6 +19,8 @@ and a factor per query row.
 
     reference.py make-model OUT_DIR POSITION_JSON [--seed N] [--dtype F32] [--extend JSON]
     reference.py logits MODEL_DIR IDS_FILE OUT_FILE     # float64 [T][vocab]
+
+IDS_FILE holds token ids as whitespace-separated decimal integers; OUT_FILE is raw float64.
 """
 import argparse
 import json
@@ -445,25 +447,57 @@ def greedy(model_dir, ids, n):
     return out
 
 
+def read_ids(path, vocab):
+    """The token ids of IDS_FILE (whitespace-separated decimal integers), each checked against the
+    vocabulary; a bad file exits with one line naming it."""
+    try:
+        words = open(path).read().split()
+    except OSError as e:
+        sys.exit(f"reference.py: {path}: {e.strerror}")
+    ids = []
+    for i, w in enumerate(words):
+        try:
+            t = int(w)
+        except ValueError:
+            sys.exit(f"reference.py: {path}: token {i} is {w!r}, not an integer id")
+        if not 0 <= t < vocab:
+            sys.exit(f"reference.py: {path}: token {i} is id {t}, outside the model's vocabulary [0, {vocab})")
+        ids.append(t)
+    if not ids:
+        sys.exit(f"reference.py: {path}: no token ids")
+    return ids
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    mk = sub.add_parser("make-model")
-    mk.add_argument("out_dir")
-    mk.add_argument("position", help='JSON position block, e.g. \'{"type": "alibi"}\'')
-    mk.add_argument("--seed", type=int, default=0)
-    mk.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{make-model,logits}")
+    mk = sub.add_parser("make-model", help="write a random-weight checkpoint for a positional scheme",
+                        description="Writes OUT_DIR/model.safetensors and config.json: a small random-weight "
+                                    "llama-style model (vocab 96, 2 layers, trained length 32) whose activations "
+                                    "stay O(1), with the given position block.")
+    mk.add_argument("out_dir", metavar="OUT_DIR", help="model directory to write (created if missing)")
+    mk.add_argument("position", metavar="POSITION_JSON", help='JSON position block, e.g. \'{"type": "alibi"}\'')
+    mk.add_argument("--seed", type=int, default=0, help="weights' random seed (default %(default)s)")
+    mk.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"],
+                    help="stored precision of the weights (default %(default)s)")
     mk.add_argument("--extend", type=json.loads, help='JSON "extend" block, e.g. \'{"logn": {}}\'')
-    lg = sub.add_parser("logits")
-    lg.add_argument("model_dir")
-    lg.add_argument("ids_file")
-    lg.add_argument("out_file")
+    lg = sub.add_parser("logits", help="float64 logits of a token sequence",
+                        description="Runs MODEL_DIR on the token ids of IDS_FILE as one causal sequence (no "
+                                    "cache) in float64 and writes the logits to OUT_FILE as raw little-endian "
+                                    "float64, row-major [T][vocab] (T = number of ids).")
+    lg.add_argument("model_dir", metavar="MODEL_DIR", help="model directory (config.json + safetensors)")
+    lg.add_argument("ids_file", metavar="IDS_FILE",
+                    help="text file of token ids: decimal integers in [0, vocab_size) separated by whitespace "
+                         "(spaces or newlines)")
+    lg.add_argument("out_file", metavar="OUT_FILE", help="binary output: T x vocab float64 values")
     a = ap.parse_args()
     if a.cmd == "make-model":
         make_model(a.out_dir, json.loads(a.position), a.seed, a.dtype, extend=a.extend)
     else:
-        ids = [int(t) for t in open(a.ids_file).read().split()]
-        logits_for(a.model_dir, ids).astype(np.float64).tofile(a.out_file)
+        config, W = load_model_dir(a.model_dir)
+        ids = read_ids(a.ids_file, W["model.embed_tokens.weight"].shape[0])
+        with torch.no_grad():
+            forward(config, W, ids).numpy().astype(np.float64).tofile(a.out_file)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ Each method is a function of the [T, T] grid of (m, n) (m as a [T, 1] column, n 
   q, k     where a far pair is encoded: the query at q (a function of m alone, [T, 1]) and the
            key at k (a function of n alone, [1, T]); positions may be fractional.
 Near and far scores share one softmax per query row. log-n is a factor per query row.
+
+A module that tools/reference.py imports; it has no command of its own (this --help only).
 """
+import argparse
 import math
 
 import torch
@@ -206,3 +209,8 @@ class Plan:
         if self.near is None:
             return self.rel
         return torch.where(self.near, self.rel.to(DT), self.q_far[:, None] - self.k_far[None, :])
+
+
+if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    print("reference_extend.py is a module for tools/reference.py; see --help")

@@ -9,13 +9,18 @@ period the K stories' tokens (BOS included). A token one period into a window ca
 a period back; one that is not can only be predicted. Su's ReRoPE posts test the same way
 ("repeated" texts, kexue.fm/archives/9708).
 """
+import argparse
 import sys
 
 
 def main():
-    if len(sys.argv) != 5:
-        sys.exit(__doc__)
-    src, k, n, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("src", metavar="TEXT", help="held-out text, stories separated by blank lines")
+    ap.add_argument("k", metavar="K", type=int, help="stories to take from its start")
+    ap.add_argument("n", metavar="N", type=int, help="times to repeat them")
+    ap.add_argument("out", metavar="OUT", help="text file to write")
+    a = ap.parse_args()
+    src, k, n, out = a.src, a.k, a.n, a.out
     stories = [s.strip() for s in open(src, encoding="utf-8").read().split("\n\n") if s.strip()]
     if not 1 <= k <= len(stories) or n < 1:
         sys.exit(f"repeated.py: K must be in [1, {len(stories)}] and N at least 1")

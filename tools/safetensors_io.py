@@ -2,9 +2,15 @@
 
 Format: 8-byte little-endian header length N, N bytes of JSON header, then the data; the
 header is padded with spaces to a multiple of 8, as the reference writer does.
+
+A module for the other tools and tests; run as a command it lists a file's tensors:
+
+    safetensors_io.py FILE.safetensors      # name, dtype, shape per tensor
 """
+import argparse
 import json
 import struct
+import sys
 
 import numpy as np
 
@@ -63,3 +69,22 @@ def load(path):
             a = np.frombuffer(raw, dtype=_NP[info["dtype"]]).astype(np.float32)
         out[name] = a.reshape(info["shape"])
     return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file", metavar="FILE.safetensors", help="file whose header to list")
+    a = ap.parse_args()
+    try:
+        with open(a.file, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+    except (OSError, ValueError, struct.error) as e:
+        sys.exit(f"safetensors_io.py: {a.file}: not a readable safetensors file ({e})")
+    for name, info in sorted(header.items()):
+        if name != "__metadata__":
+            print(f"{name}\t{info['dtype']}\t{info['shape']}")
+
+
+if __name__ == "__main__":
+    main()

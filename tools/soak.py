@@ -37,13 +37,13 @@ def rss_mb(pid):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("pert")
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "rope"))
-    ap.add_argument("-n", type=int, default=20000)
-    ap.add_argument("-c", type=int, default=512)
-    ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--slack", type=float, default=4.0, help="MB the resident set may grow after the first quarter")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("pert", metavar="PERT", help="the pert binary, e.g. build-asan/pert")
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "rope"), help="model directory (default models/rope)")
+    ap.add_argument("-n", type=int, default=20000, help="tokens to generate (default %(default)s)")
+    ap.add_argument("-c", type=int, default=512, help="context; past it the cache shifts (default %(default)s)")
+    ap.add_argument("-t", "--threads", type=int, default=2, help="pert generate -t (default %(default)s)")
+    ap.add_argument("--slack", type=float, default=4.0, help="MB the resident set may grow after the first quarter (default %(default)s)")
     ap.add_argument("--csv", help="write the samples (seconds, MB)")
     ap.add_argument("--plot", help="write a PNG of resident memory over time")
     a = ap.parse_args()

@@ -308,11 +308,11 @@ def from_spm(path, **kw):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--llama2c", metavar="TOKENIZER.bin")
-    src.add_argument("--spm", metavar="TOKENIZER.model")
-    ap.add_argument("out", metavar="OUT.json")
+    src.add_argument("--llama2c", metavar="TOKENIZER.bin", help="read a llama2.c tokenizer.bin")
+    src.add_argument("--spm", metavar="TOKENIZER.model", help="read a SentencePiece model")
+    ap.add_argument("out", metavar="OUT.json", help="tokenizer.json to write")
     a = ap.parse_args()
     try:
         tok = from_llama2c(a.llama2c) if a.llama2c else from_spm(a.spm)

@@ -46,10 +46,10 @@ def timed(cmd):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--input", help="text to encode (default: the three shared corpora concatenated)")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=3, help="timed runs per command, the median kept (default %(default)s)")
     ap.add_argument("--whole", action="store_true", help="encode the file as one text, not line by line")
     ap.add_argument("--only", help="comma-separated tokenizer names")
     ap.add_argument("--out", help="JSON file for every figure")

@@ -115,11 +115,11 @@ def init_weights(hf, vocab, position, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("run_config")
-    ap.add_argument("--out")
-    ap.add_argument("--steps", type=int)
-    ap.add_argument("--max-minutes", type=float)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_config", metavar="RUN_CONFIG", help="configs/train/NAME.json")
+    ap.add_argument("--out", help="model directory to write (default models/NAME, NAME from the run config)")
+    ap.add_argument("--steps", type=int, help="optimizer steps (default: the run config's train.steps)")
+    ap.add_argument("--max-minutes", type=float, help="stop after this wall time (default: the run config's train.max_minutes)")
     a = ap.parse_args()
     cfg = load_run_config(a.run_config)
     tc = cfg["train"]

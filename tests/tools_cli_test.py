@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Every Python tool's command line: `tools/X.py --help` exits 0, prints a non-empty usage on
+stdout and writes no file (each runs in an empty scratch directory); and `reference.py logits`
+on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
+with a one-line error naming the file, not a traceback; and tools/plot.py on the committed family
+sweep and on two small profiles writes its files and prints their paths.
+
+    tools_cli_test.py
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(os.path.dirname(HERE), "tools")
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(f"{'ok' if ok else 'FAILED'}: {what}" + (f"\n    {detail}" if detail and not ok else ""))
+    if not ok:
+        failures.append(what)
+
+
+def run(args, cwd):
+    return subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def main():
+    tools = sorted(glob.glob(os.path.join(TOOLS, "*.py")))
+    check("tools/*.py found", len(tools) > 0)
+    for tool in tools:
+        name = os.path.basename(tool)
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run([tool, "--help"], tmp)
+            left = os.listdir(tmp)
+        out = r.stdout.strip()
+        check(f"{name} --help: exit 0, usage on stdout, no file written",
+              r.returncode == 0 and out.startswith("usage:") and len(out.splitlines()) > 2 and not left,
+              f"exit {r.returncode}, stdout {out[:200]!r}, stderr {r.stderr.strip()[-300:]!r}, files {left}")
+
+    reference = os.path.join(TOOLS, "reference.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        r = run([reference, "make-model", model, '{"type": "rope"}'], tmp)
+        check("reference.py make-model", r.returncode == 0, r.stderr[-500:])
+        good = os.path.join(tmp, "good.txt")
+        with open(good, "w") as f:
+            f.write("1 2 3\n95\n")
+        out = os.path.join(tmp, "out.bin")
+        r = run([reference, "logits", model, good, out], tmp)
+        check("reference.py logits: in-range ids give [4][96] float64",
+              r.returncode == 0 and os.path.getsize(out) == 4 * 96 * 8, r.stderr[-500:])
+        for content, what in (("1 2 96\n", "id 96 (vocab 96)"), ("1 -1\n", "id -1"), ("1 two\n", "'two'")):
+            bad = os.path.join(tmp, "bad_ids.txt")
+            with open(bad, "w") as f:
+                f.write(content)
+            r = run([reference, "logits", model, bad, out], tmp)
+            err = r.stderr.strip()
+            check(f"reference.py logits, {what}: non-zero exit, one line naming the file",
+                  r.returncode != 0 and len(err.splitlines()) == 1 and "bad_ids.txt" in err
+                  and "Traceback" not in err, f"exit {r.returncode}, stderr {err[-500:]!r}")
+    plot = os.path.join(TOOLS, "plot.py")
+    family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "f")
+        labels = "NoPE,learned (clamped),learned,sinusoidal,RoPE,ALiBi,xPos,T5"
+        r = run([plot, "sweep", family, "--out", prefix, "--window", "512", "--labels", labels], tmp)
+        wrote = [f"{prefix}_{k}.{e}" for k in ("ppl", "nll") for e in ("png", "svg")]
+        check("plot.py sweep --window --labels: writes PREFIX_ppl/_nll .png/.svg and prints their paths",
+              r.returncode == 0 and all(os.path.getsize(w) > 0 and w in r.stdout for w in wrote),
+              f"exit {r.returncode}, stdout {r.stdout[-500:]!r}, stderr {r.stderr[-500:]!r}")
+        r = run([plot, "sweep", family, "--out", prefix, "--labels", "a,b"], tmp)
+        check("plot.py sweep --labels with too few names: one-line error",
+              r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-500:])
+        profiles = []
+        for name, scale in (("rope", 1.0), ("xpos", 0.5)):
+            profiles.append(os.path.join(tmp, f"{name}.json"))
+            with open(profiles[-1], "w") as f:
+                json.dump({"model_dir": f"models/{name}", "per_head": True, "position": f"{name} scheme",
+                           "scheme": "rope", "trained_length": 8,
+                           "scores": [[scale * (16 - d) for d in range(17)]] * 2}, f)
+        r = run([plot, "positions", "+".join(profiles), profiles[0], "--out", os.path.join(tmp, "p")], tmp)
+        check("plot.py positions A+B B: writes PREFIX.png/.svg and prints their paths",
+              r.returncode == 0 and os.path.getsize(os.path.join(tmp, "p.png")) > 0 and "p.png" in r.stdout,
+              f"exit {r.returncode}, stderr {r.stderr[-500:]!r}")
+    print(f"{len(failures)} failed" if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
