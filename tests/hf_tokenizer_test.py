@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pert's tokenizer against HF's own implementation on real tokenizer files (issue 13).
+"""pert's tokenizer against HF's own implementation on real tokenizer files.
 
     hf_tokenizer_test.py PERT PERT_TOKENIZE [--full] [--only NAME[,NAME...]] [--step N]
 

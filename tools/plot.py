@@ -213,10 +213,11 @@ def describe_rows(rows, title):
     """Legend names, family keys and the title: the model's name in the title when all rows share
     it; else the model's name, with the config's where it is not plain (or not all the same)."""
     models = [model_name(m) for m, _, _ in rows]
-    stems = [config_stem(c) for _, c, _ in rows]
+    # The sweep's own row label (unique per config; older files lack it: the config's name).
+    stems = [cells[0].get("label", config_stem(c)) for _, c, cells in rows]
     one_model = len(set(models)) == 1
     if one_model:
-        names, keys = stems, [config_family(s) for s in stems]
+        names, keys = stems, [config_family(config_stem(c)) for _, c, _ in rows]
         if title is None or models[0] not in title:
             title = f"{models[0]}: {title}" if title else models[0]
     else:
