@@ -181,10 +181,6 @@ void add_threads(CLI::App& app, int& threads) {
       ->check(int_in(1, 1024));
 }
 
-void set_threads(int threads) {
-  if (threads > 0) omp_set_num_threads(threads);
-}
-
 namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -66,9 +66,11 @@ CLI::Validator real_in(double min, double max = kFloatMax, bool min_open = false
 CLI::Validator writable_file();
 
 // `-t/--threads` for every subcommand (at least 1 when given); set_threads(0), the value when
-// it is not given, leaves OpenMP's default: all cores.
+// it is not given, runs on the cores not busy at the start (threads.cpp: why), unless
+// OMP_NUM_THREADS says otherwise.
 void add_threads(CLI::App& app, int& threads);
 void set_threads(int threads);
+int default_threads();
 
 // A progress bar on stderr: redrawn in place on a terminal, a line every 10% otherwise.
 class Progress {
