@@ -7,16 +7,30 @@
 
 namespace pert {
 
-std::string read_text_file(const std::filesystem::path& path) {
+std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, bool streams) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw IoError(path.string() + ": is a directory, expected a file");
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) throw IoError(path.string() + ": cannot open file: not found");
+  if (st.type() == fs::file_type::directory) throw IoError(path.string() + ": is a directory, expected a file");
+  if (!streams && st.type() != fs::file_type::regular && st.type() != fs::file_type::unknown)
+    throw IoError(path.string() + ": not a regular file");
+  if (st.type() == fs::file_type::regular && fs::file_size(path, ec) > max_bytes && !ec)
+    throw IoError(path.string() + ": " + std::to_string(fs::file_size(path, ec)) + " bytes, more than the " +
+                  std::to_string(max_bytes >> 20) + " MiB pert reads of such a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path.string() + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, size_t(in.gcount()));
+    if (text.size() > max_bytes)  // a stream or a device that does not end
+      throw IoError(path.string() + ": more than the " + std::to_string(max_bytes >> 20) +
+                    " MiB pert reads of such a file");
+    if (in.eof()) break;
+  }
   if (in.bad()) throw IoError(path.string() + ": read error");
-  return ss.str();
+  return text;
 }
 
 void check_json_depth(std::string_view text, const std::string& where) {

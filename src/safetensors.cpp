@@ -175,7 +175,8 @@ SafetensorsHeader parse_safetensors(const uint8_t* bytes, size_t size, const std
 }
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path.string()) {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO in place of the weights must not hang open(); fstat then refuses it.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw IoError(path_ + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

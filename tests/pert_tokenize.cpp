@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   }
   try {
     const pert::Tokenizer tok = pert::Tokenizer::load(argv[1]);
-    const std::string text = pert::read_text_file(argv[2]);
+    const std::string text = pert::read_text_file(argv[2], pert::kMaxTextBytes, true);
     std::ofstream out(argv[3], std::ios::binary);
     for (size_t start = 0;;) {
       const size_t end = std::min(text.find('\n', start), text.size());

@@ -1,4 +1,4 @@
-// The catalogue of bad inputs (issue "Hostile input"): each one, given to the pert executable,
+// The catalogue of bad inputs: each one, given to the pert executable,
 // ends in one line on stderr that names the file or flag and what is wrong, and exit 1 (bad
 // input) or 2 (bad usage) — never a signal, a hang or output before the error. The sanitizer
 // build runs this same file against its own pert, so a bad read on any path is a failure.
@@ -133,6 +133,57 @@ TEST_CASE("catalogue: model directory and weights", "[catalogue]") {
     m.write_tensors(t);
     require_refusal(m.generate(), {st, "'model.embed_tokens.weight' has 1 non-finite values"});
   }
+}
+
+TEST_CASE("catalogue: FIFOs and devices where files are read", "[catalogue]") {
+  const ModelCopy m;
+  // A FIFO nobody writes would block open() for ever; /dev/zero would never end.
+  for (const fs::path& f : {m.config, m.tokenizer, m.weights}) {
+    const std::string keep = slurp(f);
+    fs::remove(f);
+    REQUIRE(::mkfifo(f.c_str(), 0600) == 0);
+    require_refusal(m.generate(), {f.string(), "not a regular file"});
+    fs::remove(f);
+    write_file(f, keep);
+  }
+  require_refusal(m.generate({"--config", "/dev/zero"}), {"/dev/zero", "not a regular file"});
+  const fs::path index = m.tmp / "model.safetensors.index.json";
+  fs::remove(m.weights);
+  REQUIRE(::mkfifo(index.c_str(), 0600) == 0);
+  require_refusal(m.generate(), {index.string(), "not a regular file"});
+}
+
+TEST_CASE("catalogue: sweep files with fields of the wrong type", "[catalogue]") {
+  TempDir tmp;
+  const std::string file = (tmp / "sweep.json").string(), out = (tmp / "out.json").string();
+  const json good = {{"pert_sweep", 1},
+                     {"settings", {{"text", "t.txt"}, {"mode", "chunks"}}},
+                     {"cells", {{{"model", "m"}, {"config", "plain"}, {"length", 64}, {"ppl", 20.5}, {"ppl_stderr", 0.1},
+                                 {"nll", 3.0}, {"tokens", 10}, {"windows", 1}, {"seconds", 0.1},
+                                 {"tokens_per_second", 100.0}}}}};
+  write_file(file, good.dump());
+  REQUIRE(run_pert({"sweep", "--merge", file, "--out", out}).exit_code == 0);
+  auto broken = [&](const std::function<void(json&)>& edit, const std::vector<std::string>& needles) {
+    json j = good;
+    edit(j);
+    write_file(file, j.dump());
+    require_refusal(run_pert({"sweep", "--merge", file, "--out", out}), needles);
+  };
+  broken([](json& j) { j["cells"][0].erase("ppl"); }, {file, "cell 0", "lacks \"ppl\""});
+  broken([](json& j) { j["cells"][0]["ppl"] = "high"; }, {file, "\"ppl\" must be a number", "\"high\""});
+  broken([](json& j) { j["pert_sweep"] = "1"; }, {file, "pert_sweep must be 1"});
+  broken([](json& j) { j["cells"][0]["index"] = "x"; }, {file, "\"index\" must be an integer"});
+  broken([](json& j) { j["cells"][0]["error"] = 42; }, {file, "\"error\" must be a string"});
+  broken([](json& j) { j["cells"][0]["trained_length"] = "L"; }, {file, "\"trained_length\" must be an integer"});
+  broken([](json& j) { j["settings"] = json::array({1, 2}); }, {file, "settings must be an object"});
+  broken([](json& j) { j["cells"][0]["length"] = -5; }, {file, "\"length\" must be an integer >= 2"});
+  // Resuming such a file is refused the same way, before any work.
+  json j = good;
+  j["cells"][0]["ppl"] = "high";
+  write_file(out, j.dump());
+  require_refusal(run_pert({"sweep", "-m", (fs::path(PERT_SOURCE_DIR) / "models" / "rope").string(), "-f", file,
+                            "--lengths", "64", "--out", out}),
+                  {out, "\"ppl\" must be a number"});
 }
 
 TEST_CASE("catalogue: config values out of range", "[catalogue]") {

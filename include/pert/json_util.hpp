@@ -16,8 +16,16 @@ inline constexpr int kMaxJsonDepth = 64;
 // calls it, and so must anything else that hands hostile text to nlohmann's parser.
 void check_json_depth(std::string_view text, const std::string& where);
 
-// Reads a whole file; IoError "<path>: cannot open ..." when it cannot.
-std::string read_text_file(const std::filesystem::path& path);
+// What pert reads whole, and the most of each it will read: beyond that a file is refused
+// (a hostile /dev/zero or a wrong path must not fill memory).
+inline constexpr size_t kMaxJsonBytes = size_t(64) << 20;        // config.json, overrides, indexes, sweeps
+inline constexpr size_t kMaxTokenizerBytes = size_t(512) << 20;  // real tokenizer.json files are < 40 MB
+inline constexpr size_t kMaxTextBytes = size_t(768) << 20;       // texts to evaluate or tokenize (wikitext-103: 540 MB)
+
+// Reads a whole file of at most `max_bytes`. Only a regular file unless `streams` (a text may
+// come from a pipe: -f <(...)): a FIFO or a device where a config is expected would block or
+// never end. IoError "<path>: ..." naming what is wrong.
+std::string read_text_file(const std::filesystem::path& path, size_t max_bytes = kMaxJsonBytes, bool streams = false);
 
 // Parses `text`; FormatError "<where>: invalid JSON: ..." when it is not well-formed.
 nlohmann::json parse_json(std::string_view text, const std::string& where);

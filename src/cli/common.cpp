@@ -82,7 +82,7 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
 
 namespace {
 std::string read_utf8_file(const std::filesystem::path& path) {
-  std::string text = read_text_file(path);
+  std::string text = read_text_file(path, kMaxTextBytes, /*streams=*/true);
   size_t bad = 0;
   if (!valid_utf8(text, &bad)) throw FormatError(path.string() + ": not valid UTF-8 (byte " + std::to_string(bad) + ")");
   return text;

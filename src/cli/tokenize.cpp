@@ -33,7 +33,7 @@ void run_tokenize(const TokenizeArgs& a) {
   std::string text = a.prompt;
   size_t bad = 0;
   if (!a.file.empty()) {
-    text = read_text_file(a.file);
+    text = read_text_file(a.file, kMaxTextBytes, /*streams=*/true);
     if (!valid_utf8(text, &bad)) throw FormatError(a.file + ": not valid UTF-8 (byte " + std::to_string(bad) + ")");
   } else if (!valid_utf8(text, &bad)) {
     throw Error("--prompt: not valid UTF-8 (byte " + std::to_string(bad) + ")");

@@ -103,7 +103,7 @@ void build_vocabulary(Data& d, const json& j, const Source& src) {
 // tokenizer_config.json's add_bos_token / add_eos_token, for files without a post-processor.
 void read_config(Data& d, const std::filesystem::path& path) {
   const std::string where = path.string();
-  const json c = parse_json(read_text_file(path), where);
+  const json c = parse_json(read_text_file(path, kMaxTokenizerBytes), where);
   if (!c.is_object()) throw FormatError(where + ": expected an object");
   auto token_id = [&](const char* key) {
     const json& t = c.contains(key) ? c[key] : json();
@@ -161,11 +161,11 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   return t;
 }
 
-Tokenizer Tokenizer::load(const std::filesystem::path& path) { return parse(read_text_file(path), path.string()); }
+Tokenizer Tokenizer::load(const std::filesystem::path& path) { return parse(read_text_file(path, kMaxTokenizerBytes), path.string()); }
 
 Tokenizer Tokenizer::load_dir(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "tokenizer.json", config = dir / "tokenizer_config.json";
-  const std::string text = read_text_file(path);
+  const std::string text = read_text_file(path, kMaxTokenizerBytes);
   const json j = parse_json(text, path.string());
   Tokenizer t = parse(text, path.string());
   const bool has_post_processor = j.is_object() && j.contains("post_processor") && !j["post_processor"].is_null();
