@@ -122,9 +122,10 @@ std::string content_hash(const fs::path& path) {
   return hex;
 }
 
-json read_sweep(const fs::path& path) {
-  json j = read_json_file(path);
-  const std::string where = path.string() + ": ";
+json read_sweep(const fs::path& path) { return parse_sweep(read_json_file(path), path.string()); }
+
+json parse_sweep(json j, const std::string& source) {
+  const std::string where = source + ": ";
   if (!j.is_object() || !j.contains("pert_sweep")) throw FormatError(where + "not a pert sweep file");
   if (j["pert_sweep"] != 1) throw FormatError(where + "pert_sweep must be 1, got " + json_brief(j["pert_sweep"]));
   if (!j.contains("settings") || !j["settings"].is_object()) throw FormatError(where + "settings must be an object");
@@ -248,7 +249,7 @@ std::string markdown_table(const json& cells) {
   return o.str();
 }
 
-void write_csv(const fs::path& path, const json& sweep) {
+std::string csv_text(const json& sweep) {
   const json& s = sweep["settings"];
   const std::string shared = csv_field(s.value("mode", "chunks")) + ',' + (s.value("split_docs", false) ? "true" : "false") +
                              ',' + csv_field(s.value("dtype", "f32"));
@@ -263,8 +264,12 @@ void write_csv(const fs::path& path, const json& sweep) {
       o << ',' << csv_number(c.value(key, json()));
     o << ',' << csv_field(c.value("pert_version", "")) << ',' << csv_field(c.value("error", "")) << '\n';
   }
+  return o.str();
+}
+
+void write_csv(const fs::path& path, const json& sweep) {
   std::ofstream out(path, std::ios::binary);
-  if (!(out << o.str()) || !out.flush()) throw IoError(path.string() + ": cannot write");
+  if (!(out << csv_text(sweep)) || !out.flush()) throw IoError(path.string() + ": cannot write");
 }
 
 }  // namespace pert::cli

@@ -18,6 +18,7 @@ std::string content_hash(const std::filesystem::path& path);
 // older files are completed: "config_hash" from the config file as it is now, "label" from
 // its file name; settings get their defaults ("dtype": "f32", no --set).
 nlohmann::json read_sweep(const std::filesystem::path& path);
+nlohmann::json parse_sweep(nlohmann::json sweep, const std::string& where);  // the same, parsed
 
 // The settings a sweep file's results depend on, spelled-out paths replaced by content: the
 // text by "text_hash" (computed from "text" when an older file lacks it).
@@ -33,6 +34,7 @@ void order_cells(nlohmann::json& cells);
 
 // Rows model + config label + the positions actually run, columns the lengths.
 std::string markdown_table(const nlohmann::json& cells);
+std::string csv_text(const nlohmann::json& sweep);
 void write_csv(const std::filesystem::path& path, const nlohmann::json& sweep);
 
 }  // namespace pert::cli

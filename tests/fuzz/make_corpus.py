@@ -188,3 +188,29 @@ for name, text in [("ascii", b"Once upon a time, there was a little girl named L
                    ("surrogate", b"\xed\xa0\x80"), ("truncated_4byte", b"ok \xf0\x9f\x98"),
                    ("above_max", b"\xf4\x90\x80\x80"), ("nul", b"a\x00b"), ("empty", b"")]:
     write("tokenizer_text", name, text)
+
+# --- sweep: sweep files as pert writes them, an older file, and broken ones ----------------
+def sweep_file(cells, settings=None):
+    s = {"text": "build/data/tinystories_heldout.txt", "mode": "chunks", "stride": 0, "chunks": 0, "buckets": 16,
+         "split_docs": True}
+    s.update(settings or {})
+    return json.dumps({"pert_sweep": 1, "pert_version": "0.1.0", "settings": s, "cells": cells}, indent=1)
+
+
+result = {"ppl": 20.5, "ppl_stderr": 0.3, "nll": 3.02, "tokens": 2048, "windows": 16, "seconds": 0.2,
+          "tokens_per_second": 10240.0}
+new_cell = dict(result, index=0, model="models/rope", config="configs/rope/ntk-x2.json", label="ntk-x2",
+                config_hash="0123456789abcdef", length=256, trained_length=128, position_label="rope ntk x2",
+                pert_version="0.1.0")
+write("sweep", "current.json", sweep_file(
+    [new_cell, dict(new_cell, index=1, length=128),
+     {"index": 2, "model": "models/learned", "config": "plain", "label": "plain", "config_hash": "plain",
+      "length": 256, "trained_length": 128, "error": "past the table", "position_label": "learned"}],
+    {"dtype": "f32", "set": [], "allow_scheme_change": False, "text_hash": "fedcba9876543210"}))
+write("sweep", "legacy.json", sweep_file([dict(result, index=0, model="models/alibi", config="plain", length=64)]))
+write("sweep", "two_models_one_name.json", sweep_file(
+    [dict(result, model="a/rope", config="plain", length=64), dict(result, model="b/rope", config="plain", length=64)]))
+write("sweep", "missing_result.json", sweep_file([{"model": "m", "config": "plain", "length": 64}]))
+write("sweep", "wrong_types.json", sweep_file([dict(result, model="m", config="plain", length=64, ppl="high",
+                                                   index="x", trained_length="L")]))
+write("sweep", "not_a_sweep.json", '{"pert_sweep": "1", "settings": [1, 2], "cells": {}}')

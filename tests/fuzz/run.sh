@@ -4,14 +4,14 @@
 # the repository is never written). Exits non-zero when a harness finds a crash, leak or
 # timeout, printing the reproducer; save it as tests/fuzz/regressions/NAME/<what-it-is>.
 #
-#   bash tests/fuzz/run.sh [NAME ...]      NAME: safetensors config tokenizer_load tokenizer_text
+#   bash tests/fuzz/run.sh [NAME ...]      NAME: safetensors config tokenizer_load tokenizer_text sweep
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$PWD
 seconds=${FUZZ_SECONDS:-60}
 out=build-fuzz
 names=("$@")
-((${#names[@]})) || names=(safetensors config tokenizer_load tokenizer_text)
+((${#names[@]})) || names=(safetensors config tokenizer_load tokenizer_text sweep)
 
 # Library sources the harnesses need: the pert library's list in CMakeLists.txt (so the two
 # cannot drift apart) less the compute files, which use OpenMP and OpenBLAS (clang has no libomp
@@ -34,8 +34,10 @@ done
 
 status=0
 for name in "${names[@]}"; do
-  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${objects[@]}" $(pkg-config --libs libpcre2-8 libutf8proc) \
-    -o "$out/fuzz_$name"
+  extra=()
+  [ "$name" = sweep ] && extra=(src/cli/sweep_file.cpp)  # the reader is the CLI's
+  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${extra[@]}" "${objects[@]}" \
+    $(pkg-config --libs libpcre2-8 libutf8proc) -o "$out/fuzz_$name"
   work=$out/work/$name
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
   cp -r tests/fuzz/corpus/"$name"/. "$work/corpus/"
