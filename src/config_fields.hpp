@@ -2,6 +2,7 @@
 // shared by config.cpp (model and position blocks) and architecture.cpp (HF architectures).
 #pragma once
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -64,9 +65,14 @@ class Fields {
       if (def) return *def;
       fail(key, "is required");
     }
-    if (!v->is_number() || !std::isfinite(v->get<double>()))
-      fail(key, "must be a finite number, got " + json_brief(*v));
+    if (!v->is_number() || !in_float_range(v->get<double>()))
+      fail(key, "must be a finite number in float's range (0 or 1.2e-38 to 3.4e38 in magnitude), got " + json_brief(*v));
     return v->get<double>();
+  }
+  // What the kernels compute in float: beyond it a value turns into inf, 0 or a denormal.
+  static bool in_float_range(double x) {
+    const double a = std::fabs(x);
+    return std::isfinite(x) && a <= std::numeric_limits<float>::max() && (a == 0 || a >= std::numeric_limits<float>::min());
   }
   // A number that must satisfy `ok`; `rule` words it for the error ("must be > 0").
   template <class Ok>
@@ -97,8 +103,8 @@ class Fields {
       fail(key, "must be a list of " + std::to_string(count) + " numbers (rotary_dim / 2), got " + json_brief(*v));
     std::vector<double> out;
     for (const json& x : *v) {
-      if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>()))
-        fail(key, "entries must be finite numbers > 0, got " + json_brief(x));
+      if (!x.is_number() || !(x.get<double>() > 0) || !in_float_range(x.get<double>()))
+        fail(key, "entries must be numbers > 0 in float's range (1.2e-38 to 3.4e38), got " + json_brief(x));
       out.push_back(x.get<double>());
     }
     return out;

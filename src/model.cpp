@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "pert/error.hpp"
+#include "pert/memory.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/ops.hpp"
 #include "pert/safetensors.hpp"
@@ -131,18 +132,6 @@ void Model::embedding(int token, float* out) const {
   }
 }
 
-namespace {
-
-// Bytes the kernel would give this process now (MemAvailable), or 0 when unknown.
-double available_memory() {
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string line; std::getline(meminfo, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) return std::atof(line.c_str() + 13) * 1024.0;  // "... kB"
-  return 0.0;
-}
-
-}  // namespace
-
 InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq)
     : model_(model), c_(model.config()), extend_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
   if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
@@ -159,12 +148,11 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   const double per_position = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim) +  // K, V (far K) caches
                               double(kv_dim) * (1 + far_keys_read) +                                  // keys read
                               double(omp_get_max_threads()) * kQueryBlock * (1 + far_);               // scores
-  const double bytes = 4.0 * per_position * n_ctx, available = available_memory();
-  if (available > 0 && bytes > 0.9 * available)
-    throw Error("a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
-                " positions needs " +
-                std::to_string(int64_t(bytes / 1048576.0)) + " MiB (KV cache), more than the " +
-                std::to_string(int64_t(available / 1048576.0)) + " MiB of memory available; pass a smaller -c");
+  const double activations = double(B) * (4.0 * double(d) + 2.0 * double(c_.intermediate_size) + 4.0 * double(q_dim));
+  require_memory(4.0 * (per_position * n_ctx + activations),
+                 "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
+                     " positions",
+                 " (the KV cache grows with it); pass a smaller -c");
   const size_t cache = size_t(n_seq) * size_t(c_.n_layers) * kv_dim * size_t(n_ctx);
   try {
     k_cache_.assign(cache, 0.0f);

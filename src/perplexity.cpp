@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "pert/error.hpp"
+#include "pert/memory.hpp"
 #include "pert/ops.hpp"
 
 namespace pert {
@@ -98,9 +99,11 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   // Only positions 0 .. n_ctx-2 run: the last position's logits would predict past the window.
   // Windows shorter than a batch run several in step (one forward, separate caches), so the
   // matrix products of short contexts see about n_batch rows.
-  const int rows = o.n_batch > 0 ? o.n_batch : std::clamp((16 << 20) / vocab, 64, 2048);
+  const int rows = o.n_batch > 0 ? o.n_batch : std::clamp((16 << 20) / vocab, 8, 2048);
   const int n_run = n_ctx - 1, n_batch = std::min(rows, n_run);
   const int group = std::max(1, std::min(windows, rows / n_run));
+  require_memory(4.0 * group * n_batch * double(vocab), "perplexity: " + std::to_string(group * n_batch) +
+                                                            " rows of logits over a vocabulary of " + std::to_string(vocab));
   std::unique_ptr<InferenceState> state;
   std::vector<int> ids(static_cast<size_t>(group) * n_ctx);                           // [group][n_ctx] windows
   std::vector<int> run(static_cast<size_t>(group) * n_batch);                         // [group][n] tokens run
@@ -149,6 +152,9 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
         for (int r = first_row(s); r < n; ++r) {
           const double v = row_nll[size_t(s) * n + size_t(r)];
           const int q = b + r + 1, bucket = int(int64_t(q) * n_buckets / n_ctx);
+          if (!std::isfinite(v))  // overflowing weights or config values: no perplexity to report
+            throw Error("perplexity: non-finite logits at position " + std::to_string(q - 1) + " of window " +
+                        std::to_string(w0 + s + 1) + " (the weights or config values overflow float)");
           sum += v;
           sum2 += v * v;
           ++count;

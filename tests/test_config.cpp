@@ -205,6 +205,11 @@ TEST_CASE("config: bad values are refused with the file and the key named", "[co
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rms_norm_eps must be > 0");
     c["rms_norm_eps"] = "tiny";
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rms_norm_eps must be a finite number");
+    // Values the kernels would turn into inf or a denormal in float are refused here.
+    c["rms_norm_eps"] = 1e300;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rms_norm_eps must be a finite number in float's range", "1e+300");
+    c["rms_norm_eps"] = 1e-320;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rms_norm_eps must be a finite number in float's range");
     c = tiny_config();
     c["tie_word_embeddings"] = 1;
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "tie_word_embeddings must be true or false");
@@ -313,7 +318,9 @@ TEST_CASE("config: bad values are refused with the file and the key named", "[co
     REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0, 2.0}}})),
                           ConfigError, kSource, "position.scaling.short_factor must be a list of 2 numbers");
     REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 0.0}}, {"long_factor", {1.0, 2.0}}})),
-                          ConfigError, kSource, "position.scaling.short_factor entries must be finite numbers > 0");
+                          ConfigError, kSource, "position.scaling.short_factor entries must be numbers > 0 in float's range");
+    REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 1e-320}}, {"long_factor", {1.0, 2.0}}})),
+                          ConfigError, kSource, "position.scaling.short_factor entries must be numbers > 0 in float's range");
     REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 1.0}}})), ConfigError,
                           kSource, "position.scaling.long_factor is required");
     REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {2.0, 2.0}},

@@ -6,17 +6,22 @@
 #include <limits>
 
 #include "pert/error.hpp"
+#include "pert/memory.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
 
 std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const TensorLookup& tensors, int query_pos,
                                                   int max_distance) {
-  if (query_pos < 0 || max_distance < 0 || max_distance > query_pos)
-    throw Error("distance profile: need 0 <= max_distance <= query position, got " + std::to_string(max_distance) +
-                " and " + std::to_string(query_pos));
-  std::unique_ptr<PositionEncoding> pe = make_position_encoding(c, tensors);
+  if (query_pos < 0 || query_pos >= std::numeric_limits<int>::max() || max_distance < 0 || max_distance > query_pos)
+    throw Error("--distance " + std::to_string(max_distance) + " and --query-pos " + std::to_string(query_pos) +
+                ": need 0 <= distance <= query position < 2^31 - 1");
   const int n_keys = query_pos + 1, hd = c.head_dim, d = c.hidden_size;
+  // [n_keys][d] position vectors, or [n_keys][hd] keys twice (and far ones), and the rows out.
+  require_memory(4.0 * n_keys * std::max(double(d), 4.0 * hd) + 8.0 * c.n_heads * (max_distance + 1.0),
+                 "--query-pos " + std::to_string(query_pos) + " (a profile over " + std::to_string(n_keys) + " keys)",
+                 "; pass a smaller --query-pos or --distance");
+  std::unique_ptr<PositionEncoding> pe = make_position_encoding(c, tensors);
   std::vector<std::vector<double>> out;
   const Extensions extend(c);
   const ExtensionConfig* pattern = extend.pattern;
@@ -28,6 +33,10 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
       if (pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos))
         row[size_t(delta)] = -std::numeric_limits<double>::infinity();
     }
+    for (double v : row)
+      if (std::isnan(v) || v == std::numeric_limits<double>::infinity())  // -inf is a masked key
+        throw Error("positions: non-finite attention logit at query position " + std::to_string(query_pos) +
+                    " (the config's values overflow float)");
     out.push_back(row);
   };
 
