@@ -33,6 +33,41 @@ std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, 
   return text;
 }
 
+std::string printable(std::string_view s) {
+  std::string out;
+  auto escape = [&](unsigned char b) {
+    static const char* hex = "0123456789abcdef";
+    out += "\\x";
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == 0x7f) escape(b);
+      else out += char(b);
+      ++i;
+      continue;
+    }
+    // A well-formed UTF-8 sequence (no overlongs, surrogates or values past U+10FFFF) is kept.
+    const size_t n = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 ? 2 : 0;
+    bool ok = n > 0 && b <= 0xf4 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok && n >= 3) {
+      const unsigned char c = static_cast<unsigned char>(s[i + 1]);
+      ok = !(b == 0xe0 && c < 0xa0) && !(b == 0xed && c >= 0xa0) && !(b == 0xf0 && c < 0x90) && !(b == 0xf4 && c >= 0x90);
+    }
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      escape(b);
+      ++i;
+    }
+  }
+  return out;
+}
+
 void check_json_depth(std::string_view text, const std::string& where) {
   int depth = 0;
   bool in_string = false;

@@ -126,7 +126,7 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
   m.checks.push_back("all " + std::to_string(expected_names.size()) + " tensors the config needs are present with the right shapes");
   for (const auto& [name, t] : m.checkpoint.tensors())
     if (!expected_names.count(name) && !is_derived_buffer(name))
-      throw ConfigError(t->file + ": unexpected tensor '" + name + "' (this config does not use it)");
+      throw ConfigError(t->file + ": unexpected tensor '" + printable(name) + "' (this config does not use it)");
   m.checks.push_back("no unexpected tensors");
   return m;
 }

@@ -57,7 +57,7 @@ DType parse_dtype(const json& value, const std::string& where) {
   for (const char* other : kOtherDtypes)
     if (s == other)
       throw FormatError(where + ": dtype " + s + " is not supported (pert reads F32, F16, BF16)");
-  throw FormatError(where + ": unknown dtype '" + s + "'");
+  throw FormatError(where + ": unknown dtype '" + printable(s) + "'");
 }
 
 uint64_t parse_u64(const json& value, const std::string& where, const char* what) {
@@ -67,11 +67,11 @@ uint64_t parse_u64(const json& value, const std::string& where, const char* what
 }
 
 TensorView parse_entry(const std::string& name, const json& entry, const std::string& label) {
-  const std::string where = label + ": tensor '" + name + "'";
+  const std::string where = label + ": tensor '" + printable(name) + "'";
   if (!entry.is_object()) throw FormatError(where + ": entry must be an object");
   for (const auto& [key, _] : entry.items())
     if (key != "dtype" && key != "shape" && key != "data_offsets")
-      throw FormatError(where + ": unknown field '" + key + "'");
+      throw FormatError(where + ": unknown field '" + printable(key) + "'");
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!entry.contains(key)) throw FormatError(where + ": missing field '" + key + "'");
 
@@ -155,14 +155,14 @@ SafetensorsHeader parse_safetensors(const uint8_t* bytes, size_t size, const std
   for (const TensorView& t : out.tensors) {
     const uint64_t begin = t.offset, end = begin + t.nbytes;
     if (end > data_size)
-      throw FormatError(label + ": tensor '" + t.name + "' data_offsets [" + std::to_string(begin) + ", " +
+      throw FormatError(label + ": tensor '" + printable(t.name) + "' data_offsets [" + std::to_string(begin) + ", " +
                         std::to_string(end) + "] lie outside the data area (" + std::to_string(data_size) +
                         " bytes)");
     if (begin < cursor)
-      throw FormatError(label + ": tensor '" + t.name + "' overlaps tensor '" + prev->name + "'");
+      throw FormatError(label + ": tensor '" + printable(t.name) + "' overlaps tensor '" + printable(prev->name) + "'");
     if (begin > cursor)
       throw FormatError(label + ": " + std::to_string(begin - cursor) + " unused bytes before tensor '" +
-                        t.name + "' (data_offsets must be contiguous)");
+                        printable(t.name) + "' (data_offsets must be contiguous)");
     cursor = end;
     prev = &t;
   }
@@ -229,11 +229,11 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
   std::set<std::string> shard_names;
   for (const auto& [name, file] : idx["weight_map"].items()) {
     if (!file.is_string())
-      throw FormatError(ck.source_ + ": weight_map['" + name + "'] must be a file name, got " + json_brief(file));
+      throw FormatError(ck.source_ + ": weight_map['" + printable(name) + "'] must be a file name, got " + printable(json_brief(file)));
     const std::string f = file.get<std::string>();
     // Shards live beside the index: no paths, so a hostile index cannot reach other files.
-    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-      throw FormatError(ck.source_ + ": weight_map['" + name + "'] names '" + f + "', not a file in the model directory");
+    if (f.empty() || f.find_first_of(std::string("/\0", 2)) != std::string::npos || f == "." || f == "..")
+      throw FormatError(ck.source_ + ": weight_map['" + printable(name) + "'] names '" + printable(f) + "', not a file in the model directory");
     weight_map[name] = f;
     shard_names.insert(f);
   }
@@ -244,14 +244,14 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
     for (const TensorView& t : shard.tensors()) {
       auto it = weight_map.find(t.name);
       if (it == weight_map.end() || it->second != f)
-        throw FormatError(shard.path() + ": tensor '" + t.name + "' is not mapped to this file by " +
+        throw FormatError(shard.path() + ": tensor '" + printable(t.name) + "' is not mapped to this file by " +
                           index.filename().string());
       ck.by_name_[t.name] = &t;
     }
   }
   for (const auto& [name, f] : weight_map)
     if (!ck.by_name_.count(name))
-      throw FormatError((dir / f).string() + ": has no tensor '" + name + "' (listed in " +
+      throw FormatError((dir / f).string() + ": has no tensor '" + printable(name) + "' (listed in " +
                         index.filename().string() + ")");
   return ck;
 }
@@ -300,7 +300,7 @@ void require_finite(const TensorView& t) {
       bad += (h & exponent) == exponent;
     }
   }
-  if (bad) throw FormatError(t.file + ": tensor '" + t.name + "' has " + std::to_string(bad) + " non-finite values");
+  if (bad) throw FormatError(t.file + ": tensor '" + printable(t.name) + "' has " + std::to_string(bad) + " non-finite values");
 }
 
 std::vector<float> read_f32(const TensorView& t) {

@@ -153,6 +153,54 @@ TEST_CASE("catalogue: FIFOs and devices where files are read", "[catalogue]") {
   require_refusal(m.generate(), {index.string(), "not a regular file"});
 }
 
+TEST_CASE("catalogue: names from files are escaped in messages", "[catalogue]") {
+  const ModelCopy m;
+  const std::string st = m.weights.string();
+  SECTION("a tensor name with a newline and ESC cannot forge a line or drive the terminal") {
+    std::vector<TestTensor> t = m.tensors();
+    t.push_back({"evil\npert: error: forged \x1b[31m", "F32", {1}, {0.0f}});
+    m.write_tensors(t);
+    const Run r = m.generate();
+    require_refusal(r, {st, "unexpected tensor 'evil\\x0apert: error: forged \\x1b[31m'"});
+    CHECK(r.err.find('\x1b') == std::string::npos);
+  }
+  SECTION("a shard name with a NUL is shown whole") {
+    fs::rename(m.weights, m.tmp / "part.safetensors");
+    write_file(m.tmp / "model.safetensors.index.json",
+               json({{"weight_map", {{"model.norm.weight", std::string("a\0b.safetensors", 15)}}}}).dump());
+    require_refusal(m.generate(), {"model.safetensors.index.json", "names 'a\\x00b.safetensors', not a file"});
+  }
+}
+
+TEST_CASE("catalogue: values that would give NaN results", "[catalogue]") {
+  const ModelCopy m;
+  SECTION("config numbers beyond float's range") {
+    require_refusal(m.generate({"--set", "rms_norm_eps=1e-320"}), {"rms_norm_eps", "float's range"});
+    require_refusal(m.generate({"--set", "rms_norm_eps=1e300"}), {"rms_norm_eps", "float's range", "1e+300"});
+  }
+  SECTION("weights at BF16's largest value overflow: perplexity and generate refuse, no PPL = nan") {
+    std::vector<TestTensor> t = m.tensors();
+    const float bf16_max = 3.3895313892515355e38f;  // 0x7f7f
+    for (float& v : find(t, "model.layers.0.mlp.up_proj.weight").values) v = bf16_max;
+    for (float& v : find(t, "model.layers.0.mlp.gate_proj.weight").values) v = bf16_max;
+    m.write_tensors(t);
+    const fs::path text = m.tmp / "text.txt";
+    write_file(text, "Once upon a time there was a little girl. She liked to play in the park with her dog.\n");
+    require_refusal(run_pert({"perplexity", "-m", m.dir, "-f", text.string(), "-c", "8", "-t", "1"}),
+                    {"non-finite logits"});
+    require_refusal(m.generate(), {"non-finite logits"});
+  }
+  SECTION("a tokenizer whose model.vocab is empty (added tokens alone encode no text)") {
+    json tok = json::parse(slurp(m.tokenizer));
+    tok["model"]["vocab"] = json::object();
+    tok["model"]["merges"] = json::array();
+    tok["model"]["unk_token"] = nullptr;
+    tok["added_tokens"] = json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}}});
+    write_file(m.tokenizer, tok.dump());
+    require_refusal(m.generate(), {m.tokenizer.string(), "model.vocab is empty"});
+  }
+}
+
 TEST_CASE("catalogue: sweep files with fields of the wrong type", "[catalogue]") {
   TempDir tmp;
   const std::string file = (tmp / "sweep.json").string(), out = (tmp / "out.json").string();

@@ -34,6 +34,11 @@ inline nlohmann::json read_json_file(const std::filesystem::path& path) {
   return parse_json(read_text_file(path), path.string());
 }
 
+// Text from a file made safe to put in a one-line message: control characters (newline, ESC,
+// NUL, ...) and bytes that are not UTF-8 written as \xNN, so a name cannot forge a second line,
+// drive the terminal or cut the message short.
+std::string printable(std::string_view text);
+
 // A short rendering of a JSON value for error messages (long values are cut).
 std::string json_brief(const nlohmann::json& value);
 

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "pert/error.hpp"
+#include "pert/json_util.hpp"
 #include "pert/model_dir.hpp"
 
 namespace pert::cli {
@@ -84,7 +85,7 @@ void run_inspect(const InspectArgs& args) {
   for (const auto& [name, t] : m.checkpoint.tensors()) width = std::max(width, name.size());
   std::printf("\n%-*s  %-5s  %-14s  %9s\n", int(width), "name", "dtype", "shape", "MiB");
   for (const TensorView* t : tensors_in_order(m))
-    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), t->name.c_str(), dtype_name(t->dtype),
+    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), printable(t->name).c_str(), dtype_name(t->dtype),
                 shape_str(t->shape).c_str(), t->nbytes / 1048576.0);
   std::printf("\nchecks passed:\n");
   for (const auto& check : m.checks) std::printf("  ok  %s\n", check.c_str());

@@ -80,7 +80,7 @@ void build_vocabulary(Data& d, const json& j, const Source& src) {
   }
   int size = 0;
   for (const auto& [id, _] : by_id) size = std::max(size, id + 1);
-  if (size == 0) src.fail("model.vocab", "is empty");
+  if (size == 0 || d.model->vocab().empty()) src.fail("model.vocab", "is empty");  // added tokens alone encode no text
   // A few unused ids are allowed (gpt-4o's file has 19), not a table sized by one stray large id:
   // that is refused before any table is sized.
   if (size_t(size) - by_id.size() > by_id.size()) {
