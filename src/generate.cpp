@@ -34,11 +34,18 @@ GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, c
 
   start = std::chrono::steady_clock::now();
   r.stop = "length";
-  for (int i = 0; i < options.n_predict; ++i) {
+  const bool until_full = options.n_predict < 0;
+  auto interrupted = [&] { return options.interrupt && *options.interrupt; };
+  for (int i = 0; until_full || i < options.n_predict; ++i) {
+    if (interrupted()) {  // checked once a token is out (and once the prompt has run)
+      r.stop = "interrupted";
+      break;
+    }
     for (int v = 0; v < vocab; ++v)
       if (!std::isfinite(logits[size_t(v)]))
         throw Error("generate: non-finite logits at position " + std::to_string(state.n_past() - 1));
     const int next = sampler.sample(logits.data(), vocab, history);
+    if (options.n_probs > 0) r.probs.push_back(sampler.distribution(logits.data(), vocab, next, options.n_probs));
     r.tokens.push_back(next);
     history.push_back(next);
     on_token(next);
@@ -47,6 +54,14 @@ GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, c
       break;
     }
     if (i + 1 == options.n_predict) break;
+    if (interrupted()) {
+      r.stop = "interrupted";
+      break;
+    }
+    if (state.n_past() == n_ctx && until_full) {  // no shift: the context is spent
+      r.stop = "context";
+      break;
+    }
     if (state.n_past() == n_ctx) {  // full: drop the older half of what follows n_keep
       if (options.n_keep > n_ctx - 2)
         throw Error("generate: the context of " + std::to_string(n_ctx) + " is full and keeping " +

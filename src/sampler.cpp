@@ -19,7 +19,8 @@ int Sampler::sample(float* logits, int vocab, const std::vector<int>& history) {
     for (size_t i = from; i < history.size(); ++i)
       if (history[i] >= 0 && history[i] < vocab) seen_[size_t(history[i])] = 0;
   }
-  if (p_.temperature <= 0.0f) return int(std::max_element(logits, logits + vocab) - logits);  // first of ties
+  greedy_ = p_.temperature <= 0.0f;
+  if (greedy_) return int(std::max_element(logits, logits + vocab) - logits);  // first of ties
 
   // Candidates best first (ties: lower id first), cut by top-k. Sized once for the vocabulary.
   if (candidates_.capacity() < size_t(vocab)) {
@@ -68,6 +69,33 @@ int Sampler::sample(float* logits, int vocab, const std::vector<int>& history) {
   for (size_t i = 0; i < keep; ++i)
     if ((acc += weight[i]) > u) return candidates_[i].second;
   return candidates_[keep - 1].second;
+}
+
+TokenProbs Sampler::distribution(const float* logits, int vocab, int chosen, int n) const {
+  const size_t want = size_t(std::max(n, 0));
+  TokenProbs out;
+  if (greedy_) {
+    const double max = *std::max_element(logits, logits + vocab);
+    double sum = 0.0;
+    for (int i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - max);
+    std::vector<TokenProb> all;
+    for (int i = 0; i < vocab; ++i) all.push_back({i, float(std::exp(double(logits[i]) - max) / sum)});
+    if (chosen >= 0 && chosen < vocab) out.p = all[size_t(chosen)].p;
+    const size_t k = std::min(all.size(), want);
+    std::partial_sort(all.begin(), all.begin() + ptrdiff_t(k), all.end(), [](const TokenProb& a, const TokenProb& b) {
+      return a.p != b.p ? a.p > b.p : a.id < b.id;
+    });
+    out.top.assign(all.begin(), all.begin() + ptrdiff_t(k));
+    return out;
+  }
+  double total = 0.0;  // weight_: the candidates' unnormalised probabilities at the temperature, best first
+  for (size_t i = 0; i < candidates_.size(); ++i) total += weight_[i];
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const float p = float(weight_[i] / total);
+    if (candidates_[i].second == chosen) out.p = p;
+    if (out.top.size() < want) out.top.push_back({candidates_[i].second, p});
+  }
+  return out;
 }
 
 }  // namespace pert

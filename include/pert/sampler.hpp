@@ -18,12 +18,30 @@ struct SamplerParams {
   uint64_t seed = 0;
 };
 
+struct TokenProb {
+  int id;
+  float p;
+};
+
+// The distribution one token was drawn from: the drawn token's probability and the most likely
+// candidates, best first.
+struct TokenProbs {
+  float p = 0;
+  std::vector<TokenProb> top;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& params) : p_(params), rng_(params.seed) {}
   // Picks the next token from logits[0..vocab) (modified in place) given the tokens so far.
   int sample(float* logits, int vocab, const std::vector<int>& history);
   const SamplerParams& params() const { return p_; }
+  // After sample(logits, vocab, ...) (logits as it left them, penalised): the distribution the
+  // draw was made from, its `n` most likely tokens (fewer when fewer candidates remained) and
+  // the probability of `chosen`. As llama.cpp's post-sampling probabilities: the softmax, at
+  // the temperature, of the candidates left after the penalty, top-k, top-p and min-p (0 for a
+  // token cut); greedy (temperature 0): the softmax of the penalised logits over the vocabulary.
+  TokenProbs distribution(const float* logits, int vocab, int chosen, int n) const;
 
  private:
   SamplerParams p_;
@@ -31,6 +49,7 @@ class Sampler {
   std::vector<std::pair<float, int>> candidates_;  // (logit, id), reused
   std::vector<double> prob_, weight_;              // per candidate, reused
   std::vector<char> seen_;                         // [vocab] ids already penalised, reused
+  bool greedy_ = false;                            // the last sample() was an argmax
 };
 
 }  // namespace pert
