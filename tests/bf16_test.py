@@ -51,7 +51,7 @@ def main():
         ppl = {}
         for dtype in ("f32", "bf16"):
             r = json.loads(subprocess.run([pert, "perplexity", "-m", MODEL, "-f", text, "--split-docs", "-c", "512",
-                                           "--dtype", dtype, "--json", "-"], check=True, capture_output=True,
+                                           "--dtype", dtype, "--json"], check=True, capture_output=True,
                                           text=True).stdout)
             ppl[dtype] = r["ppl"]
         change = ppl["bf16"] / ppl["f32"] - 1

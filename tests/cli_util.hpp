@@ -27,11 +27,12 @@ inline std::string quote(const std::string& s) {
   return q + "'";
 }
 
-inline Run run_pert(const std::vector<std::string>& args) {
+// pert with stdin read from `stdin_path` (a file or /dev/null: never a terminal).
+inline Run run_pert_stdin(const std::vector<std::string>& args, const std::string& stdin_path) {
   TempDir io;
   std::string cmd = quote(PERT_BINARY);
   for (const std::string& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote((io / "out").string()) + " 2>" + quote((io / "err").string()) + " </dev/null";
+  cmd += " >" + quote((io / "out").string()) + " 2>" + quote((io / "err").string()) + " <" + quote(stdin_path);
   const int status = std::system(cmd.c_str());
   Run r;
   REQUIRE(WIFEXITED(status));
@@ -39,6 +40,15 @@ inline Run run_pert(const std::vector<std::string>& args) {
   r.out = slurp(io / "out");
   r.err = slurp(io / "err");
   return r;
+}
+
+inline Run run_pert(const std::vector<std::string>& args) { return run_pert_stdin(args, "/dev/null"); }
+
+// pert with `input` on stdin (piped from a file, so not a terminal).
+inline Run run_pert_input(const std::vector<std::string>& args, const std::string& input) {
+  TempDir tmp;
+  write_file(tmp / "stdin", input);
+  return run_pert_stdin(args, (tmp / "stdin").string());
 }
 
 // A failed run: exit 1 or 2 (never a signal, which the shell reports as 128+N), one line on

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A model of pert's family (models/NAME) in pert against the PyTorch reference, on held-out text.
 
-    family_test.py NAME PERT_LOGITS PERT [--json OUT]
+    family_test.py NAME PERT_LOGITS PERT [--json-out OUT]
 
 The held-out split is the last 10% of tinystories_val.txt's stories (tools/train.py's split),
 tokenized with the family's tokenizer, BOS before each story. Checks pert's logits against the
@@ -9,7 +9,7 @@ float64 reference on the first 4 windows of the trained length L = 128 and on on
 (past the trained length, where extrapolation results are read; the learned model reuses its
 last row there), max |Δ| ≤ 1e-3, the bar for BF16-stored weights. Then measures the validation
 perplexity at L with `pert perplexity --split-docs` (chunks of BOS + L - 1 tokens, every token
-scored) and prints it; --json writes it for tools/family_report.py.
+scored) and prints it; --json-out writes it for tools/family_report.py.
 """
 import json
 import os
@@ -50,7 +50,7 @@ def main():
         text = os.path.join(tmp, "heldout.txt")
         with open(text, "w", encoding="utf-8") as f:
             f.write("\n\n".join(stories) + "\n")
-        out = subprocess.run([pert, "perplexity", "-m", model, "-f", text, "--split-docs", "-c", str(L), "--json", "-"],
+        out = subprocess.run([pert, "perplexity", "-m", model, "-f", text, "--split-docs", "-c", str(L), "--json"],
                              check=True, capture_output=True, text=True).stdout
     result = json.loads(out)
     with reference.torch.no_grad():
@@ -62,8 +62,8 @@ def main():
         check.failures.append(f"pert perplexity read {result['text_tokens']} tokens, sentencepiece {len(ids)}")
     print(f"{name}: validation perplexity at L = {L}: {result['ppl']:.3f} ± {result['ppl_stderr']:.3f} "
           f"({result['tokens']} tokens in {result['windows']} windows)")
-    if "--json" in sys.argv:
-        with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
+    if "--json-out" in sys.argv:
+        with open(sys.argv[sys.argv.index("--json-out") + 1], "w") as f:
             json.dump({"name": name, "L": L, "ppl": result["ppl"], "ppl_stderr": result["ppl_stderr"],
                        "tokens": result["tokens"], "windows": result["windows"]}, f)
     return check.exit_code()

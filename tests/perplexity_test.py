@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`pert perplexity --json -` on family models against the same numbers computed here from the
+"""`pert perplexity --json` on family models against the same numbers computed here from the
 float64 PyTorch reference's logits.
 
     perplexity_test.py PERT [MODEL...]      # default models: rope alibi t5
@@ -139,7 +139,7 @@ def main():
 
             for mode, n_ctx, stride, chunks in CASES:
                 cmd = [binary, "perplexity", "-m", model_dir, "-f", text_file, "-c", str(n_ctx), "--mode", mode,
-                       "--chunks", str(chunks), "--buckets", str(N_BUCKETS), "-t", "1", "--json", "-"]
+                       "--chunks", str(chunks), "--buckets", str(N_BUCKETS), "-t", "1", "--json"]
                 if mode != "llama":
                     cmd += ["--split-docs"]
                 if stride:
@@ -180,7 +180,7 @@ def main():
         # stdout; and --split-docs refused with it, in one line.
         model_dir = os.path.join(ROOT, "models", models[0])
         base = [binary, "perplexity", "-m", model_dir, "-f", text_file, "-c", "128", "--mode", "llama", "-t", "1"]
-        got = json.loads(subprocess.run(base + ["--json", "-"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        got = json.loads(subprocess.run(base + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         text=True, check=True).stdout)
         run = subprocess.run(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
         final = f"Final estimate: PPL = {got['ppl']:.4f} +/- {got['ppl_stderr']:.5f}"

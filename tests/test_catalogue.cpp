@@ -309,7 +309,7 @@ TEST_CASE("catalogue: tokenizer and prompt", "[catalogue]") {
 
 TEST_CASE("catalogue: flags", "[catalogue]") {
   const ModelCopy m;
-  SECTION("-n 0") { require_refusal(m.generate({"-n", "0"}), {"--n-predict", "0"}, 2); }
+  SECTION("-n 0") { require_refusal(m.generate({"-n", "0"}), {"--n-predict", "got 0"}, 2); }
   SECTION("-t 0") { require_refusal(m.generate({"-t", "0"}), {"--threads", "0"}, 2); }
   SECTION("unknown flag") { require_refusal(m.generate({"--frobnicate"}), {"--frobnicate"}, 2); }
   SECTION("-t 0 and unknown flags on every subcommand") {
@@ -386,8 +386,8 @@ TEST_CASE("catalogue: numeric flags out of range, before the model loads", "[cat
            {generate, "--repeat-penalty", "--repeat-penalty", "0", "a finite number > 0"},
            {generate, "--repeat-penalty", "--repeat-penalty", "nan", "a finite number > 0"},
            {generate, "--repeat-last-n", "--repeat-last-n", "-1", "an integer >= 0"},
-           {generate, "-n", "--n-predict", "0", "an integer from 1 to 1073741824"},
-           {generate, "-n", "--n-predict", "abc", "an integer from 1 to 1073741824"},
+           {generate, "-n", "--n-predict", "0", "-1 (until end of text or a full context) or an integer from 1 to 1073741824"},
+           {generate, "-n", "--n-predict", "abc", "-1 (until end of text or a full context) or an integer from 1 to 1073741824"},
            {generate, "-c", "--ctx-size", "-1", "an integer >= 0"},
            {generate, "-c", "--ctx-size", "99999999999", "an integer >= 0" + k2e31},
            {generate, "--keep", "--keep", "-2", "an integer >= -1"},
@@ -444,7 +444,7 @@ TEST_CASE("catalogue: flag values refused before any work on the real model", "[
              "--top-p", "2"},
             "--top-p: must be a number in [0, 1], got 2"},
            {{"positions", "-m", m.dir, "--distance", "1000000000"}, "--distance: must be an integer from 1 to 131072"},
-           {{"perplexity", "-m", m.dir, "-f", text.string(), "--json", missing}, "--json: cannot write " + missing},
+           {{"perplexity", "-m", m.dir, "-f", text.string(), "--json-out", missing}, "--json-out: cannot write " + missing},
            {{"sweep", "-m", m.dir, "-f", text.string(), "--lengths", "64,128", "--out", missing},
             "--out: cannot write " + missing},
        }) {
@@ -456,7 +456,7 @@ TEST_CASE("catalogue: flag values refused before any work on the real model", "[
   }
 }
 
-// Every output path (perplexity --json, positions --json and --csv, sweep --out and --csv) is
+// Every output path (perplexity --json-out, positions --json-out and --csv, sweep --out and --csv) is
 // checked while parsing: its directory exists and can be written, and it is not a directory.
 TEST_CASE("catalogue: output paths that cannot be written, before the model loads", "[catalogue]") {
   const ModelCopy m;
@@ -467,8 +467,8 @@ TEST_CASE("catalogue: output paths that cannot be written, before the model load
   fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
   const bool root = ::geteuid() == 0;  // root writes in any directory
   for (const auto& [command, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"perplexity", "-m", absent, "-f", text}, "--json"},
-           {{"positions", "-m", absent}, "--json"},
+           {{"perplexity", "-m", absent, "-f", text}, "--json-out"},
+           {{"positions", "-m", absent}, "--json-out"},
            {{"positions", "-m", absent}, "--csv"},
            {{"sweep", "-m", absent, "-f", text, "--lengths", "64"}, "--out"},
            {{"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", ok}, "--csv"},

@@ -31,7 +31,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "ppl.json")
             subprocess.run([sys.executable, os.path.join(ROOT, "tests", "family_test.py"), name,
-                            os.path.join(build, "tests", "pert_logits"), os.path.join(build, "pert"), "--json", out],
+                            os.path.join(build, "tests", "pert_logits"), os.path.join(build, "pert"), "--json-out", out],
                            check=True,
                            stdout=subprocess.DEVNULL)
             ppl = json.load(open(out))

@@ -71,7 +71,7 @@ def main():
         gemm.append(sgemm_gflops())
         for c in (contexts if r % 2 == 0 else contexts[::-1]):
             out = subprocess.run([a.pert, "perplexity", "-m", a.model, "-f", a.file, "--split-docs", "-c", str(c),
-                                  "-t", str(a.threads), "--json", "-"], check=True, capture_output=True, text=True)
+                                  "-t", str(a.threads), "--json"], check=True, capture_output=True, text=True)
             rate[c].append(json.loads(out.stdout)["tokens_per_second"])
         print(f"round {r + 1}/{a.rounds}: sgemm {gemm[-1]:.0f} GFLOP/s, " +
               ", ".join(f"-c {c} {rate[c][-1]:.0f} t/s" for c in contexts), file=sys.stderr)

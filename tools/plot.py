@@ -13,7 +13,7 @@
                               each row's, --sharey row)
 
 SWEEP.json comes from `pert sweep ... --out FILE`, PROFILE.json from
-`pert positions -m MODEL --distance D --json FILE`.
+`pert positions -m MODEL --distance D --json-out FILE` (or `--json > FILE`).
 
 Series: a sweep's (model, config) rows in the order they first appear in the files, a positions
 plot's files in the order given; --labels renames them in that order (the names are printed).

@@ -20,11 +20,17 @@ namespace pert::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model_dir;
-  std::vector<int> prompt = {512}, generate = {128}, depth = {0};
-  int reps = 5, threads = 0;
-  bool json = false;
+  std::string model_dir, output = "md";
+  std::vector<int> prompt = {512}, generate = {128}, depth = {0}, threads;
+  int reps = 5;
+  bool json = false, quiet = false;
   ConfigFlags config;
+};
+
+struct Test {
+  bool prompt;
+  int n, depth;
+  std::string name() const { return (prompt ? "pp" : "tg") + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : ""); }
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -60,47 +66,74 @@ long long parameter_count(const ModelConfig& c) {
   return n;
 }
 
+// Every test fits the model before anything is printed: a learned position table ends where it ends.
+void check_tests_fit(const Model& model, const std::vector<Test>& tests) {
+  const int max = InferenceState(model, 1, 1).max_positions();
+  for (const Test& t : tests)
+    if (max > 0 && t.depth + t.n > max)
+      throw Error((t.prompt ? "-p " : "-n ") + std::to_string(t.n) + (t.depth ? " at -d " + std::to_string(t.depth) : "") +
+                  ": " + std::to_string(t.depth + t.n) + " positions, past the " + model.config().position.type() +
+                  " position table (" + std::to_string(max) + " positions)");
+}
+
 void run(const BenchArgs& a) {
-  set_threads(a.threads);
+  const std::string format = a.json ? "json" : a.output;
   const std::filesystem::path dir = resolve_model_dir(a.model_dir);
   const auto model = Model::load(dir, a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = model->config();
-  const int threads = omp_get_max_threads();
   const long long params = parameter_count(c);
-  std::mt19937 rng(1234);
-  nlohmann::json results = nlohmann::json::array();
-  std::vector<std::tuple<bool, int, int>> tests;  // prompt?, tokens, depth
+  std::vector<Test> tests;  // llama-bench's order: each depth, its prompt tests, then its generation tests
   for (int depth : a.depth) {
     for (int n : a.prompt)
       if (n > 0) tests.push_back({true, n, depth});  // 0: no such test, as in llama-bench
     for (int n : a.generate)
       if (n > 0) tests.push_back({false, n, depth});
   }
-  if (!a.json)
-    std::printf("| model | params | precision | threads | test | t/s |\n|---|---:|---|---:|---|---:|\n");
-  for (const auto& [prompt, n, depth] : tests) {
-    const std::string test = (prompt ? "pp" : "tg") + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "");
-    Progress bar("bench " + test, "runs");
-    run_once(*model, prompt, n, depth, rng);  // warm-up: caches, page faults, thread start
-    std::vector<double> tps;
-    for (int r = 0; r < a.reps; ++r) {
-      tps.push_back(n / run_once(*model, prompt, n, depth, rng));
-      bar.update(r + 1, a.reps);
-    }
-    bar.finish();
-    double mean = 0, var = 0;
-    for (double x : tps) mean += x / double(tps.size());
-    for (double x : tps) var += (x - mean) * (x - mean) / double(std::max<size_t>(1, tps.size() - 1));
-    const double sd = std::sqrt(var);
-    results.push_back({{"test", test}, {"n_tokens", n}, {"depth", depth}, {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
-    if (!a.json)
-      std::printf("| %s | %.1fM | %s | %d | %s | %.2f ± %.2f |\n", dir.filename().string().c_str(), params / 1e6,
-                  weight_type_name(model->weight_type()), threads, test.c_str(), mean, sd);
-    std::fflush(stdout);
+  check_tests_fit(*model, tests);
+  std::vector<int> thread_counts = a.threads;
+  if (thread_counts.empty()) {  // set_threads' default: the cores not busy now, or OMP_NUM_THREADS
+    set_threads(0);
+    thread_counts.push_back(omp_get_max_threads());
   }
-  if (a.json)
-    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", weight_type_name(model->weight_type())}, {"threads", threads},
-                     {"repetitions", a.reps}, {"results", results}});
+  const std::string model_name = dir.filename().string(), precision = weight_type_name(model->weight_type());
+
+  std::mt19937 rng(1234);
+  nlohmann::json results = nlohmann::json::array();
+  if (format == "md")
+    std::printf("| model | params | precision | threads | test | t/s |\n|---|---:|---|---:|---|---:|\n");
+  else if (format == "csv")
+    std::printf("model,params,precision,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
+  std::fflush(stdout);
+  for (int threads : thread_counts) {
+    set_threads(threads);
+    for (const Test& t : tests) {
+      const std::string test = t.name();
+      Progress bar("bench " + test + (thread_counts.size() > 1 ? " -t " + std::to_string(threads) : ""), "runs", a.quiet);
+      run_once(*model, t.prompt, t.n, t.depth, rng);  // warm-up: caches, page faults, thread start
+      std::vector<double> tps;
+      for (int r = 0; r < a.reps; ++r) {
+        tps.push_back(t.n / run_once(*model, t.prompt, t.n, t.depth, rng));
+        bar.update(r + 1, a.reps);
+      }
+      bar.finish();
+      double mean = 0, var = 0;
+      for (double x : tps) mean += x / double(tps.size());
+      for (double x : tps) var += (x - mean) * (x - mean) / double(std::max<size_t>(1, tps.size() - 1));
+      const double sd = std::sqrt(var);
+      results.push_back({{"test", test}, {"n_tokens", t.n}, {"depth", t.depth}, {"threads", threads},
+                         {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
+      if (format == "md")
+        std::printf("| %s | %.1fM | %s | %d | %s | %.2f ± %.2f |\n", model_name.c_str(), params / 1e6,
+                    precision.c_str(), threads, test.c_str(), mean, sd);
+      else if (format == "csv")
+        std::printf("%s,%lld,%s,%d,%s,%d,%d,%d,%.6f,%.6f\n", csv_field(model_name).c_str(), params, precision.c_str(),
+                    threads, test.c_str(), t.prompt ? t.n : 0, t.prompt ? 0 : t.n, t.depth, mean, sd);
+      std::fflush(stdout);
+    }
+  }
+  if (format == "json")
+    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", precision},
+                     {"threads", thread_counts}, {"repetitions", a.reps}, {"results", results}});
 }
 
 }  // namespace
@@ -124,9 +157,17 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-r,--repetitions", a->reps, "Timed runs per test (after one warm-up)")
       ->check(int_in(1, 1000))
       ->capture_default_str();
-  add_threads(*cmd, a->threads);
+  cmd->add_option("-t,--threads", a->threads,
+                  "Thread counts to test, e.g. 1,2: every test at each (default: as -t elsewhere, the " +
+                      std::to_string(omp_get_num_procs()) + " cores less those busy at the start)")
+      ->delimiter(',')
+      ->check(int_in(1, 1024));
   a->config.add_to(*cmd);
-  cmd->add_flag("--json", a->json, "Write the results as JSON to stdout instead of the table");
+  CLI::Option* output = cmd->add_option("-o,--output", a->output, "Output format: md (a Markdown table), json or csv")
+                            ->check(CLI::IsMember({"md", "json", "csv"}))
+                            ->capture_default_str();
+  cmd->add_flag("--json", a->json, "The same as -o json")->excludes(output);
+  add_quiet(*cmd, a->quiet);
   cmd->callback([a] { run(*a); });
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
@@ -80,14 +81,12 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
   return m;
 }
 
-namespace {
 std::string read_utf8_file(const std::filesystem::path& path) {
   std::string text = read_text_file(path, kMaxTextBytes, /*streams=*/true);
   size_t bad = 0;
   if (!valid_utf8(text, &bad)) throw FormatError(path.string() + ": not valid UTF-8 (byte " + std::to_string(bad) + ")");
   return text;
 }
-}  // namespace
 
 std::vector<int> tokenize_file_llama(const Tokenizer& tokenizer, const std::filesystem::path& path) {
   std::string text = read_utf8_file(path);
@@ -122,21 +121,32 @@ std::string number_text(double v) {
 }
 }  // namespace
 
-CLI::Validator int_in(long long min, long long max) {
+namespace {
+// int_in, with `special` (when `meaning` is not empty) allowed besides [min, max].
+CLI::Validator int_validator(long long min, long long max, long long special, const std::string& meaning) {
   const bool unbounded = max >= std::numeric_limits<int>::max();  // as far as a user is concerned
   const std::string lo = std::to_string(min), hi = std::to_string(max);
-  const std::string rule = unbounded ? "an integer >= " + lo : "an integer from " + lo + " to " + hi;
+  const std::string also = meaning.empty() ? "" : std::to_string(special) + " (" + meaning + ") or ";
+  const std::string rule = also + (unbounded ? "an integer >= " + lo : "an integer from " + lo + " to " + hi);
   return CLI::Validator(
       [=](std::string& input) -> std::string {
         errno = 0;
         char* end = nullptr;
         const long long v = std::strtoll(input.c_str(), &end, 10);
         const bool number = !input.empty() && end != input.c_str() && *end == '\0';
-        if (number && errno == 0 && v >= min && v <= max) return "";
+        if (number && errno == 0 && ((v >= min && v <= max) || (!meaning.empty() && v == special))) return "";
         const bool too_big = number && v > 0 && (errno == ERANGE || v > max);  // past an unstated max
         return "must be " + rule + (too_big && unbounded ? " (and at most " + hi + ")" : "") + ", got " + input;
       },
-      unbounded ? "INT >= " + lo : "INT in [" + lo + ", " + hi + "]");
+      (meaning.empty() ? "" : std::to_string(special) + " or ") +
+          (unbounded ? "INT >= " + lo : "INT in [" + lo + ", " + hi + "]"));
+}
+}  // namespace
+
+CLI::Validator int_in(long long min, long long max) { return int_validator(min, max, 0, ""); }
+
+CLI::Validator int_in_or(long long special, const std::string& meaning, long long min, long long max) {
+  return int_validator(min, max, special, meaning);
 }
 
 CLI::Validator real_in(double min, double max, bool min_open) {
@@ -181,16 +191,56 @@ void add_threads(CLI::App& app, int& threads) {
       ->check(int_in(1, 1024));
 }
 
+void add_quiet(CLI::App& app, bool& quiet) {
+  app.add_flag("-q,--quiet", quiet, "No progress on stderr (errors still print)");
+}
+
+void JsonFlags::add_to(CLI::App& app, const std::string& what) {
+  app.add_flag("--json", to_stdout, "Write " + what + " as JSON to stdout instead of the text");
+  app.add_option("--json-out", file, "Write " + what + " as JSON to this file as well (the text still on stdout)")
+      ->check(writable_file());
+}
+
+bool JsonFlags::write(const nlohmann::json& j) const {
+  if (!file.empty()) write_json(file, j);
+  if (to_stdout) write_json("-", j);
+  return to_stdout;
+}
+
+void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
+  const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (path == "-") {
+    std::cout << text << std::flush;
+    return;
+  }
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!(out << text) || !out.flush()) throw IoError(tmp.string() + ": cannot write");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(path.string() + ": cannot write (" + ec.message() + ")");
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
 namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
-Progress::Progress(std::string label, std::string unit)
-    : label_(std::move(label)), unit_(std::move(unit)), tty_(isatty(fileno(stderr))), start_(now_seconds()) {}
+Progress::Progress(std::string label, std::string unit, bool quiet)
+    : label_(std::move(label)), unit_(std::move(unit)), tty_(isatty(fileno(stderr))), quiet_(quiet), start_(now_seconds()) {}
 
 void Progress::update(long long done, long long total, const std::string& note) {
+  if (quiet_) return;
   const double t = now_seconds(), frac = total > 0 ? double(done) / double(total) : 1.0;
   const int decile = int(frac * 10);
   if (tty_ ? (t - last_draw_ < 0.1 && done < total) : decile == last_decile_) return;
@@ -198,9 +248,10 @@ void Progress::update(long long done, long long total, const std::string& note) 
   last_decile_ = decile;
   const int width = 30, filled = int(frac * width);
   const double elapsed = t - start_, eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
-  std::string bar = std::string(size_t(filled), '=') + (filled < width ? ">" : "") +
-                    std::string(size_t(std::max(0, width - filled - 1)), ' ');
-  std::fprintf(stderr, "%s%s [%s] %lld/%lld %s %.0fs, eta %.0fs%s%s%s", tty_ ? "\r\033[K" : "", label_.c_str(),
+  const std::string bar = tty_ ? " [" + std::string(size_t(filled), '=') + (filled < width ? ">" : "") +
+                                     std::string(size_t(std::max(0, width - filled - 1)), ' ') + "]"
+                               : ":";  // a log gets plain lines: "label: 3/10 windows 2s, eta 5s"
+  std::fprintf(stderr, "%s%s%s %lld/%lld %s %.0fs, eta %.0fs%s%s%s", tty_ ? "\r\033[K" : "", label_.c_str(),
                bar.c_str(), done, total, unit_.c_str(), elapsed, eta, note.empty() ? "" : " | ", note.c_str(),
                tty_ ? "" : "\n");
   drawn_ = true;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "pert/config.hpp"
 #include "pert/model.hpp"
@@ -43,6 +44,9 @@ struct LoadedModel {
 LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides,
                        WeightType type = WeightType::F32);
 
+// A file's text, refused (naming the file) when it is not valid UTF-8.
+std::string read_utf8_file(const std::filesystem::path& path);
+
 // A text file as token ids: the whole file as one text, or with `split_docs` each document
 // (separated by a blank line, "\n\n", and stripped of surrounding whitespace) encoded on its
 // own with `bos` before it, as tools/train.py feeds stories to the family.
@@ -57,6 +61,10 @@ std::vector<int> tokenize_file_llama(const Tokenizer& tokenizer, const std::file
 // "--ctx-size: must be an integer >= 0, got -1": bounds as written, never a 300-digit double.
 // Integers in [min, max] (a max of INT_MAX or more reads as ">= min").
 CLI::Validator int_in(long long min, long long max = std::numeric_limits<int>::max());
+// The same, or the one value `special` that means `meaning`: "must be -1 (MEANING) or an
+// integer from 1 to ...".
+CLI::Validator int_in_or(long long special, const std::string& meaning, long long min,
+                         long long max = std::numeric_limits<int>::max());
 // Finite numbers (NaN and ±Inf refused) in [min, max], or (min, max] when `min_open`; the max
 // defaults to the largest float, as the values are kept in floats.
 constexpr double kFloatMax = std::numeric_limits<float>::max();
@@ -72,18 +80,45 @@ void add_threads(CLI::App& app, int& threads);
 void set_threads(int threads);
 int default_threads();
 
-// A progress bar on stderr: redrawn in place on a terminal, a line every 10% otherwise.
+// --quiet for the long-running subcommands: no progress on stderr (errors still print).
+void add_quiet(CLI::App& app, bool& quiet);
+
+// Progress on stderr: a bar redrawn in place on a terminal, otherwise a plain line every 10%
+// ("label: 3/10 windows 2s, eta 5s"; a log gets no carriage returns), nothing when `quiet`.
 class Progress {
  public:
-  Progress(std::string label, std::string unit);
+  Progress(std::string label, std::string unit, bool quiet = false);
   void update(long long done, long long total, const std::string& note = "");
   void finish();  // ends the bar's line
 
  private:
   std::string label_, unit_;
-  bool tty_, drawn_ = false;
+  bool tty_, quiet_, drawn_ = false;
   int last_decile_ = -1;
   double start_, last_draw_ = -1;
+};
+
+// `--json` (a flag: JSON on stdout instead of the human output) and `--json-out FILE` (JSON to
+// a file as well, the human output still on stdout): one meaning of --json in every subcommand.
+struct JsonFlags {
+  bool to_stdout = false;
+  std::string file;
+  void add_to(CLI::App& app, const std::string& what);  // what: "the result", "every score"
+  bool wanted() const { return to_stdout || !file.empty(); }
+  // Writes `j` where asked; true when it went to stdout, so the human output is not wanted.
+  bool write(const nlohmann::json& j) const;
+};
+
+// Writes `j` to `path` ("-": stdout) through a temporary file, so a reader never sees half.
+void write_json(const std::filesystem::path& path, const nlohmann::json& j);
+
+// A CSV field, quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s);
+
+// Thrown by a subcommand that has finished its output but must exit with `code` (e.g. 130
+// after SIGINT); main returns it.
+struct ExitStatus {
+  int code;
 };
 
 // Each subcommand file defines one of these; main.cpp registers them all.

@@ -2,8 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 
 #include "pert/error.hpp"
 
@@ -17,8 +15,9 @@ void EvalFlags::add_to(CLI::App& app) {
                                  "each chunk's first token, its second half scored")
       ->check(CLI::IsMember({"chunks", "sliding", "llama"}))
       ->capture_default_str();
-  app.add_option("--stride", stride, "sliding: tokens the window moves and scores (default: half the context)")
-      ->check(int_in(0));
+  CLI::Option* stride_flag =
+      app.add_option("--stride", stride, "With --mode sliding: tokens the window moves and scores (default: half the context)")
+          ->check(int_in(0));
   app.add_option("--chunks", max_windows, "Evaluate at most this many windows (0: all)")
       ->check(int_in(0))
       ->capture_default_str();
@@ -28,7 +27,9 @@ void EvalFlags::add_to(CLI::App& app) {
   app.add_flag("--split-docs", split_docs,
                "Documents are separated by blank lines; each is encoded on its own with BOS before it "
                "(as the family was trained)");
-  app.parse_complete_callback([this] {
+  app.parse_complete_callback([this, stride_flag] {
+    if (stride_flag->count() > 0 && mode != "sliding")  // not ignored silently: chunks and llama have no stride
+      throw CLI::ValidationError("--stride", "only with --mode sliding (the mode is " + mode + ")");
     if (split_docs && mode == "llama")
       throw CLI::ValidationError("--split-docs",
                                  "not with --mode llama, which tokenizes the whole text once, as llama-perplexity");
@@ -67,8 +68,8 @@ nlohmann::json EvalFlags::settings() const {
 }
 
 PerplexityResult run_perplexity(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& options,
-                                const std::string& label) {
-  if (options.mode == PerplexityMode::Llama) {  // llama-perplexity's running line instead of a bar
+                                const std::string& label, bool quiet) {
+  if (options.mode == PerplexityMode::Llama && !quiet) {  // llama-perplexity's running line instead of a bar
     std::fprintf(stderr, "%s: ", label.c_str());
     const PerplexityResult r = evaluate_perplexity(model, tokens, options, [](int done, int, double ppl) {
       std::fprintf(stderr, "[%d]%.4f,", done, ppl);
@@ -77,7 +78,7 @@ PerplexityResult run_perplexity(const Model& model, const std::vector<int>& toke
     std::fputc('\n', stderr);
     return r;
   }
-  Progress bar(label, "windows");
+  Progress bar(label, "windows", quiet);
   const PerplexityResult r = evaluate_perplexity(model, tokens, options, [&](int done, int total, double) {
     bar.update(done, total);
   });
@@ -109,22 +110,6 @@ std::string llama_final_text(double ppl, double stderr_) {
   char s[96];
   std::snprintf(s, sizeof s, "Final estimate: PPL = %.4f +/- %.5f", ppl, stderr_);
   return s;
-}
-
-void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
-  const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (path == "-") {
-    std::cout << text << std::flush;
-    return;
-  }
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!(out << text) || !out.flush()) throw IoError(tmp.string() + ": cannot write");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(path.string() + ": cannot write (" + ec.message() + ")");
 }
 
 }  // namespace pert::cli

@@ -29,19 +29,17 @@ struct EvalFlags {
   nlohmann::json settings() const;
 };
 
-// Runs one evaluation with a progress bar labelled `label`.
+// Runs one evaluation with a progress bar labelled `label` (none when `quiet`).
 PerplexityResult run_perplexity(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& options,
-                                const std::string& label);
+                                const std::string& label, bool quiet);
 
 // The result as JSON; llama mode adds running_ppl.
 nlohmann::json result_json(const PerplexityResult& r, PerplexityMode mode);
 
 // "PPL = 19.3912 ± 0.1234" as llama-perplexity prints it.
 std::string ppl_text(double ppl, double stderr_);
-// Its last line exactly: "Final estimate: PPL = 19.3912 +/- 0.12340".
+// Its last line exactly: "Final estimate: PPL = 19.3912 +/- 0.12340" (pert perplexity's last line
+// in every mode).
 std::string llama_final_text(double ppl, double stderr_);
-
-// Writes `j` to `path` ("-": stdout) through a temporary file, so a reader never sees half.
-void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 
 }  // namespace pert::cli

@@ -1,7 +1,11 @@
 // pert generate: text in, streamed text out (flags as in llama.cpp's CLI where they mean the same).
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <random>
 
 #include "common.hpp"
@@ -14,17 +18,67 @@ namespace pert::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model_dir, prompt;
-  int n_predict = 256, n_ctx = 0, n_keep = 0, threads = 0;
+  std::string model_dir, prompt, prompt_file;
+  int n_predict = 256, n_ctx = 0, n_keep = 0, threads = 0, n_probs = 0;
   long long seed = -1;
   SamplerParams sampling;
   ConfigFlags config;
-  bool json = false, ignore_eos = false;
+  bool json = false, ignore_eos = false, no_display_prompt = false, prompt_given = false;
 };
 
+// Set by SIGINT while tokens are generated; generate() stops after the current one.
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void on_sigint(int) { interrupted = 1; }
+
+// SIGINT caught for as long as this lives; a second one (SA_RESETHAND) ends pert as usual.
+class CatchInterrupt {
+ public:
+  CatchInterrupt() {
+    interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~CatchInterrupt() { sigaction(SIGINT, &old_, nullptr); }
+  CatchInterrupt(const CatchInterrupt&) = delete;
+  CatchInterrupt& operator=(const CatchInterrupt&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
+// The prompt from -p, -f FILE, or stdin (-p -, or no -p when stdin is not a terminal); a file
+// or stdin loses one trailing newline, as llama.cpp's -f reads a prompt file.
+std::string read_prompt(const GenerateArgs& a) {
+  auto drop_newline = [](std::string s) {
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  };
+  if (!a.prompt_file.empty()) return drop_newline(read_utf8_file(a.prompt_file));
+  if (a.prompt_given && a.prompt != "-") {
+    size_t bad = 0;  // before the model loads: the flag, not the tokenizer, is what is wrong
+    if (!valid_utf8(a.prompt, &bad)) throw Error("--prompt: not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    return a.prompt;
+  }
+  if (!a.prompt_given && isatty(STDIN_FILENO))
+    throw CLI::ValidationError("no prompt", "give -p TEXT or -f FILE, or pipe one on stdin (-p - reads stdin)");
+  std::string text(std::istreambuf_iterator<char>(std::cin), {});
+  if (std::cin.bad()) throw IoError("stdin: cannot read the prompt");
+  size_t bad = 0;
+  if (!valid_utf8(text, &bad)) throw Error("stdin: the prompt is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  return drop_newline(std::move(text));
+}
+
+nlohmann::json probs_json(const TokenProbs& probs, int id, const Tokenizer& tok) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const TokenProb& t : probs.top) top.push_back({{"id", t.id}, {"token", tok.token_text(t.id)}, {"prob", t.p}});
+  return {{"id", id}, {"token", tok.token_text(id)}, {"prob", probs.p}, {"top_probs", top}};
+}
+
 void run_generate(GenerateArgs& a) {
-  size_t bad = 0;  // before the model loads: the flag, not the tokenizer, is what is wrong
-  if (!valid_utf8(a.prompt, &bad)) throw Error("--prompt: not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  const std::string prompt_text = read_prompt(a);
   set_threads(a.threads);
   const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const std::filesystem::path& dir = m.dir;
@@ -33,16 +87,18 @@ void run_generate(GenerateArgs& a) {
 
   const int n_lead = int(tok.prefix_special().size());  // what the post-processor puts first (e.g. <s>)
   std::vector<int> prompt = tok.prefix_special();
-  for (int id : tok.encode(a.prompt)) prompt.push_back(id);
+  for (int id : tok.encode(prompt_text)) prompt.push_back(id);
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(c.max_position_embeddings, 4096);
   GenerateOptions options;
   options.n_predict = a.n_predict;
   options.vocab = tok.vocab_size();
   options.eos = c.eos_token_ids;
   options.ignore_eos = a.ignore_eos;
+  options.n_probs = a.n_probs;
+  options.interrupt = &interrupted;
   // As llama.cpp: --keep counts prompt tokens (-1: all of them) and the leading special tokens are always kept.
-  const int prompt_text = int(prompt.size()) - n_lead;
-  options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_text ? prompt_text : a.n_keep) + n_lead;
+  const int prompt_count = int(prompt.size()) - n_lead;
+  options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_count ? prompt_count : a.n_keep) + n_lead;
   a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
   Sampler sampler(a.sampling);
   InferenceState state(*m.model, n_ctx);
@@ -55,11 +111,12 @@ void run_generate(GenerateArgs& a) {
   StreamDecoder stream(tok);
   stream.prime(prompt);
   std::string text;
-  bool echoed = a.json;  // the prompt is echoed once it has run, so errors come before any text
+  bool echoed = a.json || a.no_display_prompt;  // the prompt is echoed once it has run, so errors come before any text
   auto echo = [&] {
-    if (!echoed) std::cout << a.prompt << std::flush;
+    if (!echoed) std::cout << prompt_text << std::flush;
     echoed = true;
   };
+  const CatchInterrupt catch_interrupt;
   const GenerateResult r = generate(state, prompt, options, sampler, [&](int id) {
     const std::string piece = stream.push(id);
     text += piece;
@@ -72,22 +129,28 @@ void run_generate(GenerateArgs& a) {
   const double prompt_tps = prompt.size() / std::max(r.prompt_seconds, 1e-9);
   const double gen_tps = r.tokens.size() / std::max(r.generate_seconds, 1e-9);
   if (a.json) {
-    const nlohmann::json out = {{"model_dir", dir.string()},       {"prompt", a.prompt},
-                                {"text", text},                     {"prompt_tokens", prompt},
-                                {"tokens", r.tokens},               {"stop", r.stop},
-                                {"n_ctx", n_ctx},                   {"n_keep", options.n_keep},
-                                {"context_shifts", r.context_shifts}, {"seed", a.sampling.seed},
-                                {"prompt_seconds", r.prompt_seconds}, {"generate_seconds", r.generate_seconds},
-                                {"prompt_tokens_per_second", prompt_tps}, {"tokens_per_second", gen_tps}};
+    nlohmann::json out = {{"model_dir", dir.string()},       {"prompt", prompt_text},
+                          {"text", text},                     {"prompt_tokens", prompt},
+                          {"tokens", r.tokens},               {"stop", r.stop},
+                          {"n_ctx", n_ctx},                   {"n_keep", options.n_keep},
+                          {"context_shifts", r.context_shifts}, {"seed", a.sampling.seed},
+                          {"prompt_seconds", r.prompt_seconds}, {"generate_seconds", r.generate_seconds},
+                          {"prompt_tokens_per_second", prompt_tps}, {"tokens_per_second", gen_tps}};
+    if (a.n_probs > 0) {
+      out["probs"] = nlohmann::json::array();
+      for (size_t i = 0; i < r.probs.size(); ++i) out["probs"].push_back(probs_json(r.probs[i], r.tokens[i], tok));
+    }
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return;
+  } else {
+    std::cout << held << std::endl;  // before the stats on stderr
+    std::fprintf(stderr,
+                 "pert: prompt %zu tokens, %.1f tokens/s | generated %zu tokens, %.1f tokens/s | %d context shifts | "
+                 "stop: %s | seed %llu\n",
+                 prompt.size(), prompt_tps, r.tokens.size(), gen_tps, r.context_shifts, r.stop.c_str(),
+                 (unsigned long long)a.sampling.seed);
   }
-  std::cout << held << std::endl;  // before the stats on stderr
-  std::fprintf(stderr,
-               "pert: prompt %zu tokens, %.1f tokens/s | generated %zu tokens, %.1f tokens/s | %d context shifts | "
-               "stop: %s | seed %llu\n",
-               prompt.size(), prompt_tps, r.tokens.size(), gen_tps, r.context_shifts, r.stop.c_str(),
-               (unsigned long long)a.sampling.seed);
+  std::cout << std::flush;
+  if (r.stop == "interrupted") throw ExitStatus{130};  // 128 + SIGINT, as a shell reports it
 }
 
 }  // namespace
@@ -96,8 +159,15 @@ void add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
-  cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most")->check(int_in(1, 1 << 30))->capture_default_str();
+  CLI::Option* prompt =
+      cmd->add_option("-p,--prompt", a->prompt, "Prompt text (-: read it from stdin, as with no -p when stdin is a pipe)");
+  cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from this file (one trailing newline dropped)")
+      ->check(CLI::ExistingFile)
+      ->excludes(prompt);
+  cmd->add_option("-n,--n-predict", a->n_predict,
+                  "Tokens to generate at most (-1: until end of text or a full context, which then does not shift)")
+      ->check(int_in_or(-1, "until end of text or a full context", 1, 1 << 30))
+      ->capture_default_str();
   cmd->add_option("-c,--ctx-size", a->n_ctx, "Context size (default: the trained length, at most 4096); past it the context shifts")
       ->check(int_in(0));
   cmd->add_option("--keep", a->n_keep, "Prompt tokens kept on a context shift (-1: all)")->check(int_in(-1))->capture_default_str();
@@ -114,9 +184,18 @@ void add_generate(CLI::App& app) {
   cmd->add_option("-s,--seed", a->seed, "Random seed (-1: random)")->check(int_in(-1, std::numeric_limits<long long>::max()))->capture_default_str();
   add_threads(*cmd, a->threads);
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence tokens");
+  cmd->add_flag("--no-display-prompt", a->no_display_prompt, "Do not echo the prompt before the generated text");
   a->config.add_to(*cmd);
-  cmd->add_flag("--json", a->json, "Write the text, token ids and timings as JSON instead of streaming");
-  cmd->callback([a] { run_generate(*a); });
+  CLI::Option* json = cmd->add_flag("--json", a->json, "Write the text, token ids and timings as JSON instead of streaming");
+  cmd->add_option("--n-probs", a->n_probs,
+                  "With --json: each token's N most likely candidates and their probabilities, as the sampler drew "
+                  "from them (after penalty, top-k/top-p/min-p and temperature; greedy: the softmax of the logits)")
+      ->check(int_in(0, 1 << 20))
+      ->needs(json);
+  cmd->callback([a, prompt] {
+    a->prompt_given = prompt->count() > 0;
+    run_generate(*a);
+  });
 }
 
 }  // namespace pert::cli

@@ -1,5 +1,7 @@
 // pert: command-line entry. Each subcommand lives in its own file; errors from any layer end
 // here as one line on stderr and a non-zero exit.
+#include <algorithm>
+#include <cctype>
 #include <exception>
 #include <iostream>
 
@@ -7,6 +9,29 @@
 
 #include "common.hpp"
 #include "pert/error.hpp"
+
+namespace {
+
+// llama.cpp's flags include single-dash words (-ngl 99, -fa, -ctk q8_0), which CLI11 would read
+// as a short option with its value attached (-ngl: -n with the value "gl"). Every argument of
+// `sub` that is a dash and two letters or more is refused as the unknown option it is; "" when
+// there is none. Values an option takes whatever they look like (-p -abc, -n -1) are skipped.
+std::string single_dash_word(const CLI::App& sub, int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // a value or a positional argument
+    const bool word = arg[1] != '-' && arg.size() >= 3 && std::isalpha(static_cast<unsigned char>(arg[1])) &&
+                      std::isalpha(static_cast<unsigned char>(arg[2]));
+    if (word) return arg;
+    if (arg.find('=') != std::string::npos) continue;  // --name=value holds its value
+    if (const CLI::Option* opt = sub.get_option_no_throw(arg))
+      i += std::max(0, std::min(opt->get_type_size_min(), opt->get_items_expected_min()));  // what CLI11 always takes
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"pert: a CPU inference runtime for llama-style decoders with configurable positional encodings"};
@@ -22,15 +47,24 @@ int main(int argc, char** argv) {
   pert::cli::add_positions(app);
   pert::cli::add_bench(app);
   pert::cli::add_tokenize(app);
-  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); }).empty()) {
-    std::cerr << "pert: error: unknown subcommand '" << argv[1] << "' (see --help)\n";
-    return 2;
+  if (argc > 1 && argv[1][0] != '-') {
+    const auto subs = app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); });
+    if (subs.empty()) {
+      std::cerr << "pert: error: unknown subcommand '" << argv[1] << "' (see --help)\n";
+      return 2;
+    }
+    if (const std::string word = single_dash_word(*subs.front(), argc, argv); !word.empty()) {
+      std::cerr << "pert: error: unknown option " << word << " (see pert " << argv[1] << " --help)\n";
+      return 2;
+    }
   }
   try {
     app.parse(argc, argv);  // runs the chosen subcommand
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints help, the version, or the one-line error
     return e.get_exit_code() == 0 ? 0 : 2;
+  } catch (const pert::cli::ExitStatus& e) {  // the output is complete (e.g. interrupted: 130)
+    return e.code;
   } catch (const pert::Error& e) {
     std::cerr << "pert: error: " << e.what() << "\n";
     return 1;

@@ -14,8 +14,10 @@ namespace pert::cli {
 namespace {
 
 struct PerplexityArgs {
-  std::string model_dir, json_file;
+  std::string model_dir;
   int n_ctx = 0, threads = 0;
+  bool quiet = false;
+  JsonFlags json;
   EvalFlags eval;
   ConfigFlags config;
 };
@@ -28,10 +30,10 @@ void run(const PerplexityArgs& a) {
   const int bos = a.eval.bos(m.tokenizer, c.bos_token_id);
   const std::vector<int> tokens = a.eval.tokenize(m.tokenizer, bos);
   const PerplexityOptions o = a.eval.options(n_ctx, bos);
-  const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity");
+  const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity", a.quiet);
 
   const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
-  if (!a.json_file.empty()) {
+  if (a.json.wanted()) {
     nlohmann::json j = {{"model_dir", m.dir.string()},
                         {"position", describe_position(c)},
                         {"trained_length", c.max_position_embeddings},
@@ -41,8 +43,7 @@ void run(const PerplexityArgs& a) {
                         {"dtype", a.config.dtype}};
     j.update(a.eval.settings());
     j.update(result_json(r, o.mode));
-    write_json(a.json_file, j);
-    if (a.json_file == "-") return;
+    if (a.json.write(j)) return;
   }
   std::printf("%s: %s\n", m.dir.string().c_str(), describe_position(c).c_str());
   if (o.mode == PerplexityMode::Llama) {
@@ -50,7 +51,6 @@ void run(const PerplexityArgs& a) {
                 a.eval.text_file.c_str(), tokens.size(), o.bos >= 0 ? " (BOS first)" : "", n_ctx,
                 o.bos >= 0 ? "BOS in place of the first" : "no BOS", n_ctx / 2 + 1, n_ctx - 1,
                 c.max_position_embeddings);
-    std::printf("%s\n", llama_final_text(r.ppl, r.ppl_stderr).c_str());
   } else {
     std::printf("%s: %zu tokens; %s windows of %d positions (%s%d text tokens), trained length %d\n",
                 a.eval.text_file.c_str(), tokens.size(), perplexity_mode_name(o.mode), n_ctx,
@@ -62,6 +62,7 @@ void run(const PerplexityArgs& a) {
   std::printf("\nNLL by position in the window:\n\n| positions | tokens | NLL | PPL |\n|---|---:|---:|---:|\n");
   for (const PositionBucket& b : r.buckets)
     if (b.tokens) std::printf("| %d–%d | %lld | %.4f | %.3f |\n", b.first, b.last, b.tokens, b.nll, std::exp(b.nll));
+  std::printf("\n%s\n", llama_final_text(r.ppl, r.ppl_stderr).c_str());  // last, as llama-perplexity's
 }
 
 }  // namespace
@@ -75,8 +76,8 @@ void add_perplexity(CLI::App& app) {
   a->eval.add_to(*cmd);
   add_threads(*cmd, a->threads);
   a->config.add_to(*cmd);
-  cmd->add_option("--json", a->json_file, "Write the result as JSON to this file (-: stdout, instead of the text)")
-      ->check(writable_file());
+  add_quiet(*cmd, a->quiet);
+  a->json.add_to(*cmd, "the result");
   cmd->callback([a] { run(*a); });
 }
 

@@ -14,7 +14,8 @@ namespace {
 constexpr int kMaxPosition = 1 << 17;  // 131,072: Llama 3.1's context
 
 struct PositionsArgs {
-  std::string model_dir, json_file, csv_file;
+  std::string model_dir, csv_file;
+  JsonFlags json;
   int distance = 0, query_pos = -1;
   ConfigFlags config;
 };
@@ -31,14 +32,15 @@ void run(const PositionsArgs& a) {
   const auto profile = distance_profile(c, [&](const std::string& name) { return model->tensor(name); }, query_pos,
                                         distance);
   const std::string position = describe_position(c);
-  if (!a.json_file.empty())
-    write_json(a.json_file, {{"model_dir", dir.string()},
-                             {"position", position},
-                             {"scheme", c.position.type()},
-                             {"trained_length", c.max_position_embeddings},
-                             {"query_pos", query_pos},
-                             {"per_head", c.n_heads == int(profile.size())},
-                             {"scores", profile}});
+  bool json_on_stdout = false;
+  if (a.json.wanted())
+    json_on_stdout = a.json.write({{"model_dir", dir.string()},
+                                   {"position", position},
+                                   {"scheme", c.position.type()},
+                                   {"trained_length", c.max_position_embeddings},
+                                   {"query_pos", query_pos},
+                                   {"per_head", c.n_heads == int(profile.size())},
+                                   {"scores", profile}});
   if (!a.csv_file.empty()) {
     std::ofstream out(a.csv_file);
     out << "distance";
@@ -51,7 +53,7 @@ void run(const PositionsArgs& a) {
     }
     if (!out.flush()) throw IoError(a.csv_file + ": cannot write");
   }
-  if (a.json_file == "-") return;
+  if (json_on_stdout) return;
   std::printf("%s: %s\nq·k/√d + bias for q = k = ones, query at position %d (trained length %d)%s\n\n", dir.string().c_str(),
               position.c_str(), query_pos, c.max_position_embeddings,
               profile.size() == 1 && c.n_heads > 1 ? "; p(m)·p(n)/√hidden for positions added to the embeddings" : "");
@@ -86,8 +88,7 @@ void add_positions(CLI::App& app) {
   cmd->add_option("--query-pos", a->query_pos, "Position of the query (default: the largest distance)")
       ->check(int_in(0, kMaxPosition));
   a->config.add_to(*cmd);
-  cmd->add_option("--json", a->json_file, "Write every score as JSON to this file (-: stdout, instead of the table)")
-      ->check(writable_file());
+  a->json.add_to(*cmd, "every score");
   cmd->add_option("--csv", a->csv_file, "Write every score as CSV to this file")->check(writable_file());
   cmd->callback([a] { run(*a); });
 }

@@ -28,6 +28,7 @@ struct SweepArgs {
   std::vector<int> lengths;
   std::string out, csv, shard;
   int threads = 0;
+  bool quiet = false;
   ConfigFlags overrides;  // --set, --allow-scheme-change and --dtype for every cell
   EvalFlags eval;
 };
@@ -188,8 +189,9 @@ void run_sweep(const SweepArgs& a) {
 
   int todo = 0;
   for (const Cell& c : mine) todo += !done[key_of(c)];
-  std::fprintf(stderr, "sweep: %zu cells, %zu in shard %d/%d, %d to run\n", cells.size(), mine.size(), shard_k,
-               shard_n, todo);
+  if (!a.quiet)
+    std::fprintf(stderr, "sweep: %zu cells, %zu in shard %d/%d, %d to run\n", cells.size(), mine.size(), shard_k,
+                 shard_n, todo);
   std::string loaded_key, load_error;
   LoadedModel m;
   std::map<std::pair<std::string, int>, std::vector<int>> tokens_of;  // (model dir, BOS) -> the text's tokens
@@ -235,10 +237,12 @@ void run_sweep(const SweepArgs& a) {
       try {
         const PerplexityOptions o = a.eval.options(cell.length, bos);
         c.update(result_json(run_perplexity(*m.model, tokens, o,
-                                            "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label),
+                                            "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label,
+                                            a.quiet),
                              o.mode));
-        std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
-                     ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
+        if (!a.quiet)
+          std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
+                       ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
       } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
         c["error"] = e.what();
         std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), e.what());
@@ -283,6 +287,7 @@ void add_sweep(CLI::App& app) {
           "K/N"));
   cmd->add_option("--merge", a->merge, "Join these sweep files into --out instead of running")->expected(1, -1);
   add_threads(*cmd, a->threads);
+  add_quiet(*cmd, a->quiet);
   cmd->callback([a] {
     if (!a->merge.empty()) {
       if (!a->models.empty()) throw Error("sweep: --merge runs nothing; drop -m");

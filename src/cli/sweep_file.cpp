@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "common.hpp"
 #include "pert/config.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
@@ -79,13 +80,6 @@ void complete_cell(json& c) {
       c["position_label"] = "?";
     }
   }
-}
-
-std::string csv_field(std::string s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
 }
 
 std::string csv_number(const json& v) { return v.is_null() ? "" : v.dump(); }
