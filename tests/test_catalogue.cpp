@@ -493,3 +493,52 @@ TEST_CASE("catalogue: output paths that cannot be written, before the model load
   }
   fs::permissions(locked, fs::perms::owner_all);
 }
+
+// ---- cli-conventions flags (generate -f/stdin/-n -1/--n-probs, --json/--json-out, --stride,
+// ---- bench -t lists/-o/tests past the table, llama.cpp's single-dash flags): begin ----
+TEST_CASE("catalogue: cli-conventions flags", "[catalogue]") {
+  const ModelCopy m;
+  const std::string absent = m.dir + "/absent", text = m.config.string();
+  write_file(m.tmp / "bad.txt", "Once \xc3\x28 upon");
+  const std::string bad_utf8 = (m.tmp / "bad.txt").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> needles;
+    int exit_code;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"generate", "-m", absent, "-p", "Once", "--json", "--n-probs", "-1"},
+            {"--n-probs: must be an integer from 0 to 1048576, got -1"}, 2},
+           {{"generate", "-m", absent, "-p", "Once", "--json", "--n-probs", "x"},
+            {"--n-probs: must be an integer from 0 to 1048576, got x"}, 2},
+           {{"generate", "-m", absent, "-p", "Once", "--n-probs", "3"}, {"--n-probs requires --json"}, 2},
+           {{"generate", "-m", absent, "-n", "-2", "-p", "Once"}, {"--n-predict: must be -1 (", "got -2"}, 2},
+           {{"generate", "-m", absent, "-f", absent + "/p.txt"}, {"--file", absent + "/p.txt"}, 2},
+           {{"generate", "-m", absent, "-p", "Once", "-f", text}, {"--prompt excludes --file"}, 2},
+           {{"generate", "-m", m.dir, "-f", bad_utf8}, {bad_utf8, "not valid UTF-8 (byte 5)"}, 1},
+           {{"generate", "-m", absent, "-p", "Once", "-ngl", "99"}, {"unknown option -ngl"}, 2},
+           {{"perplexity", "-m", absent, "-f", text, "-fa"}, {"unknown option -fa"}, 2},
+           {{"bench", "-m", absent, "-ngl", "99"}, {"unknown option -ngl"}, 2},
+           {{"perplexity", "-m", absent, "-f", text, "--json", "out.json"}, {"out.json"}, 2},
+           {{"positions", "-m", absent, "--json", "-"}, {"not expected: -"}, 2},
+           {{"perplexity", "-m", absent, "-f", text, "--json-out", m.tmp.path.string()}, {"--json-out", "directory"}, 2},
+           {{"perplexity", "-m", absent, "-f", text, "--stride", "16"}, {"--stride: only with --mode sliding"}, 2},
+           {{"perplexity", "-m", absent, "-f", text, "--mode", "llama", "--stride", "0"}, {"--stride: only with --mode sliding"}, 2},
+           {{"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", (m.tmp / "s.json").string(), "--stride", "8"},
+            {"--stride: only with --mode sliding"}, 2},
+           {{"bench", "-m", absent, "-t", "1,0"}, {"--threads: must be an integer from 1 to 1024, got 0"}, 2},
+           {{"bench", "-m", absent, "-t", "1,x"}, {"--threads: must be an integer from 1 to 1024, got x"}, 2},
+           {{"bench", "-m", absent, "-o", "xml"}, {"--output: xml not in {md,json,csv}"}, 2},
+           {{"bench", "-m", absent, "--json", "-o", "csv"}, {"--output excludes --json"}, 2},
+           {{"bench", "-m", m.dir, "-p", "512", "-n", "0"}, {"-p 512", "learned position table (128 positions)"}, 1},
+           {{"bench", "-m", m.dir, "-p", "0", "-n", "16", "-d", "120"}, {"-n 16 at -d 120", "136 positions"}, 1},
+           {{"perplexity", "-m", absent, "-f", text, "--quiet", "x"}, {"not expected: x"}, 2},
+       }) {
+    INFO(c.args[0] << " " << c.args.back());
+    require_refusal(run_pert(c.args), c.needles, c.exit_code);
+  }
+  SECTION("a prompt on stdin that is not UTF-8") {
+    require_refusal(run_pert_input({"generate", "-m", m.dir}, "Once \xc3\x28 upon"), {"stdin", "not valid UTF-8 (byte 5)"}, 1);
+  }
+}
+// ---- cli-conventions flags: end ----
