@@ -14,6 +14,7 @@
 #include "evaluate.hpp"
 #include "pert/error.hpp"
 #include "pert/model_dir.hpp"
+#include "sweep_file.hpp"
 
 namespace pert::cli {
 

@@ -223,13 +223,6 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
   if (ec) throw IoError(path.string() + ": cannot write (" + ec.message() + ")");
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
-
 namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -112,9 +112,6 @@ struct JsonFlags {
 // Writes `j` to `path` ("-": stdout) through a temporary file, so a reader never sees half.
 void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 
-// A CSV field, quoted when it holds a comma, a quote or a line break.
-std::string csv_field(const std::string& s);
-
 // Thrown by a subcommand that has finished its output but must exit with `code` (e.g. 130
 // after SIGINT); main returns it.
 struct ExitStatus {

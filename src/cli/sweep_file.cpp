@@ -6,7 +6,6 @@
 #include <map>
 #include <sstream>
 
-#include "common.hpp"
 #include "pert/config.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
@@ -264,6 +263,13 @@ std::string csv_text(const json& sweep) {
 void write_csv(const fs::path& path, const json& sweep) {
   std::ofstream out(path, std::ios::binary);
   if (!(out << csv_text(sweep)) || !out.flush()) throw IoError(path.string() + ": cannot write");
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
 }
 
 }  // namespace pert::cli
