@@ -201,6 +201,36 @@ TEST_CASE("catalogue: values that would give NaN results", "[catalogue]") {
   }
 }
 
+TEST_CASE("catalogue: scheme changes, sweep labels and empty model paths", "[catalogue]") {
+  const ModelCopy m;
+  SECTION("an override that replaces the trained scheme, and --allow-scheme-change") {
+    require_refusal(m.generate({"--set", "position.type=alibi"}),
+                    {m.config.string(), "trained with learned positions", "--set position.type=alibi",
+                     "--allow-scheme-change"});
+    // Allowed, the learned table is then a tensor the config does not use: still refused, for that.
+    require_refusal(m.generate({"--set", "position.type=alibi", "--allow-scheme-change"}), {"unexpected tensor"});
+  }
+  SECTION("--label: one per --config, never two alike") {
+    const std::string text = (m.tmp / "t.txt").string(), out = (m.tmp / "s.json").string();
+    write_file(text, "Once upon a time.\n");
+    const std::vector<std::string> base = {"sweep", "-m", m.dir, "-f", text, "--lengths", "16", "--out", out};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> args = base;
+      args.insert(args.end(), extra.begin(), extra.end());
+      return run_pert(args);
+    };
+    write_file(m.tmp / "c.json", "{}");
+    require_refusal(with({"--config", "plain", "--config", (m.tmp / "c.json").string(), "--label", "a"}),
+                    {"--label", "1 labels for 2 --config"});
+    require_refusal(with({"--config", "plain", "--label", "a", "--label", "b"}), {"--label", "2 labels"});
+    CHECK_FALSE(fs::exists(out));
+  }
+  SECTION("-m \"\" is not the default model") {
+    for (const char* cmd : {"generate", "perplexity", "bench", "positions", "tokenize", "sweep"})
+      require_refusal(run_pert({cmd, "-m", ""}), {"--model", "must not be empty"}, 2);
+  }
+}
+
 TEST_CASE("catalogue: sweep files with fields of the wrong type", "[catalogue]") {
   TempDir tmp;
   const std::string file = (tmp / "sweep.json").string(), out = (tmp / "out.json").string();

@@ -142,7 +142,7 @@ void run(const BenchArgs& a) {
 void add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt-processing and generation speed, as llama-bench");
-  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
+  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
   cmd->add_option("-p,--n-prompt", a->prompt, "Prompt lengths to test, e.g. 128,512 (0: none)")
       ->delimiter(',')
       ->check(int_in(0, 1 << 20))

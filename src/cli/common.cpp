@@ -167,6 +167,11 @@ CLI::Validator real_in(double min, double max, bool min_open) {
       "NUMBER " + rule);
 }
 
+CLI::Validator not_empty() {
+  return CLI::Validator([](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); },
+                        "NONEMPTY");
+}
+
 CLI::Validator writable_file() {
   return CLI::Validator(
       [](std::string& input) -> std::string {

@@ -72,6 +72,8 @@ CLI::Validator real_in(double min, double max = kFloatMax, bool min_open = false
 // An output file that can be written: not a directory, in an existing directory that can be
 // written, and writable itself if it exists. "" and "-" (stdout) pass.
 CLI::Validator writable_file();
+// A value that must not be empty (-m "": not "use the default" in disguise).
+CLI::Validator not_empty();
 
 // `-t/--threads` for every subcommand (at least 1 when given); set_threads(0), the value when
 // it is not given, runs on the cores not busy at the start (threads.cpp: why), unless

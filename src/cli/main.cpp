@@ -9,6 +9,7 @@
 
 #include "common.hpp"
 #include "pert/error.hpp"
+#include "pert/json_util.hpp"
 
 namespace {
 
@@ -66,10 +67,10 @@ int main(int argc, char** argv) {
   } catch (const pert::cli::ExitStatus& e) {  // the output is complete (e.g. interrupted: 130)
     return e.code;
   } catch (const pert::Error& e) {
-    std::cerr << "pert: error: " << e.what() << "\n";
+    std::cerr << "pert: error: " << pert::printable(e.what()) << "\n";  // one line, whatever a file held
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "pert: internal error: " << e.what() << "\n";
+    std::cerr << "pert: internal error: " << pert::printable(e.what()) << "\n";
     return 3;
   }
   return 0;

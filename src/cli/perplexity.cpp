@@ -70,7 +70,7 @@ void run(const PerplexityArgs& a) {
 void add_perplexity(CLI::App& app) {
   auto a = std::make_shared<PerplexityArgs>();
   CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of a text at a context length, and NLL by position");
-  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)");
+  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
   cmd->add_option("-c,--ctx-size", a->n_ctx, "Context length: positions per window, BOS included (default: the trained length)")
       ->check(int_in(0));
   a->eval.add_to(*cmd);

@@ -261,7 +261,7 @@ void run_sweep(const SweepArgs& a) {
 void add_sweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
   CLI::App* cmd = app.add_subcommand("sweep", "Perplexity of every model x config x length, as a table, JSON and CSV");
-  cmd->add_option("-m,--model", a->models, "Model directory (repeatable)")->allow_extra_args(false);
+  cmd->add_option("-m,--model", a->models, "Model directory (repeatable)")->allow_extra_args(false)->check(not_empty());
   cmd->add_option("--config", a->configs,
                   "Config override file, one row per file and model (repeatable; 'plain': config.json as is; "
                   "default: plain)")

@@ -63,7 +63,7 @@ void run_tokenize(const TokenizeArgs& a) {
 void add_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Text to token ids with a directory's tokenizer.json (no model needed)");
-  cmd->add_option("-m,--model", a->model_dir, "Directory with tokenizer.json (and tokenizer_config.json) (default: models/default)");
+  cmd->add_option("-m,--model", a->model_dir, "Directory with tokenizer.json (and tokenizer_config.json) (default: models/default)")->check(not_empty());
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "Text to tokenize");
   auto* file = cmd->add_option("-f,--file", a->file, "File to tokenize")->check(CLI::ExistingFile);
   prompt->excludes(file);
