@@ -231,6 +231,23 @@ TEST_CASE("catalogue: scheme changes, sweep labels and empty model paths", "[cat
   }
 }
 
+TEST_CASE("catalogue: refused before any text is generated", "[catalogue]") {
+  const std::string models = (fs::path(PERT_SOURCE_DIR) / "models").string();
+  const std::vector<std::string> rope = {"generate", "-m", models + "/rope", "-t", "1"};
+  auto with = [](std::vector<std::string> args, std::vector<std::string> extra) {
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_pert(args);
+  };
+  // A shift that would keep everything: known from the lengths, so refused up front.
+  require_refusal(with(rope, {"-p", "Once upon a time there", "-c", "6", "--keep", "-1", "-n", "20"}),
+                  {"--keep", "context of 6", "nothing to drop"});
+  require_refusal(with(rope, {"-p", "", "-c", "1", "-n", "5"}), {"--keep", "context of 1"});
+  // xPos's scales leave float past ~64·scale_base positions: -c beyond them is refused, not NaN at 70.
+  require_refusal(run_pert({"generate", "-m", models + "/xpos", "-t", "1", "-p", "Once", "-n", "100", "--set",
+                            "position.xpos.scale_base=1"}),
+                  {"-c 128", "rope+xpos position table (64 positions)", "pass -c 64"});
+}
+
 TEST_CASE("catalogue: sweep files with fields of the wrong type", "[catalogue]") {
   TempDir tmp;
   const std::string file = (tmp / "sweep.json").string(), out = (tmp / "out.json").string();

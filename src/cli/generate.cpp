@@ -102,10 +102,16 @@ void run_generate(GenerateArgs& a) {
   a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
   Sampler sampler(a.sampling);
   InferenceState state(*m.model, n_ctx);
-  if (const int max = state.max_positions(); max > 0 && n_ctx > max)  // now, not after text has streamed out
-    throw Error("-c " + std::to_string(n_ctx) + " is past the " + c.position.type() +
-                " position table (" + std::to_string(max) + " positions); pass -c " + std::to_string(max) +
-                " or less, or --set position.beyond=clamp to reuse the last one");
+  // Now, not after text has streamed out: a context the scheme cannot encode ...
+  if (const int max = state.max_positions(); max > 0 && n_ctx > max)
+    throw Error("-c " + std::to_string(n_ctx) + " is past the " + c.position.scheme->label() + " position table (" +
+                std::to_string(max) + " positions); pass -c " + std::to_string(max) + " or less" +
+                (c.position.type() == "learned" ? ", or --set position.beyond=clamp to reuse the last one" : ""));
+  // ... and a shift that would have nothing to drop (generate() drops half of what follows n_keep).
+  const bool shifts = a.n_predict >= 0 && int64_t(prompt.size()) + a.n_predict - 1 > n_ctx;  // some token is fed to a full cache
+  if (shifts && options.n_keep > n_ctx - 2)
+    throw Error("--keep: the context of " + std::to_string(n_ctx) + " fills up and keeping " +
+                std::to_string(options.n_keep) + " tokens leaves nothing to drop; use a larger -c or a smaller --keep");
 
   // The continuation is decoded as what follows the prompt (its leading space is kept).
   StreamDecoder stream(tok);

@@ -13,9 +13,12 @@
 // YaRN and LongRoPE multiply the rotated dims of q and k by an attention factor, as HF does
 // by scaling cos and sin (LongRoPE's may differ up to L and beyond: short/long_mscale). xPos (Sun et al. 2022) scales pair i of q by ζ_i^(m/scale_base) and
 // of k by ζ_i^(−n/scale_base), ζ_i = (2i/r + γ)/(1 + γ).
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "pert/error.hpp"
+#include "pert/json_util.hpp"
 #include "pert/rope.hpp"
 
 namespace pert {
@@ -110,6 +113,15 @@ class Rope final : public PositionEncoding {
   bool rotates() const override { return true; }
   bool rotates_keys_on_read() const override { return on_read_; }
 
+  // xPos scales a key at position n by ζ^(−n/b), up to (1 + γ)/γ per b positions: past
+  // e^80 (float's largest is e^88.7, less the q·k sums' headroom) scores overflow, so the
+  // positions that fit are refused up front rather than turning into NaN logits mid-stream.
+  int max_positions() const override {
+    if (!p_.xpos.enabled) return 0;
+    const double bound = std::floor(80.0 * p_.xpos.scale_base / std::log(1.0 / zeta_[0])) + 1;
+    return bound >= double(std::numeric_limits<int>::max()) ? 0 : std::max(1, int(bound));
+  }
+
   int length_class(int pos) const override {
     if (!on_read_) return 0;
     const int L = p_.scaling.original_max_position;
@@ -147,9 +159,9 @@ class Rope final : public PositionEncoding {
           const double e = m / p_.xpos.scale_base;
           xpos_q_[at] = float(std::pow(zeta_[size_t(i)], e));
           xpos_k_[at] = float(std::pow(zeta_[size_t(i)], -e));
-          if (!std::isfinite(xpos_k_[at]))
-            throw Error("xpos: position " + std::to_string(m) + " is too far for F32 scales (scale_base " +
-                        std::to_string(int(p_.xpos.scale_base)) + "; roughly 70·scale_base positions fit)");
+          if (m >= max_positions())
+            throw Error("xpos: position " + std::to_string(m) + " is past the " + std::to_string(max_positions()) +
+                        " positions whose scales fit float (scale_base " + number_text(p_.xpos.scale_base) + ")");
         }
       }
     rows_ = rows;
