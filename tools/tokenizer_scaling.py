@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Whether pert's tokenizer is linear in the text: MB/s of `pert tokenize` at 1, 4 and 16 MB.
+
+    /usr/bin/python3 tools/tokenizer_scaling.py [--sizes 1,4,16] [--runs 3] [--tokenizers DIR,...]
+                                                [--out FILE.json]
+
+Texts: wikitext-2's test split repeated (../shared/data/text/wikitext-2.test.tokens.txt) and the
+same sizes of spaces only (one run of spaces is one pre-token for byte-level tokenizers, the
+case a quadratic merge loop would show). Each file is encoded whole (`pert tokenize -m DIR -f
+FILE --json`, ids to /dev/null), the median of --runs whole-process times less the median time
+of an empty file (start-up and loading tokenizer.json), and MB/s = 10^6 bytes over that. Linear
+means MB/s holds as the size grows: the last column divides the largest size's MB/s by the
+smallest's (1.0: linear; a quadratic cost would give 1/16 from 1 to 16 MB). Tokenizers default
+to stories260K's (build/models/stories260K) and, when tests/hf_tokenizers is installed
+(npm ci --prefix tests/hf_tokenizers), Llama 2's and Qwen3's real tokenizer.json.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WIKI = os.path.join(ROOT, "..", "shared", "data", "text", "wikitext-2.test.tokens.txt")
+NPM = os.path.join(ROOT, "tests", "hf_tokenizers", "node_modules", "@lenml")
+
+
+def default_tokenizers(tmp):
+    dirs = [os.path.join(ROOT, "build", "models", "stories260K")]
+    for name in ("llama2", "qwen3"):
+        src = os.path.join(NPM, f"tokenizer-{name}", "models", "tokenizer.json")
+        if os.path.exists(src):
+            d = os.path.join(tmp, name)
+            os.makedirs(d)
+            shutil.copy(src, d)
+            dirs.append(d)
+    return dirs
+
+
+def seconds(pert, tok, path, runs):
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        r = subprocess.run([pert, "tokenize", "-m", tok, "-f", path, "--json"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
+        times.append(time.perf_counter() - t)
+        if r.returncode != 0:
+            sys.exit(f"tokenizer_scaling.py: pert tokenize -m {tok} -f {path}: {r.stderr.decode().strip()}")
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1,4,16", help="text sizes in MB, comma-separated (default %(default)s)")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs per file, the median kept (default %(default)s)")
+    ap.add_argument("--tokenizers", help="comma-separated directories holding tokenizer.json (default: see above)")
+    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
+    ap.add_argument("--out", help="JSON file for every figure")
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    if not os.path.exists(WIKI):
+        sys.exit(f"tokenizer_scaling.py: {WIKI} not found (../shared beside the repository)")
+    wiki = open(WIKI, "rb").read()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        toks = a.tokenizers.split(",") if a.tokenizers else default_tokenizers(tmp)
+        empty = os.path.join(tmp, "empty.txt")
+        open(empty, "wb").close()
+        files = {}
+        for mb in sizes:
+            n = mb * 10**6
+            for kind, unit in (("wikitext", wiki), ("spaces", b" ")):
+                path = os.path.join(tmp, f"{kind}-{mb}.txt")
+                with open(path, "wb") as f:
+                    f.write((unit * (n // len(unit) + 1))[:n])
+                files[(kind, mb)] = path
+        for tok in toks:
+            base = seconds(a.pert, tok, empty, a.runs)
+            for kind in ("wikitext", "spaces"):
+                rates = []
+                for mb in sizes:
+                    s = max(seconds(a.pert, tok, files[(kind, mb)], a.runs) - base, 1e-6)
+                    rates.append(mb / s)
+                rows.append({"tokenizer": os.path.basename(os.path.normpath(tok)), "text": kind, "sizes_mb": sizes,
+                             "mb_per_s": rates, "startup_s": base})
+                print(f"{rows[-1]['tokenizer']} {kind}: " + ", ".join(f"{r:.2f} MB/s" for r in rates), file=sys.stderr)
+    print(f"pert tokenize, whole file, MB/s (median of {a.runs} runs, start-up subtracted)\n")
+    print("| tokenizer | text | " + " | ".join(f"{mb} MB" for mb in sizes) + f" | {sizes[-1]} MB / {sizes[0]} MB |")
+    print("|---|---|" + "---:|" * (len(sizes) + 1))
+    for r in rows:
+        print(f"| {r['tokenizer']} | {r['text']} | " + " | ".join(f"{x:.2f}" for x in r["mb_per_s"]) +
+              f" | {r['mb_per_s'][-1] / r['mb_per_s'][0]:.2f} |")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
