@@ -246,6 +246,11 @@ TEST_CASE("catalogue: refused before any text is generated", "[catalogue]") {
   require_refusal(run_pert({"generate", "-m", models + "/xpos", "-t", "1", "-p", "Once", "-n", "100", "--set",
                             "position.xpos.scale_base=1"}),
                   {"-c 128", "rope+xpos position table (64 positions)", "pass -c 64"});
+  // A config claiming 16M trained positions: positions' default distance stays within the
+  // flags' bound (it profiled every one of them, 15 GB, before).
+  const Run r = run_pert({"positions", "-m", models + "/rope", "--set", "max_position_embeddings=16777216"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::Contains("query at position 131072"));
 }
 
 TEST_CASE("catalogue: sweep files with fields of the wrong type", "[catalogue]") {

@@ -27,7 +27,8 @@ void run(const PositionsArgs& a) {
   const std::filesystem::path dir = resolve_model_dir(a.model_dir);
   const auto model = Model::load(dir, a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = model->config();
-  const int distance = a.distance > 0 ? a.distance : c.max_position_embeddings - 1;
+  // The default follows the trained length within the flags' own bound (a config may claim 16M).
+  const int distance = a.distance > 0 ? a.distance : std::min(c.max_position_embeddings - 1, kMaxPosition);
   const int query_pos = a.query_pos >= 0 ? a.query_pos : distance;
   const auto profile = distance_profile(c, [&](const std::string& name) { return model->tensor(name); }, query_pos,
                                         distance);
@@ -83,7 +84,7 @@ void add_positions(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("positions", "The positional scheme's attention logit against distance (q = k = ones)");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
   // Bounded: the profile holds every key's position vector (positions x hidden floats).
-  cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1)")
+  cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1, at most 131072)")
       ->check(int_in(1, kMaxPosition));
   cmd->add_option("--query-pos", a->query_pos, "Position of the query (default: the largest distance)")
       ->check(int_in(0, kMaxPosition));

@@ -18,7 +18,9 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
                 ": need 0 <= distance <= query position < 2^31 - 1");
   const int n_keys = query_pos + 1, hd = c.head_dim, d = c.hidden_size;
   // [n_keys][d] position vectors, or [n_keys][hd] keys twice (and far ones), and the rows out.
-  require_memory(4.0 * n_keys * std::max(double(d), 4.0 * hd) + 8.0 * c.n_heads * (max_distance + 1.0),
+  // Position vectors [n_keys][d], or keys (and far keys) [n_keys][hd] with the scheme's cos,
+  // sin and scale tables; rows of doubles out.
+  require_memory(4.0 * n_keys * (std::max(double(d), 4.0 * hd) + 2.0 * hd) + 8.0 * c.n_heads * (max_distance + 1.0),
                  "--query-pos " + std::to_string(query_pos) + " (a profile over " + std::to_string(n_keys) + " keys)",
                  "; pass a smaller --query-pos or --distance");
   std::unique_ptr<PositionEncoding> pe = make_position_encoding(c, tensors);
