@@ -44,7 +44,6 @@ std::string normal_dir(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
   return (p.has_filename() ? p : p.parent_path()).string();
 }
-std::string name_of(const std::string& dir) { return fs::path(normal_dir(dir)).filename().string(); }
 
 template <class T>
 std::vector<T> unique_in_order(const std::vector<T>& v) {
@@ -83,11 +82,8 @@ std::vector<std::string> config_labels(const std::vector<std::string>& configs, 
   std::vector<std::string> labels = given;
   if (labels.empty()) {
     std::map<std::string, int> uses;
-    for (const std::string& c : configs) ++uses[c == kPlain ? kPlain : fs::path(c).stem().string()];
-    for (const std::string& c : configs) {
-      const std::string stem = c == kPlain ? kPlain : fs::path(c).stem().string();
-      labels.push_back(uses[stem] > 1 ? c : stem);
-    }
+    for (const std::string& c : configs) ++uses[config_stem(c)];
+    for (const std::string& c : configs) labels.push_back(uses[config_stem(c)] > 1 ? c : config_stem(c));
   }
   for (size_t i = 0; i < labels.size(); ++i)
     for (size_t j = 0; j < i; ++j)
@@ -202,7 +198,7 @@ void run_sweep(const SweepArgs& a) {
               {"config", cell.config},        {"label", label_of[cell.config]},
               {"config_hash", hash_of[cell.config]}, {"length", cell.length},
               {"pert_version", PERT_VERSION}};
-    const std::string label = name_of(cell.model) + " " + label_of[cell.config] + " @" + std::to_string(cell.length);
+    const std::string label = model_name(cell.model) + " " + label_of[cell.config] + " @" + std::to_string(cell.length);
     // A model or config that does not load stops the sweep (what is done so far is saved); one
     // that would replace the trained scheme is a row of error cells.
     if (loaded_key != cell.model + "\n" + cell.config) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "pert/config.hpp"
 #include "pert/error.hpp"
@@ -16,12 +18,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string stem_of(const std::string& config) { return config == kPlain ? kPlain : fs::path(config).stem().string(); }
-std::string name_of(const std::string& dir) {
-  const fs::path p = fs::path(dir).lexically_normal();
-  return (p.has_filename() ? p : p.parent_path()).filename().string();
-}
 
 // The real path where it can be had ("models/rope", "./models/rope/" and its absolute path are one).
 std::string real_path(const std::string& p) {
@@ -62,7 +58,7 @@ const FieldRule kCellFields[] = {
 // Where an older file left a field out, what it meant.
 void complete_cell(json& c) {
   const std::string config = c["config"];
-  if (!c.contains("label")) c["label"] = stem_of(config);
+  if (!c.contains("label")) c["label"] = config_stem(config);
   if (!c.contains("config_hash")) {
     std::error_code ec;
     c["config_hash"] = config == kPlain ? std::string(kPlain)
@@ -88,18 +84,27 @@ std::map<std::string, std::string> model_names(const json& cells) {
   std::map<std::string, std::string> path_of_name, name;
   std::map<std::string, bool> clash;
   for (const json& c : cells) {
-    const std::string model = c["model"], key = real_path(model), n = name_of(model);
+    const std::string model = c["model"], key = real_path(model), n = model_name(model);
     if (path_of_name.count(n) && path_of_name[n] != key) clash[n] = true;
     path_of_name[n] = key;
   }
   for (const json& c : cells) {
     const std::string model = c["model"];
-    name[model] = clash[name_of(model)] ? fs::path(model).lexically_normal().string() : name_of(model);
+    name[model] = clash[model_name(model)] ? fs::path(model).lexically_normal().string() : model_name(model);
   }
   return name;
 }
 
 }  // namespace
+
+std::string config_stem(const std::string& config) {
+  return config == kPlain ? kPlain : fs::path(config).stem().string();
+}
+
+std::string model_name(const std::string& dir) {
+  const fs::path p = fs::path(dir).lexically_normal();
+  return (p.has_filename() ? p : p.parent_path()).filename().string();
+}
 
 std::string content_hash(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -174,12 +179,19 @@ void order_cells(json& cells) {
     model_rank.emplace(model, model_rank.size());
     row_rank.emplace(model + "\n" + c["config_hash"].get<std::string>(), row_rank.size());
   }
-  auto rank = [&](const json& c) {
+  // Each cell's rank once (a real path is a filesystem call), then the cells in rank order.
+  std::vector<std::pair<std::tuple<size_t, size_t, int>, size_t>> order;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const json& c = cells[i];
     const std::string model = real_path(c["model"]);
-    return std::tuple(model_rank[model], row_rank[model + "\n" + c["config_hash"].get<std::string>()],
-                      c["length"].get<int>());
-  };
-  std::stable_sort(cells.begin(), cells.end(), [&](const json& x, const json& y) { return rank(x) < rank(y); });
+    order.push_back({{model_rank[model], row_rank[model + "\n" + c["config_hash"].get<std::string>()],
+                      c["length"].get<int>()},
+                     i});
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  json sorted = json::array();
+  for (const auto& [rank, i] : order) sorted.push_back(std::move(cells[i]));
+  cells = std::move(sorted);
 }
 
 std::string markdown_table(const json& cells) {

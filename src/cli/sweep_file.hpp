@@ -11,6 +11,11 @@ namespace pert::cli {
 
 constexpr const char* kPlain = "plain";  // --config plain: the model's own config.json
 
+// A config's default row label: its file name without extension ("plain" for the keyword).
+std::string config_stem(const std::string& config);
+// A model directory's name: "models/rope/" and "./models/rope" are both "rope".
+std::string model_name(const std::string& dir);
+
 // A file's content as 16 hex digits (FNV-1a, 64 bits): a changed file is another config or text.
 std::string content_hash(const std::filesystem::path& path);
 
