@@ -98,6 +98,32 @@ TEST_CASE("tokenizer pipeline: Split behaviours", "[tokenizer]") {
   CHECK(with(split(space, "Contiguous")).encode("a  b") == ids(plain, {"a", "  ", "b"}));  // two delimiters, one part
   CHECK(with(split({{"Regex", "[ab]"}}, "Removed", true)).encode("a b") == ids(plain, {"a", "b"}));  // invert: the letters are kept
   CHECK(with(split({{"Regex", "\\s+"}}, "Isolated")).encode("a  b") == ids(plain, {"a", "  ", "b"}));
+  // HF's own example (SplitDelimiterBehavior's documentation): "the-final--countdown" on "-".
+  const json words = bpe({"t", "h", "e", "f", "i", "n", "a", "l", "c", "o", "u", "d", "w", "-", "th", "the", "fi", "fin", "fina",
+                          "final", "co", "cou", "coun", "count", "countd", "countdo", "countdow", "countdown", "the-", "final-",
+                          "-final", "-countdown", "--", "-the"},
+                         {{"t", "h"}, {"th", "e"}, {"f", "i"}, {"fi", "n"}, {"fin", "a"}, {"fina", "l"}, {"c", "o"}, {"co", "u"},
+                          {"cou", "n"}, {"coun", "t"}, {"count", "d"}, {"countd", "o"}, {"countdo", "w"}, {"countdow", "n"},
+                          {"the", "-"}, {"final", "-"}, {"-", "final"}, {"-", "countdown"}, {"-", "-"}, {"-", "the"}});
+  auto parts = [&](const std::string& behavior, const std::string& text, bool invert = false) {
+    json k = words;
+    k["pre_tokenizer"] = split({{"String", "-"}}, behavior, invert);
+    return make(k).encode(text);
+  };
+  const Tokenizer w = make(words);
+  const std::string text = "the-final--countdown";
+  CHECK(parts("Removed", text) == ids(w, {"the", "final", "countdown"}));
+  CHECK(parts("Isolated", text) == ids(w, {"the", "-", "final", "-", "-", "countdown"}));
+  CHECK(parts("MergedWithPrevious", text) == ids(w, {"the-", "final-", "-", "countdown"}));
+  CHECK(parts("MergedWithNext", text) == ids(w, {"the", "-final", "-", "-countdown"}));
+  CHECK(parts("Contiguous", text) == ids(w, {"the", "-", "final", "--", "countdown"}));
+  // Delimiters at both ends; and with invert the words are the matches.
+  CHECK(parts("MergedWithNext", "--the-") == ids(w, {"-", "-the", "-"}));
+  CHECK(parts("MergedWithPrevious", "--the-") == ids(w, {"-", "-", "the-"}));
+  CHECK(parts("Contiguous", "--the-") == ids(w, {"--", "the", "-"}));
+  CHECK(parts("MergedWithNext", "the-final", true) == ids(w, {"the-", "final"}));
+  CHECK(parts("MergedWithPrevious", "the-final", true) == ids(w, {"the", "-final"}));
+  CHECK(parts("MergedWithPrevious", "-countdown-", true) == ids(w, {"-countdown", "-"}));
   REQUIRE_THROWS_NAMING(with(split(space, "Sideways")), FormatError, "tok.json: pre_tokenizer.behavior", "Sideways");
   REQUIRE_THROWS_NAMING(with(split({{"Regex", "(a"}}, "Isolated")), FormatError, "tok.json: pre_tokenizer.pattern.Regex",
                         "invalid regex", "missing closing parenthesis");
@@ -314,4 +340,12 @@ TEST_CASE("tokenizer pipeline: a regex that backtracks without end stops with an
   const Tokenizer t = make(j);
   CHECK(t.encode("aaab") == std::vector<int>{0, 0, 0, 1});
   REQUIRE_THROWS_NAMING(t.encode(std::string(5000, 'a') + "b"), Error, "tok.json: pre_tokenizer.pattern.Regex", "gave up");
+}
+
+TEST_CASE("tokenizer pipeline: a regex may scan the whole of a long text, once per match", "[tokenizer]") {
+  // Qwen's \s*[\r\n]+ backtracks over a whole run of spaces before \s+(?!\S) takes it: 16 MB of
+  // spaces is more steps than PCRE2's default limit, but linear, so it is no runaway.
+  json j = bpe({"a", " "});
+  j["pre_tokenizer"] = split({{"Regex", "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}, "Removed");
+  CHECK(make(j).encode(std::string(16'000'000, ' ') + "a") == std::vector<int>{0});
 }

@@ -43,9 +43,23 @@ void run_tokenize(const TokenizeArgs& a) {
   std::vector<std::vector<int>> ids;
   for (std::string_view input : inputs) ids.push_back(tok.encode(input, a.add_special, !a.no_parse_special));
 
-  if (a.json) {
-    const nlohmann::json out = a.lines ? nlohmann::json(ids) : nlohmann::json(ids.front());
-    std::cout << out.dump() << "\n";
+  if (a.json) {  // written as they are: a json array would hold 16 bytes more per id
+    auto write_ids = [](const std::vector<int>& line) {
+      std::cout << '[';
+      for (size_t i = 0; i < line.size(); ++i) std::cout << (i ? "," : "") << line[i];
+      std::cout << ']';
+    };
+    if (!a.lines) {
+      write_ids(ids.front());
+    } else {
+      std::cout << '[';
+      for (size_t line = 0; line < ids.size(); ++line) {
+        if (line > 0) std::cout << ',';
+        write_ids(ids[line]);
+      }
+      std::cout << ']';
+    }
+    std::cout << "\n";
     return;
   }
   for (size_t line = 0; line < ids.size(); ++line) {

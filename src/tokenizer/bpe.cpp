@@ -132,36 +132,43 @@ void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
   if (sym.empty()) return;
   sym.back().next = -1;
 
-  // Merge the adjacent pair of lowest rank, leftmost first, until none applies.
-  struct Candidate {
-    int rank, pos, left, right, merged;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  // Merge the adjacent pair of lowest rank, leftmost first, until none applies. A candidate is
+  // one number, rank << 32 | position, so the heap orders it as HF does and stays small (long
+  // pre-tokens: a run of a million spaces is one); a popped candidate whose pair has changed
+  // since is stale, known by its pair's rank (each rank is one pair).
+  auto merge_at = [&](int i) -> const std::pair<int, int>* {  // (rank, merged id) of i's pair
+    if (i < 0 || sym[size_t(i)].id < 0 || sym[size_t(i)].next < 0) return nullptr;
+    auto it = merges_.find(pair_key(sym[size_t(i)].id, sym[size_t(sym[size_t(i)].next)].id));
+    return it == merges_.end() ? nullptr : &it->second;
   };
-  thread_local std::vector<Candidate> heap;
+  thread_local std::vector<uint64_t> heap;
   heap.clear();
-  const auto later = std::greater<Candidate>();
-  auto consider = [&](int i) {
-    if (i < 0 || sym[size_t(i)].next < 0) return;
-    const int l = sym[size_t(i)].id, r = sym[size_t(sym[size_t(i)].next)].id;
-    auto it = merges_.find(pair_key(l, r));
-    if (it == merges_.end()) return;
-    heap.push_back({it->second.first, i, l, r, it->second.second});
-    std::push_heap(heap.begin(), heap.end(), later);
+  const auto later = std::greater<uint64_t>();
+  auto candidate = [&](int i) {
+    const auto* m = merge_at(i);
+    if (m) heap.push_back(uint64_t(uint32_t(m->first)) << 32 | uint32_t(i));
+    return m != nullptr;
   };
-  for (int i = 0; i < int(sym.size()); ++i) consider(i);
+  for (int i = 0; i < int(sym.size()); ++i) candidate(i);
+  std::make_heap(heap.begin(), heap.end(), later);  // linear, where pushing each would not be
+  auto consider = [&](int i) {
+    if (candidate(i)) std::push_heap(heap.begin(), heap.end(), later);
+  };
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), later);
-    const Candidate c = heap.back();
+    const uint64_t top = heap.back();
     heap.pop_back();
-    Symbol& left = sym[size_t(c.pos)];
-    if (left.id != c.left || left.next < 0 || sym[size_t(left.next)].id != c.right) continue;  // stale
+    const int pos = int(uint32_t(top)), rank = int(top >> 32);
+    const auto* m = merge_at(pos);
+    if (!m || m->first != rank) continue;  // stale
+    Symbol& left = sym[size_t(pos)];
     Symbol& right = sym[size_t(left.next)];
-    left.id = c.merged;
+    left.id = m->second;
     right.id = -1;
     left.next = right.next;
-    if (left.next >= 0) sym[size_t(left.next)].prev = c.pos;
+    if (left.next >= 0) sym[size_t(left.next)].prev = pos;
     consider(left.prev);
-    consider(c.pos);
+    consider(pos);
   }
   for (int i = 0; i >= 0; i = sym[size_t(i)].next) out.push_back(sym[size_t(i)].id);
 }

@@ -11,6 +11,7 @@
 //   added_tokens special lstrip rstrip single_word normalized
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,15 +58,17 @@ const std::string& byte_to_char(unsigned char b);
 int char_to_byte(char32_t c);
 
 // --- regex.cpp: PCRE2 patterns and HF's {"String": ...} / {"Regex": ...} ------------------------
+using MatchSink = std::function<void(size_t start, size_t end)>;  // one match, as byte offsets
+
 class Regex {
  public:
   // Compiles `pattern` (Oniguruma syntax as HF writes it); a bad one is a FormatError naming
   // `where` (file and key) and PCRE2's message.
   Regex(const std::string& pattern, const std::string& where);
-  // Non-overlapping matches in `s` as (start, end), Oniguruma's order (an empty match right
-  // after the previous match is skipped). Throws Error naming `where` when PCRE2 gives up
+  // Each non-overlapping match in `s`, in Oniguruma's order (an empty match right after the
+  // previous match is skipped), as it is found. Throws Error naming `where` when PCRE2 gives up
   // (match, depth or heap limit: a pattern that backtracks without end on this input).
-  void find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>& out) const;
+  void for_each_match(std::string_view s, const MatchSink& sink) const;
 
  private:
   std::shared_ptr<pcre2_real_code_8> code_;
@@ -76,7 +79,7 @@ class Regex {
 class Pattern {
  public:
   Pattern(const json& j, const Source& src, const std::string& key);
-  void find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>& out) const;
+  void for_each_match(std::string_view s, const MatchSink& sink) const;
   // A literal of one character (so it can never match across two tokens' text).
   bool single_char() const { return !regex_ && utf8_length(literal_) == 1; }
   const std::string& literal() const { return literal_; }
@@ -100,10 +103,12 @@ struct Piece {
   std::string text;
   bool at_start;  // begins at offset 0 of the whole input (Metaspace's prepend_scheme "first")
 };
+using PieceSink = std::function<void(Piece& part)>;  // may consume (move from) the part
 struct PreTokenizer {
   virtual ~PreTokenizer() = default;
-  // Replaces each piece by its parts (empty parts are dropped, as HF does).
-  virtual void split(std::vector<Piece>& pieces) const = 0;
+  // Hands `piece`'s parts to `sink` in order as they are found (empty parts are dropped, as HF
+  // does): a text is encoded a pre-token at a time, never holding all its pre-tokens at once.
+  virtual void split(Piece& piece, const PieceSink& sink) const = 0;
 };
 std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j, const Source& src, const std::string& key);
 

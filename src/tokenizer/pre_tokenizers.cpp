@@ -1,4 +1,4 @@
-// Pre-tokenizers: each splits every piece into parts, with HF's split behaviours.
+// Pre-tokenizers: each splits a piece into parts, with HF's split behaviours, streaming them.
 #include <algorithm>
 
 #include "internal.hpp"
@@ -8,81 +8,87 @@ namespace pert::tokenizer {
 
 namespace {
 
-using Ranges = std::vector<std::pair<size_t, size_t>>;
-
 enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
-// HF's NormalizedString::split: `found` are the pattern's matches in `in.text`; with `invert`
-// the text between them is what matched. Parts are appended to `out`, empty ones dropped.
-void split_piece(const Piece& in, const Ranges& found, bool invert, Behavior behavior, std::vector<Piece>& out) {
-  struct Segment {
-    size_t start, end;
-    bool match;
-  };
-  thread_local std::vector<Segment> segments, parts;
-  segments.clear();
-  size_t prev = 0;
-  for (const auto& [start, end] : found) {
-    if (prev != start) segments.push_back({prev, start, invert});
-    segments.push_back({start, end, !invert});
-    prev = end;
+// HF's NormalizedString::split, streamed: the pattern's matches in `in.text` arrive in order
+// through match(), and each part is handed to the sink as soon as no later match can change
+// it; empty parts are dropped. With `invert` the text between the matches is what matched.
+class Splitter {
+ public:
+  Splitter(const Piece& in, bool invert, Behavior behavior, const PieceSink& sink)
+      : in_(in), invert_(invert), behavior_(behavior), sink_(sink) {}
+  void match(size_t start, size_t end) {
+    if (prev_ != start) segment(prev_, start, invert_);
+    segment(start, end, !invert_);
+    prev_ = end;
   }
-  if (prev != in.text.size()) segments.push_back({prev, in.text.size(), invert});
-
-  parts.clear();  // here `match` means "remove"
-  bool previous_match = false;
-  switch (behavior) {
-    case Behavior::Removed:
-      parts = segments;
-      break;
-    case Behavior::Isolated:
-      for (const Segment& s : segments) parts.push_back({s.start, s.end, false});
-      break;
-    case Behavior::Contiguous:
-      for (const Segment& s : segments) {
-        if (s.match == previous_match && !parts.empty()) parts.back().end = s.end;
-        else parts.push_back({s.start, s.end, false});
-        previous_match = s.match;
-      }
-      break;
-    case Behavior::MergedWithPrevious:
-      for (const Segment& s : segments) {
-        if (s.match && !previous_match && !parts.empty()) parts.back().end = s.end;
-        else parts.push_back({s.start, s.end, false});
-        previous_match = s.match;
-      }
-      break;
-    case Behavior::MergedWithNext:
-      for (size_t i = segments.size(); i-- > 0;) {
-        const Segment& s = segments[i];
-        if (s.match && !previous_match && !parts.empty()) parts.back().start = s.start;
-        else parts.push_back({s.start, s.end, false});
-        previous_match = s.match;
-      }
-      std::reverse(parts.begin(), parts.end());
-      break;
+  void finish() {
+    if (prev_ != in_.text.size()) segment(prev_, in_.text.size(), invert_);
+    if (held_) emit(held_start_, held_end_);
   }
-  for (const Segment& p : parts)
-    if (!p.match && p.end > p.start) out.push_back({in.text.substr(p.start, p.end - p.start), in.at_start && p.start == 0});
-}
 
-// Every character for which `pred` holds, as a match of its own (HF's Fn(char) pattern).
+ private:
+  const Piece& in_;
+  bool invert_;
+  Behavior behavior_;
+  const PieceSink& sink_;
+  size_t prev_ = 0;
+  bool previous_match_ = false;
+  bool held_ = false;  // a part that the next segment may still extend
+  size_t held_start_ = 0, held_end_ = 0;
+  Piece part_;
+
+  void hold(size_t start, size_t end) {
+    if (held_) emit(held_start_, held_end_);
+    held_ = true, held_start_ = start, held_end_ = end;
+  }
+  void segment(size_t start, size_t end, bool match) {
+    switch (behavior_) {
+      case Behavior::Removed:
+        if (!match) emit(start, end);
+        break;
+      case Behavior::Isolated:
+        emit(start, end);
+        break;
+      case Behavior::Contiguous:  // runs of matches, and runs of the rest, as one part each
+        if (held_ && match == previous_match_) held_end_ = end;
+        else hold(start, end);
+        break;
+      case Behavior::MergedWithPrevious:  // a match joins the part before it
+        if (held_ && match && !previous_match_) held_end_ = end;
+        else hold(start, end);
+        break;
+      case Behavior::MergedWithNext:  // a match joins the part after it, unless that is a match
+        if (held_ && !match && previous_match_) {
+          emit(held_start_, end);
+          held_ = false;
+        } else if (match) {
+          hold(start, end);
+        } else {
+          emit(start, end);
+        }
+        break;
+    }
+    previous_match_ = match;
+  }
+  void emit(size_t start, size_t end) {
+    if (end == start) return;
+    part_.text.assign(in_.text, start, end - start);
+    part_.at_start = in_.at_start && start == 0;
+    sink_(part_);
+  }
+};
+
+// Splits `in` at every character for which `pred` holds (HF's Fn(char) pattern).
 template <class Pred>
-void find_chars(std::string_view s, Pred pred, Ranges& out) {
-  out.clear();
+void split_chars(const Piece& in, Pred pred, Behavior behavior, const PieceSink& sink) {
+  Splitter splitter(in, false, behavior, sink);
+  const std::string& s = in.text;
   for (size_t i = 0; i < s.size();) {
     const size_t at = i;
-    if (pred(utf8_decode(s, i))) out.emplace_back(at, i);
+    if (pred(utf8_decode(s, i))) splitter.match(at, i);
   }
-}
-
-// Applies `one` to each piece in turn.
-template <class One>
-void split_each(std::vector<Piece>& pieces, One one) {
-  std::vector<Piece> out;
-  out.reserve(pieces.size());
-  for (Piece& p : pieces) one(p, out);
-  pieces.swap(out);
+  splitter.finish();
 }
 
 struct Split : PreTokenizer {
@@ -90,12 +96,10 @@ struct Split : PreTokenizer {
   Behavior behavior;
   bool invert;
   Split(Pattern p, Behavior b, bool i) : pattern(std::move(p)), behavior(b), invert(i) {}
-  void split(std::vector<Piece>& pieces) const override {
-    Ranges found;
-    split_each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      pattern.find_all(p.text, found);
-      split_piece(p, found, invert, behavior, out);
-    });
+  void split(Piece& piece, const PieceSink& sink) const override {
+    Splitter splitter(piece, invert, behavior, sink);
+    pattern.for_each_match(piece.text, [&](size_t start, size_t end) { splitter.match(start, end); });
+    splitter.finish();
   }
 };
 
@@ -108,47 +112,35 @@ const Regex& gpt2_regex() {
 struct ByteLevel : PreTokenizer {
   bool add_prefix_space, use_regex;
   ByteLevel(bool a, bool u) : add_prefix_space(a), use_regex(u) {}
-  void split(std::vector<Piece>& pieces) const override {
-    Ranges found;
-    split_each(pieces, [&](Piece& p, std::vector<Piece>& out) {
-      if (add_prefix_space && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, " ");
-      const size_t first = out.size();
-      if (use_regex) {
-        gpt2_regex().find_all(p.text, found);
-        split_piece(p, found, false, Behavior::Isolated, out);
-      } else if (!p.text.empty()) {
-        out.push_back(std::move(p));
-      }
-      for (size_t i = first; i < out.size(); ++i) {  // each byte as its printable character
-        std::string mapped;
-        mapped.reserve(out[i].text.size() * 2);
-        for (unsigned char b : out[i].text) mapped += byte_to_char(b);
-        out[i].text.swap(mapped);
-      }
-    });
+  void split(Piece& piece, const PieceSink& sink) const override {
+    if (add_prefix_space && (piece.text.empty() || piece.text[0] != ' ')) piece.text.insert(0, " ");
+    std::string mapped;
+    const PieceSink map_bytes = [&](Piece& part) {  // each byte as its printable character
+      mapped.clear();
+      for (unsigned char b : part.text) mapped += byte_to_char(b);
+      part.text.swap(mapped);
+      sink(part);
+    };
+    if (!use_regex) {
+      if (!piece.text.empty()) map_bytes(piece);
+      return;
+    }
+    Splitter splitter(piece, false, Behavior::Isolated, map_bytes);
+    gpt2_regex().for_each_match(piece.text, [&](size_t start, size_t end) { splitter.match(start, end); });
+    splitter.finish();
   }
 };
 
 struct Digits : PreTokenizer {
   bool individual;
   explicit Digits(bool i) : individual(i) {}
-  void split(std::vector<Piece>& pieces) const override {
-    Ranges found;
-    split_each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      find_chars(p.text, is_numeric, found);
-      split_piece(p, found, false, individual ? Behavior::Isolated : Behavior::Contiguous, out);
-    });
+  void split(Piece& piece, const PieceSink& sink) const override {
+    split_chars(piece, is_numeric, individual ? Behavior::Isolated : Behavior::Contiguous, sink);
   }
 };
 
 struct WhitespaceSplit : PreTokenizer {
-  void split(std::vector<Piece>& pieces) const override {
-    Ranges found;
-    split_each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      find_chars(p.text, is_whitespace, found);
-      split_piece(p, found, false, Behavior::Removed, out);
-    });
-  }
+  void split(Piece& piece, const PieceSink& sink) const override { split_chars(piece, is_whitespace, Behavior::Removed, sink); }
 };
 
 enum class PrependScheme { Always, First, Never };
@@ -158,32 +150,34 @@ struct Metaspace : PreTokenizer {
   PrependScheme scheme;
   bool split_words;
   Metaspace(std::string r, PrependScheme s, bool w) : replacement(std::move(r)), scheme(s), split_words(w) {}
-  void split(std::vector<Piece>& pieces) const override {
-    Ranges found;
-    split_each(pieces, [&](Piece& p, std::vector<Piece>& out) {
-      std::string text;
-      text.reserve(p.text.size() + 8);
-      for (char c : p.text) c == ' ' ? text += replacement : text += c;
-      const bool starts = text.compare(0, replacement.size(), replacement) == 0;
-      if (!starts && (scheme == PrependScheme::Always || (scheme == PrependScheme::First && p.at_start)))
-        text.insert(0, replacement);
-      p.text.swap(text);
-      if (!split_words) {
-        if (!p.text.empty()) out.push_back(std::move(p));
-        return;
-      }
-      found.clear();
-      for (size_t at = p.text.find(replacement); at != std::string::npos; at = p.text.find(replacement, at + replacement.size()))
-        found.emplace_back(at, at + replacement.size());
-      split_piece(p, found, false, Behavior::MergedWithNext, out);
-    });
+  void split(Piece& piece, const PieceSink& sink) const override {
+    std::string text;
+    text.reserve(piece.text.size() + 8);
+    for (char c : piece.text) c == ' ' ? text += replacement : text += c;
+    const bool starts = text.compare(0, replacement.size(), replacement) == 0;
+    if (!starts && (scheme == PrependScheme::Always || (scheme == PrependScheme::First && piece.at_start)))
+      text.insert(0, replacement);
+    piece.text.swap(text);
+    if (!split_words) {
+      if (!piece.text.empty()) sink(piece);
+      return;
+    }
+    Splitter splitter(piece, false, Behavior::MergedWithNext, sink);
+    for (size_t at = piece.text.find(replacement); at != std::string::npos; at = piece.text.find(replacement, at + replacement.size()))
+      splitter.match(at, at + replacement.size());
+    splitter.finish();
   }
 };
 
+// Each step splits the parts of the one before; the chain of sinks is built once per text.
 struct Sequence : PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> steps;
-  void split(std::vector<Piece>& pieces) const override {
-    for (const auto& step : steps) step->split(pieces);
+  void split(Piece& piece, const PieceSink& sink) const override {
+    if (steps.empty()) return sink(piece);
+    std::vector<PieceSink> into(steps.size());  // into[i]: what step i hands its parts to
+    into.back() = sink;
+    for (size_t i = steps.size() - 1; i-- > 0;) into[i] = [&, i](Piece& part) { steps[i + 1]->split(part, into[i + 1]); };
+    steps[0]->split(piece, into[0]);
   }
 };
 

@@ -3,6 +3,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "internal.hpp"
 #include "pert/tokenizer.hpp"
 
@@ -11,6 +14,7 @@ namespace pert::tokenizer {
 namespace {
 
 constexpr uint32_t kMatchLimit = 10'000'000;  // PCRE2's default: tens of milliseconds
+constexpr uint64_t kMatchLimitPerByte = 8;     // and this much more per byte of text left
 constexpr uint32_t kDepthLimit = 1'000'000;
 constexpr uint32_t kHeapLimitKiB = 64 * 1024;
 
@@ -20,7 +24,6 @@ struct MatchState {
   pcre2_jit_stack* jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
   pcre2_match_data* data = pcre2_match_data_create(1, nullptr);  // group 0 is all we read
   MatchState() {
-    pcre2_set_match_limit(context, kMatchLimit);
     pcre2_set_depth_limit(context, kDepthLimit);
     pcre2_set_heap_limit(context, kHeapLimitKiB);
     if (jit_stack) pcre2_jit_stack_assign(context, nullptr, jit_stack);
@@ -57,13 +60,15 @@ Regex::Regex(const std::string& pattern, const std::string& where) : where_(wher
   code_.reset(compiled, pcre2_code_free);
 }
 
-void Regex::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>& out) const {
-  out.clear();
+void Regex::for_each_match(std::string_view s, const MatchSink& sink) const {
   if (!valid_utf8(s)) throw Error(where_ + ": regex applied to text that is not UTF-8");
   MatchState& state = match_state();
   const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   size_t pos = 0, last_end = std::string_view::npos;
   while (pos <= s.size()) {
+    // One match may rightly scan the rest of the text (\s*[\r\n]+ backtracking over a run of
+    // spaces), so the limit grows with what is left: runaway backtracking is still stopped.
+    pcre2_set_match_limit(state.context, uint32_t(std::min<uint64_t>(kMatchLimit + kMatchLimitPerByte * uint64_t(s.size() - pos), UINT32_MAX)));
     const int rc = pcre2_match(code_.get(), subject, s.size(), pos, PCRE2_NO_UTF_CHECK, state.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) throw Error(where_ + ": the regex gave up on this input (PCRE2: " + pcre2_message(rc) + ")");
@@ -75,7 +80,7 @@ void Regex::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>&
       pos = start + utf8_char_len(s, start);
       continue;
     }
-    out.emplace_back(start, end);
+    sink(start, end);
     last_end = end;
     pos = end;
     if (start == end) {
@@ -95,25 +100,21 @@ Pattern::Pattern(const json& j, const Source& src, const std::string& key) {
   }
 }
 
-void Pattern::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>& out) const {
-  if (regex_) return regex_->find_all(s, out);
-  out.clear();
+void Pattern::for_each_match(std::string_view s, const MatchSink& sink) const {
+  if (regex_) return regex_->for_each_match(s, sink);
   if (literal_.empty()) return;  // HF: an empty string matches nothing
   for (size_t at = s.find(literal_); at != std::string_view::npos; at = s.find(literal_, at + literal_.size()))
-    out.emplace_back(at, at + literal_.size());
+    sink(at, at + literal_.size());
 }
 
 std::string replace_all(std::string_view s, const Pattern& p, const std::string& content) {
-  thread_local std::vector<std::pair<size_t, size_t>> matches;
-  p.find_all(s, matches);
-  if (matches.empty()) return std::string(s);
   std::string out;
   size_t last = 0;
-  for (const auto& [start, end] : matches) {
+  p.for_each_match(s, [&](size_t start, size_t end) {
     out.append(s, last, start - last);
     out += content;
     last = end;
-  }
+  });
   out.append(s, last, std::string_view::npos);
   return out;
 }

@@ -202,7 +202,7 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special, bool
   const Piece whole{std::string(text), true};
   if (d.raw_matcher.empty()) raw_parts.push_back({whole, -1});
   else d.raw_matcher.split(whole, d.added, parse_special, raw_parts);
-  std::vector<Piece> pieces;
+  const tokenizer::PieceSink encode_piece = [&](Piece& p) { d.model->encode(p.text, out); };
   for (auto& [part, token] : raw_parts) {
     if (token >= 0) {
       out.push_back(d.added[size_t(token)].id);
@@ -218,10 +218,8 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special, bool
         continue;
       }
       if (sub.text.empty()) continue;
-      pieces.clear();
-      pieces.push_back(std::move(sub));
-      if (d.pre_tokenizer) d.pre_tokenizer->split(pieces);
-      for (const Piece& p : pieces) d.model->encode(p.text, out);
+      if (d.pre_tokenizer) d.pre_tokenizer->split(sub, encode_piece);
+      else encode_piece(sub);
     }
   }
   if (add_special) out.insert(out.end(), d.specials.suffix.begin(), d.specials.suffix.end());
