@@ -1,9 +1,14 @@
 // Each stage of the tokenizer.json pipeline on small hand-written files: normalizers,
 // pre-tokenizers, BPE options, added-token flags, post-processors, decoders and streaming.
 // Expected ids follow from HF tokenizers' documented semantics, worked out in the comments.
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "pert/error.hpp"
 #include "pert/tokenizer.hpp"
 #include "test_util.hpp"
+#include "../src/tokenizer/internal.hpp"
 
 using namespace pert;
 
@@ -213,6 +218,70 @@ TEST_CASE("tokenizer pipeline: BPE options", "[tokenizer]") {
   CHECK(make(j).encode("xyab") == std::vector<int>{0, 4});
   j["model"]["merges"] = {"a b"};  // the string form
   CHECK(make(j).encode("ab") == std::vector<int>{4});
+}
+
+TEST_CASE("tokenizer pipeline: BPE merges as the definition says, on words of random merges", "[tokenizer]") {
+  // The definition, naively: merge the lowest-rank adjacent pair, leftmost of equals, until none
+  // applies. Random merges over "ab" make pairs of one rank overlap.
+  std::mt19937 rng(7);
+  std::vector<std::string> pieces = {"a", "b"};
+  Merges merges;
+  std::map<std::pair<std::string, std::string>, size_t> rank;
+  while (merges.size() < 30) {
+    const std::string l = pieces[rng() % pieces.size()], r = pieces[rng() % pieces.size()];
+    if (rank.count({l, r}) || (l + r).size() > 8) continue;
+    rank[{l, r}] = merges.size();
+    merges.push_back({l, r});
+    if (std::find(pieces.begin(), pieces.end(), l + r) == pieces.end()) pieces.push_back(l + r);
+  }
+  const Tokenizer t = make(bpe(pieces, merges));
+  auto naive = [&](const std::string& word) {
+    std::vector<std::string> symbols;
+    for (char c : word) symbols.push_back(std::string(1, c));
+    for (;;) {
+      size_t best = symbols.size(), best_rank = 0;
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+        auto it = rank.find({symbols[i], symbols[i + 1]});
+        if (it != rank.end() && (best == symbols.size() || it->second < best_rank)) best = i, best_rank = it->second;
+      }
+      if (best == symbols.size()) return symbols;
+      symbols[best] += symbols[best + 1];
+      symbols.erase(symbols.begin() + long(best) + 1);
+    }
+  };
+  size_t wrong = 0;
+  for (size_t n = 0; n < 1000; ++n) {
+    std::string word;
+    for (size_t i = 0, length = n < 999 ? 1 + rng() % 40 : 2000; i < length; ++i) word += "ab"[rng() % 2];
+    std::vector<int> expected;
+    for (const std::string& p : naive(word)) expected.push_back(*t.find(p));
+    if (t.encode(word) != expected && wrong++ < 3) CHECK(t.encode(word) == expected);
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("tokenizer pipeline: BPE's candidate queue pops lowest rank, then leftmost", "[tokenizer]") {
+  std::mt19937 rng(11);
+  tokenizer::CandidateQueue queue;
+  for (int round = 0; round < 3; ++round) {  // cleared and reused, as per word
+    queue.clear();
+    std::multiset<std::pair<int, int>> expected;  // (rank, position)
+    int pos = 0;
+    for (int step = 0; step < 20000; ++step) {
+      if (rng() % 3 != 0) {  // mostly left to right within a rank, sometimes back
+        pos = rng() % 8 == 0 ? int(rng() % 1000) : pos + int(rng() % 3);
+        const int rank = int(rng() % 6);
+        queue.push(rank, pos);
+        expected.insert({rank, pos});
+      } else {
+        int rank = -1, at = -1;
+        REQUIRE(queue.pop(rank, at) == !expected.empty());
+        if (expected.empty()) continue;
+        REQUIRE(std::make_pair(rank, at) == *expected.begin());
+        expected.erase(expected.begin());
+      }
+    }
+  }
 }
 
 TEST_CASE("tokenizer pipeline: added tokens and their flags", "[tokenizer]") {

@@ -99,6 +99,50 @@ void Bpe::encode(std::string_view word, std::vector<int>& out) const {
   if (cache_.size() < kCacheEntries) cache_.emplace(std::move(key), std::vector<int>(out.begin() + long(first), out.end()));
 }
 
+void CandidateQueue::clear() {
+  slots_.clear();
+  ranks_.clear();
+  used_ = 0;
+}
+
+void CandidateQueue::push(int rank, int pos) {
+  const auto [it, fresh] = slots_.try_emplace(rank, used_);
+  if (fresh) {
+    if (used_ == buckets_.size()) buckets_.emplace_back();
+    buckets_[used_++].clear();
+  }
+  Bucket& b = buckets_[it->second];
+  if (b.empty()) {
+    ranks_.push_back(rank);
+    std::push_heap(ranks_.begin(), ranks_.end(), std::greater<int>());
+  }
+  if (b.head == b.queue.size()) b.queue.clear(), b.head = 0;
+  if (b.queue.empty() || pos > b.queue.back()) {
+    b.queue.push_back(pos);
+  } else {
+    b.side.push_back(pos);
+    std::push_heap(b.side.begin(), b.side.end(), std::greater<int>());
+  }
+}
+
+bool CandidateQueue::pop(int& rank, int& pos) {
+  if (ranks_.empty()) return false;
+  rank = ranks_.front();
+  Bucket& b = buckets_[slots_.at(rank)];
+  if (b.head < b.queue.size() && (b.side.empty() || b.queue[b.head] < b.side.front())) {
+    pos = b.queue[b.head++];
+  } else {
+    std::pop_heap(b.side.begin(), b.side.end(), std::greater<int>());
+    pos = b.side.back();
+    b.side.pop_back();
+  }
+  if (b.empty()) {
+    std::pop_heap(ranks_.begin(), ranks_.end(), std::greater<int>());
+    ranks_.pop_back();
+  }
+  return true;
+}
+
 void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
   struct Symbol {
     int id, prev, next;
@@ -132,33 +176,21 @@ void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
   if (sym.empty()) return;
   sym.back().next = -1;
 
-  // Merge the adjacent pair of lowest rank, leftmost first, until none applies. A candidate is
-  // one number, rank << 32 | position, so the heap orders it as HF does and stays small (long
-  // pre-tokens: a run of a million spaces is one); a popped candidate whose pair has changed
-  // since is stale, known by its pair's rank (each rank is one pair).
+  // Merge the adjacent pair of lowest rank, leftmost first, until none applies. A popped
+  // candidate whose pair has changed since is stale, known by its pair's rank (one pair a rank).
   auto merge_at = [&](int i) -> const std::pair<int, int>* {  // (rank, merged id) of i's pair
     if (i < 0 || sym[size_t(i)].id < 0 || sym[size_t(i)].next < 0) return nullptr;
     auto it = merges_.find(pair_key(sym[size_t(i)].id, sym[size_t(sym[size_t(i)].next)].id));
     return it == merges_.end() ? nullptr : &it->second;
   };
-  thread_local std::vector<uint64_t> heap;
-  heap.clear();
-  const auto later = std::greater<uint64_t>();
-  auto candidate = [&](int i) {
-    const auto* m = merge_at(i);
-    if (m) heap.push_back(uint64_t(uint32_t(m->first)) << 32 | uint32_t(i));
-    return m != nullptr;
-  };
-  for (int i = 0; i < int(sym.size()); ++i) candidate(i);
-  std::make_heap(heap.begin(), heap.end(), later);  // linear, where pushing each would not be
+  thread_local CandidateQueue queue;
+  queue.clear();
   auto consider = [&](int i) {
-    if (candidate(i)) std::push_heap(heap.begin(), heap.end(), later);
+    if (const auto* m = merge_at(i)) queue.push(m->first, i);
   };
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const uint64_t top = heap.back();
-    heap.pop_back();
-    const int pos = int(uint32_t(top)), rank = int(top >> 32);
+  for (int i = 0; i < int(sym.size()); ++i) consider(i);
+  int rank = 0, pos = 0;
+  while (queue.pop(rank, pos)) {
     const auto* m = merge_at(pos);
     if (!m || m->first != rank) continue;  // stale
     Symbol& left = sym[size_t(pos)];

@@ -113,6 +113,29 @@ struct PreTokenizer {
 std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j, const Source& src, const std::string& key);
 
 // --- bpe.cpp ------------------------------------------------------------------------------------
+// A word's merge candidates, popped in HF's order: lowest rank first, then leftmost. They are
+// kept by rank because within one rank they mostly arrive left to right: those wait in a
+// queue and the few others in a small heap, so a long word (a run of a million spaces is one
+// pre-token) costs O(1) a candidate, not a million-entry heap's O(log n) cache misses.
+class CandidateQueue {
+ public:
+  void clear();
+  void push(int rank, int pos);
+  bool pop(int& rank, int& pos);  // false when empty
+
+ private:
+  struct Bucket {
+    std::vector<int> queue, side;  // positions: in increasing order from queue[head]; a min-heap
+    size_t head = 0;
+    bool empty() const { return head == queue.size() && side.empty(); }
+    void clear() { queue.clear(), side.clear(), head = 0; }
+  };
+  std::unordered_map<int, size_t> slots_;  // rank -> its bucket
+  std::vector<Bucket> buckets_;            // [0, used_) in use; the rest keep their memory
+  size_t used_ = 0;
+  std::vector<int> ranks_;  // min-heap of the ranks whose bucket is not empty
+};
+
 class Bpe {
  public:
   Bpe(const json& model, const Source& src);
