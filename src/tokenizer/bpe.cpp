@@ -13,6 +13,7 @@ uint64_t pair_key(int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_
 
 constexpr size_t kCacheEntries = 10000;  // as HF's BPE cache: later words are not kept
 constexpr size_t kCacheMaxWord = 256;
+constexpr size_t kKeepSymbols = 1 << 16;  // merge_word's buffers kept between words
 
 }  // namespace
 
@@ -147,8 +148,17 @@ void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
   struct Symbol {
     int id, prev, next;
   };
+  // Reused from word to word; a long word's memory is given back after it (a prompt of
+  // megabytes is not kept for the rest of a generation).
   thread_local std::vector<Symbol> sym;
+  thread_local CandidateQueue queue;
+  struct GiveBack {
+    ~GiveBack() {
+      if (sym.capacity() > kKeepSymbols) sym = {}, queue = {};
+    }
+  } give_back;
   sym.clear();
+  sym.reserve(word.size());  // at most a symbol a byte
   auto add = [&](int id) { sym.push_back({id, int(sym.size()) - 1, int(sym.size()) + 1}); };
   int pending_unk = -1;  // HF holds an <unk> back to fuse it with the next unknown character
   for (size_t i = 0; i < word.size();) {
@@ -183,7 +193,6 @@ void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
     auto it = merges_.find(pair_key(sym[size_t(i)].id, sym[size_t(sym[size_t(i)].next)].id));
     return it == merges_.end() ? nullptr : &it->second;
   };
-  thread_local CandidateQueue queue;
   queue.clear();
   auto consider = [&](int i) {
     if (const auto* m = merge_at(i)) queue.push(m->first, i);

@@ -117,6 +117,7 @@ struct ByteLevel : PreTokenizer {
     std::string mapped;
     const PieceSink map_bytes = [&](Piece& part) {  // each byte as its printable character
       mapped.clear();
+      mapped.reserve(2 * part.text.size());
       for (unsigned char b : part.text) mapped += byte_to_char(b);
       part.text.swap(mapped);
       sink(part);
