@@ -250,6 +250,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model_.layers[size_t(l)];
     AttentionShape layer_shape = shape;
+    layer_shape.layer = l;
     layer_shape.window = c.sliding_window.empty() ? 0 : c.sliding_window[size_t(l)];
     // The projections see all S·n rows at once: that is what running sequences in step buys.
     rmsnorm(xb_.data(), x_.data(), w.attn_norm, rows, d, eps);

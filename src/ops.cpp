@@ -171,12 +171,12 @@ void attention_decode(float* out, const float* q, const float* keys, const float
       if (n_far > 0) {
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, s.keys_far + head + ptrdiff_t(key0) * hd, hd,
                     s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
-        if (bias) position.add_bias(scores, h, rule.far_query(pos), key0, n_far);
+        if (bias) position.add_bias(scores, s.layer, h, rule.far_query(pos), key0, n_far);
       }
       if (n_near > 0) {
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, keys + head + ptrdiff_t(split) * hd, hd,
                     q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
-        if (bias) position.add_bias(scores + n_far, h, pos, split, n_near);
+        if (bias) position.add_bias(scores + n_far, s.layer, h, pos, split, n_near);
       }
       const float max = *std::max_element(scores, scores + nk);
       float sum = 0.0f;
@@ -257,11 +257,11 @@ void attention(float* out, const float* q, const float* keys, const float* value
         ranges(0, near, [&](int n0, int count) {  // far pairs
           seen(n0, count, [&](int v0, int n) {
             std::copy(far_row + col(v0), far_row + col(v0) + n, row + col(v0));
-            if (bias) position.add_bias(row + col(v0), h, rule.far_query(m), v0, n);
+            if (bias) position.add_bias(row + col(v0), s.layer, h, rule.far_query(m), v0, n);
           });
         });
         if (bias)
-          ranges(near, m + 1, [&](int n0, int count) { seen(n0, count, [&](int v0, int n) { position.add_bias(row + col(v0), h, m, v0, n); }); });
+          ranges(near, m + 1, [&](int n0, int count) { seen(n0, count, [&](int v0, int n) { position.add_bias(row + col(v0), s.layer, h, m, v0, n); }); });
         softmax(row, col(m) + 1);
         std::fill(row + col(m) + 1, row + cols, 0.0f);
       }

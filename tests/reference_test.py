@@ -65,6 +65,8 @@ CASES = {
     "alibi": ({"type": "alibi"}, {}, False),
     "alibi_6_heads": ({"type": "alibi", "max_bias": 6.0}, {"hidden": 96, "heads": 6, "kv_heads": 3}, False),
     "t5": ({"type": "t5", "num_buckets": 16, "max_distance": 48}, {}, False),
+    "kerple": ({"type": "kerple"}, {}, False),
+    "kerple_eps": ({"type": "kerple", "eps": 0.3}, {"layers": 3}, False),
     "hf_yarn_partial": (None, {"extra_config": {"rope_theta": 5000.0, "partial_rotary_factor": 0.5,
                                                 "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}, False),
     "hf_llama3_tied_mha": (None, {"tie": True, "kv_heads": 4,
@@ -117,6 +119,8 @@ CASES = {
     # Mistral's window of 8 inside the default streaming window (L - 4): the sinks stay visible
     "extend_streaming_mistral": (None, {"extend": {"streaming": {}}, "extra_config": MISTRAL}, False),
     "extend_blockwise": ({"type": "rope"}, {"extend": {"blockwise": {"block": 16}}}, False),
+    "extend_streaming_kerple": ({"type": "kerple"}, {"extend": {"streaming": {"sinks": 4, "window": 16,
+                                                                             "positions": "original"}}}, False),
     "extend_blockwise_t5": ({"type": "t5", "num_buckets": 16, "max_distance": 48},
                             {"extend": {"blockwise": {"block": 16}}}, False),
 }

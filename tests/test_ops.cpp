@@ -193,7 +193,7 @@ std::vector<double> naive_attention(const std::vector<float>& q, const std::vect
 struct ArbitraryBias final : PositionEncoding {
   static double bias(int h, int m, int n) { return std::sin(0.3 * m + 0.7 * n * n + h); }
   bool has_bias() const override { return true; }
-  void add_bias(float* scores, int head, int query_pos, int key0, int n_keys) const override {
+  void add_bias(float* scores, int, int head, int query_pos, int key0, int n_keys) const override {
     for (int i = 0; i < n_keys; ++i) scores[i] += float(bias(head, query_pos, key0 + i));
   }
 };

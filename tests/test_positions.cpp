@@ -1,6 +1,7 @@
 // Property tests of the positional schemes (DESIGN.md §3) through the public interface only:
 // each check compares pert against an expectation computed here, from the cited formula.
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -315,7 +316,7 @@ TEST_CASE("positions: alibi slopes and bias", "[positions]") {
     for (int m : {0, 1, 9, 300}) {
       std::vector<float> scores(static_cast<size_t>(m + 1));
       for (int n = 0; n <= m; ++n) scores[size_t(n)] = 0.25f * float(n % 5);
-      pe->add_bias(scores.data(), h, m, 0, m + 1);
+      pe->add_bias(scores.data(), 0, h, m, 0, m + 1);
       const double slope = std::pow(2.0, -2.0 * (h + 1));
       for (int n = 0; n <= m; ++n)
         CHECK(scores[size_t(n)] == Approx(0.25 * (n % 5) - slope * (m - n)).margin(1e-5));
@@ -348,12 +349,45 @@ TEST_CASE("positions: t5 buckets and bias", "[positions]") {
   std::vector<float> scores(size_t(m + 1));
   for (int h = 0; h < heads; ++h) {
     std::fill(scores.begin(), scores.end(), 1.0f);
-    pe->add_bias(scores.data(), h, m, 0, m + 1);
+    pe->add_bias(scores.data(), 0, h, m, 0, m + 1);
     for (const auto& [d, bucket] : table) {
       INFO("head " << h << ", distance " << d);
       CHECK(scores[size_t(m - d)] == 1.0f + float(100 * bucket + h) + 0.5f);
     }
   }
+}
+
+// KERPLE-log: -max(r1, eps)·log(1 + max(r2, eps)·(m − n)), r1 and r2 per layer and head from
+// model.layers.{l}.self_attn.kerple_r1 / _r2; tabulated by begin_forward, computed past it.
+TEST_CASE("positions: kerple bias per layer and head, clamped", "[positions]") {
+  const ModelConfig c = config_with({{"type", "kerple"}});
+  std::map<std::string, std::vector<float>> w;
+  for (int l = 0; l < c.n_layers; ++l)
+    for (const char* r : {"r1", "r2"})
+      for (int h = 0; h < c.n_heads; ++h)  // a negative value, to be clamped, in head 0 of layer 1
+        w["model.layers." + std::to_string(l) + ".self_attn.kerple_" + r].push_back(l == 1 && h == 0 ? -3.0f : 0.5f + l + 0.25f * h + (r[1] == '2'));
+  auto pe = make(c, [&](const std::string& name) -> const float* { return w.count(name) ? w[name].data() : nullptr; });
+  REQUIRE(pe->has_bias());
+  auto expected = [&](int l, int h, int d) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.kerple_";
+    const double r1 = std::max(0.01, double(w[p + "r1"][size_t(h)])), r2 = std::max(0.01, double(w[p + "r2"][size_t(h)]));
+    return -r1 * std::log(1.0 + r2 * d);
+  };
+  for (bool tabulated : {false, true}) {
+    if (tabulated) pe->begin_forward(0, 0, 200);
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        for (int m : {0, 5, 199, 5000}) {
+          std::vector<float> scores(size_t(m + 1), 1.0f);
+          pe->add_bias(scores.data(), l, h, m, 0, m + 1);
+          for (int d : {0, 1, 7, m}) {
+            if (d > m) continue;
+            INFO("layer " << l << " head " << h << " m " << m << " distance " << d << (tabulated ? " (table)" : ""));
+            CHECK(scores[size_t(m - d)] == Approx(1.0 + expected(l, h, d)).margin(1e-5));
+          }
+        }
+  }
+  CHECK(expected(1, 0, 10) == Approx(-0.01 * std::log(1.0 + 0.01 * 10)));  // both clamped to eps
 }
 
 // Split-K decoding asks for the bias of one block of keys at a time: add_bias over
@@ -368,10 +402,10 @@ TEST_CASE("positions: bias over a block of keys is the slice of the full row", "
     const int m = 700;
     for (int h = 0; h < c.n_heads; ++h) {
       std::vector<float> full(size_t(m + 1), 0.5f);
-      pe->add_bias(full.data(), h, m, 0, m + 1);
+      pe->add_bias(full.data(), 0, h, m, 0, m + 1);
       for (const auto& [key0, n] : {std::pair{0, 256}, std::pair{256, 256}, std::pair{512, 189}, std::pair{650, 51}}) {
         std::vector<float> block(size_t(n), 0.5f);
-        pe->add_bias(block.data(), h, m, key0, n);
+        pe->add_bias(block.data(), 0, h, m, key0, n);
         for (int i = 0; i < n; ++i) CHECK(block[size_t(i)] == full[size_t(key0 + i)]);
       }
     }

@@ -40,6 +40,28 @@ TEST_CASE("profile: RoPE is sum over pairs of 2 cos(delta theta_i) / sqrt(hd), t
   }
 }
 
+TEST_CASE("profile: KERPLE is sqrt(hd) - r1 log(1 + r2 distance), with the layer's r1 and r2", "[positions][profile]") {
+  const ModelConfig c = config_with({{"type", "kerple"}});
+  // Layer l, head h: r1 = 1 + l + h, r2 = 0.5 (h + 1).
+  std::vector<std::vector<float>> r1, r2;
+  for (int l = 0; l < c.n_layers; ++l) {
+    r1.emplace_back(), r2.emplace_back();
+    for (int h = 0; h < c.n_heads; ++h) r1.back().push_back(float(1 + l + h)), r2.back().push_back(0.5f * float(h + 1));
+  }
+  const TensorLookup tensors = [&](const std::string& name) -> const float* {
+    for (int l = 0; l < c.n_layers; ++l)
+      if (name == "model.layers." + std::to_string(l) + ".self_attn.kerple_r1") return r1[size_t(l)].data();
+      else if (name == "model.layers." + std::to_string(l) + ".self_attn.kerple_r2") return r2[size_t(l)].data();
+    return nullptr;
+  };
+  for (int l = 0; l < c.n_layers; ++l) {
+    const auto p = distance_profile(c, tensors, 30, 30, l);
+    for (int h = 0; h < 4; ++h)
+      for (int delta = 0; delta <= 30; ++delta)
+        CHECK(p[size_t(h)][size_t(delta)] == Approx(2.0 - (1 + l + h) * std::log(1.0 + 0.5 * (h + 1) * delta)).margin(1e-4));
+  }
+}
+
 TEST_CASE("profile: ALiBi is sqrt(hd) minus slope times distance, per head", "[positions][profile]") {
   const ModelConfig c = config_with({{"type", "alibi"}});
   const auto p = distance_profile(c, kNoTensors, 20, 20);

@@ -242,14 +242,43 @@ def layer_windows(config):
 
 
 # ----------------------------------------------------------------------------- the model
-def position_tensor_shapes(position, hidden, heads, trained):
-    """The tensors a scheme adds to the model, {name: shape} (the learned table, T5's bias table)."""
+def position_tensor_shapes(position, hidden, heads, trained, layers):
+    """The tensors a scheme adds to the model, {name: shape} (the learned table, T5's bias table,
+    KERPLE's r1 and r2 per layer)."""
     kind = (position or {}).get("type")
     if kind == "learned":
         return {"model.embed_positions.weight": (position.get("max_positions", trained), hidden)}
     if kind == "t5":
         return {"model.relative_attention_bias.weight": (position.get("num_buckets", 32), heads)}
+    if kind == "kerple":
+        return {f"model.layers.{i}.self_attn.kerple_{r}": (heads,) for i in range(layers) for r in ("r1", "r2")}
     return {}
+
+
+def position_tensor_init(name, shape, generator):
+    """A scheme tensor's initial value for training: KERPLE's r1 ~ 2·U[0, 1) and r2 ~ U[0, 1)
+    as in the paper's code; the others N(0, 0.02²)."""
+    if ".kerple_r" in name:
+        return torch.rand(*shape, generator=generator) * (2.0 if name.endswith("r1") else 1.0)
+    return torch.randn(*shape, generator=generator) * 0.02
+
+
+def position_tensor_constrain(position, W):
+    """After each optimizer step: KERPLE's r1, r2 clamped to at least eps in place, as the
+    paper's code does (a clamp inside the forward would stop their gradient below eps)."""
+    if (position or {}).get("type") == "kerple":
+        with torch.no_grad():
+            for name, t in W.items():
+                if ".kerple_r" in name:
+                    t.clamp_(min=position.get("eps", 0.01))
+
+
+def kerple_bias(pos, W, layer, dist):
+    """KERPLE-log (Chi et al. 2022): -r1·log(1 + r2·(m - n)) [head, m, n], r1 and r2 of this
+    layer clamped to at least eps as the paper's code clamps them before each use."""
+    eps = pos.get("eps", 0.01)
+    r1, r2 = (W[f"model.layers.{layer}.self_attn.kerple_{r}"].clamp(min=eps)[:, None, None] for r in ("r1", "r2"))
+    return -r1 * torch.log1p(r2 * dist[None].to(r1.dtype))
 
 
 def rmsnorm(x, w, eps):
@@ -354,6 +383,8 @@ def forward(config, W, ids):
         if plan.row_scale is not None:  # log-n: row m's query scaled, so its q·k, not its bias
             scores = scores * plan.row_scale[:, None].to(dt)
         mask = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(windows[i]), float("-inf"))
+        if kind == "kerple":
+            bias = kerple_bias(pos, W, i, dist.clamp(min=0))  # (the mask hides n > m)
         scores = scores + bias + mask
         att = torch.softmax(scores, dim=-1) @ v  # [..., H, T, hd]
         x = x + linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
@@ -410,7 +441,7 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
             t[p + "mlp.gate_up_proj.weight"] = np.concatenate([t.pop(p + f"mlp.{n}_proj.weight") for n in ("gate", "up")])
     if not tie:
         t["lm_head.weight"] = randn(vocab, hidden, std=hidden ** -0.5)
-    for name, shape in position_tensor_shapes(position, hidden, heads, trained).items():
+    for name, shape in position_tensor_shapes(position, hidden, heads, trained, layers).items():
         t[name] = randn(*shape)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
               "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,

@@ -109,8 +109,9 @@ def init_weights(hf, vocab, position, seed):
                   p + "mlp.down_proj.weight": normal(d, ff, std=0.02 / math.sqrt(2 * L))})
     if not hf["tie_word_embeddings"]:
         W["lm_head.weight"] = normal(vocab, d)
-    for name, shape in reference.position_tensor_shapes(position, d, H, hf["max_position_embeddings"]).items():
-        W[name] = normal(*shape)
+    for name, shape in reference.position_tensor_shapes(position, d, H, hf["max_position_embeddings"],
+                                                            hf["num_hidden_layers"]).items():
+        W[name] = reference.position_tensor_init(name, shape, g)
     return {k: v.requires_grad_() for k, v in W.items()}
 
 
@@ -182,6 +183,7 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(W.values()), tc["grad_clip"])
         opt.step()
+        reference.position_tensor_constrain(cfg["position"], W)
         train_loss = float(loss)
         elapsed = time.time() - start
         last = step + 1 == steps or elapsed > max_minutes * 60

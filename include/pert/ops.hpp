@@ -80,6 +80,7 @@ struct AttentionShape {
   int T, pos0;
   int n_heads, n_kv_heads, head_dim;
   ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
+  int layer = 0;             // which layer's bias weights (schemes with weights per layer)
   int window = 0;            // 0: every earlier key
   const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
   const float* q_far = nullptr;     // like q: the queries at far_query(m), when the pattern remaps

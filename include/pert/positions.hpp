@@ -1,7 +1,7 @@
 // The positional interface (DESIGN.md §2). A scheme implements the hooks it needs:
 //   1. add to the token embeddings at the input        (learned, sinusoidal)
 //   2. rotate queries and keys                         (rope family, xPos)
-//   3. add a bias to attention scores by (query, key, head)   (alibi, t5)
+//   3. add a bias to attention scores by (query, key, head)   (alibi, t5, and per layer kerple)
 // The model and the attention kernel call these hooks and never name a scheme. Each scheme
 // lives in its own file under src/positions/ and has one entry in the registry (registry.cpp).
 #pragma once
@@ -76,10 +76,11 @@ class PositionEncoding {
     (void)k, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)delta;
   }
 
-  // Hook 3. scores[i] += bias(query_pos, key position key0 + i, head) for i in [0, n_keys).
+  // Hook 3. scores[i] += bias(query_pos, key position key0 + i, head) for i in [0, n_keys), in
+  // attention layer `layer` (schemes with weights per layer read theirs; the others ignore it).
   virtual bool has_bias() const { return false; }
-  virtual void add_bias(float* scores, int head, int query_pos, int key0, int n_keys) const {
-    (void)scores, (void)head, (void)query_pos, (void)key0, (void)n_keys;
+  virtual void add_bias(float* scores, int layer, int head, int query_pos, int key0, int n_keys) const {
+    (void)scores, (void)layer, (void)head, (void)query_pos, (void)key0, (void)n_keys;
   }
 };
 
@@ -171,8 +172,9 @@ std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& conf
 // scheme acts, a query at `query_pos` and keys 0..max_distance positions back.
 // Returns [head][distance]. Schemes that add positions to the embeddings (learned,
 // sinusoidal) have no per-head q and k: one row of p(m)·p(n)/√hidden, p the position vectors.
+// `layer`: whose weights, for schemes with weights per layer (KERPLE).
 std::vector<std::vector<double>> distance_profile(const ModelConfig& config, const TensorLookup& tensors,
-                                                  int query_pos, int max_distance);
+                                                  int query_pos, int max_distance, int layer = 0);
 
 // Formulas exposed for the property tests (RoPE's are in rope.hpp).
 std::vector<double> alibi_slopes(int n_heads, double max_bias);

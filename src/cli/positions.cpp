@@ -16,7 +16,7 @@ constexpr int kMaxPosition = 1 << 17;  // 131,072: Llama 3.1's context
 struct PositionsArgs {
   std::string model_dir, csv_file;
   JsonFlags json;
-  int distance = 0, query_pos = -1;
+  int distance = 0, query_pos = -1, layer = 0;
   ConfigFlags config;
 };
 
@@ -27,11 +27,13 @@ void run(const PositionsArgs& a) {
   const std::filesystem::path dir = resolve_model_dir(a.model_dir);
   const auto model = Model::load(dir, a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = model->config();
+  if (a.layer >= c.n_layers)
+    throw CLI::ValidationError("--layer", "must be below the model's " + std::to_string(c.n_layers) + " layers, got " + std::to_string(a.layer));
   // The default follows the trained length within the flags' own bound (a config may claim 16M).
   const int distance = a.distance > 0 ? a.distance : std::min(c.max_position_embeddings - 1, kMaxPosition);
   const int query_pos = a.query_pos >= 0 ? a.query_pos : distance;
   const auto profile = distance_profile(c, [&](const std::string& name) { return model->tensor(name); }, query_pos,
-                                        distance);
+                                        distance, a.layer);
   const std::string position = describe_position(c);
   bool json_on_stdout = false;
   if (a.json.wanted())
@@ -40,6 +42,7 @@ void run(const PositionsArgs& a) {
                                    {"scheme", c.position.type()},
                                    {"trained_length", c.max_position_embeddings},
                                    {"query_pos", query_pos},
+                                   {"layer", a.layer},
                                    {"per_head", c.n_heads == int(profile.size())},
                                    {"scores", profile}});
   if (!a.csv_file.empty()) {
@@ -87,6 +90,8 @@ void add_positions(CLI::App& app) {
   cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1, at most 131072)")
       ->check(int_in(1, kMaxPosition));
   cmd->add_option("--query-pos", a->query_pos, "Position of the query (default: the largest distance)")
+      ->check(int_in(0, kMaxPosition));
+  cmd->add_option("--layer", a->layer, "Whose weights, for schemes with weights per layer (KERPLE) (default 0)")
       ->check(int_in(0, kMaxPosition));
   a->config.add_to(*cmd);
   a->json.add_to(*cmd, "every score");

@@ -20,7 +20,7 @@ class Alibi final : public PositionEncoding {
  public:
   explicit Alibi(std::vector<double> slopes) : slopes_(slopes.begin(), slopes.end()) {}
   bool has_bias() const override { return true; }
-  void add_bias(float* scores, int head, int query_pos, int key0, int n_keys) const override {
+  void add_bias(float* scores, int, int head, int query_pos, int key0, int n_keys) const override {
     const float slope = slopes_[size_t(head)];
     for (int i = 0; i < n_keys; ++i) scores[i] -= slope * float(query_pos - key0 - i);
   }

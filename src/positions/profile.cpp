@@ -12,7 +12,7 @@
 namespace pert {
 
 std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const TensorLookup& tensors, int query_pos,
-                                                  int max_distance) {
+                                                  int max_distance, int layer) {
   if (query_pos < 0 || query_pos >= std::numeric_limits<int>::max() || max_distance < 0 || max_distance > query_pos)
     throw Error("--distance " + std::to_string(max_distance) + " and --query-pos " + std::to_string(query_pos) +
                 ": need 0 <= distance <= query position < 2^31 - 1");
@@ -87,8 +87,8 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
       scores[size_t(j)] = float(dot / std::sqrt(double(hd)));
     }
     if (pe->has_bias()) {
-      if (near > 0) pe->add_bias(scores.data(), h, int(pattern->far_query(query_pos)), 0, near);
-      pe->add_bias(scores.data() + near, h, query_pos, near, n_keys - near);
+      if (near > 0) pe->add_bias(scores.data(), layer, h, int(pattern->far_query(query_pos)), 0, near);
+      pe->add_bias(scores.data() + near, layer, h, query_pos, near, n_keys - near);
     }
     std::vector<double> row;
     for (int delta = 0; delta <= max_distance; ++delta) row.push_back(scores[size_t(query_pos - delta)]);

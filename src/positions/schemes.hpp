@@ -23,6 +23,7 @@ std::shared_ptr<const SchemeConfig> parse_sinusoidal(Fields& f, const SchemeCont
 std::shared_ptr<const SchemeConfig> parse_rope(Fields& f, const SchemeContext& context);
 std::shared_ptr<const SchemeConfig> parse_alibi(Fields& f, const SchemeContext& context);
 std::shared_ptr<const SchemeConfig> parse_t5(Fields& f, const SchemeContext& context);
+std::shared_ptr<const SchemeConfig> parse_kerple(Fields& f, const SchemeContext& context);
 
 // The registry's lookup: the scheme named `type` parses `f`; an unknown type fails on "type"
 // listing the known ones.

@@ -26,7 +26,7 @@ class T5 final : public PositionEncoding {
     last_ = num_buckets - 1;
   }
   bool has_bias() const override { return true; }
-  void add_bias(float* scores, int head, int query_pos, int key0, int n_keys) const override {
+  void add_bias(float* scores, int, int head, int query_pos, int key0, int n_keys) const override {
     const int near = int(bucket_of_.size());
     for (int i = 0; i < n_keys; ++i) {
       const int d = query_pos - key0 - i;
