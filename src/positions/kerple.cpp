@@ -11,6 +11,8 @@ namespace pert {
 
 namespace {
 
+constexpr size_t kMaxTable = size_t(1) << 22;  // 16 MB of tabulated biases
+
 std::string tensor_name(int layer, const char* which) {
   return "model.layers." + std::to_string(layer) + ".self_attn.kerple_" + which;
 }
@@ -28,11 +30,13 @@ class Kerple final : public PositionEncoding {
     }
   }
   // The bias by distance, tabulated for the distances this forward can meet (at most its
-  // last position), so the kernel's inner loop reads instead of taking logarithms.
+  // last position), so the kernel's inner loop reads instead of taking logarithms. At most
+  // kMaxTable floats in all: distances past the table are computed.
   void begin_forward(int, int pos0, int n) override {
-    const size_t need = size_t(pos0) + size_t(n);
+    const size_t cap = kMaxTable / r1_.size();
+    const size_t need = std::min(size_t(pos0) + size_t(n), cap);
     if (need <= distances_) return;
-    distances_ = std::max(need, 2 * distances_);
+    distances_ = std::min(std::max(need, 2 * distances_), cap);
     table_.resize(r1_.size() * distances_);
     for (size_t lh = 0; lh < r1_.size(); ++lh)
       for (size_t d = 0; d < distances_; ++d) table_[lh * distances_ + d] = float(bias(lh, double(d)));
