@@ -67,6 +67,8 @@ CASES = {
     "t5": ({"type": "t5", "num_buckets": 16, "max_distance": 48}, {}, False),
     "kerple": ({"type": "kerple"}, {}, False),
     "kerple_eps": ({"type": "kerple", "eps": 0.3}, {"layers": 3}, False),
+    "fire": ({"type": "fire"}, {}, False),
+    "fire_narrow": ({"type": "fire", "width": 8, "eps": 0.01}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3}, False),
     "hf_yarn_partial": (None, {"extra_config": {"rope_theta": 5000.0, "partial_rotary_factor": 0.5,
                                                 "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}, False),
     "hf_llama3_tied_mha": (None, {"tie": True, "kv_heads": 4,
@@ -121,6 +123,7 @@ CASES = {
     "extend_blockwise": ({"type": "rope"}, {"extend": {"blockwise": {"block": 16}}}, False),
     "extend_streaming_kerple": ({"type": "kerple"}, {"extend": {"streaming": {"sinks": 4, "window": 16,
                                                                              "positions": "original"}}}, False),
+    "extend_streaming_fire": ({"type": "fire"}, {"extend": {"streaming": {"sinks": 4, "window": 16}}}, False),
     "extend_blockwise_t5": ({"type": "t5", "num_buckets": 16, "max_distance": 48},
                             {"extend": {"blockwise": {"block": 16}}}, False),
 }

@@ -390,6 +390,40 @@ TEST_CASE("positions: kerple bias per layer and head, clamped", "[positions]") {
   CHECK(expected(1, 0, 10) == Approx(-0.01 * std::log(1.0 + 0.01 * 10)));  // both clamped to eps
 }
 
+// FIRE: f(ψ(m − n) / (ψ(max(m, L)) + eps)), ψ(x) = log(|c| x + 1), f = Linear(1, 2) → ReLU →
+// Linear(2, heads), per layer; hand-set weights against the formula in double.
+TEST_CASE("positions: fire bias per layer and head", "[positions]") {
+  const ModelConfig c = config_with({{"type", "fire"}, {"width", 2}});
+  std::map<std::string, std::vector<float>> w;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.fire.";
+    w[p + "c"] = {l == 0 ? 0.5f : -2.0f};  // |c| is used
+    w[p + "threshold"] = {l == 0 ? 10.0f : -3.0f};
+    w[p + "mlp.0.weight"] = {1.5f, -1.0f};
+    w[p + "mlp.0.bias"] = {-0.25f, 0.75f};
+    for (int h = 0; h < c.n_heads; ++h) {
+      w[p + "mlp.2.weight"].push_back(float(h + 1));
+      w[p + "mlp.2.weight"].push_back(-0.5f * float(h + l));
+      w[p + "mlp.2.bias"].push_back(0.1f * float(h));
+    }
+  }
+  auto pe = make(c, [&](const std::string& name) -> const float* { return w.count(name) ? w[name].data() : nullptr; });
+  REQUIRE(pe->has_bias());
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int h = 0; h < c.n_heads; ++h)
+      for (int m : {0, 3, 10, 64}) {
+        std::vector<float> scores(size_t(m + 1), 0.0f);
+        pe->add_bias(scores.data(), l, h, m, 0, m + 1);
+        const double cc = l == 0 ? 0.5 : 2.0, L = l == 0 ? 10.0 : 3.0;
+        for (int d = 0; d <= m; ++d) {
+          const double u = std::log(cc * d + 1) / (std::log(cc * std::max(double(m), L) + 1) + 1e-6);
+          const double want = (h + 1) * std::max(0.0, 1.5 * u - 0.25) - 0.5 * (h + l) * std::max(0.0, -u + 0.75) + 0.1 * h;
+          INFO("layer " << l << " head " << h << " m " << m << " distance " << d);
+          CHECK(scores[size_t(m - d)] == Approx(want).margin(1e-5));
+        }
+      }
+}
+
 // Split-K decoding asks for the bias of one block of keys at a time: add_bias over
 // [key0, key0 + n) must be that slice of the full row, for both bias schemes.
 TEST_CASE("positions: bias over a block of keys is the slice of the full row", "[positions]") {

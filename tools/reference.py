@@ -252,14 +252,27 @@ def position_tensor_shapes(position, hidden, heads, trained, layers):
         return {"model.relative_attention_bias.weight": (position.get("num_buckets", 32), heads)}
     if kind == "kerple":
         return {f"model.layers.{i}.self_attn.kerple_{r}": (heads,) for i in range(layers) for r in ("r1", "r2")}
+    if kind == "fire":
+        w = position.get("width", 32)
+        return {f"model.layers.{i}.self_attn.fire.{name}": shape for i in range(layers)
+                for name, shape in (("c", (1,)), ("threshold", (1,)), ("mlp.0.weight", (w, 1)), ("mlp.0.bias", (w,)),
+                                    ("mlp.2.weight", (heads, w)), ("mlp.2.bias", (heads,)))}
     return {}
 
 
-def position_tensor_init(name, shape, generator):
+def position_tensor_init(position, name, shape, generator):
     """A scheme tensor's initial value for training: KERPLE's r1 ~ 2·U[0, 1) and r2 ~ U[0, 1)
-    as in the paper's code; the others N(0, 0.02²)."""
+    as in the paper's code; FIRE's c, L and MLP as a public implementation starts them; the
+    others N(0, 0.02²)."""
     if ".kerple_r" in name:
         return torch.rand(*shape, generator=generator) * (2.0 if name.endswith("r1") else 1.0)
+    if name.endswith(".fire.c"):  # FIRE: c = 0.1 and L = 512 at the start (mcleish7/arithmetic's FIRE)
+        return torch.full(shape, 0.1)
+    if name.endswith(".fire.threshold"):
+        return torch.full(shape, 512.0)
+    if ".fire.mlp." in name:  # torch.nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        fan_in = 1 if ".mlp.0." in name else position.get("width", 32)
+        return (torch.rand(*shape, generator=generator) * 2 - 1) / math.sqrt(fan_in)
     return torch.randn(*shape, generator=generator) * 0.02
 
 
@@ -271,6 +284,19 @@ def position_tensor_constrain(position, W):
             for name, t in W.items():
                 if ".kerple_r" in name:
                     t.clamp_(min=position.get("eps", 0.01))
+
+
+def fire_bias(pos, W, layer, dist, query):
+    """FIRE (Li et al. 2023): f(ψ(m - n) / (ψ(max(m, L)) + eps)) [head, m, n], ψ(x) = log(|c|·x + 1),
+    L = |threshold|, f = Linear(1, width) -> ReLU -> Linear(width, heads), all of this layer;
+    `query` [m, n] is the query position the pair is encoded at (m, or an extend method's far one)."""
+    p = f"model.layers.{layer}.self_attn.fire."
+    c, threshold = W[p + "c"].abs(), W[p + "threshold"].abs()
+    dt = c.dtype
+    norm = torch.log1p(c * torch.maximum(query.to(dt), threshold)) + pos.get("eps", 1e-6)
+    u = torch.log1p(c * dist.to(dt)) / norm  # [m, n]
+    hidden = torch.relu(u[..., None] * W[p + "mlp.0.weight"][:, 0] + W[p + "mlp.0.bias"])  # [m, n, width]
+    return (hidden @ W[p + "mlp.2.weight"].T + W[p + "mlp.2.bias"]).permute(2, 0, 1)
 
 
 def kerple_bias(pos, W, layer, dist):
@@ -385,6 +411,11 @@ def forward(config, W, ids):
         mask = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(windows[i]), float("-inf"))
         if kind == "kerple":
             bias = kerple_bias(pos, W, i, dist.clamp(min=0))  # (the mask hides n > m)
+        elif kind == "fire":
+            query = positions[:, None].expand(T, T)
+            if plan.near is not None:  # far pairs are encoded at the far query position
+                query = torch.where(plan.near, query, plan.q_far[:, None].expand(T, T).floor().long())
+            bias = fire_bias(pos, W, i, dist.clamp(min=0), query)
         scores = scores + bias + mask
         att = torch.softmax(scores, dim=-1) @ v  # [..., H, T, hd]
         x = x + linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
@@ -443,6 +474,8 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
         t["lm_head.weight"] = randn(vocab, hidden, std=hidden ** -0.5)
     for name, shape in position_tensor_shapes(position, hidden, heads, trained, layers).items():
         t[name] = randn(*shape)
+        if name.endswith(".fire.threshold"):  # FIRE's L inside the T positions: both sides of max(m, L)
+            t[name] = np.full(shape, 40.0)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
               "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
               "num_attention_heads": heads, "num_key_value_heads": kv_heads, "max_position_embeddings": trained,

@@ -111,7 +111,7 @@ def init_weights(hf, vocab, position, seed):
         W["lm_head.weight"] = normal(vocab, d)
     for name, shape in reference.position_tensor_shapes(position, d, H, hf["max_position_embeddings"],
                                                             hf["num_hidden_layers"]).items():
-        W[name] = reference.position_tensor_init(name, shape, g)
+        W[name] = reference.position_tensor_init(position, name, shape, g)
     return {k: v.requires_grad_() for k, v in W.items()}
 
 

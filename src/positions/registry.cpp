@@ -7,7 +7,7 @@ namespace {
 const std::pair<const char*, ParseScheme> kSchemes[] = {
     {"none", parse_none}, {"learned", parse_learned}, {"sinusoidal", parse_sinusoidal},
     {"rope", parse_rope}, {"alibi", parse_alibi},     {"t5", parse_t5},
-    {"kerple", parse_kerple},
+    {"kerple", parse_kerple}, {"fire", parse_fire},
 };
 }  // namespace
 

@@ -24,6 +24,7 @@ std::shared_ptr<const SchemeConfig> parse_rope(Fields& f, const SchemeContext& c
 std::shared_ptr<const SchemeConfig> parse_alibi(Fields& f, const SchemeContext& context);
 std::shared_ptr<const SchemeConfig> parse_t5(Fields& f, const SchemeContext& context);
 std::shared_ptr<const SchemeConfig> parse_kerple(Fields& f, const SchemeContext& context);
+std::shared_ptr<const SchemeConfig> parse_fire(Fields& f, const SchemeContext& context);
 
 // The registry's lookup: the scheme named `type` parses `f`; an unknown type fails on "type"
 // listing the known ones.
