@@ -161,7 +161,13 @@ void check_lengths(const LoadedModel& m, const Sentences& s, const PasskeyArgs& 
                   (c.position.type() == "learned" ? ", or --set position.beyond=clamp to reuse the last one" : ""));
     longest = std::max(longest, n);
   }
-  InferenceState(*m.model, longest + kAnswerTokens - 1);  // the largest cache: refused here if it cannot be had
+  try {  // the largest cache, refused here if it cannot be had
+    InferenceState(*m.model, longest + kAnswerTokens - 1);
+  } catch (const Error& e) {  // the state's advice names generate's -c: here the flag is --lengths
+    std::string why = e.what();
+    if (const size_t at = why.rfind("; pass a smaller -c"); at != std::string::npos) why.resize(at);
+    throw Error("--lengths " + std::to_string(longest) + ": " + why);
+  }
 }
 
 std::string number(double v) {
