@@ -8,7 +8,8 @@ Self-Extend (configs/extend/self-extend.json, length 256), 5 depths x 2 trials: 
 exactly the requested length with the key sentence at the sentence boundary nearest the depth
 and equals the prompt rebuilt from text with SentencePiece; every greedy answer, verdict and
 cell accuracy equals the float64 reference's. Then the outputs agree with each other (Markdown
-table, --json-out, --csv) and --seed decides the keys.
+table, --json-out, --csv), tools/plot_passkey.py draws them, --seed decides the keys, and README.md's table is
+what pert prints for its command.
 """
 import csv
 import json
@@ -75,12 +76,23 @@ def main():
             failures += [f"{name}: {f}" for f in found]
             print(f"{name}: {len(dump['prompts'])} prompts, lengths {lengths}: {len(found)} mismatches with the "
                   f"reference; accuracy {[c['accuracy'] for c in cells]}")
+        png = os.path.join(tmp, "passkey.png")  # tools/plot_passkey.py draws the heat-maps
+        plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_passkey.py"), os.path.join(tmp, "0.json"),
+                               os.path.join(tmp, "1.json"), "--out", png], capture_output=True, text=True)
+        if plot.returncode != 0 or plot.stdout.strip() != png or not os.path.getsize(png):
+            failures.append(f"plot_passkey.py: exit {plot.returncode}, {plot.stderr.strip()[-200:]}")
         other = json.loads(subprocess.run([pert, "passkey", "-m", os.path.join(ROOT, "models", "rope"), "--lengths",
                                            "64", "--depths", "0", "--trials", "2", "--seed", "7", "-q", "--json"],
                                           check=True, capture_output=True, text=True).stdout)
         keys = [r["key"] for r in other["cells"][0]["results"]]
         if keys == [r["key"] for r in result["cells"][0]["results"]]:
             failures.append(f"--seed 7 drew the keys of the default seed: {keys}")
+        # The README's table is what pert prints for the committed result's command.
+        readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+        shown = subprocess.run([pert, "passkey", "-m", "models/rope", "--lengths", "64,128,256,512", "-q"], cwd=ROOT,
+                               check=True, capture_output=True, text=True).stdout.split("\n\n", 1)[1]
+        if shown not in readme:
+            failures.append("README.md's pass-key table is not what pert passkey prints now")
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0
