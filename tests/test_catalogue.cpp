@@ -60,13 +60,6 @@ TestTensor& find(std::vector<TestTensor>& tensors, const std::string& name) {
   return tensors.front();
 }
 
-// A failure with nothing on stdout: the error comes before any generated text.
-void require_refusal(const Run& r, const std::vector<std::string>& needles, int exit_code = 1) {
-  require_clean_failure(r, needles);
-  CHECK(r.exit_code == exit_code);
-  CHECK(r.out.empty());
-}
-
 }  // namespace
 
 TEST_CASE("catalogue: the unmodified copy runs, so each refusal below is for its one change", "[catalogue]") {
@@ -609,27 +602,3 @@ TEST_CASE("catalogue: cli-conventions flags", "[catalogue]") {
   }
 }
 // ---- cli-conventions flags: end ----
-
-// pert passkey: lengths the model or the prompt cannot hold are refused once the model (and its
-// tokenizer) are loaded, before any prompt runs, naming --lengths.
-TEST_CASE("catalogue: passkey lengths", "[catalogue]") {
-  const ModelCopy m;  // learned positions: a table of 128
-  const std::vector<std::string> passkey = {"passkey", "-m", m.dir, "-t", "1", "--trials", "2"};
-  auto with = [&](const std::vector<std::string>& extra) {
-    std::vector<std::string> args = passkey;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return run_pert(args);
-  };
-  // The key sentence and the question take 52 tokens with BOS in the family's tokenizer.
-  require_refusal(with({"--lengths", "64,20"}), {"--lengths 20", "too short for the key sentence and the question",
-                                                 "give at least 52"});
-  // 128 prompt tokens and 7 more for the answer: past the table, even when a shorter length comes first.
-  require_refusal(with({"--lengths", "64,128"}), {"--lengths 128", "135 positions",
-                                                  "learned position table (128 positions)", "give at most 121"});
-  require_refusal(with({"--lengths", "16000000", "--set", "position.beyond=clamp"}),
-                  {"--lengths 16000000", "MiB of memory available"});
-  const Run r = with({"--lengths", "121", "--depths", "0,1", "-q"});  // the longest that fits
-  INFO(r.err);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Matchers::Contains("| 121 |"));
-}

@@ -146,10 +146,9 @@ bool answer_correct(const std::string& answer, int key) {
 void check_lengths(const LoadedModel& m, const Sentences& s, const PasskeyArgs& a, const std::vector<Trial>& trials) {
   const ModelConfig& c = m.model->config();
   const int max = InferenceState(*m.model, 1, 1).max_positions();
-  int longest = 0;
+  int longest = 0, need = 0;
+  for (const Trial& t : trials) need = std::max(need, s.fixed_tokens(t.key));
   for (int n : a.lengths) {
-    int need = 0;
-    for (const Trial& t : trials) need = std::max(need, s.fixed_tokens(t.key));
     if (n < need)
       throw Error("--lengths " + std::to_string(n) + ": too short for the key sentence and the question (" +
                   std::to_string(need) + " tokens with BOS); give at least " + std::to_string(need));
