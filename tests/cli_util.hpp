@@ -62,3 +62,11 @@ inline void require_clean_failure(const Run& r, const std::vector<std::string>& 
   CHECK(r.err.back() == '\n');
   for (const std::string& n : needles) CHECK_THAT(r.err, Catch::Matchers::Contains(n));
 }
+
+// The same with `exit_code` (1: bad input, 2: usage) and nothing on stdout: the error comes
+// before any output.
+inline void require_refusal(const Run& r, const std::vector<std::string>& needles, int exit_code = 1) {
+  require_clean_failure(r, needles);
+  CHECK(r.exit_code == exit_code);
+  CHECK(r.out.empty());
+}

@@ -60,13 +60,6 @@ TestTensor& find(std::vector<TestTensor>& tensors, const std::string& name) {
   return tensors.front();
 }
 
-// A failure with nothing on stdout: the error comes before any generated text.
-void require_refusal(const Run& r, const std::vector<std::string>& needles, int exit_code = 1) {
-  require_clean_failure(r, needles);
-  CHECK(r.exit_code == exit_code);
-  CHECK(r.out.empty());
-}
-
 }  // namespace
 
 TEST_CASE("catalogue: the unmodified copy runs, so each refusal below is for its one change", "[catalogue]") {
@@ -226,7 +219,7 @@ TEST_CASE("catalogue: scheme changes, sweep labels and empty model paths", "[cat
     CHECK_FALSE(fs::exists(out));
   }
   SECTION("-m \"\" is not the default model") {
-    for (const char* cmd : {"generate", "perplexity", "bench", "positions", "tokenize", "sweep"})
+    for (const char* cmd : {"generate", "perplexity", "bench", "positions", "tokenize", "sweep", "passkey"})
       require_refusal(run_pert({cmd, "-m", ""}), {"--model", "must not be empty"}, 2);
   }
 }
@@ -416,7 +409,8 @@ TEST_CASE("catalogue: numeric flags out of range, before the model loads", "[cat
   const std::vector<std::string> generate = {"generate", "-m", absent, "-p", "Once"},
                                  perplexity = {"perplexity", "-m", absent, "-f", text},
                                  sweep = {"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", out},
-                                 positions = {"positions", "-m", absent}, bench = {"bench", "-m", absent};
+                                 positions = {"positions", "-m", absent}, bench = {"bench", "-m", absent},
+                                 passkey = {"passkey", "-m", absent, "--lengths", "64"};
   struct Case {
     std::vector<std::string> command;
     std::string typed, flag, value, rule, got = "";  // got: as the message quotes it, when not the value
@@ -469,6 +463,15 @@ TEST_CASE("catalogue: numeric flags out of range, before the model loads", "[cat
            {bench, "-d", "--n-depth", "-1", "an integer from 0 to 1048576"},
            {bench, "-r", "--repetitions", "0", "an integer from 1 to 1000"},
            {bench, "-t", "--threads", "0", "an integer from 1 to 1024"},
+           // passkey: depths are fractions of the filler, every value of a list checked
+           {passkey, "--depths", "--depths", "1.5", "a number in [0, 1]"},
+           {passkey, "--depths", "--depths", "0,-0.25", "a number in [0, 1]", "-0.25"},
+           {passkey, "--depths", "--depths", "nan", "a number in [0, 1]"},
+           {passkey, "--trials", "--trials", "0", "an integer from 1 to 1048576"},
+           {passkey, "--lengths", "--lengths", "64,1", "an integer from 2 to 16777216", "1"},
+           {passkey, "--seed", "--seed", "-1", "an integer >= 0"},
+           {passkey, "--seed", "--seed", "99999999999999999999", "an integer >= 0 (and at most 9223372036854775807)"},
+           {passkey, "-t", "--threads", "0", "an integer from 1 to 1024"},
        }) {
     std::vector<std::string> args = c.command;
     args.insert(args.end(), {c.typed, c.value});
@@ -524,6 +527,9 @@ TEST_CASE("catalogue: output paths that cannot be written, before the model load
            {{"positions", "-m", absent}, "--csv"},
            {{"sweep", "-m", absent, "-f", text, "--lengths", "64"}, "--out"},
            {{"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", ok}, "--csv"},
+           {{"passkey", "-m", absent, "--lengths", "64"}, "--json-out"},
+           {{"passkey", "-m", absent, "--lengths", "64"}, "--csv"},
+           {{"passkey", "-m", absent, "--lengths", "64"}, "--dump-prompts"},
        }) {
     INFO(command[0] << " " << flag);
     auto with = [&, &command = command, &flag = flag](const std::string& path) {
@@ -585,6 +591,8 @@ TEST_CASE("catalogue: cli-conventions flags", "[catalogue]") {
            {{"bench", "-m", m.dir, "-p", "512", "-n", "0"}, {"-p 512", "learned position table (128 positions)"}, 1},
            {{"bench", "-m", m.dir, "-p", "0", "-n", "16", "-d", "120"}, {"-n 16 at -d 120", "136 positions"}, 1},
            {{"perplexity", "-m", absent, "-f", text, "--quiet", "x"}, {"not expected: x"}, 2},
+           {{"passkey", "-m", absent}, {"--lengths is required"}, 2},
+           {{"passkey", "-m", absent, "--lengths", "64", "-ngl", "99"}, {"unknown option -ngl"}, 2},
        }) {
     INFO(c.args[0] << " " << c.args.back());
     require_refusal(run_pert(c.args), c.needles, c.exit_code);

@@ -128,5 +128,6 @@ void add_sweep(CLI::App& app);
 void add_positions(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_passkey(CLI::App& app);
 
 }  // namespace pert::cli

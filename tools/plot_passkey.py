@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Plot `pert passkey` results as the papers' heat-map (matplotlib, Agg).
+
+    tools/plot_passkey.py RESULT.json [RESULT2.json ...] --out PNG [--titles A,B,...]
+
+RESULT.json comes from `pert passkey ... --json-out FILE` (or `--json > FILE`, or
+--dump-prompts). One panel per file, side by side: x the prompt length in tokens, y the depth of
+the key (0 at the top: the start of the filler), colour the accuracy over the cell's trials
+(red 0 to green 1, the value written in each cell); a dashed line marks the trained length L
+where it falls inside the lengths (L is in the title). A panel's title is the model and its positional scheme
+(--titles replaces them in order). Prints the path written.
+"""
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            r = json.load(f)
+        cells = r["cells"]
+        lengths = list(dict.fromkeys(c["length"] for c in cells))
+        depths = list(dict.fromkeys(c["depth"] for c in cells))
+        acc = {(c["length"], c["depth"]): c["accuracy"] for c in cells}
+        grid = [[acc[(n, d)] for n in lengths] for d in depths]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"plot_passkey.py: {path}: not a pert passkey result ({type(e).__name__}: {e})")
+    return r, lengths, depths, grid
+
+
+def panel(ax, r, lengths, depths, grid, title):
+    im = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
+    ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+    ax.set_xlabel("prompt length (tokens)")
+    ax.set_ylabel("depth of the key")
+    for y, row in enumerate(grid):
+        for x, a in enumerate(row):
+            ax.text(x, y, f"{a:.2f}", ha="center", va="center", fontsize=8)
+    L = r.get("trained_length")
+    inside = [i for i, n in enumerate(lengths) if n <= L] if L else []
+    if inside and len(inside) < len(lengths):  # between the last length within L and the first past it
+        ax.axvline(inside[-1] + 0.5, color="black", linestyle="--", linewidth=1)
+    ax.set_title(title + (f" (L = {L})" if L else ""), fontsize=9)
+    return im
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", nargs="+", metavar="RESULT.json", help="pert passkey --json-out files")
+    ap.add_argument("--out", required=True, help="PNG file to write")
+    ap.add_argument("--titles", help="comma-separated panel titles, one per file, in order")
+    a = ap.parse_args()
+    titles = a.titles.split(",") if a.titles else None
+    if titles and len(titles) != len(a.results):
+        sys.exit(f"plot_passkey.py: --titles: {len(titles)} titles for {len(a.results)} files")
+    data = [load(p) for p in a.results]
+    fig, axes = plt.subplots(1, len(data), figsize=(1.5 + (1.2 + 0.8 * max(len(d[1]) for d in data)) * len(data), 3.6),
+                             squeeze=False, constrained_layout=True)
+    for i, (ax, (r, lengths, depths, grid)) in enumerate(zip(axes[0], data)):
+        name = os.path.basename(os.path.normpath(r.get("model_dir", "?")))
+        title = titles[i] if titles else f"{name}: {r.get('position_label', '')}"
+        im = panel(ax, r, lengths, depths, grid, title)
+    fig.colorbar(im, ax=list(axes[0]), label="accuracy", fraction=0.05)
+    fig.suptitle("pass-key retrieval", fontsize=10)
+    fig.savefig(a.out, dpi=120, bbox_inches="tight")
+    print(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
