@@ -270,6 +270,8 @@ TEST_CASE("catalogue: sweep files with fields of the wrong type", "[catalogue]")
   broken([](json& j) { j["cells"][0]["trained_length"] = "L"; }, {file, "\"trained_length\" must be an integer"});
   broken([](json& j) { j["settings"] = json::array({1, 2}); }, {file, "settings must be an object"});
   broken([](json& j) { j["cells"][0]["length"] = -5; }, {file, "\"length\" must be an integer >= 2"});
+  broken([](json& j) { j["cells"][0]["pert_version"] = 20.5; }, {file, "\"pert_version\" must be a string"});
+  broken([](json& j) { j["settings"]["split_docs"] = "yes"; }, {file, "settings.split_docs must be true or false"});
   // Resuming such a file is refused the same way, before any work.
   json j = good;
   j["cells"][0]["ppl"] = "high";

@@ -46,6 +46,7 @@ const FieldRule kCellFields[] = {
     {"position", [](const json& v) { return v.is_string(); }, "a string", false},
     {"position_label", [](const json& v) { return v.is_string(); }, "a string", false},
     {"error", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"pert_version", [](const json& v) { return v.is_string(); }, "a string", false},
     {"ppl", [](const json& v) { return v.is_number(); }, "a number", true},
     {"ppl_stderr", [](const json& v) { return v.is_number(); }, "a number", true},
     {"nll", [](const json& v) { return v.is_number(); }, "a number", true},
@@ -132,6 +133,8 @@ json parse_sweep(json j, const std::string& source) {
   if (!s.contains("text") || !s["text"].is_string()) throw FormatError(where + "settings.text must be a string");
   for (const char* key : {"mode", "dtype", "text_hash"})
     if (s.contains(key) && !s[key].is_string()) throw FormatError(where + "settings." + key + " must be a string");
+  for (const char* key : {"split_docs", "allow_scheme_change"})
+    if (s.contains(key) && !s[key].is_boolean()) throw FormatError(where + "settings." + key + " must be true or false");
   if (!s.contains("dtype")) s["dtype"] = "f32";  // files from before --dtype
   if (!s.contains("set")) s["set"] = json::array();  // files from before sweep's --set
   if (!s.contains("allow_scheme_change")) s["allow_scheme_change"] = false;
