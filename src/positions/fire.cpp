@@ -20,7 +20,7 @@ std::string tensor_name(int layer, const std::string& which) {
 class Fire final : public PositionEncoding {
  public:
   Fire(const ModelConfig& c, const TensorLookup& tensors, int width, double eps)
-      : n_heads_(c.n_heads), width_(width), eps_(eps) {
+      : width_(width), eps_(eps) {
     for (int l = 0; l < c.n_layers; ++l) {
       auto read = [&](const std::string& which, size_t n) {
         const float* t = tensors(tensor_name(l, which));
@@ -50,7 +50,7 @@ class Fire final : public PositionEncoding {
     std::vector<float> w1, b1;       // [width] (the first layer's weight is [width][1])
     std::vector<float> w2, b2;       // [heads][width], [heads]
   };
-  int n_heads_, width_;
+  int width_;
   double eps_;
   std::vector<Layer> layers_;  // [layer]
 };
