@@ -16,7 +16,9 @@
 
 namespace pert {
 
-const char* weight_type_name(WeightType type) { return type == WeightType::BF16 ? "BF16" : "F32"; }
+const char* weight_type_name(WeightType type) {
+  return type == WeightType::BF16 ? "BF16" : type == WeightType::Q8 ? "Q8" : "F32";
+}
 
 namespace {
 
@@ -53,7 +55,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   for (const ExpectedTensor& e : expected_tensors(md.config)) {
     const TensorView& view = *md.checkpoint.find(e.name);
     require_finite(view);  // at load, by name, rather than as NaN logits later
-    // Matrices go to BF16 when asked (BF16 checkpoints as stored); vectors and tables stay F32.
+    // Matrices go to BF16 (BF16 checkpoints as stored) or Q8 when asked; vectors and tables stay F32.
     const bool matrix = e.shape.size() == 2 && e.name.find("embed_positions") == std::string::npos &&
                         e.name.find("relative_attention_bias") == std::string::npos;
     const std::vector<RowSlice> slices = row_slices(md.config, e);
@@ -70,6 +72,15 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
         std::vector<uint16_t>& packed = m->bf16_tensors_[part.name];
         packed.resize(bf16_packed_size(int(part.rows), K));
         pack_bf16(packed.data(), rows.data() + size_t(part.row0) * K, int(part.rows), K);
+      }
+    } else if (type == WeightType::Q8 && matrix) {
+      const std::vector<float> f = read_f32(view);
+      const int K = int(e.shape[1]);
+      for (const RowSlice& part : slices) {
+        Q8Tensor& q = m->q8_tensors_[part.name];
+        q.packed.resize(q8_packed_size(int(part.rows), K));
+        q.scales.resize(q8_scales_size(int(part.rows), K));
+        quantize_q8(q.packed.data(), q.scales.data(), f.data() + size_t(part.row0) * K, int(part.rows), K);
       }
     } else if (slices.size() == 1) {
       m->tensors_[e.name] = read_f32(view);
@@ -120,6 +131,8 @@ const float* Model::tensor(const std::string& name) const {
 Weight Model::weight(const std::string& name) const {
   auto it = bf16_tensors_.find(name);
   if (it != bf16_tensors_.end()) return {nullptr, it->second.data()};
+  auto q = q8_tensors_.find(name);
+  if (q != q8_tensors_.end()) return {nullptr, nullptr, q->second.packed.data(), q->second.scales.data()};
   return {tensor(name), nullptr};
 }
 
@@ -127,6 +140,8 @@ void Model::embedding(int token, float* out) const {
   const size_t d = size_t(config_.hidden_size);
   if (embed.f32) {
     std::memcpy(out, embed.f32 + size_t(token) * d, sizeof(float) * d);
+  } else if (embed.q8) {
+    for (size_t i = 0; i < d; ++i) out[i] = q8_value_at(embed.q8, embed.q8_scales, int(d), token, int(i));
   } else {
     for (size_t i = 0; i < d; ++i) out[i] = bf16_to_f32_value(bf16_packed_at(embed.bf16, int(d), token, int(i)));
   }

@@ -112,6 +112,7 @@ Kernel pick(int r, int p) {
 
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
   if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
+  if (w.q8) return matmul_q8(y, x, w, T, K, N, accumulate);
   const int pairs = (K + 1) / 2, n_blocks = (N + 15) / 16;
   const size_t block_stride = size_t(pairs) * 32;
   // x rounded to BF16, as pairs: [T][pairs] (a zero pads odd K). Grows once, then reused.

@@ -1,6 +1,6 @@
 // Test harness: runs a model over token ids and writes every position's logits as raw F32
 // [T][vocab], so the Python reference tests can compare them.
-//   pert_logits MODEL_DIR IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]... [--bf16]
+//   pert_logits MODEL_DIR IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]... [--dtype f32|bf16|q8]
 // --chunk N feeds the ids N at a time through the KV cache (1 = token-by-token decode);
 // without it the whole sequence is one prefill. --window N cuts the ids into windows of N,
 // each run from an empty cache at position 0 (the non-overlapping perplexity evaluation).
@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   std::string model_dir, ids_file, out_file;
   int chunk = 0, ctx = 0, window = 0;
   std::vector<std::string> sets;
-  bool bf16 = false;
+  std::string dtype = "f32";
   app.add_option("model_dir", model_dir)->required();
   app.add_option("ids_file", ids_file, "whitespace-separated token ids")->required();
   app.add_option("out_file", out_file)->required();
@@ -27,13 +27,16 @@ int main(int argc, char** argv) {
   app.add_option("--ctx", ctx);
   app.add_option("--window", window);
   app.add_option("--set", sets)->allow_extra_args(false);
-  app.add_flag("--bf16", bf16, "weights in BF16 (--dtype bf16)");
+  app.add_option("--dtype", dtype, "weights as pert's --dtype")->check(CLI::IsMember({"f32", "bf16", "q8"}));
   CLI11_PARSE(app, argc, argv);
   try {
     std::ifstream in(ids_file);
     std::vector<int> ids{std::istream_iterator<int>(in), std::istream_iterator<int>()};
     if (ids.empty()) throw pert::Error(ids_file + ": no token ids");
-    auto model = pert::Model::load(model_dir, {{}, sets}, bf16 ? pert::WeightType::BF16 : pert::WeightType::F32);
+    auto model = pert::Model::load(model_dir, {{}, sets},
+                                   dtype == "bf16" ? pert::WeightType::BF16
+                                   : dtype == "q8" ? pert::WeightType::Q8
+                                                   : pert::WeightType::F32);
     const int T = int(ids.size()), V = model->config().vocab_size;
     if (window <= 0) window = T;
     if (chunk <= 0) chunk = window;

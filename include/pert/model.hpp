@@ -33,9 +33,10 @@ struct LayerWeights {
   const float *q_norm = nullptr, *k_norm = nullptr;  // [head_dim] each (ModelConfig::qk_norm)
 };
 
-// What the matrices are kept and multiplied in: F32 (exact against the reference) or BF16
-// (half the memory traffic; norms and positional tables stay F32).
-enum class WeightType { F32, BF16 };
+// What the matrices are kept and multiplied in: F32 (exact against the reference), BF16 (half
+// the memory traffic) or Q8 (blocks of 32 int8 with an F16 scale, ~0.27 of F32's bytes); norms
+// and positional tables stay F32.
+enum class WeightType { F32, BF16, Q8 };
 const char* weight_type_name(WeightType type);
 
 class Model {
@@ -61,6 +62,11 @@ class Model {
   WeightType type_ = WeightType::F32;
   std::map<std::string, std::vector<float>> tensors_;
   std::map<std::string, std::vector<uint16_t>> bf16_tensors_;
+  struct Q8Tensor {
+    std::vector<uint8_t> packed;   // ops.hpp's Q8 layout
+    std::vector<uint16_t> scales;  // F16
+  };
+  std::map<std::string, Q8Tensor> q8_tensors_;
 };
 
 // `n_seq` sequences run in step (same positions, separate caches; one is the usual case,

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace pert {
@@ -12,12 +13,18 @@ class PositionEncoding;
 // y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`. BLAS: GEMM for T > 1, GEMV for T = 1.
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate = false);
 
-// A weight matrix [N][K] kept in F32, or in BF16 packed for `vdpbf16ps` (the model's --dtype):
-// per block of 16 rows, the ⌈K/2⌉ column pairs, each holding the 16 rows' pairs side by side,
-// [⌈N/16⌉][⌈K/2⌉][16][2], zero-padded (src/ops_bf16.cpp).
+// A weight matrix [N][K] kept in F32, in BF16 packed for `vdpbf16ps`, or in 8 bits (the
+// model's --dtype). BF16: per block of 16 rows, the ⌈K/2⌉ column pairs, each holding the 16
+// rows' pairs side by side, [⌈N/16⌉][⌈K/2⌉][16][2], zero-padded (src/ops_bf16.cpp). Q8: blocks
+// of 32 columns, each row's block with one F16 scale d = max|w|/127 and q = round(w/d) in
+// [-127, 127] (llama.cpp's Q8_0); per 16 rows and block the quads of 4 columns, each holding the
+// 16 rows' quads side by side as bytes q + 128, [⌈N/16⌉][⌈K/32⌉][8][16][4], and the scales
+// [⌈N/16⌉][⌈K/32⌉][16], padding q = 0 and d = 0 (src/ops_q8.cpp).
 struct Weight {
   const float* f32 = nullptr;
   const uint16_t* bf16 = nullptr;
+  const uint8_t* q8 = nullptr;
+  const uint16_t* q8_scales = nullptr;
 };
 size_t bf16_packed_size(int N, int K);
 void pack_bf16(uint16_t* packed, const uint16_t* rows, int N, int K);  // rows: [N][K] BF16
@@ -29,6 +36,18 @@ inline uint16_t bf16_packed_at(const uint16_t* packed, int K, int n, int k) {
 // products of BF16 pairs summed in F32 (AVX-512 BF16 `vdpbf16ps` where the CPU has it, the
 // same arithmetic in plain C++ elsewhere), streaming half the bytes of F32.
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate = false);
+
+size_t q8_packed_size(int N, int K);  // bytes
+size_t q8_scales_size(int N, int K);  // scales
+void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K);  // rows: [N][K] F32
+float q8_value_at(const uint8_t* packed, const uint16_t* scales, int K, int n, int k);  // d · q
+// Q8 weights: x is quantized the same way (per row, blocks of 32, its own scales) and each
+// block's products summed exactly in int32, then scaled: AVX-512 VNNI `vpdpbusd`, AVX2, or plain
+// C++, whichever the CPU has first; select_q8_kernel picks one of q8_kernels() (tests compare them).
+void matmul_q8(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate = false);
+std::vector<std::string> q8_kernels();
+const std::string& q8_kernel();
+void select_q8_kernel(const std::string& name);  // throws std::invalid_argument when not available
 
 // BF16 <-> F32: round to nearest even, and the exact widening.
 uint16_t f32_to_bf16(float x);

@@ -33,8 +33,10 @@ void ConfigFlags::add_to(CLI::App& app, bool with_files) {
 }
 
 void ConfigFlags::add_dtype(CLI::App& app, std::string& dtype) {
-  app.add_option("--dtype", dtype, "Weights kept and multiplied in f32 (exact) or bf16 (half the memory traffic)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+  app.add_option("--dtype", dtype,
+                 "Weights kept and multiplied in f32 (exact), bf16 (half the memory traffic) or q8 (8-bit blocks "
+                 "of 32 with an F16 scale, as llama.cpp's Q8_0; x quantized alike)")
+      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
       ->capture_default_str();
 }
 

@@ -26,7 +26,9 @@ struct ConfigFlags {
   void add_to(CLI::App& app, bool with_files = true);
   ConfigOverrides overrides() const;
   WeightType weight_type() const { return parse_dtype(dtype); }
-  static WeightType parse_dtype(const std::string& s) { return s == "bf16" ? WeightType::BF16 : WeightType::F32; }
+  static WeightType parse_dtype(const std::string& s) {
+    return s == "bf16" ? WeightType::BF16 : s == "q8" ? WeightType::Q8 : WeightType::F32;
+  }
   static void add_dtype(CLI::App& app, std::string& dtype);
 };
 

@@ -1,0 +1,310 @@
+// 8-bit matrix products on the packed layout of ops.hpp (blocks of 32 int8 weights with one
+// F16 scale each, as llama.cpp's Q8_0). x is quantized the same way, per row and block, so one
+// block's dot product is exact in int32 and costs one float multiply-add per output:
+//   y[t][n] = Σ_b  dx[t][b] · dw[n][b] · Σ_{k in b} qx[t][k] · qw[n][k].
+// Three kernels, picked at run time by what the CPU has (or by select_q8_kernel, for tests):
+//   avx512vnni  vpdpbusd multiplies 16 rows' quads (bytes qw + 128, unsigned) by one quad of qx
+//               broadcast to every lane; the +128 comes back out as 128 · Σ qx, one integer per
+//               row of x and block;
+//   avx2        vpmaddubsw on |qx| and qw with qx's sign, 8 rows a register;
+//   plain       the same integers in C++ (the sanitizer build runs it; so do the unit tests).
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "parallel.hpp"
+#include "pert/fp16.hpp"
+#include "pert/ops.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace pert {
+
+size_t q8_packed_size(int N, int K) { return size_t((N + 15) / 16) * size_t((K + 31) / 32) * 512; }
+size_t q8_scales_size(int N, int K) { return size_t((N + 15) / 16) * size_t((K + 31) / 32) * 16; }
+
+namespace {
+
+// One block of 32 values: the scale d = max|v| / 127 and q = round(v / d) in [-127, 127].
+float quantize_block(const float* v, int n, int8_t* q) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
+  const float d = amax / 127.0f, inv = d > 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) q[i] = i < n ? int8_t(std::lrintf(v[i] * inv)) : int8_t(0);
+  return d;
+}
+
+}  // namespace
+
+void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K) {
+  const int blocks = (K + 31) / 32;
+  std::fill(packed, packed + q8_packed_size(N, K), uint8_t(128));  // padding: q = 0
+  std::fill(scales, scales + q8_scales_size(N, K), uint16_t(0));
+  int8_t q[32];
+  for (int n = 0; n < N; ++n)
+    for (int b = 0; b < blocks; ++b) {
+      const int k0 = b * 32, len = std::min(32, K - k0);
+      const float d = quantize_block(rows + size_t(n) * K + k0, len, q);
+      const size_t at = size_t(n / 16) * blocks + size_t(b);
+      scales[at * 16 + size_t(n % 16)] = f32_to_f16(d);
+      for (int k = 0; k < 32; ++k)
+        packed[at * 512 + size_t(k / 4) * 64 + size_t(n % 16) * 4 + size_t(k % 4)] = uint8_t(q[k] + 128);
+    }
+}
+
+float q8_value_at(const uint8_t* packed, const uint16_t* scales, int K, int n, int k) {
+  const size_t at = size_t(n / 16) * size_t((K + 31) / 32) + size_t(k / 32);
+  const int q = int(packed[at * 512 + size_t(k % 32 / 4) * 64 + size_t(n % 16) * 4 + size_t(k % 4)]) - 128;
+  return f16_to_f32(scales[at * 16 + size_t(n % 16)]) * float(q);
+}
+
+namespace {
+
+// x quantized: per row, `blocks` blocks of 32 int8 (zero-padded), each block's scale, and
+// 128 · Σ q (what the VNNI kernel's unsigned weights add).
+struct QuantizedRows {
+  std::vector<int8_t> q;        // [T][blocks][32]
+  std::vector<float> d;         // [T][blocks]
+  std::vector<int32_t> offset;  // [T][blocks]
+  void fill(const float* x, int T, int K) {
+    const int blocks = (K + 31) / 32;
+    q.resize(size_t(T) * blocks * 32);
+    d.resize(size_t(T) * blocks);
+    offset.resize(size_t(T) * blocks);
+    for (int t = 0; t < T; ++t)
+      for (int b = 0; b < blocks; ++b) {
+        const size_t at = size_t(t) * blocks + size_t(b);
+        int8_t* qb = q.data() + at * 32;
+        d[at] = quantize_block(x + size_t(t) * K + size_t(b) * 32, std::min(32, K - b * 32), qb);
+        int32_t sum = 0;
+        for (int i = 0; i < 32; ++i) sum += qb[i];
+        offset[at] = 128 * sum;
+      }
+  }
+};
+
+// What every kernel is given: R rows of quantized x from t0, P groups of 16 weight rows from
+// group g0, `valid_last` real rows in the last group; y at row t0, column 16·g0.
+struct Tile {
+  float* y;
+  int ldy;
+  const QuantizedRows* x;
+  int t0;
+  const uint8_t* packed;    // at group g0
+  const uint16_t* scales;   // at group g0
+  int blocks;               // per row: ⌈K/32⌉
+  int valid_last;
+  bool accumulate;
+};
+
+// out (+)= acc for R rows and P groups of 16 outputs, the last group's padding not stored.
+template <int R, int P>
+void store(const Tile& t, const float (&acc)[R][P][16]) {
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) {
+      float* out = t.y + size_t(r) * t.ldy + 16 * p;
+      const int n = p == P - 1 ? t.valid_last : 16;
+      for (int j = 0; j < n; ++j) out[j] = t.accumulate ? out[j] + acc[r][p][j] : acc[r][p][j];
+    }
+}
+
+template <int R, int P>
+void kernel_plain(const Tile& t) {
+  float acc[R][P][16] = {};
+  for (int b = 0; b < t.blocks; ++b)
+    for (int r = 0; r < R; ++r) {
+      const size_t xb = size_t(t.t0 + r) * t.blocks + size_t(b);
+      const int8_t* qx = t.x->q.data() + xb * 32;
+      for (int p = 0; p < P; ++p) {
+        const size_t at = size_t(p) * t.blocks + size_t(b);
+        const uint8_t* w = t.packed + at * 512;
+        for (int j = 0; j < 16; ++j) {
+          int32_t dot = 0;
+          for (int k = 0; k < 32; ++k) dot += int32_t(qx[k]) * (int32_t(w[(k / 4) * 64 + j * 4 + k % 4]) - 128);
+          acc[r][p][j] += float(dot) * (f16_to_f32(t.scales[at * 16 + size_t(j)]) * t.x->d[xb]);
+        }
+      }
+    }
+  store<R, P>(t, acc);
+}
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vnni,f16c,fma")
+template <int R, int P>
+void kernel_avx512vnni(const Tile& t) {
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  const size_t group_stride = size_t(t.blocks) * 512;
+  for (int b = 0; b < t.blocks; ++b) {
+    __m512i dot[R][P];
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < P; ++p) dot[r][p] = _mm512_setzero_si512();
+    const uint8_t* w = t.packed + size_t(b) * 512;
+    for (int quad = 0; quad < 8; ++quad) {
+      __m512i wv[P];
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* at = w + p * group_stride + quad * 64;
+        _mm_prefetch(reinterpret_cast<const char*>(at + 1024), _MM_HINT_T0);  // two blocks on
+        wv[p] = _mm512_loadu_si512(at);
+      }
+      for (int r = 0; r < R; ++r) {
+        int32_t quad_bits;
+        std::memcpy(&quad_bits, t.x->q.data() + (size_t(t.t0 + r) * t.blocks + size_t(b)) * 32 + quad * 4, 4);
+        const __m512i xv = _mm512_set1_epi32(quad_bits);
+        for (int p = 0; p < P; ++p) dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], wv[p], xv);
+      }
+    }
+    __m512 dw[P];
+    for (int p = 0; p < P; ++p)
+      dw[p] = _mm512_maskz_cvtph_ps(  // maskz: the plain form trips a false GCC 12 warning
+          0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.scales + (size_t(p) * t.blocks + size_t(b)) * 16)));
+    for (int r = 0; r < R; ++r) {
+      const size_t xb = size_t(t.t0 + r) * t.blocks + size_t(b);
+      const __m512i offset = _mm512_set1_epi32(t.x->offset[xb]);
+      const __m512 dx = _mm512_set1_ps(t.x->d[xb]);
+      for (int p = 0; p < P; ++p)
+        acc[r][p] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, _mm512_sub_epi32(dot[r][p], offset)),
+                                    _mm512_mul_ps(dw[p], dx), acc[r][p]);
+    }
+  }
+  float out[R][P][16];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) _mm512_storeu_ps(out[r][p], acc[r][p]);
+  store<R, P>(t, out);
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c,fma")
+// Per group two registers of 8 rows; maddubs's pair sums stay within int16 since |q| <= 127.
+template <int R, int P>
+void kernel_avx2(const Tile& t) {
+  __m256 acc[R][2 * P];
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2 * P; ++h) acc[r][h] = _mm256_setzero_ps();
+  const size_t group_stride = size_t(t.blocks) * 512;
+  const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(char(0x80));
+  for (int b = 0; b < t.blocks; ++b) {
+    __m256i dot[R][2 * P];
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < 2 * P; ++h) dot[r][h] = _mm256_setzero_si256();
+    const uint8_t* w = t.packed + size_t(b) * 512;
+    for (int quad = 0; quad < 8; ++quad) {
+      __m256i wv[2 * P];  // signed weights
+      for (int h = 0; h < 2 * P; ++h)
+        wv[h] = _mm256_xor_si256(bias, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                           w + (h / 2) * group_stride + quad * 64 + (h % 2) * 32)));
+      for (int r = 0; r < R; ++r) {
+        int32_t quad_bits;
+        std::memcpy(&quad_bits, t.x->q.data() + (size_t(t.t0 + r) * t.blocks + size_t(b)) * 32 + quad * 4, 4);
+        const __m256i xv = _mm256_set1_epi32(quad_bits), ax = _mm256_abs_epi8(xv);
+        for (int h = 0; h < 2 * P; ++h) {
+          const __m256i pairs = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[h], xv));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pairs, ones));
+        }
+      }
+    }
+    __m256 dw[2 * P];
+    for (int h = 0; h < 2 * P; ++h)
+      dw[h] = _mm256_cvtph_ps(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(t.scales + (size_t(h / 2) * t.blocks + size_t(b)) * 16 + (h % 2) * 8)));
+    for (int r = 0; r < R; ++r) {
+      const __m256 dx = _mm256_set1_ps(t.x->d[size_t(t.t0 + r) * t.blocks + size_t(b)]);
+      for (int h = 0; h < 2 * P; ++h)
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(dw[h], dx), acc[r][h]);
+    }
+  }
+  float out[R][P][16];
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2 * P; ++h) _mm256_storeu_ps(out[r][h / 2] + (h % 2) * 8, acc[r][h]);
+  store<R, P>(t, out);
+}
+#pragma GCC pop_options
+#endif
+
+using Kernel = void (*)(const Tile&);
+constexpr int kRows = 4;      // rows of x per kernel call
+constexpr int kGroups = 2;    // 16-row weight groups per call with several rows of x
+constexpr int kGroupsGemv = 4;  // ... with one row (decoding): more independent sums
+
+// The kernel for R rows and P groups from one of the three families.
+template <template <int, int> class Family>
+Kernel pick(int r, int p) {
+  static const Kernel table[kRows][kGroupsGemv] = {
+      {Family<1, 1>::run, Family<1, 2>::run, Family<1, 3>::run, Family<1, 4>::run},
+      {Family<2, 1>::run, Family<2, 2>::run, Family<2, 3>::run, Family<2, 4>::run},
+      {Family<3, 1>::run, Family<3, 2>::run, Family<3, 3>::run, Family<3, 4>::run},
+      {Family<4, 1>::run, Family<4, 2>::run, Family<4, 3>::run, Family<4, 4>::run}};
+  return table[r - 1][p - 1];
+}
+template <int R, int P> struct Plain { static void run(const Tile& t) { kernel_plain<R, P>(t); } };
+#if defined(__x86_64__)
+template <int R, int P> struct Avx512Vnni { static void run(const Tile& t) { kernel_avx512vnni<R, P>(t); } };
+template <int R, int P> struct Avx2 { static void run(const Tile& t) { kernel_avx2<R, P>(t); } };
+#endif
+
+std::string& selected() {
+  static std::string name = q8_kernels().front();
+  return name;
+}
+
+Kernel pick_kernel(int r, int p) {
+#if defined(__x86_64__)
+  if (selected() == "avx512vnni") return pick<Avx512Vnni>(r, p);
+  if (selected() == "avx2") return pick<Avx2>(r, p);
+#endif
+  return pick<Plain>(r, p);
+}
+
+}  // namespace
+
+std::vector<std::string> q8_kernels() {
+  std::vector<std::string> names;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
+    names.push_back("avx512vnni");
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    names.push_back("avx2");
+#endif
+  names.push_back("plain");
+  return names;
+}
+
+const std::string& q8_kernel() { return selected(); }
+
+void select_q8_kernel(const std::string& name) {
+  const std::vector<std::string> have = q8_kernels();
+  if (std::find(have.begin(), have.end(), name) == have.end())
+    throw std::invalid_argument("q8 kernel '" + name + "' is not available on this CPU");
+  selected() = name;
+}
+
+void matmul_q8(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
+  static thread_local QuantizedRows xq;  // grows once, then reused
+  xq.fill(x, T, K);
+  const QuantizedRows* const xs = &xq;  // this thread's: thread_local names another inside the loops
+  const int blocks = (K + 31) / 32, n_groups = (N + 15) / 16;
+  const int per_item = T == 1 ? kGroupsGemv : kGroups, n_items = (n_groups + per_item - 1) / per_item;
+  parallel_for_if(size_t(T) * N * K > 32768, n_items, [&](int item) {
+    const int g0 = item * per_item, groups = std::min(per_item, n_groups - g0);
+    for (int t0 = 0; t0 < T; t0 += kRows) {
+      const int rows = std::min(kRows, T - t0);
+      const Tile tile{y + size_t(t0) * N + size_t(g0) * 16, N, xs, t0,
+                      w.q8 + size_t(g0) * blocks * 512, w.q8_scales + size_t(g0) * blocks * 16, blocks,
+                      std::min(16, N - (g0 + groups - 1) * 16), accumulate};
+      pick_kernel(rows, groups)(tile);
+    }
+  });
+}
+
+}  // namespace pert
