@@ -118,17 +118,19 @@ template <int R, int P>
 void kernel_plain(const Tile& t) {
   float acc[R][P][16] = {};
   for (int b = 0; b < t.blocks; ++b)
-    for (int r = 0; r < R; ++r) {
-      const size_t xb = size_t(t.t0 + r) * t.blocks + size_t(b);
-      const int8_t* qx = t.x->q.data() + xb * 32;
-      for (int p = 0; p < P; ++p) {
-        const size_t at = size_t(p) * t.blocks + size_t(b);
-        const uint8_t* w = t.packed + at * 512;
-        for (int j = 0; j < 16; ++j) {
-          int32_t dot = 0;
-          for (int k = 0; k < 32; ++k) dot += int32_t(qx[k]) * (int32_t(w[(k / 4) * 64 + j * 4 + k % 4]) - 128);
-          acc[r][p][j] += float(dot) * (f16_to_f32(t.scales[at * 16 + size_t(j)]) * t.x->d[xb]);
-        }
+    for (int p = 0; p < P; ++p) {
+      const size_t at = size_t(p) * t.blocks + size_t(b);
+      const uint8_t* w = t.packed + at * 512;  // [8 quads][16 rows][4]
+      float dw[16];
+      for (int j = 0; j < 16; ++j) dw[j] = f16_to_f32(t.scales[at * 16 + size_t(j)]);
+      for (int r = 0; r < R; ++r) {
+        const size_t xb = size_t(t.t0 + r) * t.blocks + size_t(b);
+        const int8_t* qx = t.x->q.data() + xb * 32;
+        int32_t dot[16] = {};  // Σ (qw + 128)·qx, lane by lane as vpdpbusd sums it
+        for (int quad = 0; quad < 8; ++quad)
+          for (int j = 0; j < 16; ++j)
+            for (int i = 0; i < 4; ++i) dot[j] += int32_t(w[quad * 64 + j * 4 + i]) * qx[quad * 4 + i];
+        for (int j = 0; j < 16; ++j) acc[r][p][j] += float(dot[j] - t.x->offset[xb]) * (dw[j] * t.x->d[xb]);
       }
     }
   store<R, P>(t, acc);
