@@ -147,8 +147,9 @@ void Model::embedding(int token, float* out) const {
   }
 }
 
-InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq)
-    : model_(model), c_(model.config()), extend_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
+InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq, CacheType cache_type)
+    : model_(model), c_(model.config()), extend_(model.config()), narrow_(cache_type != CacheType::F32), n_ctx_(n_ctx),
+      n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
   if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(n_batch));
   if (n_seq < 1) throw Error("sequence count must be at least 1, got " + std::to_string(n_seq));
@@ -159,25 +160,29 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   // allocation that fails (or that the sanitizer build reports as a crash).
   far_ = extend_.pattern && extend_.pattern->remaps();
   far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_->rotates_keys_on_read();
-  const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && position_->rotates_keys_on_read();
-  const double per_position = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim) +  // K, V (far K) caches
-                              double(kv_dim) * (1 + far_keys_read) +                                  // keys read
-                              double(omp_get_max_threads()) * kQueryBlock * (1 + far_);               // scores
+  const bool keys_read = position_->rotates_keys_on_read() || narrow_;
+  const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && (position_->rotates_keys_on_read() || narrow_);
+  const double cached = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim);  // K, V (far K) caches
+  const double per_position = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 +
+                              double(kv_dim) * (keys_read + narrow_ + far_keys_read) +  // keys (values) read
+                              double(omp_get_max_threads()) * kQueryBlock * (1 + far_);  // scores
   const double activations = double(B) * (4.0 * double(d) + 2.0 * double(c_.intermediate_size) + 4.0 * double(q_dim));
   require_memory(4.0 * (per_position * n_ctx + activations),
                  "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
                      " positions",
                  " (the KV cache grows with it); pass a smaller -c");
-  const size_t cache = size_t(n_seq) * size_t(c_.n_layers) * kv_dim * size_t(n_ctx);
+  const size_t cache_rows = size_t(n_seq) * size_t(c_.n_layers) * size_t(c_.n_kv_heads) * size_t(n_ctx);
   try {
-    k_cache_.assign(cache, 0.0f);
-    v_cache_.assign(cache, 0.0f);
+    k_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
+    v_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
   } catch (const std::bad_alloc&) {
     throw Error("a KV cache for a context of " + std::to_string(n_ctx) + " needs " +
-                std::to_string(2 * cache * sizeof(float) >> 20) + " MiB, more than is free; pass a smaller -c");
+                std::to_string(size_t(2 * double(cache_rows) * c_.head_dim * cache_bytes_per_value(cache_type, c_.head_dim)) >> 20) +
+                " MiB, more than is free; pass a smaller -c");
   }
   position_->reserve(n_ctx);
-  if (position_->rotates_keys_on_read()) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  if (keys_read) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  if (narrow_) values_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
   if (far_) {
     q_far_.resize(B * q_dim);
     far_query_pos_.resize(size_t(n_batch_));
@@ -185,7 +190,7 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   }
   if (far_key_cache_) {
     k_far_.resize(B * kv_dim);
-    k_far_cache_.assign(cache, 0.0f);
+    k_far_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
   }
   if (far_keys_read) keys_far_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
   x_.resize(B * d);
@@ -196,7 +201,11 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   v_.resize(B * kv_dim);
   gate_.resize(B * size_t(c_.intermediate_size));
   up_.resize(B * size_t(c_.intermediate_size));
-  attention_scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_);
+  attention_scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_, narrow_);
+}
+
+size_t InferenceState::layer_row(int s, int l) const {
+  return (size_t(s) * size_t(c_.n_layers) + size_t(l)) * size_t(c_.n_kv_heads) * size_t(n_ctx_);
 }
 
 void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
@@ -233,12 +242,15 @@ bool InferenceState::shift(int n_keep, int n_discard) {
   if (!position_->can_shift() || extend_.pattern) return false;
   const int heads = n_seq_ * c_.n_layers * c_.n_kv_heads;  // every (sequence, layer, kv head)
   for (int i = 0; i < heads; ++i) {
-    const size_t head = size_t(i) * size_t(kv_head_stride);
-    for (std::vector<float>* cache : {&k_cache_, &v_cache_})
-      std::memmove(cache->data() + head + size_t(n_keep) * hd, cache->data() + head + size_t(n_keep + n_discard) * hd,
-                   sizeof(float) * size_t(n_move) * hd);
+    const size_t keep = size_t(i) * size_t(n_ctx_) + size_t(n_keep);  // the head's first moved-to row
+    for (KvCache* cache : {&k_cache_, &v_cache_}) cache->move(keep, keep + size_t(n_discard), size_t(n_move));
+    if (narrow_ && n_move > 0) {  // re-rotated in F32, rounded again (as llama.cpp's K-shift of a quantized cache)
+      k_cache_.load(keys_read_.data(), keep, size_t(n_move));
+      position_->shift_keys(keys_read_.data(), n_move, 1, hd, ptrdiff_t(n_move) * hd, n_discard);
+      k_cache_.store(keep, keys_read_.data(), size_t(n_move));
+    }
   }
-  position_->shift_keys(&k_cache_[size_t(n_keep) * hd], n_move, heads, hd, kv_head_stride, n_discard);
+  if (!narrow_) position_->shift_keys(k_cache_.f32(size_t(n_keep)), n_move, heads, hd, kv_head_stride, n_discard);
   n_past_ -= n_discard;
   return true;
 }
@@ -249,7 +261,6 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const int d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size, S = n_seq_, rows = S * n;
   const int q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
-  const size_t seq_cache = size_t(c.n_layers) * kv_dim * n_ctx_;  // one sequence's cache
   const float eps = float(c.rms_norm_eps);
   PositionEncoding& pe = *position_;
   pe.begin_forward(length, pos0, n);
@@ -286,10 +297,9 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
       float* q = &q_[size_t(s) * n * q_dim];    // [n][q_dim]
       float* k = &k_[size_t(s) * n * kv_dim];   // [n][kv_dim]
       const float* v = &v_[size_t(s) * n * kv_dim];
-      float* k_cache = &k_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_];  // [kv_head][n_ctx][hd]
-      float* v_cache = &v_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_];
+      const size_t row0 = layer_row(s, l);  // this layer's cache rows: [kv_head][n_ctx]
+      auto cache_row = [&](int h, int pos) { return row0 + size_t(h) * n_ctx_ + size_t(pos); };
       float* q_far = far_ ? &q_far_[size_t(s) * n * q_dim] : nullptr;  // [n][q_dim]
-      float* k_far_cache = far_key_cache_ ? &k_far_cache_[size_t(s) * seq_cache + size_t(l) * kv_dim * n_ctx_] : nullptr;
       if (far_) {  // the far pass's queries (and keys) from the unrotated ones
         std::copy(q, q + size_t(n) * q_dim, q_far);
         pe.rotate_at(q_far, far_query_pos_.data(), n, c.n_heads, q_dim, hd);
@@ -298,9 +308,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
           std::copy(k, k + size_t(n) * kv_dim, k_far);
           pe.rotate_at(k_far, &far_key_pos_[size_t(pos0)], n, c.n_kv_heads, kv_dim, hd);
           for (int t = 0; t < n; ++t)
-            for (int h = 0; h < c.n_kv_heads; ++h)
-              std::memcpy(k_far_cache + size_t(h) * kv_head_stride + size_t(pos0 + t) * hd, k_far + size_t(t) * kv_dim + size_t(h) * hd,
-                          sizeof(float) * hd);
+            for (int h = 0; h < c.n_kv_heads; ++h) k_far_cache_.store(cache_row(h, pos0 + t), k_far + size_t(t) * kv_dim + size_t(h) * hd);
         }
       }
       if (pe.rotates()) {
@@ -309,9 +317,9 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
       }
       for (int t = 0; t < n; ++t)
         for (int h = 0; h < c.n_kv_heads; ++h) {
-          const size_t src = size_t(t) * kv_dim + size_t(h) * hd, dst = size_t(h) * kv_head_stride + size_t(pos0 + t) * hd;
-          std::memcpy(k_cache + dst, k + src, sizeof(float) * hd);
-          std::memcpy(v_cache + dst, v + src, sizeof(float) * hd);
+          const size_t src = size_t(t) * kv_dim + size_t(h) * hd;
+          k_cache_.store(cache_row(h, pos0 + t), k + src);
+          v_cache_.store(cache_row(h, pos0 + t), v + src);
         }
       for (int t = 0; t < n && !extend_.scales.empty(); ++t) {  // log-n: a factor on query m's scores
         const float f = float(extend_.query_scale(pos0 + t));
@@ -319,27 +327,32 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
         for (int i = 0; i < q_dim; ++i) q[size_t(t) * q_dim + i] *= f;
         for (int i = 0; far_ && i < q_dim; ++i) q_far[size_t(t) * q_dim + i] *= f;
       }
-      const float* keys = k_cache;
-      const size_t len = size_t(pos0 + n) * hd;
-      auto read_keys = [&](std::vector<float>& out) {  // the cached (unrotated) keys, copied to be rotated
-        for (int h = 0; h < c.n_kv_heads; ++h)
-          std::memcpy(&out[size_t(h) * kv_head_stride], k_cache + size_t(h) * kv_head_stride, sizeof(float) * len);
-        return out.data();
+      // The cached rows [0, pos0 + n) of every kv head, widened to F32 into `out` ([kv_head][n_ctx][hd]).
+      auto read = [&](const KvCache& cache, std::vector<float>& out) {
+        for (int h = 0; h < c.n_kv_heads; ++h) cache.load(&out[size_t(h) * kv_head_stride], cache_row(h, 0), size_t(pos0 + n));
+        return KvRows::of(out.data(), hd);
       };
+      const bool widen = narrow_ && n > 1;  // prefill reads F32; decoding widens block by block
+      KvRows keys = k_cache_.rows(row0), values = v_cache_.rows(row0);
       if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
-        pe.rotate(read_keys(keys_read_), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
-        keys = keys_read_.data();
+        keys = read(k_cache_, keys_read_);
+        pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
+      } else if (widen) {
+        keys = read(k_cache_, keys_read_);
       }
+      if (widen) values = read(v_cache_, values_read_);
       layer_shape.pattern = extend_.pattern;
       if (far_) {
         layer_shape.q_far = q_far;
-        layer_shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys : k_far_cache;
-        if (!keys_far_read_.empty()) {
-          pe.rotate_at(read_keys(keys_far_read_), far_key_pos_.data(), pos0 + n, c.n_kv_heads, hd, kv_head_stride);
-          layer_shape.keys_far = keys_far_read_.data();
+        layer_shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys : k_far_cache_.rows(row0);
+        if (pe.rotates_keys_on_read() && !keys_far_read_.empty()) {
+          layer_shape.keys_far = read(k_cache_, keys_far_read_);
+          pe.rotate_at(keys_far_read_.data(), far_key_pos_.data(), pos0 + n, c.n_kv_heads, hd, kv_head_stride);
+        } else if (widen && far_key_cache_) {
+          layer_shape.keys_far = read(k_far_cache_, keys_far_read_);
         }
       }
-      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache, layer_shape, scale, pe, *attention_scratch_);
+      attention(&att_[size_t(s) * n * q_dim], q, keys, values, layer_shape, scale, pe, *attention_scratch_);
     }
     matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
     if (w.bo) add_rows(x_.data(), w.bo, rows, d);

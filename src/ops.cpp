@@ -13,6 +13,7 @@
 #endif
 
 #include "parallel.hpp"
+#include "pert/error.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
@@ -116,15 +117,17 @@ void softmax(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far)
+AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far, bool narrow)
     : per_thread(size_t(kQueryBlock) * size_t(n_ctx) * (far ? 2 : 1)),
+      widened_per_thread(narrow ? 3 * size_t(kKeyBlock) * size_t(head_dim) : 0),
       partials(size_t(n_heads) * size_t((n_ctx + kKeyBlock - 1) / kKeyBlock + 1) * size_t(head_dim + 2)) {
   fit_threads();
 }
 
 void AttentionScratch::fit_threads() {
-  const size_t want = size_t(omp_get_max_threads()) * per_thread;
-  if (scores.size() < want) scores.resize(want);
+  const size_t threads = size_t(omp_get_max_threads());
+  if (scores.size() < threads * per_thread) scores.resize(threads * per_thread);
+  if (widened.size() < threads * widened_per_thread) widened.resize(threads * widened_per_thread);
 }
 
 namespace {
@@ -147,7 +150,7 @@ struct KeyRule {
 
 // One query (T = 1) over the keys it sees, split into blocks of kKeyBlock keys (the sinks' own
 // blocks first, then the window's).
-void attention_decode(float* out, const float* q, const float* keys, const float* values, const AttentionShape& s,
+void attention_decode(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
                       float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
   const KeyRule rule{s.window, s.pattern};
@@ -161,33 +164,40 @@ void attention_decode(float* out, const float* q, const float* keys, const float
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int h = 0; h < s.n_heads; ++h)
     for (int b = 0; b < n_blocks; ++b) {
-      float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [kKeyBlock]
+      const int thread = omp_get_thread_num();
+      float* scores = scores_all + size_t(thread) * scratch.per_thread;  // [kKeyBlock]
+      // [3][kKeyBlock][hd]: widened keys, values, far keys (a narrower cache only)
+      float *wk = nullptr, *wv = nullptr, *wf = nullptr;
+      if (scratch.widened_per_thread) {
+        wk = scratch.widened.data() + size_t(thread) * scratch.widened_per_thread;
+        wv = wk + kKeyBlock * hd;
+        wf = wv + kKeyBlock * hd;
+      }
       const int key0 = b < sink_blocks ? b * kKeyBlock : lo + (b - sink_blocks) * kKeyBlock;
       const int nk = std::min((b < sink_blocks ? sinks : pos + 1) - key0, kKeyBlock);
-      const ptrdiff_t head = (h / group) * s.kv_head_stride;
+      const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
       float* partial = partials + (size_t(h) * max_blocks + b) * size_t(hd + 2);
       // keys [key0, split) are scored far, [split, key0 + nk) near
       const int split = std::clamp(near, key0, key0 + nk), n_far = split - key0, n_near = nk - n_far;
       if (n_far > 0) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, s.keys_far + head + ptrdiff_t(key0) * hd, hd,
-                    s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
+        const float* kb = s.keys_far.at(head + key0).read(n_far, wf);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, kb, hd, s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
         if (terms)
-          add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd,
-                             s.keys_far + head + ptrdiff_t(key0) * hd, key0, n_far, scale);
+          add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
+                             scale);
       }
       if (n_near > 0) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, keys + head + ptrdiff_t(split) * hd, hd,
-                    q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
+        const float* kb = keys.at(head + split).read(n_near, wk);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, kb, hd, q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
         if (terms)
-          add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd,
-                             keys + head + ptrdiff_t(split) * hd, split, n_near, scale);
+          add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);
       }
       const float max = *std::max_element(scores, scores + nk);
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int i = 0; i < nk; ++i) sum += (scores[i] = exp_nonpositive(scores[i] - max));
-      cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, values + head + ptrdiff_t(key0) * hd, hd, scores, 1, 0.0f,
-                  partial, 1);
+      const float* vb = values.at(head + key0).read(nk, wv);
+      cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, vb, hd, scores, 1, 0.0f, partial, 1);
       partial[hd] = max;
       partial[hd + 1] = sum;
     }
@@ -210,9 +220,13 @@ void attention_decode(float* out, const float* q, const float* keys, const float
 
 }  // namespace
 
-void attention(float* out, const float* q, const float* keys, const float* values, const AttentionShape& s,
+void attention(float* out, const float* q, const KvRows& key_rows, const KvRows& value_rows, const AttentionShape& s,
                float scale, const PositionEncoding& position, AttentionScratch& scratch) {
-  if (s.T == 1) return attention_decode(out, q, keys, values, s, scale, position, scratch);
+  if (s.T == 1) return attention_decode(out, q, key_rows, value_rows, s, scale, position, scratch);
+  if (key_rows.type != CacheType::F32 || value_rows.type != CacheType::F32 ||
+      (s.pattern && s.pattern->remaps() && s.keys_far.type != CacheType::F32))
+    throw Error("attention: prefill reads F32 keys and values (widen a narrower cache first)");
+  const float *keys = key_rows.f32, *values = value_rows.f32, *keys_far = s.keys_far.f32;
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_stride = s.n_heads * hd;
   const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
   const KeyRule rule{s.window, s.pattern};
@@ -246,7 +260,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
       };
       // Near scores where some query of the block is near, far ones where some is far.
       gemm_scores(scores, q, keys, rule.near(p0), hi);
-      if (remaps) gemm_scores(far, s.q_far, s.keys_far, 0, rule.near(hi - 1));
+      if (remaps) gemm_scores(far, s.q_far, keys_far, 0, rule.near(hi - 1));
       for (int i = 0; i < nq; ++i) {
         const int m = p0 + i, near = rule.near(m);
         // m sees keys n < all_sinks and n >= rule.lo(m): in the block's columns, a hole [hole0, hole1)
@@ -263,7 +277,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
             std::copy(far_row + col(v0), far_row + col(v0) + n, row + col(v0));
             if (terms)
               add_position_terms(position, row + col(v0), s.layer, h, rule.far_query(m), s.q_far + q_at + size_t(i) * q_stride,
-                                 s.keys_far + head + ptrdiff_t(v0) * hd, v0, n, scale);
+                                 keys_far + head + ptrdiff_t(v0) * hd, v0, n, scale);
           });
         });
         if (terms)

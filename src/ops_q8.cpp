@@ -29,18 +29,13 @@ namespace pert {
 size_t q8_packed_size(int N, int K) { return size_t((N + 15) / 16) * size_t((K + 31) / 32) * 512; }
 size_t q8_scales_size(int N, int K) { return size_t((N + 15) / 16) * size_t((K + 31) / 32) * 16; }
 
-namespace {
-
-// One block of 32 values: the scale d = max|v| / 127 and q = round(v / d) in [-127, 127].
-float quantize_block(const float* v, int n, int8_t* q) {
+float quantize_q8_block(const float* v, int n, int8_t* q) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
   const float d = amax / 127.0f, inv = d > 0.0f ? 1.0f / d : 0.0f;
   for (int i = 0; i < 32; ++i) q[i] = i < n ? int8_t(std::lrintf(v[i] * inv)) : int8_t(0);
   return d;
 }
-
-}  // namespace
 
 void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K) {
   const int blocks = (K + 31) / 32;
@@ -50,7 +45,7 @@ void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, in
   for (int n = 0; n < N; ++n)
     for (int b = 0; b < blocks; ++b) {
       const int k0 = b * 32, len = std::min(32, K - k0);
-      const float d = quantize_block(rows + size_t(n) * K + k0, len, q);
+      const float d = quantize_q8_block(rows + size_t(n) * K + k0, len, q);
       const size_t at = size_t(n / 16) * blocks + size_t(b);
       scales[at * 16 + size_t(n % 16)] = f32_to_f16(d);
       for (int k = 0; k < 32; ++k)
@@ -81,7 +76,7 @@ struct QuantizedRows {
       for (int b = 0; b < blocks; ++b) {
         const size_t at = size_t(t) * blocks + size_t(b);
         int8_t* qb = q.data() + at * 32;
-        d[at] = quantize_block(x + size_t(t) * K + size_t(b) * 32, std::min(32, K - b * 32), qb);
+        d[at] = quantize_q8_block(x + size_t(t) * K + size_t(b) * 32, std::min(32, K - b * 32), qb);
         int32_t sum = 0;
         for (int i = 0; i < 32; ++i) sum += qb[i];
         offset[at] = 128 * sum;
@@ -253,17 +248,26 @@ template <int R, int P> struct Avx512Vnni { static void run(const Tile& t) { ker
 template <int R, int P> struct Avx2 { static void run(const Tile& t) { kernel_avx2<R, P>(t); } };
 #endif
 
-std::string& selected() {
-  static std::string name = q8_kernels().front();
-  return name;
+// The kernel family by name, resolved when selected rather than on every tile.
+using Picker = Kernel (*)(int r, int p);
+Picker picker_for(const std::string& name) {
+#if defined(__x86_64__)
+  if (name == "avx512vnni") return pick<Avx512Vnni>;
+  if (name == "avx2") return pick<Avx2>;
+#endif
+  return pick<Plain>;
 }
 
-Kernel pick_kernel(int r, int p) {
-#if defined(__x86_64__)
-  if (selected() == "avx512vnni") return pick<Avx512Vnni>(r, p);
-  if (selected() == "avx2") return pick<Avx2>(r, p);
-#endif
-  return pick<Plain>(r, p);
+struct Selection {
+  std::string name;
+  Picker pick;
+};
+Selection& selected() {
+  static Selection s = [] {
+    const std::string first = q8_kernels().front();
+    return Selection{first, picker_for(first)};
+  }();
+  return s;
 }
 
 }  // namespace
@@ -282,19 +286,20 @@ std::vector<std::string> q8_kernels() {
   return names;
 }
 
-const std::string& q8_kernel() { return selected(); }
+const std::string& q8_kernel() { return selected().name; }
 
 void select_q8_kernel(const std::string& name) {
   const std::vector<std::string> have = q8_kernels();
   if (std::find(have.begin(), have.end(), name) == have.end())
     throw std::invalid_argument("q8 kernel '" + name + "' is not available on this CPU");
-  selected() = name;
+  selected() = {name, picker_for(name)};
 }
 
 void matmul_q8(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
   static thread_local QuantizedRows xq;  // grows once, then reused
   xq.fill(x, T, K);
   const QuantizedRows* const xs = &xq;  // this thread's: thread_local names another inside the loops
+  const Picker pick_kernel = selected().pick;
   const int blocks = (K + 31) / 32, n_groups = (N + 15) / 16;
   const int per_item = T == 1 ? kGroupsGemv : kGroups, n_items = (n_groups + per_item - 1) / per_item;
   parallel_for_if(size_t(T) * N * K > 32768, n_items, [&](int item) {

@@ -16,18 +16,6 @@
 
 using namespace pert;
 
-namespace {
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-}  // namespace
-
 // y[T][N] = x[T][K]·W[N][K]ᵀ (+ y when accumulating), on the GEMV (T = 1) and GEMM (T > 1) paths.
 TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
   // K = 37 and N = 23 leave remainders in every kernel's steps; 4096 rows run threaded.
@@ -226,7 +214,7 @@ TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
 
     // No bias: the base interface, whose hooks do nothing.
     PositionEncoding plain;
-    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, plain, scratch);
+    attention(out.data(), q.data(), KvRows::of(keys.data(), hd), KvRows::of(values.data(), hd), shape, scale, plain, scratch);
     const std::vector<double> unbiased =
         naive_attention(q, keys, values, shape, scale, [](int, int, int) { return 0.0; });
     for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(unbiased[i]).margin(1e-5));
@@ -237,7 +225,7 @@ TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
     const auto alibi = make_position_encoding(parse_model_config(c, "test/config.json"),
                                               [](const std::string&) -> const float* { return nullptr; });
     REQUIRE(alibi);
-    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, *alibi, scratch);
+    attention(out.data(), q.data(), KvRows::of(keys.data(), hd), KvRows::of(values.data(), hd), shape, scale, *alibi, scratch);
     const std::vector<double> biased = naive_attention(
         q, keys, values, shape, scale, [](int h, int m, int n) { return -std::pow(2.0, -2.0 * (h + 1)) * (m - n); });
     double differs = 0.0;  // the bias must matter, or this would not test it
@@ -250,8 +238,30 @@ TEST_CASE("ops: attention matches naive causal attention", "[ops]") {
     // A bias that no row constant absorbs (ALiBi's does: softmax ignores it), so the kernel must
     // pass the true query position, key index and head.
     const ArbitraryBias arbitrary;
-    attention(out.data(), q.data(), keys.data(), values.data(), shape, scale, arbitrary, scratch);
+    attention(out.data(), q.data(), KvRows::of(keys.data(), hd), KvRows::of(values.data(), hd), shape, scale, arbitrary, scratch);
     const std::vector<double> want = naive_attention(q, keys, values, shape, scale, ArbitraryBias::bias);
     for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(want[i]).margin(1e-5));
+
+    // A narrower cache: decoding widens each block as it reads it, so it equals attention over
+    // the rounded keys and values; prefill refuses it (InferenceState widens first).
+    for (CacheType type : {CacheType::BF16, CacheType::F16, CacheType::Q8}) {
+      INFO("cache " << cache_type_name(type));
+      const size_t rows = size_t(n_kv_heads) * size_t(capacity);
+      KvCache kc(type, rows, hd), vc(type, rows, hd);
+      kc.store(0, keys.data(), rows);
+      vc.store(0, values.data(), rows);
+      std::vector<float> rounded_keys(keys.size()), rounded_values(values.size());
+      kc.load(rounded_keys.data(), 0, rows);
+      vc.load(rounded_values.data(), 0, rows);
+      AttentionScratch narrow_scratch(n_heads, hd, capacity, false, true);
+      if (T > 1) {
+        REQUIRE_THROWS_AS(attention(out.data(), q.data(), kc.rows(), vc.rows(), shape, scale, arbitrary, narrow_scratch), Error);
+        continue;
+      }
+      attention(out.data(), q.data(), kc.rows(), vc.rows(), shape, scale, arbitrary, narrow_scratch);
+      const std::vector<double> from_rounded =
+          naive_attention(q, rounded_keys, rounded_values, shape, scale, ArbitraryBias::bias);
+      for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(from_rounded[i]).margin(1e-5));
+    }
   }
 }

@@ -14,14 +14,6 @@ using namespace pert;
 
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 // One row's blocks of 32 as the definition says: d = max|v| / 127, q = round(v / d).
 struct Blocks {
   std::vector<float> d;

@@ -100,6 +100,15 @@ inline std::vector<float> exact_values(int64_t n, uint32_t seed) {
   return v;
 }
 
+// n values uniform in [-scale, scale), seeded.
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
 // A tiny llama config: 2 layers, d=16, 4 heads (2 kv) of dim 4, vocab 32, trained ctx 64.
 inline json tiny_config() {
   return json{{"architectures", {"LlamaForCausalLM"}},

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "pert/kv_cache.hpp"
+
 namespace pert {
 
 class PositionEncoding;
@@ -40,6 +42,9 @@ void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool
 size_t q8_packed_size(int N, int K);  // bytes
 size_t q8_scales_size(int N, int K);  // scales
 void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K);  // rows: [N][K] F32
+// One block of n <= 32 values: returns d = max|v| / 127 and writes q = round(v / d) in
+// [-127, 127] to q[32] (zeros past n). What the weights, x and a q8 KV cache are made of.
+float quantize_q8_block(const float* v, int n, int8_t* q);
 float q8_value_at(const uint8_t* packed, const uint16_t* scales, int K, int n, int k);  // d · q
 // Q8 weights: x is quantized the same way (per row, blocks of 32, its own scales) and each
 // block's products summed exactly in int32, then scaled: AVX-512 VNNI `vpdpbusd`, AVX2, or plain
@@ -102,10 +107,12 @@ struct AttentionShape {
   int layer = 0;             // which layer's bias weights (schemes with weights per layer)
   int window = 0;            // 0: every earlier key
   const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
-  const float* q_far = nullptr;     // like q: the queries at far_query(m), when the pattern remaps
-  const float* keys_far = nullptr;  // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
+  const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
+  KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
 };
-// q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim].
+// q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows, in F32
+// for prefill (T > 1; InferenceState widens a narrower cache once per layer), in any CacheType
+// for decoding, which widens each block of keys and values as it reads it.
 // Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
 // Prefill works per (head, block of kQueryBlock queries); decoding (T = 1) per (head, block of
 // kKeyBlock keys), each block's softmax partial (max, sum, unnormalised output) merged at the
@@ -115,14 +122,17 @@ inline constexpr int kKeyBlock = 256;
 
 // Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
 // `far`: room for a second score block (a pattern that remaps).
+// `narrow`: room to widen a decoding block's keys, values and far keys from a narrower cache.
 struct AttentionScratch {
-  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false);
-  void fit_threads();  // grows `scores` when the thread count was raised since
+  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false);
+  void fit_threads();  // grows `scores` (and `widened`) when the thread count was raised since
   size_t per_thread;           // kQueryBlock·n_ctx, twice that with `far`
+  size_t widened_per_thread;   // 3·kKeyBlock·head_dim with `narrow`, else 0
   std::vector<float> scores;   // [threads][per_thread]
+  std::vector<float> widened;  // [threads][3][kKeyBlock][head_dim]
   std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉ + 1][head_dim + 2]: output, max, sum
 };
-void attention(float* out, const float* q, const float* keys, const float* values, const AttentionShape& shape,
+void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
                float scale, const PositionEncoding& position, AttentionScratch& scratch);
 
 }  // namespace pert

@@ -1,0 +1,161 @@
+#include "pert/kv_cache.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "pert/error.hpp"
+#include "pert/fp16.hpp"
+#include "pert/ops.hpp"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace pert {
+
+namespace {
+
+int q8_blocks(int width) { return (width + 31) / 32; }
+
+void widen_bf16(float* out, const uint16_t* in, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(in[i]);
+}
+
+void widen_f16(float* out, const uint16_t* in, size_t n) {
+  size_t i = 0;
+#if defined(__F16C__)  // vcvtph2ps: exact, as f16_to_f32 (test_kv_cache checks every F16 value)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+#endif
+  for (; i < n; ++i) out[i] = f16_to_f32(in[i]);
+}
+
+// One row of Q8 blocks: value k is scale[k / 32] · q[k].
+void widen_q8_row(float* out, const int8_t* q, const uint16_t* scales, int width) {
+  for (int b = 0, k0 = 0; k0 < width; ++b, k0 += 32) {
+    const float d = f16_to_f32(scales[b]);
+    const int end = std::min(width, k0 + 32);
+#pragma omp simd
+    for (int k = k0; k < end; ++k) out[k] = d * float(q[k]);
+  }
+}
+
+}  // namespace
+
+const char* cache_type_name(CacheType type) {
+  switch (type) {
+    case CacheType::BF16: return "bf16";
+    case CacheType::F16: return "f16";
+    case CacheType::Q8: return "q8";
+    default: return "f32";
+  }
+}
+
+CacheType parse_cache_type(const std::string& name) {
+  for (CacheType t : {CacheType::F32, CacheType::BF16, CacheType::F16, CacheType::Q8})
+    if (name == cache_type_name(t)) return t;
+  throw Error("cache type '" + name + "': expected f32, bf16, f16 or q8");
+}
+
+double cache_bytes_per_value(CacheType type, int width) {
+  switch (type) {
+    case CacheType::BF16:
+    case CacheType::F16: return 2.0;
+    case CacheType::Q8: return 1.0 + 2.0 * q8_blocks(width) / std::max(width, 1);
+    default: return 4.0;
+  }
+}
+
+KvRows KvRows::at(ptrdiff_t row) const {
+  KvRows v = *this;
+  const ptrdiff_t at = row * width;
+  if (f32) v.f32 += at;
+  if (half) v.half += at;
+  if (q8) {
+    v.q8 += at;
+    v.scales += row * q8_blocks(width);
+  }
+  return v;
+}
+
+const float* KvRows::read(int n, float* buf) const {
+  const size_t values = size_t(n) * size_t(width);
+  switch (type) {
+    case CacheType::F32: return f32;
+    case CacheType::BF16: widen_bf16(buf, half, values); break;
+    case CacheType::F16: widen_f16(buf, half, values); break;
+    case CacheType::Q8:
+      for (int r = 0; r < n; ++r)
+        widen_q8_row(buf + size_t(r) * width, q8 + size_t(r) * width, scales + size_t(r) * q8_blocks(width), width);
+      break;
+  }
+  return buf;
+}
+
+KvCache::KvCache(CacheType type, size_t rows, int width) : type_(type), width_(width), blocks_(q8_blocks(width)) {
+  const size_t values = rows * size_t(width);
+  switch (type) {
+    case CacheType::F32: f32_.assign(values, 0.0f); break;
+    case CacheType::BF16:
+    case CacheType::F16: half_.assign(values, 0); break;
+    case CacheType::Q8:
+      q8_.assign(values, 0);
+      scales_.assign(rows * size_t(blocks_), 0);
+      break;
+  }
+}
+
+size_t KvCache::bytes() const {
+  return f32_.size() * sizeof(float) + half_.size() * sizeof(uint16_t) + q8_.size() + scales_.size() * sizeof(uint16_t);
+}
+
+void KvCache::store(size_t row, const float* x, size_t n) {
+  const size_t w = size_t(width_), at = row * w;
+  switch (type_) {
+    case CacheType::F32: std::memcpy(&f32_[at], x, sizeof(float) * n * w); break;
+    case CacheType::BF16:
+      for (size_t i = 0; i < n * w; ++i) half_[at + i] = f32_to_bf16(x[i]);
+      break;
+    case CacheType::F16:
+      for (size_t i = 0; i < n * w; ++i) half_[at + i] = f32_to_f16(x[i]);
+      break;
+    case CacheType::Q8:
+      for (size_t r = 0; r < n; ++r)
+        for (int b = 0, k0 = 0; k0 < width_; ++b, k0 += 32) {
+          int8_t q[32];
+          const int len = std::min(32, width_ - k0);
+          scales_[(row + r) * size_t(blocks_) + size_t(b)] = f32_to_f16(quantize_q8_block(x + r * w + size_t(k0), len, q));
+          std::memcpy(&q8_[at + r * w + size_t(k0)], q, size_t(len));
+        }
+      break;
+  }
+}
+
+void KvCache::load(float* out, size_t row, size_t n) const {
+  const float* f = rows(row).read(int(n), out);
+  if (f != out) std::memcpy(out, f, sizeof(float) * n * size_t(width_));
+}
+
+void KvCache::move(size_t dst, size_t src, size_t n) {
+  const size_t w = size_t(width_);
+  if (!f32_.empty()) std::memmove(&f32_[dst * w], &f32_[src * w], sizeof(float) * n * w);
+  if (!half_.empty()) std::memmove(&half_[dst * w], &half_[src * w], sizeof(uint16_t) * n * w);
+  if (!q8_.empty()) {
+    std::memmove(&q8_[dst * w], &q8_[src * w], n * w);
+    std::memmove(&scales_[dst * size_t(blocks_)], &scales_[src * size_t(blocks_)], sizeof(uint16_t) * n * size_t(blocks_));
+  }
+}
+
+KvRows KvCache::rows(size_t row) const {
+  KvRows v{type_, width_};
+  if (!f32_.empty()) v.f32 = f32_.data();
+  if (!half_.empty()) v.half = half_.data();
+  if (!q8_.empty()) {
+    v.q8 = q8_.data();
+    v.scales = scales_.data();
+  }
+  return v.at(ptrdiff_t(row));
+}
+
+}  // namespace pert
