@@ -119,7 +119,7 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
 
   for (int w0 = 0; w0 < windows; w0 += group) {
     const int g = std::min(group, windows - w0);
-    if (!state || state->n_seq() != g) state = std::make_unique<InferenceState>(model, n_run, n_batch, g);
+    if (!state || state->n_seq() != g) state = std::make_unique<InferenceState>(model, n_run, n_batch, g, o.cache_type);
     for (int s = 0; s < g; ++s) {
       int* win = &ids[size_t(s) * n_ctx];
       const size_t start = size_t(w0 + s) * size_t(stride);

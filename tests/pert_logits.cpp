@@ -1,6 +1,7 @@
 // Test harness: runs a model over token ids and writes every position's logits as raw F32
 // [T][vocab], so the Python reference tests can compare them.
 //   pert_logits MODEL_DIR IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]... [--dtype f32|bf16|q8]
+//               [--cache-type f32|bf16|f16|q8]
 // --chunk N feeds the ids N at a time through the KV cache (1 = token-by-token decode);
 // without it the whole sequence is one prefill. --window N cuts the ids into windows of N,
 // each run from an empty cache at position 0 (the non-overlapping perplexity evaluation).
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   std::string model_dir, ids_file, out_file;
   int chunk = 0, ctx = 0, window = 0;
   std::vector<std::string> sets;
-  std::string dtype = "f32";
+  std::string dtype = "f32", cache_type = "f32";
   app.add_option("model_dir", model_dir)->required();
   app.add_option("ids_file", ids_file, "whitespace-separated token ids")->required();
   app.add_option("out_file", out_file)->required();
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   app.add_option("--window", window);
   app.add_option("--set", sets)->allow_extra_args(false);
   app.add_option("--dtype", dtype, "weights as pert's --dtype")->check(CLI::IsMember({"f32", "bf16", "q8"}));
+  app.add_option("--cache-type", cache_type, "KV cache as pert's --cache-type")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "q8"}));
   CLI11_PARSE(app, argc, argv);
   try {
     std::ifstream in(ids_file);
@@ -40,7 +43,7 @@ int main(int argc, char** argv) {
     const int T = int(ids.size()), V = model->config().vocab_size;
     if (window <= 0) window = T;
     if (chunk <= 0) chunk = window;
-    pert::InferenceState state(*model, ctx > 0 ? ctx : window, chunk);
+    pert::InferenceState state(*model, ctx > 0 ? ctx : window, chunk, 1, pert::parse_cache_type(cache_type));
     std::vector<float> logits(size_t(T) * V);
     for (int start = 0; start < T; start += window)  // each window from position 0 again
       for (int pos = 0; pos < std::min(window, T - start); pos += chunk) {

@@ -372,12 +372,12 @@ TEST_CASE("conventions: bench checks every test before its header, -t lists, -o 
     REQUIRE(csv.exit_code == 0);
     const std::vector<std::string> rows = lines_of(csv.out);
     REQUIRE(rows.size() == 3);
-    CHECK(rows[0] == "model,params,precision,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts");
-    CHECK_THAT(rows[1], Catch::Matchers::StartsWith("rope,") && Catch::Matchers::Contains(",F32,1,pp8,8,0,0,"));
-    CHECK_THAT(rows[2], Catch::Matchers::Contains(",F32,1,tg2,0,2,0,"));
+    CHECK(rows[0] == "model,params,precision,cache_type,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts");
+    CHECK_THAT(rows[1], Catch::Matchers::StartsWith("rope,") && Catch::Matchers::Contains(",F32,f32,1,pp8,8,0,0,"));
+    CHECK_THAT(rows[2], Catch::Matchers::Contains(",F32,f32,1,tg2,0,2,0,"));
     const Run md = run_pert({"bench", "-m", kRope, "-p", "8", "-n", "0", "-r", "1", "-t", "1", "-o", "md"});
     REQUIRE(md.exit_code == 0);
-    CHECK_THAT(md.out, Catch::Matchers::StartsWith("| model | params | precision | threads | test | t/s |"));
+    CHECK_THAT(md.out, Catch::Matchers::StartsWith("| model | params | precision | kv cache | threads | test | t/s |"));
     const json j = json_of(run_pert({"bench", "-m", kRope, "-p", "8", "-n", "0", "-r", "1", "-t", "1", "--json"}));
     CHECK(j["results"].size() == 1);
     require_usage(run_pert({"bench", "-m", kRope, "-o", "xml"}), {"--output", "xml"});

@@ -33,6 +33,7 @@ struct PerplexityOptions {
                                  // chunk's first token); -1: none
   int n_batch = 0;               // rows per forward pass (all windows' positions together); 0:
                                  // 2048, fewer when the logits [rows][vocab] would pass 64 MiB
+  CacheType cache_type = CacheType::F32;  // the KV cache's storage (--cache-type)
 };
 
 struct PositionBucket {

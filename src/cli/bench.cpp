@@ -40,13 +40,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // One timed run of a test: n tokens, prompt (one forward) or generation (n forwards of one),
 // after `depth` cached tokens.
-double run_once(const Model& model, bool prompt, int n, int depth, std::mt19937& rng) {
+double run_once(const Model& model, CacheType cache, bool prompt, int n, int depth, std::mt19937& rng) {
   const int vocab = model.config().vocab_size;
   std::uniform_int_distribution<int> token(0, vocab - 1);
   std::vector<int> ids(static_cast<size_t>(depth + n));
   for (int& id : ids) id = token(rng);
   std::vector<float> logits(static_cast<size_t>(vocab));
-  InferenceState state(model, depth + n, prompt ? n : depth > 0 ? 512 : 1);  // allocation is not timed
+  InferenceState state(model, depth + n, prompt ? n : depth > 0 ? 512 : 1, 1, cache);  // allocation is not timed
   if (depth > 0) state.forward(ids.data(), depth, 0, logits.data(), false);
   const auto t0 = std::chrono::steady_clock::now();
   if (prompt)
@@ -97,23 +97,25 @@ void run(const BenchArgs& a) {
     thread_counts.push_back(omp_get_max_threads());
   }
   const std::string model_name = dir.filename().string(), precision = weight_type_name(model->weight_type());
+  const CacheType cache = a.config.kv_type();
+  const char* kv = cache_type_name(cache);
 
   std::mt19937 rng(1234);
   nlohmann::json results = nlohmann::json::array();
   if (format == "md")
-    std::printf("| model | params | precision | threads | test | t/s |\n|---|---:|---|---:|---|---:|\n");
+    std::printf("| model | params | precision | kv cache | threads | test | t/s |\n|---|---:|---|---|---:|---|---:|\n");
   else if (format == "csv")
-    std::printf("model,params,precision,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
+    std::printf("model,params,precision,cache_type,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
   std::fflush(stdout);
   for (int threads : thread_counts) {
     set_threads(threads);
     for (const Test& t : tests) {
       const std::string test = t.name();
       Progress bar("bench " + test + (thread_counts.size() > 1 ? " -t " + std::to_string(threads) : ""), "runs", a.quiet);
-      run_once(*model, t.prompt, t.n, t.depth, rng);  // warm-up: caches, page faults, thread start
+      run_once(*model, cache, t.prompt, t.n, t.depth, rng);  // warm-up: caches, page faults, thread start
       std::vector<double> tps;
       for (int r = 0; r < a.reps; ++r) {
-        tps.push_back(t.n / run_once(*model, t.prompt, t.n, t.depth, rng));
+        tps.push_back(t.n / run_once(*model, cache, t.prompt, t.n, t.depth, rng));
         bar.update(r + 1, a.reps);
       }
       bar.finish();
@@ -124,16 +126,16 @@ void run(const BenchArgs& a) {
       results.push_back({{"test", test}, {"n_tokens", t.n}, {"depth", t.depth}, {"threads", threads},
                          {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
       if (format == "md")
-        std::printf("| %s | %.1fM | %s | %d | %s | %.2f ± %.2f |\n", model_name.c_str(), params / 1e6,
-                    precision.c_str(), threads, test.c_str(), mean, sd);
+        std::printf("| %s | %.1fM | %s | %s | %d | %s | %.2f ± %.2f |\n", model_name.c_str(), params / 1e6,
+                    precision.c_str(), kv, threads, test.c_str(), mean, sd);
       else if (format == "csv")
-        std::printf("%s,%lld,%s,%d,%s,%d,%d,%d,%.6f,%.6f\n", csv_field(model_name).c_str(), params, precision.c_str(),
-                    threads, test.c_str(), t.prompt ? t.n : 0, t.prompt ? 0 : t.n, t.depth, mean, sd);
+        std::printf("%s,%lld,%s,%s,%d,%s,%d,%d,%d,%.6f,%.6f\n", csv_field(model_name).c_str(), params, precision.c_str(),
+                    kv, threads, test.c_str(), t.prompt ? t.n : 0, t.prompt ? 0 : t.n, t.depth, mean, sd);
       std::fflush(stdout);
     }
   }
   if (format == "json")
-    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", precision},
+    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", precision}, {"cache_type", kv},
                      {"threads", thread_counts}, {"repetitions", a.reps}, {"results", results}});
 }
 

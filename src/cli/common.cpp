@@ -29,14 +29,19 @@ void ConfigFlags::add_to(CLI::App& app, bool with_files) {
   app.add_flag("--allow-scheme-change", allow_scheme_change,
                "Let --config/--set replace the positional scheme the model was trained with (by default they "
                "may only rescale or extend it)");
-  add_dtype(app, dtype);
+  add_precision(app);
 }
 
-void ConfigFlags::add_dtype(CLI::App& app, std::string& dtype) {
+void ConfigFlags::add_precision(CLI::App& app) {
   app.add_option("--dtype", dtype,
                  "Weights kept and multiplied in f32 (exact), bf16 (half the memory traffic) or q8 (8-bit blocks "
                  "of 32 with an F16 scale, as llama.cpp's Q8_0; x quantized alike)")
       ->check(CLI::IsMember({"f32", "bf16", "q8"}))
+      ->capture_default_str();
+  app.add_option("--cache-type", cache_type,
+                 "KV cache kept in f32 (exact), bf16, f16 (half the bytes) or q8 (blocks of 32 int8 with an F16 "
+                 "scale); rotations, biases and products still in F32")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "q8"}))
       ->capture_default_str();
 }
 

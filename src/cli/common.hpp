@@ -20,16 +20,19 @@ struct ConfigFlags {
   std::vector<std::string> sets;
   bool allow_scheme_change = false;
   std::string dtype = "f32";
+  std::string cache_type = "f32";
 
   // --config (unless `with_files` is false: sweep's --config means rows), --set,
-  // --allow-scheme-change and --dtype.
+  // --allow-scheme-change, --dtype and --cache-type.
   void add_to(CLI::App& app, bool with_files = true);
   ConfigOverrides overrides() const;
   WeightType weight_type() const { return parse_dtype(dtype); }
   static WeightType parse_dtype(const std::string& s) {
     return s == "bf16" ? WeightType::BF16 : s == "q8" ? WeightType::Q8 : WeightType::F32;
   }
-  static void add_dtype(CLI::App& app, std::string& dtype);
+  CacheType kv_type() const { return parse_cache_type(cache_type); }
+  // --dtype and --cache-type: what the weights and the KV cache are kept in.
+  void add_precision(CLI::App& app);
 };
 
 // The model directory to use: `given`, or with none the one models/default names (a link to a

@@ -101,7 +101,7 @@ void run_generate(GenerateArgs& a) {
   options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_count ? prompt_count : a.n_keep) + n_lead;
   a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
   Sampler sampler(a.sampling);
-  InferenceState state(*m.model, n_ctx);
+  InferenceState state(*m.model, n_ctx, 512, 1, a.config.kv_type());
   // Now, not after text has streamed out: a context the scheme cannot encode ...
   if (const int max = state.max_positions(); max > 0 && n_ctx > max)
     throw Error("-c " + std::to_string(n_ctx) + " is past the " + c.position.scheme->label() + " position table (" +

@@ -161,7 +161,7 @@ void check_lengths(const LoadedModel& m, const Sentences& s, const PasskeyArgs& 
     longest = std::max(longest, n);
   }
   try {  // the largest cache, refused here if it cannot be had
-    InferenceState(*m.model, longest + kAnswerTokens - 1);
+    InferenceState(*m.model, longest + kAnswerTokens - 1, 512, 1, a.config.kv_type());
   } catch (const Error& e) {  // the state's advice names generate's -c: here the flag is --lengths
     std::string why = e.what();
     if (const size_t at = why.rfind("; pass a smaller -c"); at != std::string::npos) why.resize(at);
@@ -229,7 +229,7 @@ void run(const PasskeyArgs& a) {
   const long long total = (long long)a.lengths.size() * (long long)a.depths.size() * a.trials;
   long long done = 0;
   for (int length : a.lengths) {
-    InferenceState state(*m.model, length + kAnswerTokens - 1);
+    InferenceState state(*m.model, length + kAnswerTokens - 1, 512, 1, a.config.kv_type());
     for (double depth : a.depths) {
       json results = json::array();
       int correct = 0;
@@ -275,6 +275,7 @@ void run(const PasskeyArgs& a) {
                  {"answer_tokens", kAnswerTokens},
                  {"threads", omp_get_max_threads()},
                  {"dtype", a.config.dtype},
+                 {"cache_type", a.config.cache_type},
                  {"cells", cells}};
   if (!a.dump_file.empty()) {
     json dump = result;

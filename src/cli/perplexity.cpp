@@ -29,7 +29,8 @@ void run(const PerplexityArgs& a) {
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
   const int bos = a.eval.bos(m.tokenizer, c.bos_token_id);
   const std::vector<int> tokens = a.eval.tokenize(m.tokenizer, bos);
-  const PerplexityOptions o = a.eval.options(n_ctx, bos);
+  PerplexityOptions o = a.eval.options(n_ctx, bos);
+  o.cache_type = a.config.kv_type();
   const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity", a.quiet);
 
   const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
@@ -40,7 +41,8 @@ void run(const PerplexityArgs& a) {
                         {"n_ctx", n_ctx},
                         {"text_tokens", tokens.size()},
                         {"threads", omp_get_max_threads()},
-                        {"dtype", a.config.dtype}};
+                        {"dtype", a.config.dtype},
+                        {"cache_type", a.config.cache_type}};
     j.update(a.eval.settings());
     j.update(result_json(r, o.mode));
     if (a.json.write(j)) return;

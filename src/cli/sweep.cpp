@@ -168,6 +168,7 @@ void run_sweep(const SweepArgs& a) {
   json settings = a.eval.settings();
   settings["text_hash"] = content_hash(a.eval.text_file);
   settings["dtype"] = a.overrides.dtype;
+  settings["cache_type"] = a.overrides.cache_type;
   settings["set"] = a.overrides.sets;
   settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
   json sweep = {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
@@ -231,7 +232,8 @@ void run_sweep(const SweepArgs& a) {
       c["text_tokens"] = tokens.size();
       c["threads"] = omp_get_max_threads();
       try {
-        const PerplexityOptions o = a.eval.options(cell.length, bos);
+        PerplexityOptions o = a.eval.options(cell.length, bos);
+        o.cache_type = a.overrides.kv_type();
         c.update(result_json(run_perplexity(*m.model, tokens, o,
                                             "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label,
                                             a.quiet),

@@ -131,11 +131,12 @@ json parse_sweep(json j, const std::string& source) {
   if (!j.contains("cells") || !j["cells"].is_array()) throw FormatError(where + "cells must be an array");
   json& s = j["settings"];
   if (!s.contains("text") || !s["text"].is_string()) throw FormatError(where + "settings.text must be a string");
-  for (const char* key : {"mode", "dtype", "text_hash"})
+  for (const char* key : {"mode", "dtype", "cache_type", "text_hash"})
     if (s.contains(key) && !s[key].is_string()) throw FormatError(where + "settings." + key + " must be a string");
   for (const char* key : {"split_docs", "allow_scheme_change"})
     if (s.contains(key) && !s[key].is_boolean()) throw FormatError(where + "settings." + key + " must be true or false");
   if (!s.contains("dtype")) s["dtype"] = "f32";  // files from before --dtype
+  if (!s.contains("cache_type")) s["cache_type"] = "f32";  // files from before --cache-type
   if (!s.contains("set")) s["set"] = json::array();  // files from before sweep's --set
   if (!s.contains("allow_scheme_change")) s["allow_scheme_change"] = false;
   for (size_t i = 0; i < j["cells"].size(); ++i) {
@@ -260,9 +261,9 @@ std::string markdown_table(const json& cells) {
 std::string csv_text(const json& sweep) {
   const json& s = sweep["settings"];
   const std::string shared = csv_field(s.value("mode", "chunks")) + ',' + (s.value("split_docs", false) ? "true" : "false") +
-                             ',' + csv_field(s.value("dtype", "f32"));
+                             ',' + csv_field(s.value("dtype", "f32")) + ',' + csv_field(s.value("cache_type", "f32"));
   std::ostringstream o;
-  o << "model,config,label,positions,length,trained_length,mode,split_docs,dtype,ppl,ppl_stderr,nll,tokens,windows,"
+  o << "model,config,label,positions,length,trained_length,mode,split_docs,dtype,cache_type,ppl,ppl_stderr,nll,tokens,windows,"
        "seconds,tokens_per_second,pert_version,error\n";
   for (const json& c : sweep["cells"]) {
     o << csv_field(c["model"]) << ',' << csv_field(c["config"]) << ',' << csv_field(c["label"]) << ','
