@@ -1,6 +1,10 @@
 // BF16 matrix products on the packed layout of ops.hpp. One vdpbf16ps multiplies 16 rows' column
 // pairs by one pair of x broadcast to every lane, so a 16-row block accumulates in one register;
 // the GEMM kernel holds R rows of x × P blocks of 16 outputs in R·P registers.
+// CPUs without AVX-512 BF16 do the same arithmetic otherwise: decoding (T = 1) widens each pair
+// word in AVX2 registers (a BF16 is the top half of an F32: a shift and a mask) and multiplies
+// with FMA, streaming half F32's bytes; prefill widens 256 rows at a time into F32 and hands
+// them to OpenBLAS's sgemm with x rounded to BF16 (products of BF16 values are exact in F32).
 
 #include <algorithm>
 #include <cstring>
@@ -9,8 +13,11 @@
 #include "parallel.hpp"
 #include "pert/ops.hpp"
 
-#if defined(__AVX512BF16__)
+#if defined(__AVX512BF16__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#if !defined(__AVX512BF16__)
+#include <cblas.h>
 #endif
 
 namespace pert {
@@ -68,6 +75,36 @@ void kernel(float* y, int ldy, const uint32_t* xp, int ldx, const uint16_t* w, s
       if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
       _mm512_mask_storeu_ps(out, m, v);
     }
+#elif defined(__AVX2__) && defined(__FMA__)
+  // Lane j of a pair word holds row j's k (low half) and k + 1 (high half).
+  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
+  __m256 acc[R][P][2];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
+  for (int kp = 0; kp < pairs; ++kp) {
+    __m256 xlo[R], xhi[R];
+    for (int r = 0; r < R; ++r) {
+      const uint32_t xv = xp[size_t(r) * ldx + kp];
+      xlo[r] = _mm256_set1_ps(bf16_to_f32_value(uint16_t(xv)));
+      xhi[r] = _mm256_set1_ps(bf16_to_f32_value(uint16_t(xv >> 16)));
+    }
+    for (int p = 0; p < P; ++p)
+      for (int half = 0; half < 2; ++half) {
+        const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * block_stride + size_t(kp) * 32 + 16 * half));
+        const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+        const __m256 hi = _mm256_castsi256_ps(_mm256_and_si256(words, high));
+        for (int r = 0; r < R; ++r)
+          acc[r][p][half] = _mm256_fmadd_ps(hi, xhi[r], _mm256_fmadd_ps(lo, xlo[r], acc[r][p][half]));
+      }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) {
+      alignas(32) float lanes[16];
+      _mm256_store_ps(lanes, acc[r][p][0]);
+      _mm256_store_ps(lanes + 8, acc[r][p][1]);
+      float* out = y + size_t(r) * ldy + 16 * p;
+      for (int j = 0; j < (p == P - 1 ? valid_last : 16); ++j) out[j] = accumulate ? out[j] + lanes[j] : lanes[j];
+    }
 #else
   for (int r = 0; r < R; ++r)
     for (int p = 0; p < P; ++p)
@@ -108,11 +145,42 @@ Kernel pick(int r, int p) {
   }
 }
 
+#if !defined(__AVX512BF16__)
+// Prefill without vdpbf16ps: y (+)= round_bf16(x) · Wᵀ by sgemm, W widened kPanel rows at a time.
+constexpr int kPanel = 256;
+void matmul_widened(float* y, const float* x, const uint16_t* packed, int T, int K, int N, bool accumulate) {
+  static thread_local std::vector<float> xr, panel;  // grow once, then reused
+  xr.resize(size_t(T) * K);
+  panel.resize(size_t(kPanel) * K);
+  for (size_t i = 0; i < xr.size(); ++i) xr[i] = bf16_to_f32_value(f32_to_bf16(x[i]));
+  float* const wf = panel.data();  // this thread's, named inside the loop
+  for (int n0 = 0; n0 < N; n0 += kPanel) {
+    const int rows = std::min(kPanel, N - n0);
+    const int pairs = (K + 1) / 2;
+    parallel_for_if(size_t(rows) * K > 32768, (rows + 15) / 16, [&](int b) {  // a block of 16 rows, pair by pair
+      const uint16_t* src = packed + size_t(n0 / 16 + b) * size_t(pairs) * 32;
+      const int n_rows = std::min(16, rows - 16 * b);
+      for (int kp = 0; kp < pairs; ++kp, src += 32)
+        for (int j = 0; j < n_rows; ++j) {
+          float* dst = wf + size_t(16 * b + j) * K + 2 * kp;
+          dst[0] = bf16_to_f32_value(src[2 * j]);
+          if (2 * kp + 1 < K) dst[1] = bf16_to_f32_value(src[2 * j + 1]);
+        }
+    });
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, rows, K, 1.0f, xr.data(), K, wf, K, accumulate ? 1.0f : 0.0f,
+                y + n0, N);
+  }
+}
+#endif
+
 }  // namespace
 
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
   if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
   if (w.q8) return matmul_q8(y, x, w, T, K, N, accumulate);
+#if !defined(__AVX512BF16__)
+  if (T > 1) return matmul_widened(y, x, w.bf16, T, K, N, accumulate);
+#endif
   const int pairs = (K + 1) / 2, n_blocks = (N + 15) / 16;
   const size_t block_stride = size_t(pairs) * 32;
   // x rounded to BF16, as pairs: [T][pairs] (a zero pads odd K). Grows once, then reused.

@@ -3,9 +3,13 @@
 the way these noisy machines must be measured: rounds that alternate the models, each round one
 `pert bench` run of -r repetitions; the table gives the median over all runs and the spread.
 
-    /usr/bin/python3 tools/bench.py [--rounds 5] [-t 2] [--out build/bench/bench.json]
+    /usr/bin/python3 tools/bench.py [--rounds 5] [-t 2] [--dtypes F32,BF16,Q8] [--cache-types f32,bf16]
+                                    [--out build/bench/bench.json]
 
-Checkpoints are made on first use by tools/bench_model.py under build/models/bench-*.
+Each precision is a checkpoint and pert's --dtype: F32 (an F32 checkpoint run in F32), BF16 (a
+BF16 checkpoint, --dtype bf16), Q8 (the F32 checkpoint quantized at load, --dtype q8); each runs
+under every --cache-types entry. Checkpoints are made on first use by tools/bench_model.py under
+build/models/bench-*.
 Prints a Markdown table (date, machine, threads) and writes every sample as JSON.
 """
 import argparse
@@ -42,33 +46,35 @@ def main():
     ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
     ap.add_argument("--shapes", default="stories15M,stories110M", help="comma-separated tools/bench_model.py shapes (default %(default)s)")
-    ap.add_argument("--dtypes", default="F32,BF16", help="comma-separated precisions: an F32 checkpoint run in F32, a BF16 one with --dtype bf16 (default %(default)s)")
+    ap.add_argument("--dtypes", default="F32,BF16", help="comma-separated precisions: F32, BF16, Q8 (default %(default)s)")
+    ap.add_argument("--cache-types", default="f32", help="comma-separated pert bench --cache-type values (default %(default)s)")
     ap.add_argument("-p", default="512", help="pert bench -p: prompt lengths, comma-separated; 0 skips (default %(default)s)")
     ap.add_argument("-n", default="128", help="pert bench -n: generated tokens, comma-separated; 0 skips (default %(default)s)")
     ap.add_argument("-d", default="0", help="pert bench -d: cached tokens before each test, comma-separated, e.g. 0,4096 (default %(default)s)")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
-    models = [(s, d, checkpoint(s, d)) for s in a.shapes.split(",") for d in a.dtypes.split(",")]
-    samples = {}  # (shape, dtype, test) -> [t/s of every run]
+    models = [(s, d, c, checkpoint(s, "BF16" if d == "BF16" else "F32")) for s in a.shapes.split(",")
+              for d in a.dtypes.split(",") for c in a.cache_types.split(",")]
+    samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
     for r in range(a.rounds):
-        for shape, dtype, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
+        for shape, dtype, cache, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
-                                  "-t", str(a.threads), "--dtype", dtype.lower(), "--json"], check=True,
-                                 capture_output=True, text=True).stdout
+                                  "-t", str(a.threads), "--dtype", dtype.lower(), "--cache-type", cache, "--json"],
+                                 check=True, capture_output=True, text=True).stdout
             for res in json.loads(out)["results"]:
-                samples.setdefault((shape, dtype, res["test"]), []).extend(res["samples"])
-            print(f"round {r + 1}/{a.rounds}: {shape} {dtype} done", file=sys.stderr)
+                samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])
+            print(f"round {r + 1}/{a.rounds}: {shape} {dtype} cache {cache} done", file=sys.stderr)
     date = datetime.date.today().isoformat()
     print(f"pert bench, {date}, {cpu_name()}, {os.cpu_count()} cores, -t {a.threads}; "
           f"median (min–max) of {a.rounds} rounds × {a.repetitions} runs\n")
-    print("| shape | precision | test | t/s |\n|---|---|---|---:|")
+    print("| shape | precision | kv cache | test | t/s |\n|---|---|---|---|---:|")
     rows = []
-    for (shape, dtype, test), v in samples.items():
+    for (shape, dtype, cache, test), v in samples.items():
         med = statistics.median(v)
-        rows.append({"shape": shape, "checkpoint": dtype, "test": test, "median": med, "min": min(v), "max": max(v),
-                     "samples": v})
-        print(f"| {shape} | {dtype} | {test} | {med:.1f} ({min(v):.0f}–{max(v):.0f}) |")
+        rows.append({"shape": shape, "precision": dtype, "cache_type": cache, "test": test, "median": med,
+                     "min": min(v), "max": max(v), "samples": v})
+        print(f"| {shape} | {dtype} | {cache} | {test} | {med:.1f} ({min(v):.0f}–{max(v):.0f}) |")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"date": date, "cpu": cpu_name(), "threads": a.threads, "rounds": a.rounds,
