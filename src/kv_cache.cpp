@@ -22,11 +22,17 @@ void widen_bf16(float* out, const uint16_t* in, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(in[i]);
 }
 
+// 8 F16 values widened by vcvtph2ps: exact, as f16_to_f32 (test_kv_cache checks every F16 value).
+#if defined(__F16C__)
+inline __m256 load_f16x8(const uint16_t* in) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+}
+#endif
+
 void widen_f16(float* out, const uint16_t* in, size_t n) {
   size_t i = 0;
-#if defined(__F16C__)  // vcvtph2ps: exact, as f16_to_f32 (test_kv_cache checks every F16 value)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load_f16x8(in + i));
 #endif
   for (; i < n; ++i) out[i] = f16_to_f32(in[i]);
 }
@@ -41,7 +47,111 @@ void widen_q8_row(float* out, const int8_t* q, const uint16_t* scales, int width
   }
 }
 
+// One row's value i widened, for the plain loops.
+template <CacheType T>
+float value_at(const KvRows& v, size_t row, int i) {
+  const size_t at = row * size_t(v.width) + size_t(i);
+  if constexpr (T == CacheType::BF16) return bf16_to_f32(v.half[at]);
+  if constexpr (T == CacheType::F16) return f16_to_f32(v.half[at]);
+  if constexpr (T == CacheType::Q8)
+    return f16_to_f32(v.scales[row * size_t(q8_blocks(v.width)) + size_t(i / 32)]) * float(v.q8[at]);
+  if constexpr (T == CacheType::F32) return v.f32[at];
+}
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// Values [i, i + 8) of row `row` widened into a register (i + 8 <= width, i a multiple of 8).
+template <CacheType T>
+inline __m256 load8(const KvRows& v, size_t row, int i) {
+  const size_t at = row * size_t(v.width) + size_t(i);
+  if constexpr (T == CacheType::BF16)
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v.half + at))), 16));
+  if constexpr (T == CacheType::F16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v.half + at)));
+  if constexpr (T == CacheType::Q8) {
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v.q8 + at))));
+    const uint16_t d = v.scales[row * size_t(q8_blocks(v.width)) + size_t(i / 32)];
+    return _mm256_mul_ps(q, _mm256_cvtph_ps(_mm_set1_epi16(short(d))));  // the scale widened in every lane
+  }
+  if constexpr (T == CacheType::F32) return _mm256_loadu_ps(v.f32 + at);
+}
+
+inline float hsum(__m256 x) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+#endif
+
+template <CacheType T>
+void dot_rows(const KvRows& v, const float* q, int n, float scale, float* scores) {
+  const int width = v.width;
+  const int full = width - width % 8;
+  int j = 0;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  for (; j + 4 <= n; j += 4) {  // 4 rows at a time, one accumulator each
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int i = 0; i < full; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(qv, load8<T>(v, size_t(j + r), i), acc[r]);
+    }
+    for (int r = 0; r < 4; ++r) {
+      float s = hsum(acc[r]);
+      for (int i = full; i < width; ++i) s += q[i] * value_at<T>(v, size_t(j + r), i);
+      scores[j + r] = scale * s;
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    float s = 0.0f;
+    for (int i = 0; i < width; ++i) s += q[i] * value_at<T>(v, size_t(j), i);
+    scores[j] = scale * s;
+  }
+}
+
+template <CacheType T>
+void weighted_sum_rows(const KvRows& v, const float* p, int n, float* out) {
+  const int width = v.width;
+  int i0 = 0;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  const int full = width - width % 8;
+  for (; i0 < full; i0 += 64) {  // up to 64 outputs held in 8 registers over all rows
+    const int chunks = std::min(8, (full - i0) / 8);
+    __m256 acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
+    for (int j = 0; j < n; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      for (int c = 0; c < chunks; ++c) acc[c] = _mm256_fmadd_ps(pj, load8<T>(v, size_t(j), i0 + 8 * c), acc[c]);
+    }
+    for (int c = 0; c < chunks; ++c) _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
+  }
+  i0 = full;
+#endif
+  for (int i = i0; i < width; ++i) {
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s += p[j] * value_at<T>(v, size_t(j), i);
+    out[i] = s;
+  }
+}
+
 }  // namespace
+
+void KvRows::dot(const float* q, int n, float scale, float* scores) const {
+  switch (type) {
+    case CacheType::F32: return dot_rows<CacheType::F32>(*this, q, n, scale, scores);
+    case CacheType::BF16: return dot_rows<CacheType::BF16>(*this, q, n, scale, scores);
+    case CacheType::F16: return dot_rows<CacheType::F16>(*this, q, n, scale, scores);
+    case CacheType::Q8: return dot_rows<CacheType::Q8>(*this, q, n, scale, scores);
+  }
+}
+
+void KvRows::weighted_sum(const float* p, int n, float* out) const {
+  switch (type) {
+    case CacheType::F32: return weighted_sum_rows<CacheType::F32>(*this, p, n, out);
+    case CacheType::BF16: return weighted_sum_rows<CacheType::BF16>(*this, p, n, out);
+    case CacheType::F16: return weighted_sum_rows<CacheType::F16>(*this, p, n, out);
+    case CacheType::Q8: return weighted_sum_rows<CacheType::Q8>(*this, p, n, out);
+  }
+}
 
 const char* cache_type_name(CacheType type) {
   switch (type) {

@@ -159,6 +159,8 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
   const int n_blocks = sink_blocks + (pos + 1 - lo + kKeyBlock - 1) / kKeyBlock;
   const int max_blocks = int(scratch.partials.size()) / (s.n_heads * (hd + 2));
   const bool terms = position.has_bias() || position.has_relative_terms();
+  // A narrower cache's keys are read in registers, unless a scheme's terms read the keys too.
+  auto fused = [&](const KvRows& k) { return k.type != CacheType::F32 && !position.has_relative_terms(); };
   float* const scores_all = scratch.scores.data();
   float* const partials = scratch.partials.data();  // [n_heads][max_blocks][hd + 2]
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -186,7 +188,10 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
           add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
                              scale);
       }
-      if (n_near > 0) {
+      if (n_near > 0 && fused(keys)) {
+        keys.at(head + split).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
+        if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
+      } else if (n_near > 0) {
         const float* kb = keys.at(head + split).read(n_near, wk);
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, kb, hd, q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
         if (terms)
@@ -196,8 +201,11 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int i = 0; i < nk; ++i) sum += (scores[i] = exp_nonpositive(scores[i] - max));
-      const float* vb = values.at(head + key0).read(nk, wv);
-      cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, vb, hd, scores, 1, 0.0f, partial, 1);
+      if (values.type != CacheType::F32) {
+        values.at(head + key0).weighted_sum(scores, nk, partial);
+      } else {
+        cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, values.f32 + (head + key0) * hd, hd, scores, 1, 0.0f, partial, 1);
+      }
       partial[hd] = max;
       partial[hd + 1] = sum;
     }

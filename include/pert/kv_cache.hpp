@@ -27,6 +27,10 @@ struct KvRows {
   KvRows at(ptrdiff_t row) const;  // the view from `row` rows further on
   // rows [0, n) as F32: the rows themselves when F32, else widened into `buf` [n][width].
   const float* read(int n, float* buf) const;
+  // Decoding's two products over rows [0, n), each row widened in registers as it is read:
+  // scores[j] = scale · q·row_j, and out[i] = Σ_j p[j] · row_j[i].
+  void dot(const float* q, int n, float scale, float* scores) const;
+  void weighted_sum(const float* p, int n, float* out) const;
 };
 
 class KvCache {
