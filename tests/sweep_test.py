@@ -96,12 +96,12 @@ def main():
         with open(os.path.join(tmp, "full.csv")) as f:
             csv = f.read().splitlines()
         check("csv: header", csv[0] == "model,config,label,positions,length,trained_length,mode,split_docs,dtype,"
-              "ppl,ppl_stderr,nll,tokens,windows,seconds,tokens_per_second,pert_version,error", csv[0])
+              "cache_type,ppl,ppl_stderr,nll,tokens,windows,seconds,tokens_per_second,pert_version,error", csv[0])
         check("csv: one line per cell", len(csv) == 1 + len(cells), len(csv))
         check("csv: the error cell's line", csv[-1].startswith(
-            f"{MODELS[1]},plain,plain,learned,192,128,chunks,true,f32,,,,,,,,{whole['pert_version']},position 128"),
+            f"{MODELS[1]},plain,plain,learned,192,128,chunks,true,f32,f32,,,,,,,,{whole['pert_version']},position 128"),
               csv[-1])
-        check("csv: ppl as in the JSON", all(float(line.split(",")[9]) == c["ppl"] for line, c in zip(csv[1:4], cells)))
+        check("csv: ppl as in the JSON", all(float(line.split(",")[10]) == c["ppl"] for line, c in zip(csv[1:4], cells)))
 
         # Two shards merged: the same cells and table.
         parts = [os.path.join(tmp, f"shard{k}.json") for k in (1, 2)]
