@@ -160,12 +160,14 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   // allocation that fails (or that the sanitizer build reports as a crash).
   far_ = extend_.pattern && extend_.pattern->remaps();
   far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_->rotates_keys_on_read();
-  const bool keys_read = position_->rotates_keys_on_read() || narrow_;
-  const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && (position_->rotates_keys_on_read() || narrow_);
+  const bool keys_read = position_->rotates_keys_on_read();
+  const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && keys_read;
   const double cached = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim);  // K, V (far K) caches
+  const double threads = omp_get_max_threads();
   const double per_position = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 +
-                              double(kv_dim) * (keys_read + narrow_ + far_keys_read) +  // keys (values) read
-                              double(omp_get_max_threads()) * kQueryBlock * (1 + far_);  // scores
+                              double(kv_dim) * (keys_read + far_keys_read) +                // keys read
+                              threads * kQueryBlock * (1 + far_) +                           // scores
+                              (narrow_ ? (threads * (2.0 + far_) + 1.0) * c_.head_dim : 0.0);  // rows widened, shifted
   const double activations = double(B) * (4.0 * double(d) + 2.0 * double(c_.intermediate_size) + 4.0 * double(q_dim));
   require_memory(4.0 * (per_position * n_ctx + activations),
                  "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
@@ -182,7 +184,7 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   }
   position_->reserve(n_ctx);
   if (keys_read) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
-  if (narrow_) values_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  if (narrow_ && position_->can_shift()) shift_rows_.assign(size_t(n_ctx) * size_t(c_.head_dim), 0.0f);
   if (far_) {
     q_far_.resize(B * q_dim);
     far_query_pos_.resize(size_t(n_batch_));
@@ -245,9 +247,9 @@ bool InferenceState::shift(int n_keep, int n_discard) {
     const size_t keep = size_t(i) * size_t(n_ctx_) + size_t(n_keep);  // the head's first moved-to row
     for (KvCache* cache : {&k_cache_, &v_cache_}) cache->move(keep, keep + size_t(n_discard), size_t(n_move));
     if (narrow_ && n_move > 0) {  // re-rotated in F32, rounded again (as llama.cpp's K-shift of a quantized cache)
-      k_cache_.load(keys_read_.data(), keep, size_t(n_move));
-      position_->shift_keys(keys_read_.data(), n_move, 1, hd, ptrdiff_t(n_move) * hd, n_discard);
-      k_cache_.store(keep, keys_read_.data(), size_t(n_move));
+      k_cache_.load(shift_rows_.data(), keep, size_t(n_move));
+      position_->shift_keys(shift_rows_.data(), n_move, 1, hd, ptrdiff_t(n_move) * hd, n_discard);
+      k_cache_.store(keep, shift_rows_.data(), size_t(n_move));
     }
   }
   if (!narrow_) position_->shift_keys(k_cache_.f32(size_t(n_keep)), n_move, heads, hd, kv_head_stride, n_discard);
@@ -332,27 +334,21 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
         for (int h = 0; h < c.n_kv_heads; ++h) cache.load(&out[size_t(h) * kv_head_stride], cache_row(h, 0), size_t(pos0 + n));
         return KvRows::of(out.data(), hd);
       };
-      const bool widen = narrow_ && n > 1;  // prefill reads F32; decoding widens block by block
-      KvRows keys = k_cache_.rows(row0), values = v_cache_.rows(row0);
+      KvRows keys = k_cache_.rows(row0);
       if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
         keys = read(k_cache_, keys_read_);
         pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
-      } else if (widen) {
-        keys = read(k_cache_, keys_read_);
       }
-      if (widen) values = read(v_cache_, values_read_);
       layer_shape.pattern = extend_.pattern;
       if (far_) {
         layer_shape.q_far = q_far;
         layer_shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys : k_far_cache_.rows(row0);
-        if (pe.rotates_keys_on_read() && !keys_far_read_.empty()) {
+        if (!keys_far_read_.empty()) {
           layer_shape.keys_far = read(k_cache_, keys_far_read_);
           pe.rotate_at(keys_far_read_.data(), far_key_pos_.data(), pos0 + n, c.n_kv_heads, hd, kv_head_stride);
-        } else if (widen && far_key_cache_) {
-          layer_shape.keys_far = read(k_far_cache_, keys_far_read_);
         }
       }
-      attention(&att_[size_t(s) * n * q_dim], q, keys, values, layer_shape, scale, pe, *attention_scratch_);
+      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache_.rows(row0), layer_shape, scale, pe, *attention_scratch_);
     }
     matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
     if (w.bo) add_rows(x_.data(), w.bo, rows, d);

@@ -119,7 +119,8 @@ void softmax(float* x, int n) {
 
 AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far, bool narrow)
     : per_thread(size_t(kQueryBlock) * size_t(n_ctx) * (far ? 2 : 1)),
-      widened_per_thread(narrow ? 3 * size_t(kKeyBlock) * size_t(head_dim) : 0),
+      widened_rows(narrow ? size_t(std::max(n_ctx, kKeyBlock)) : 0),
+      widened_per_thread(widened_rows * size_t(head_dim) * (far ? 3 : 2)),
       partials(size_t(n_heads) * size_t((n_ctx + kKeyBlock - 1) / kKeyBlock + 1) * size_t(head_dim + 2)) {
   fit_threads();
 }
@@ -168,12 +169,11 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
     for (int b = 0; b < n_blocks; ++b) {
       const int thread = omp_get_thread_num();
       float* scores = scores_all + size_t(thread) * scratch.per_thread;  // [kKeyBlock]
-      // [3][kKeyBlock][hd]: widened keys, values, far keys (a narrower cache only)
-      float *wk = nullptr, *wv = nullptr, *wf = nullptr;
+      // widened keys, values (and far keys) of a narrower cache, in the thread's slots
+      float *wk = nullptr, *wf = nullptr;
       if (scratch.widened_per_thread) {
         wk = scratch.widened.data() + size_t(thread) * scratch.widened_per_thread;
-        wv = wk + kKeyBlock * hd;
-        wf = wv + kKeyBlock * hd;
+        wf = wk + 2 * scratch.widened_rows * size_t(hd);
       }
       const int key0 = b < sink_blocks ? b * kKeyBlock : lo + (b - sink_blocks) * kKeyBlock;
       const int nk = std::min((b < sink_blocks ? sinks : pos + 1) - key0, kKeyBlock);
@@ -231,10 +231,6 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
 void attention(float* out, const float* q, const KvRows& key_rows, const KvRows& value_rows, const AttentionShape& s,
                float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   if (s.T == 1) return attention_decode(out, q, key_rows, value_rows, s, scale, position, scratch);
-  if (key_rows.type != CacheType::F32 || value_rows.type != CacheType::F32 ||
-      (s.pattern && s.pattern->remaps() && s.keys_far.type != CacheType::F32))
-    throw Error("attention: prefill reads F32 keys and values (widen a narrower cache first)");
-  const float *keys = key_rows.f32, *values = value_rows.f32, *keys_far = s.keys_far.f32;
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, q_stride = s.n_heads * hd;
   const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
   const KeyRule rule{s.window, s.pattern};
@@ -256,14 +252,32 @@ void attention(float* out, const float* q, const KvRows& key_rows, const KvRows&
         for (const auto& [a, z] : {std::pair{0, sinks}, std::pair{lo, hi}})
           if (std::max(a, from) < std::min(z, to)) f(std::max(a, from), std::min(z, to) - std::max(a, from));
       };
-      float* scores = scores_all + size_t(omp_get_thread_num()) * scratch.per_thread;  // [nq][cols]
+      const int thread = omp_get_thread_num();
+      float* scores = scores_all + size_t(thread) * scratch.per_thread;  // [nq][cols]
       float* far = scores + scratch.per_thread / 2;  // [nq][cols], remaps only (per_thread is then twice the block)
-      const ptrdiff_t head = (h / group) * s.kv_head_stride;
+      const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
       const size_t q_at = size_t(t0) * q_stride + size_t(h) * hd;  // the block's queries, rows q_stride apart
-      auto gemm_scores = [&](float* dst, const float* qb, const float* kb, int from, int to) {
+      // Keys, values and far keys as F32 rows: the cache's own, or a narrower cache's rows of the
+      // block's ranges widened into this thread's buffer at their columns. Either way row n + 1
+      // follows row n within a range, so row(n0) starts a range's GEMM operand.
+      struct Rows {
+        const float* base;  // the cache's kv head (F32), or the buffer by column
+        bool by_col;
+      };
+      float* const buffer = scratch.widened_per_thread ? scratch.widened.data() + size_t(thread) * scratch.widened_per_thread : nullptr;
+      auto f32_rows = [&](const KvRows& src, int slot, int to) {  // rows of the ranges below `to`
+        if (src.type == CacheType::F32) return Rows{src.f32 + head * hd, false};
+        float* buf = buffer + size_t(slot) * scratch.widened_rows * size_t(hd);
+        ranges(0, to, [&](int n0, int count) { src.at(head + n0).read(count, buf + size_t(col(n0)) * hd); });
+        return Rows{buf, true};
+      };
+      auto row = [&](const Rows& r, int n) { return r.base + ptrdiff_t(r.by_col ? col(n) : n) * hd; };
+      const Rows keys = f32_rows(key_rows, 0, hi), values = f32_rows(value_rows, 1, hi);
+      const Rows keys_far = remaps ? f32_rows(s.keys_far, 2, rule.near(hi - 1)) : Rows{nullptr, false};
+      auto gemm_scores = [&](float* dst, const float* qb, const Rows& kb, int from, int to) {
         ranges(from, to, [&](int n0, int count) {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, count, hd, scale, qb + q_at, q_stride,
-                      kb + head + ptrdiff_t(n0) * hd, hd, 0.0f, dst + col(n0), cols);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, count, hd, scale, qb + q_at, q_stride, row(kb, n0), hd,
+                      0.0f, dst + col(n0), cols);
         });
       };
       // Near scores where some query of the block is near, far ones where some is far.
@@ -277,33 +291,33 @@ void attention(float* out, const float* q, const KvRows& key_rows, const KvRows&
           if (n0 < hole0) f(n0, std::min(n0 + count, hole0) - n0);
           if (n0 + count > hole1) f(std::max(n0, hole1), n0 + count - std::max(n0, hole1));
         };
-        float* row = scores + size_t(i) * cols;
+        float* scores_row = scores + size_t(i) * cols;
         const float* far_row = far + size_t(i) * cols;
-        if (hole0 < hole1) std::fill(row + col(hole0), row + col(hole1), minus_inf);
+        if (hole0 < hole1) std::fill(scores_row + col(hole0), scores_row + col(hole1), minus_inf);
         ranges(0, near, [&](int n0, int count) {  // far pairs
           seen(n0, count, [&](int v0, int n) {
-            std::copy(far_row + col(v0), far_row + col(v0) + n, row + col(v0));
+            std::copy(far_row + col(v0), far_row + col(v0) + n, scores_row + col(v0));
             if (terms)
-              add_position_terms(position, row + col(v0), s.layer, h, rule.far_query(m), s.q_far + q_at + size_t(i) * q_stride,
-                                 keys_far + head + ptrdiff_t(v0) * hd, v0, n, scale);
+              add_position_terms(position, scores_row + col(v0), s.layer, h, rule.far_query(m),
+                                 s.q_far + q_at + size_t(i) * q_stride, row(keys_far, v0), v0, n, scale);
           });
         });
         if (terms)
           ranges(near, m + 1, [&](int n0, int count) {
             seen(n0, count, [&](int v0, int n) {
-              add_position_terms(position, row + col(v0), s.layer, h, m, q + q_at + size_t(i) * q_stride,
-                                 keys + head + ptrdiff_t(v0) * hd, v0, n, scale);
+              add_position_terms(position, scores_row + col(v0), s.layer, h, m, q + q_at + size_t(i) * q_stride,
+                                 row(keys, v0), v0, n, scale);
             });
           });
-        softmax(row, col(m) + 1);
-        std::fill(row + col(m) + 1, row + cols, 0.0f);
+        softmax(scores_row, col(m) + 1);
+        std::fill(scores_row + col(m) + 1, scores_row + cols, 0.0f);
       }
       // out = P·V over the same columns: the sinks' GEMM, then the range's adding to it.
       float* ob = out + size_t(t0) * q_stride + size_t(h) * hd;
       bool first_gemm = true;
       ranges(0, hi, [&](int n0, int count) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, count, 1.0f, scores + col(n0), cols,
-                    values + head + ptrdiff_t(n0) * hd, hd, first_gemm ? 0.0f : 1.0f, ob, q_stride);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, count, 1.0f, scores + col(n0), cols, row(values, n0),
+                    hd, first_gemm ? 0.0f : 1.0f, ob, q_stride);
         first_gemm = false;
       });
     }

@@ -110,9 +110,9 @@ struct AttentionShape {
   const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
   KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
 };
-// q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows, in F32
-// for prefill (T > 1; InferenceState widens a narrower cache once per layer), in any CacheType
-// for decoding, which widens each block of keys and values as it reads it.
+// q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
+// CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
+// them in registers (or widens each block of keys, for schemes whose terms read them).
 // Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
 // Prefill works per (head, block of kQueryBlock queries); decoding (T = 1) per (head, block of
 // kKeyBlock keys), each block's softmax partial (max, sum, unnormalised output) merged at the
@@ -122,14 +122,16 @@ inline constexpr int kKeyBlock = 256;
 
 // Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
 // `far`: room for a second score block (a pattern that remaps).
-// `narrow`: room to widen a decoding block's keys, values and far keys from a narrower cache.
+// `narrow`: room to widen keys, values (and far keys) from a narrower cache, per thread: a
+// prefill block's key ranges (up to n_ctx rows) or a decoding block's kKeyBlock rows.
 struct AttentionScratch {
   AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false);
   void fit_threads();  // grows `scores` (and `widened`) when the thread count was raised since
   size_t per_thread;           // kQueryBlock·n_ctx, twice that with `far`
-  size_t widened_per_thread;   // 3·kKeyBlock·head_dim with `narrow`, else 0
+  size_t widened_rows;         // rows per slot: max(n_ctx, kKeyBlock) with `narrow`, else 0
+  size_t widened_per_thread;   // (2 + far) slots of widened_rows × head_dim
   std::vector<float> scores;   // [threads][per_thread]
-  std::vector<float> widened;  // [threads][3][kKeyBlock][head_dim]
+  std::vector<float> widened;  // [threads][keys, values, far keys][widened_rows][head_dim]
   std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉ + 1][head_dim + 2]: output, max, sum
 };
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
