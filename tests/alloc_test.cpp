@@ -1,4 +1,5 @@
-// Decoding allocates nothing per token: every family model in models/ (F32 and BF16) runs the
+// Decoding allocates nothing per token: every family model in models/ (F32 and BF16; rope also
+// Q8 with a bf16 and a q8 KV cache) runs the
 // generate loop (sample with a repetition penalty, context shift when full, one-token forward)
 // and every heap allocation made by anything in the process after a warm-up is counted, through
 // libgomp and OpenBLAS too, but for the re-encoding prefill of schemes that cannot shift. A one-thread OpenMP team per region turned serial by an `if` clause
@@ -79,8 +80,8 @@ int posix_memalign(void** out, size_t alignment, size_t n) {
 namespace {
 
 // Allocations during `steps` tokens of the generate loop after `warmup` tokens.
-long decode_allocations(const pert::Model& model, int n_ctx, int warmup, int steps) {
-  pert::InferenceState state(model, n_ctx);
+long decode_allocations(const pert::Model& model, int n_ctx, int warmup, int steps, pert::CacheType cache) {
+  pert::InferenceState state(model, n_ctx, 512, 1, cache);
   pert::SamplerParams params;
   params.repeat_penalty = 1.3f;
   params.seed = 7;
@@ -121,10 +122,10 @@ int main(int argc, char** argv) {
   trap = std::getenv("PERT_ALLOC_TRAP") != nullptr;
   const int n_ctx = 96, warmup = 2 * n_ctx, steps = 4 * n_ctx;  // warm-up past the first shift
   int failures = 0, runs = 0;
-  auto run = [&](const std::string& name, const pert::Model& model) {
-    const long n = decode_allocations(model, n_ctx, warmup, steps);
-    std::printf("%-40s %-4s %ld allocations over %d tokens (%d context shifts)\n", name.c_str(),
-                pert::weight_type_name(model.weight_type()), n, steps, steps / (n_ctx / 2));
+  auto run = [&](const std::string& name, const pert::Model& model, pert::CacheType cache = pert::CacheType::F32) {
+    const long n = decode_allocations(model, n_ctx, warmup, steps, cache);
+    std::printf("%-40s %-4s %-4s cache: %ld allocations over %d tokens (%d context shifts)\n", name.c_str(),
+                pert::weight_type_name(model.weight_type()), pert::cache_type_name(cache), n, steps, steps / (n_ctx / 2));
     failures += n != 0;
     ++runs;
   };
@@ -134,6 +135,9 @@ int main(int argc, char** argv) {
       for (pert::WeightType type : {pert::WeightType::F32, pert::WeightType::BF16}) {
         run(entry.path().filename().string(), *pert::Model::load(entry.path(), {}, type));
       }
+      if (entry.path().filename() == "rope")  // a narrower cache: decoding, and shifting through its rows
+        for (pert::CacheType cache : {pert::CacheType::BF16, pert::CacheType::Q8})
+          run("rope", *pert::Model::load(entry.path(), {}, pert::WeightType::Q8), cache);
     }
     if (argc == 3)
       for (const auto& entry : std::filesystem::directory_iterator(argv[2])) {
