@@ -85,9 +85,9 @@ inline float hsum(__m256 x) {
 template <CacheType T>
 void dot_rows(const KvRows& v, const float* q, int n, float scale, float* scores) {
   const int width = v.width;
-  const int full = width - width % 8;
   int j = 0;
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  const int full = width - width % 8;
   for (; j + 4 <= n; j += 4) {  // 4 rows at a time, one accumulator each
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int i = 0; i < full; i += 8) {

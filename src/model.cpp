@@ -283,9 +283,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     layer_shape.window = c.sliding_window.empty() ? 0 : c.sliding_window[size_t(l)];
     // The projections see all S·n rows at once: that is what running sequences in step buys.
     rmsnorm(xb_.data(), x_.data(), w.attn_norm, rows, d, eps);
-    matmul(q_.data(), xb_.data(), w.wq, rows, d, q_dim);
-    matmul(k_.data(), xb_.data(), w.wk, rows, d, kv_dim);
-    matmul(v_.data(), xb_.data(), w.wv, rows, d, kv_dim);
+    matmul_shared(xb_.data(), rows, d, {{q_.data(), &w.wq, q_dim}, {k_.data(), &w.wk, kv_dim}, {v_.data(), &w.wv, kv_dim}});
     if (w.bq) {
       add_rows(q_.data(), w.bq, rows, q_dim);
       add_rows(k_.data(), w.bk, rows, kv_dim);
@@ -354,8 +352,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     if (w.bo) add_rows(x_.data(), w.bo, rows, d);
 
     rmsnorm(xb_.data(), x_.data(), w.ffn_norm, rows, d, eps);
-    matmul(gate_.data(), xb_.data(), w.w_gate, rows, d, ff);
-    matmul(up_.data(), xb_.data(), w.w_up, rows, d, ff);
+    matmul_shared(xb_.data(), rows, d, {{gate_.data(), &w.w_gate, ff}, {up_.data(), &w.w_up, ff}});
     if (w.b_gate) {
       add_rows(gate_.data(), w.b_gate, rows, ff);
       add_rows(up_.data(), w.b_up, rows, ff);

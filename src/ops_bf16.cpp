@@ -175,6 +175,13 @@ void matmul_widened(float* y, const float* x, const uint16_t* packed, int T, int
 
 }  // namespace
 
+void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products) {
+  bool all_q8 = true;
+  for (const Projection& p : products) all_q8 = all_q8 && p.w->q8;
+  if (all_q8) return matmul_q8(x, T, K, products.begin(), products.size());
+  for (const Projection& p : products) matmul(p.y, x, *p.w, T, K, p.N, p.accumulate);
+}
+
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
   if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
   if (w.q8) return matmul_q8(y, x, w, T, K, N, accumulate);

@@ -72,15 +72,19 @@ struct QuantizedRows {
     q.resize(size_t(T) * blocks * 32);
     d.resize(size_t(T) * blocks);
     offset.resize(size_t(T) * blocks);
-    for (int t = 0; t < T; ++t)
+    int8_t* const qs = q.data();  // the caller's buffers: thread_local names another inside the loop
+    float* const ds = d.data();
+    int32_t* const offsets = offset.data();
+    parallel_for_if(size_t(T) * K > 65536, T, [&](int t) {
       for (int b = 0; b < blocks; ++b) {
         const size_t at = size_t(t) * blocks + size_t(b);
-        int8_t* qb = q.data() + at * 32;
-        d[at] = quantize_q8_block(x + size_t(t) * K + size_t(b) * 32, std::min(32, K - b * 32), qb);
+        int8_t* qb = qs + at * 32;
+        ds[at] = quantize_q8_block(x + size_t(t) * K + size_t(b) * 32, std::min(32, K - b * 32), qb);
         int32_t sum = 0;
         for (int i = 0; i < 32; ++i) sum += qb[i];
-        offset[at] = 128 * sum;
+        offsets[at] = 128 * sum;
       }
+    });
   }
 };
 
@@ -141,9 +145,11 @@ void kernel_avx512vnni(const Tile& t) {
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   const size_t group_stride = size_t(t.blocks) * 512;
   for (int b = 0; b < t.blocks; ++b) {
-    __m512i dot[R][P];
-    for (int r = 0; r < R; ++r)
-      for (int p = 0; p < P; ++p) dot[r][p] = _mm512_setzero_si512();
+    __m512i dot[R][P];  // from −128·Σ qx, so the unsigned weights' +128 cancels as it sums
+    for (int r = 0; r < R; ++r) {
+      const __m512i start = _mm512_set1_epi32(-t.x->offset[size_t(t.t0 + r) * t.blocks + size_t(b)]);
+      for (int p = 0; p < P; ++p) dot[r][p] = start;
+    }
     const uint8_t* w = t.packed + size_t(b) * 512;
     for (int quad = 0; quad < 8; ++quad) {
       __m512i wv[P];
@@ -164,12 +170,9 @@ void kernel_avx512vnni(const Tile& t) {
       dw[p] = _mm512_maskz_cvtph_ps(  // maskz: the plain form trips a false GCC 12 warning
           0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.scales + (size_t(p) * t.blocks + size_t(b)) * 16)));
     for (int r = 0; r < R; ++r) {
-      const size_t xb = size_t(t.t0 + r) * t.blocks + size_t(b);
-      const __m512i offset = _mm512_set1_epi32(t.x->offset[xb]);
-      const __m512 dx = _mm512_set1_ps(t.x->d[xb]);
+      const __m512 dx = _mm512_set1_ps(t.x->d[size_t(t.t0 + r) * t.blocks + size_t(b)]);
       for (int p = 0; p < P; ++p)
-        acc[r][p] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, _mm512_sub_epi32(dot[r][p], offset)),
-                                    _mm512_mul_ps(dw[p], dx), acc[r][p]);
+        acc[r][p] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, dot[r][p]), _mm512_mul_ps(dw[p], dx), acc[r][p]);
     }
   }
   float out[R][P][16];
@@ -231,6 +234,8 @@ using Kernel = void (*)(const Tile&);
 constexpr int kRows = 4;      // rows of x per kernel call
 constexpr int kGroups = 2;    // 16-row weight groups per call with several rows of x
 constexpr int kGroupsGemv = 4;  // ... with one row (decoding): more independent sums
+constexpr int kChunk = 64;    // rows of x per work item (a multiple of kRows)
+constexpr size_t kMaxProducts = 4;  // products of one x in one call (q, k, v)
 
 // The kernel for R rows and P groups from one of the three families.
 template <template <int, int> class Family>
@@ -295,23 +300,42 @@ void select_q8_kernel(const std::string& name) {
   selected() = {name, picker_for(name)};
 }
 
-void matmul_q8(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
+void matmul_q8(const float* x, int T, int K, const Projection* products, size_t count) {
   static thread_local QuantizedRows xq;  // grows once, then reused
   xq.fill(x, T, K);
   const QuantizedRows* const xs = &xq;  // this thread's: thread_local names another inside the loops
   const Picker pick_kernel = selected().pick;
-  const int blocks = (K + 31) / 32, n_groups = (N + 15) / 16;
-  const int per_item = T == 1 ? kGroupsGemv : kGroups, n_items = (n_groups + per_item - 1) / per_item;
-  parallel_for_if(size_t(T) * N * K > 32768, n_items, [&](int item) {
-    const int g0 = item * per_item, groups = std::min(per_item, n_groups - g0);
-    for (int t0 = 0; t0 < T; t0 += kRows) {
+  const int blocks = (K + 31) / 32;
+  // Work items of all products in one parallel region: per_item groups of 16 weight rows times,
+  // in prefill, a chunk of kChunk rows of x (so a short N still spreads over the threads).
+  const int per_item = T == 1 ? kGroupsGemv : kGroups, chunks = (T + kChunk - 1) / kChunk;
+  if (count > kMaxProducts) throw std::invalid_argument("matmul_q8: more products than kMaxProducts");
+  int first_item[kMaxProducts + 1] = {};  // product i's items: [first_item[i], first_item[i + 1])
+  size_t work = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const int n_groups = (products[i].N + 15) / 16;
+    first_item[i + 1] = first_item[i] + (n_groups + per_item - 1) / per_item * chunks;
+    work += size_t(T) * size_t(products[i].N) * size_t(K);
+  }
+  parallel_for_if(work > 32768, first_item[count], [&](int item) {
+    size_t i = 0;
+    while (item >= first_item[i + 1]) ++i;
+    const Projection& pr = products[i];
+    const int local = item - first_item[i], g0 = local / chunks * per_item, c = local % chunks;
+    const int groups = std::min(per_item, (pr.N + 15) / 16 - g0);
+    for (int t0 = c * kChunk; t0 < std::min(T, (c + 1) * kChunk); t0 += kRows) {
       const int rows = std::min(kRows, T - t0);
-      const Tile tile{y + size_t(t0) * N + size_t(g0) * 16, N, xs, t0,
-                      w.q8 + size_t(g0) * blocks * 512, w.q8_scales + size_t(g0) * blocks * 16, blocks,
-                      std::min(16, N - (g0 + groups - 1) * 16), accumulate};
+      const Tile tile{pr.y + size_t(t0) * pr.N + size_t(g0) * 16, pr.N, xs, t0,
+                      pr.w->q8 + size_t(g0) * blocks * 512, pr.w->q8_scales + size_t(g0) * blocks * 16, blocks,
+                      std::min(16, pr.N - (g0 + groups - 1) * 16), pr.accumulate};
       pick_kernel(rows, groups)(tile);
     }
   });
+}
+
+void matmul_q8(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
+  const Projection product{y, &w, N, accumulate};
+  matmul_q8(x, T, K, &product, 1);
 }
 
 }  // namespace pert

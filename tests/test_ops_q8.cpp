@@ -86,7 +86,8 @@ TEST_CASE("q8: quantize_q8 packs d·round(w/d) per row and block of 32, d in F16
 }
 
 // Every kernel: K = 75 and N = 41 leave a short last block and group; T = 1 is the decoding
-// kernel (4 groups a call), T = 3, 5 and 17 the 4-row kernel's remainders; N = 4096 runs threaded.
+// kernel (4 groups a call), T = 3, 5 and 17 the 4-row kernel's remainders, T = 130 three chunks of
+// rows (the last 2); N = 4096 runs threaded.
 TEST_CASE("q8: matmul matches a triple loop over the quantized values, every kernel", "[ops][q8]") {
   Restore restore;
   const std::vector<std::string> kernels = q8_kernels();
@@ -94,7 +95,8 @@ TEST_CASE("q8: matmul matches a triple loop over the quantized values, every ker
   for (const std::string& kernel : kernels) {
     select_q8_kernel(kernel);
     for (const auto& [T, K, N] : {std::tuple{1, 75, 41}, std::tuple{3, 75, 41}, std::tuple{5, 75, 41},
-                                  std::tuple{17, 75, 41}, std::tuple{1, 64, 4096}, std::tuple{9, 256, 100}}) {
+                                  std::tuple{17, 75, 41}, std::tuple{130, 75, 41}, std::tuple{1, 64, 4096},
+                                  std::tuple{9, 256, 100}}) {
       for (bool accumulate : {false, true}) {
         INFO("kernel " << kernel << ", T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
         const std::vector<float> x = random_floats(size_t(T * K), 8, 3.0f), w = random_floats(size_t(N * K), 9);
@@ -124,4 +126,38 @@ TEST_CASE("q8: matmul matches a triple loop over the quantized values, every ker
     }
   }
   CHECK_THROWS_AS(select_q8_kernel("avx9000"), std::invalid_argument);
+}
+
+// Products of one x in one call (q, k, v) are the separate products exactly: x is quantized once
+// and the work items of all three share one parallel region.
+TEST_CASE("q8: matmul_shared equals one matmul per weight, every kernel", "[ops][q8]") {
+  Restore restore;
+  const int K = 75;
+  const std::vector<int> Ns = {41, 100, 16};
+  std::vector<std::vector<uint8_t>> packed;
+  std::vector<std::vector<uint16_t>> scales;
+  std::vector<Weight> weights;
+  for (size_t i = 0; i < Ns.size(); ++i) {
+    const std::vector<float> w = random_floats(size_t(Ns[i] * K), uint32_t(20 + i));
+    packed.emplace_back(q8_packed_size(Ns[i], K));
+    scales.emplace_back(q8_scales_size(Ns[i], K));
+    quantize_q8(packed[i].data(), scales[i].data(), w.data(), Ns[i], K);
+    weights.push_back(Weight{nullptr, nullptr, packed[i].data(), scales[i].data()});
+  }
+  for (const std::string& kernel : q8_kernels()) {
+    select_q8_kernel(kernel);
+    for (int T : {1, 70, 300}) {
+      INFO("kernel " << kernel << ", T " << T);
+      const std::vector<float> x = random_floats(size_t(T * K), 30, 2.0f);
+      std::vector<std::vector<float>> want, got;
+      for (size_t i = 0; i < Ns.size(); ++i) want.push_back(random_floats(size_t(T * Ns[i]), uint32_t(40 + i)));
+      got = want;
+      const bool accumulate[3] = {false, true, false};
+      for (size_t i = 0; i < Ns.size(); ++i) matmul(want[i].data(), x.data(), weights[i], T, K, Ns[i], accumulate[i]);
+      matmul_shared(x.data(), T, K, {{got[0].data(), &weights[0], Ns[0], accumulate[0]},
+                                     {got[1].data(), &weights[1], Ns[1], accumulate[1]},
+                                     {got[2].data(), &weights[2], Ns[2], accumulate[2]}});
+      for (size_t i = 0; i < Ns.size(); ++i) REQUIRE(got[i] == want[i]);
+    }
+  }
 }

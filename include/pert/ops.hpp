@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,16 @@ inline uint16_t bf16_packed_at(const uint16_t* packed, int K, int n, int k) {
 // same arithmetic in plain C++ elsewhere), streaming half the bytes of F32.
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate = false);
 
+// Several products of one x [T][K] (q, k and v; gate and up): y (+)= x · Wᵀ for each. Q8
+// quantizes x once and runs them in one parallel region; the other types run them in turn.
+struct Projection {
+  float* y;         // [T][N]
+  const Weight* w;  // [N][K]
+  int N;
+  bool accumulate = false;
+};
+void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products);
+
 size_t q8_packed_size(int N, int K);  // bytes
 size_t q8_scales_size(int N, int K);  // scales
 void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K);  // rows: [N][K] F32
@@ -50,6 +61,7 @@ float q8_value_at(const uint8_t* packed, const uint16_t* scales, int K, int n, i
 // block's products summed exactly in int32, then scaled: AVX-512 VNNI `vpdpbusd`, AVX2, or plain
 // C++, whichever the CPU has first; select_q8_kernel picks one of q8_kernels() (tests compare them).
 void matmul_q8(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate = false);
+void matmul_q8(const float* x, int T, int K, const Projection* products, size_t count);  // count <= 4
 std::vector<std::string> q8_kernels();
 const std::string& q8_kernel();
 void select_q8_kernel(const std::string& name);  // throws std::invalid_argument when not available
