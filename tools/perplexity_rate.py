@@ -39,14 +39,16 @@ def timed(f):
     return time.perf_counter() - t0
 
 
-def matrix_flops_per_token(model_dir):
+def matrix_flops_per_token(model_dir, classifier=True):
+    """2 · the matrix parameters a token multiplies: every layer's projections and MLP, and the
+    classifier unless `classifier` is False (prefill computes only the last position's logits)."""
     c = json.load(open(os.path.join(model_dir, "config.json")))
     d, ff, layers, vocab = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
     heads = c["num_attention_heads"]
     hd = c.get("head_dim", d // heads)
     kv = c.get("num_key_value_heads", heads) * hd
     per_layer = d * heads * hd * 2 + 2 * d * kv + 3 * d * ff  # q, o; k, v; gate, up, down
-    return 2.0 * (layers * per_layer + d * vocab)
+    return 2.0 * (layers * per_layer + (d * vocab if classifier else 0))
 
 
 def main():
