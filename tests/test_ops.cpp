@@ -18,9 +18,10 @@ using namespace pert;
 
 // y[T][N] = x[T][K]·W[N][K]ᵀ (+ y when accumulating), on the GEMV (T = 1) and GEMM (T > 1) paths.
 TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
-  // K = 37 and N = 23 leave remainders in every kernel's steps; 4096 rows run threaded.
+  // K = 37 and N = 23 leave remainders in every kernel's steps (and a 7-column last slice of the
+  // GEMM's per-thread slices of 16); 4096 rows run threaded.
   for (const auto& [T, K, N] : {std::tuple{1, 37, 23}, std::tuple{2, 37, 23}, std::tuple{9, 37, 23},
-                                std::tuple{1, 64, 4096}, std::tuple{1, 7, 3}}) {
+                                std::tuple{1, 64, 4096}, std::tuple{9, 64, 4096}, std::tuple{1, 7, 3}}) {
     for (bool accumulate : {false, true}) {
       INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
       const std::vector<float> x = random_floats(size_t(T * K), 1), w = random_floats(size_t(N * K), 2);
@@ -34,6 +35,36 @@ TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
           CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
         }
     }
+  }
+}
+
+// Products of one x (q, k, v) in one call: the columns of all three cut into per-thread slices,
+// a slice crossing from one product into the next; one product accumulates.
+TEST_CASE("ops: matmul_shared with F32 weights matches a triple loop per product", "[ops]") {
+  const int K = 37;
+  const int Ns[3] = {41, 100, 16};
+  const bool accumulate[3] = {false, true, false};
+  for (int T : {1, 2, 33}) {
+    INFO("T " << T);
+    const std::vector<float> x = random_floats(size_t(T * K), 11);
+    std::vector<std::vector<float>> w, y0, y;
+    std::vector<Weight> weights(3);
+    for (int i = 0; i < 3; ++i) {
+      w.push_back(random_floats(size_t(Ns[i] * K), uint32_t(12 + i)));
+      y0.push_back(random_floats(size_t(T * Ns[i]), uint32_t(15 + i)));
+      weights[size_t(i)].f32 = w.back().data();
+    }
+    y = y0;
+    matmul_shared(x.data(), T, K, {{y[0].data(), &weights[0], Ns[0], accumulate[0]},
+                                   {y[1].data(), &weights[1], Ns[1], accumulate[1]},
+                                   {y[2].data(), &weights[2], Ns[2], accumulate[2]}});
+    for (int i = 0; i < 3; ++i)
+      for (int t = 0; t < T; ++t)
+        for (int n = 0; n < Ns[i]; ++n) {
+          double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
+          for (int k = 0; k < K; ++k) want += double(x[size_t(t * K + k)]) * w[size_t(i)][size_t(n * K + k)];
+          CHECK(y[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-5));
+        }
   }
 }
 

@@ -212,9 +212,11 @@ TEST_CASE("perplexity: sliding at stride n_ctx-1 is chunks, and max_windows, n_b
     }
   }
 
+  // Two threads cut each F32 GEMM's columns in two (ops.cpp's matmul_f32), as n_batch cuts its
+  // rows: OpenBLAS's kernels then round the edge tiles differently, so close, not equal.
   const PerplexityResult one = evaluate_perplexity(*model, tokens, chunks);
   omp_set_num_threads(2);
-  check_same(evaluate_perplexity(*model, tokens, chunks), one, 1e-9);
+  check_same(evaluate_perplexity(*model, tokens, chunks), one, 1e-6);
 }
 
 TEST_CASE("perplexity: progress once per window, and bad options or short text are errors", "[perplexity]") {
