@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # Trains the whole family (configs/train/*.json but family.json), or the NAMEs given, N runs at a
-# time; each logs to build/train-logs/NAME.log and writes models/NAME/.
+# time; each logs to build/train-logs/NAME.log and writes OUT/NAME/ (--out-dir, default models;
+# OUT and CK are relative to the repository).
 #
 #   bash tools/train_family.sh [-j N] [--device auto|cpu|cuda] [--data-dir DIR] [--max-minutes M]
-#                              [--restart] [NAME ...]
+#                              [--restart] [--out-dir OUT] [--checkpoint-dir CK] [NAME ...]
 #
 # -j: runs at a time (default: 2 on CPU, one CPU thread each; every run at once on cuda).
 # --device, --data-dir, --max-minutes (each run stops there with a checkpoint) and --restart go
 # to each tools/train.py run, with $PYTHON (default /usr/bin/python3). The shared tokenizer
 # (models/tokenizer) is made first if missing, so parallel runs do not race to train it; an
-# existing one is kept. Re-running continues: a run whose models/NAME/card.json has the current
+# existing one is kept. Re-running continues: a run whose OUT/NAME/card.json has the current
 # run config's hash is skipped by train.py; an interrupted one resumes from its checkpoint
-# (build/train/NAME/checkpoint.pt, saved every eval_every steps). Prints a line per model at the
-# end; exits 1 if any run failed or stopped before its last step.
+# (build/train/NAME/checkpoint.pt, saved every eval_every steps; CK/NAME.pt with --checkpoint-dir,
+# for machines that wipe build/ between sessions). Prints a line per model at the end; exits 1 if
+# any run failed or stopped before its last step.
 set -uo pipefail
 here=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-/usr/bin/python3}
-usage() { sed -n '2,15s/^# \{0,1\}//p' "$0"; }
-jobs_n="" device=auto pass=() names=()
+usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
+jobs_n="" device=auto pass=() names=() out_dir=models ck_dir=""
 while (($#)); do
   case "$1" in
     -j) jobs_n="${2:?-j needs a number}"; shift 2 ;;
@@ -28,6 +30,8 @@ while (($#)); do
                 pass+=(--data-dir "$dir"); shift 2 ;;
     --max-minutes) pass+=(--max-minutes "${2:?--max-minutes needs minutes}"); shift 2 ;;
     --restart) pass+=(--restart); shift ;;
+    --out-dir) out_dir="${2:?--out-dir needs a directory}"; shift 2 ;;
+    --checkpoint-dir) ck_dir="${2:?--checkpoint-dir needs a directory}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "train_family.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) names+=("$1"); shift ;;
@@ -56,7 +60,9 @@ $PY tools/train.py "configs/train/${names[0]}.json" "${pass[@]}" --dry-run || ex
 
 run_one() {
   local n=$1
-  $PY tools/train.py "configs/train/$n.json" "${pass[@]}" > "build/train-logs/$n.log" 2>&1
+  local ck=()
+  [ -z "$ck_dir" ] || ck=(--checkpoint "$ck_dir/$n.pt")
+  $PY tools/train.py "configs/train/$n.json" "${pass[@]}" --out "$out_dir/$n" "${ck[@]}" > "build/train-logs/$n.log" 2>&1
   echo $? > "build/train-logs/$n.rc"
 }
 echo "training ${#names[@]} models on $device, $jobs_n at a time; logs in build/train-logs/"
@@ -72,7 +78,7 @@ failed=0
 for n in "${names[@]}"; do
   rc=$(cat "build/train-logs/$n.rc" 2>/dev/null || echo "?")
   if [ "$rc" = 0 ]; then
-    $PY - "models/$n/card.json" <<'EOF'
+    $PY - "$out_dir/$n/card.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 print(f"{c['name']:<11} ok       {c['steps']} steps  val_loss {c['val_loss']:.3f}  passkey_acc {c['passkey_acc']:.2f}"
