@@ -66,7 +66,8 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 #endif
   if (T == 1)
     return cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, x, 1, accumulate ? 1.0f : 0.0f, y, 1);
-  const F32Product product{y, w, N, accumulate};
+  const Weight weight{w};
+  const Projection product{y, &weight, N, accumulate};
   matmul_f32(x, T, K, &product, 1);
 }
 
@@ -74,7 +75,7 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 // each thread runs its slice as single-threaded OpenBLAS GEMMs (BLAS does not thread inside a
 // parallel region). OpenBLAS's own threading splits one GEMM and hands packed panels between
 // threads, waiting in sched_yield; here no thread waits for another until the region ends.
-void matmul_f32(const float* x, int T, int K, const F32Product* products, size_t count) {
+void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count) {
   int total = 0;
   for (size_t i = 0; i < count; ++i) total += products[i].N;
 #pragma omp parallel
@@ -84,10 +85,10 @@ void matmul_f32(const float* x, int T, int K, const F32Product* products, size_t
     const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
     int base = 0;  // the first column of product i
     for (size_t i = 0; i < count; base += products[i].N, ++i) {
-      const F32Product& p = products[i];
+      const Projection& p = products[i];
       const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + p.N) - base;
       if (n1 > n0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n1 - n0, K, 1.0f, x, K, p.w + size_t(n0) * K, K,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n1 - n0, K, 1.0f, x, K, p.w->f32 + size_t(n0) * K, K,
                     p.accumulate ? 1.0f : 0.0f, p.y + n0, p.N);
     }
   }

@@ -176,15 +176,10 @@ void matmul_widened(float* y, const float* x, const uint16_t* packed, int T, int
 }  // namespace
 
 void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products) {
-  bool all_q8 = true, all_f32 = T > 1 && products.size() <= 4;
+  bool all_q8 = true, all_f32 = T > 1;
   for (const Projection& p : products) all_q8 = all_q8 && p.w->q8, all_f32 = all_f32 && p.w->f32;
   if (all_q8) return matmul_q8(x, T, K, products.begin(), products.size());
-  if (all_f32) {
-    F32Product f32[4];
-    size_t n = 0;
-    for (const Projection& p : products) f32[n++] = {p.y, p.w->f32, p.N, p.accumulate};
-    return matmul_f32(x, T, K, f32, n);
-  }
+  if (all_f32) return matmul_f32(x, T, K, products.begin(), products.size());
   for (const Projection& p : products) matmul(p.y, x, *p.w, T, K, p.N, p.accumulate);
 }
 

@@ -61,6 +61,7 @@ def main():
     a = ap.parse_args()
     models = [(s, d, c, checkpoint(s, "BF16" if d == "BF16" else "F32")) for s in a.shapes.split(",")
               for d in a.dtypes.split(",") for c in a.cache_types.split(",")]
+    flops = {path: perplexity_rate.matrix_flops_per_token(path, False) for _, _, _, path in models} if a.sgemm else {}
     samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
     of_sgemm = {}  # (shape, cache type, test) -> [F32 prompt test's matrix GFLOP/s ÷ sgemm's, a round each]
     sgemm = []  # GFLOP/s, a round each
@@ -75,7 +76,7 @@ def main():
             for res in json.loads(out)["results"]:
                 samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])
                 if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
-                    rate = statistics.median(res["samples"]) * perplexity_rate.matrix_flops_per_token(path, False) / 1e9
+                    rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
             print(f"round {r + 1}/{a.rounds}: {shape} {dtype} cache {cache} done", file=sys.stderr)
     date = datetime.date.today().isoformat()

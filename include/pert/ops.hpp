@@ -15,14 +15,6 @@ class PositionEncoding;
 
 // y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`. BLAS: GEMM for T > 1, GEMV for T = 1.
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate = false);
-// Several F32 products of one x [T][K], T > 1, in one parallel region (matmul and matmul_shared use it).
-struct F32Product {
-  float* y;        // [T][N]
-  const float* w;  // [N][K]
-  int N;
-  bool accumulate;
-};
-void matmul_f32(const float* x, int T, int K, const F32Product* products, size_t count);
 
 // A weight matrix [N][K] kept in F32, in BF16 packed for `vdpbf16ps`, or in 8 bits (the
 // model's --dtype). BF16: per block of 16 rows, the ⌈K/2⌉ column pairs, each holding the 16
@@ -57,6 +49,8 @@ struct Projection {
   bool accumulate = false;
 };
 void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products);
+// F32 weights, T > 1: the products' columns in one parallel region (matmul and matmul_shared use it).
+void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count);
 
 size_t q8_packed_size(int N, int K);  // bytes
 size_t q8_scales_size(int N, int K);  // scales
