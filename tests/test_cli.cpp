@@ -166,6 +166,8 @@ TEST_CASE("cli: bench runs ppN and tgN at each depth and reports them as JSON", 
   CHECK(j["threads"] == json{1});
   CHECK(j["precision"] == "F32");
   CHECK(j["params"].get<long long>() > 0);
+  CHECK_THAT(j["blas"].get<std::string>(), Catch::Matchers::StartsWith("OpenBLAS"));  // which kernels ran: in speed tables
+  CHECK(!j["blas_core"].get<std::string>().empty());
   const std::vector<std::string> names = {"pp8", "tg4", "pp8 @ d16", "tg4 @ d16"};
   REQUIRE(j["results"].size() == names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -65,6 +65,7 @@ def main():
     samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
     of_sgemm = {}  # (shape, cache type, test) -> [F32 prompt test's matrix GFLOP/s ÷ sgemm's, a round each]
     sgemm = []  # GFLOP/s, a round each
+    blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     for r in range(a.rounds):
         if a.sgemm:
             sgemm.append(perplexity_rate.sgemm_gflops())
@@ -73,14 +74,16 @@ def main():
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
                                   "-t", str(a.threads), "--dtype", dtype.lower(), "--cache-type", cache, "--json"],
                                  check=True, capture_output=True, text=True).stdout
-            for res in json.loads(out)["results"]:
+            report = json.loads(out)
+            blas_core = report.get("blas_core", blas_core)
+            for res in report["results"]:
                 samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])
                 if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
                     rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
             print(f"round {r + 1}/{a.rounds}: {shape} {dtype} cache {cache} done", file=sys.stderr)
     date = datetime.date.today().isoformat()
-    print(f"pert bench, {date}, {cpu_name()}, {os.cpu_count()} cores, -t {a.threads}; "
+    print(f"pert bench, {date}, {cpu_name()}, {os.cpu_count()} cores, OpenBLAS core {blas_core}, -t {a.threads}; "
           f"median (min–max) of {a.rounds} rounds × {a.repetitions} runs\n")
     print("| shape | precision | kv cache | test | t/s |\n|---|---|---|---|---:|")
     rows = []
@@ -97,7 +100,7 @@ def main():
               f"(2048³, median {statistics.median(sgemm):.0f} GFLOP/s, {min(sgemm):.0f}–{max(sgemm):.0f})")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"date": date, "cpu": cpu_name(), "threads": a.threads, "rounds": a.rounds,
+        json.dump({"date": date, "cpu": cpu_name(), "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds,
                    "repetitions": a.repetitions, "results": rows, "sgemm_gflops": sgemm,
                    "f32_prompt_of_sgemm": [{"shape": k[0], "cache_type": k[1], "test": k[2], "per_round": v}
                                            for k, v in of_sgemm.items()]}, f, indent=2)

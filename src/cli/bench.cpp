@@ -2,6 +2,7 @@
 // generation (tgN: N single-token steps) in tokens/s, mean ± sd over repetitions after a
 // warm-up, as llama-bench reports them; `-d` runs each test after that many cached tokens
 // (untimed), which is where long-context decoding spends its time: attention over the cache.
+#include <cblas.h>
 #include <omp.h>
 
 #include <chrono>
@@ -136,7 +137,8 @@ void run(const BenchArgs& a) {
   }
   if (format == "json")
     write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", precision}, {"cache_type", kv},
-                     {"threads", thread_counts}, {"repetitions", a.reps}, {"results", results}});
+                     {"threads", thread_counts}, {"repetitions", a.reps}, {"blas", openblas_get_config()},
+                     {"blas_core", openblas_get_corename()}, {"results", results}});
 }
 
 }  // namespace
