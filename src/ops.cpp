@@ -1,3 +1,4 @@
+// Element-wise ops, softmax and attention (the F32, BF16 and Q8 matrix products: ops_*.cpp).
 #include "pert/ops.hpp"
 
 #include <cblas.h>
@@ -8,91 +9,11 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "parallel.hpp"
 #include "pert/error.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
-
-#if defined(__AVX512F__)
-namespace {
-
-// y[N] (+)= W[N][K]·x, 4 rows per step, the threads taking contiguous runs of rows so each
-// streams its part of W once. Prefetching W two steps ahead with the non-temporal hint keeps
-// it from evicting what the cache holds: on stories15M the layers (24 MB) then stay in the
-// 32 MB L3 while the 37 MB classifier streams past them (tg128 +19% over OpenBLAS sgemv).
-void gemv(float* y, const float* w, const float* x, int N, int K, bool accumulate) {
-  const int full = K - K % 16;
-  const __mmask16 tail = __mmask16((1u << (K % 16)) - 1);
-  const size_t size = size_t(N) * K;
-  parallel_for_if(size > 32768, (N + 3) / 4, [&](int step) {
-    const int n0 = step * 4, rows = std::min(4, N - n0);
-    const float* row[4];  // a short last step repeats its last row
-    for (int i = 0; i < 4; ++i) row[i] = w + size_t(n0 + std::min(i, rows - 1)) * K;
-    const size_t ahead = size_t(n0 + 8) * K;  // two steps on
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int k = 0; k < full; k += 16) {
-      const __m512 xv = _mm512_loadu_ps(x + k);
-      for (int i = 0; i < 4; ++i) {
-        const size_t at = ahead + size_t(i) * K + size_t(k);
-        if (at < size) _mm_prefetch(reinterpret_cast<const char*>(w + at), _MM_HINT_NTA);
-        acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(row[i] + k), xv, acc[i]);
-      }
-    }
-    if (tail) {
-      const __m512 xv = _mm512_maskz_loadu_ps(tail, x + full);
-      for (int i = 0; i < 4; ++i) acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, row[i] + full), xv, acc[i]);
-    }
-    for (int i = 0; i < rows; ++i) {
-      alignas(64) float lanes[16];  // (_mm512_reduce_add_ps trips a false GCC 12 warning)
-      _mm512_store_ps(lanes, acc[i]);
-      float dot = 0.0f;
-      for (float lane : lanes) dot += lane;
-      y[n0 + i] = accumulate ? y[n0 + i] + dot : dot;
-    }
-  });
-}
-
-}  // namespace
-#endif
-
-void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
-#if defined(__AVX512F__)
-  if (T == 1) return gemv(y, w, x, N, K, accumulate);
-#endif
-  if (T == 1)
-    return cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, x, 1, accumulate ? 1.0f : 0.0f, y, 1);
-  const Weight weight{w};
-  const Projection product{y, &weight, N, accumulate};
-  matmul_f32(x, T, K, &product, 1);
-}
-
-// The products' columns laid end to end and cut in one slice per thread, at multiples of 16;
-// each thread runs its slice as single-threaded OpenBLAS GEMMs (BLAS does not thread inside a
-// parallel region). OpenBLAS's own threading splits one GEMM and hands packed panels between
-// threads, waiting in sched_yield; here no thread waits for another until the region ends.
-void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count) {
-  int total = 0;
-  for (size_t i = 0; i < count; ++i) total += products[i].N;
-#pragma omp parallel
-  {
-    const int threads = omp_get_num_threads(), me = omp_get_thread_num();
-    const int slice = (total + 16 * threads - 1) / (16 * threads) * 16;
-    const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
-    int base = 0;  // the first column of product i
-    for (size_t i = 0; i < count; base += products[i].N, ++i) {
-      const Projection& p = products[i];
-      const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + p.N) - base;
-      if (n1 > n0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n1 - n0, K, 1.0f, x, K, p.w->f32 + size_t(n0) * K, K,
-                    p.accumulate ? 1.0f : 0.0f, p.y + n0, p.N);
-    }
-  }
-}
 
 void rmsnorm(float* out, const float* x, const float* weight, int T, int d, float eps) {
   parallel_for_if(T > 16, T, [&](int t) {

@@ -19,9 +19,11 @@ using namespace pert;
 // y[T][N] = x[T][K]·W[N][K]ᵀ (+ y when accumulating), on the GEMV (T = 1) and GEMM (T > 1) paths.
 TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
   // K = 37 and N = 23 leave remainders in every kernel's steps (and a 7-column last slice of the
-  // GEMM's per-thread slices of 16); 4096 rows run threaded.
+  // GEMM's per-thread slices of 16); 4096 rows run threaded; 131 × 200 leaves a 6-row group
+  // and a 64-column panel short (AVX-512 GEMM).
   for (const auto& [T, K, N] : {std::tuple{1, 37, 23}, std::tuple{2, 37, 23}, std::tuple{9, 37, 23},
-                                std::tuple{1, 64, 4096}, std::tuple{9, 64, 4096}, std::tuple{1, 7, 3}}) {
+                                std::tuple{1, 64, 4096}, std::tuple{9, 64, 4096}, std::tuple{1, 7, 3},
+                                std::tuple{131, 75, 200}}) {
     for (bool accumulate : {false, true}) {
       INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
       const std::vector<float> x = random_floats(size_t(T * K), 1), w = random_floats(size_t(N * K), 2);
