@@ -100,18 +100,59 @@ using GemmKernel = void (*)(float*, int, const float*, int, const float*, int, i
 constexpr GemmKernel kGemmKernels[kGemmRows] = {gemm_kernel<1>, gemm_kernel<2>, gemm_kernel<3>,
                                                 gemm_kernel<4>, gemm_kernel<5>, gemm_kernel<6>};
 
+// Full-mask forms with a defined pass-through (a): GCC 12 warns that the plain forms' internal
+// _mm512_undefined_ps() may be used uninitialized.
+__m512 unpack_lo(__m512 a, __m512 b) { return _mm512_mask_unpacklo_ps(a, 0xffff, a, b); }
+__m512 unpack_hi(__m512 a, __m512 b) { return _mm512_mask_unpackhi_ps(a, 0xffff, a, b); }
+template <int kLanes>
+__m512 lanes(__m512 a, __m512 b) { return _mm512_mask_shuffle_f32x4(a, 0xffff, a, b, kLanes); }
+
+// r[i][j] -> r[j][i] for a 16 × 16 tile: pairs, then quads within each 128-bit lane, then lanes.
+void transpose16(__m512 r[16]) {
+  __m512 a[16], b[16];
+  for (int i = 0; i < 16; i += 2) {  // lane L of a[i]: rows i, i+1 at columns 4L, 4L+1 (lo) or 4L+2, 4L+3 (hi)
+    a[i] = unpack_lo(r[i], r[i + 1]);
+    a[i + 1] = unpack_hi(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // lane L of b[i + c]: rows i..i+3 at column 4L + c
+    b[i] = _mm512_shuffle_ps(a[i], a[i + 2], 0x44);
+    b[i + 1] = _mm512_shuffle_ps(a[i], a[i + 2], 0xee);
+    b[i + 2] = _mm512_shuffle_ps(a[i + 1], a[i + 3], 0x44);
+    b[i + 3] = _mm512_shuffle_ps(a[i + 1], a[i + 3], 0xee);
+  }
+  for (int c = 0; c < 4; ++c) {  // column 4L + c: lane L of b[c], b[4 + c], b[8 + c], b[12 + c]
+    const __m512 even0 = lanes<0x88>(b[c], b[4 + c]), odd0 = lanes<0xdd>(b[c], b[4 + c]);
+    const __m512 even1 = lanes<0x88>(b[8 + c], b[12 + c]), odd1 = lanes<0xdd>(b[8 + c], b[12 + c]);
+    r[c] = lanes<0x88>(even0, even1);
+    r[4 + c] = lanes<0x88>(odd0, odd1);
+    r[8 + c] = lanes<0xdd>(even0, even1);
+    r[12 + c] = lanes<0xdd>(odd0, odd1);
+  }
+}
+
+// block[k][j] = W[j][k] for the block's first n <= 16 rows of W (zero past them), k < K.
+void pack_block(float* block, const float* w, int n, int K) {
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    const int kn = std::min(16, K - k0);
+    const __mmask16 m = __mmask16((1u << kn) - 1);
+    __m512 r[16];
+    for (int j = 0; j < 16; ++j) r[j] = j < n ? _mm512_maskz_loadu_ps(m, w + size_t(j) * K + k0) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int k = 0; k < kn; ++k) _mm512_storeu_ps(block + size_t(k0 + k) * 16, r[k]);
+  }
+}
+
 // y[T][N] (+)= x[T][K] · W[N][K]ᵀ on this thread (rows of y ldy apart), a panel at a time.
 void gemm(float* y, int ldy, const float* x, int T, int K, const float* w, int N, bool accumulate) {
+  constexpr int kPanel = 16 * kPanelBlocks;  // columns
   static thread_local std::vector<float> panel_storage;  // [4][K][16]: grows once, then reused
-  panel_storage.resize(size_t(K) * 16 * kPanelBlocks);
+  panel_storage.resize(size_t(K) * kPanel);
   float* const panel = panel_storage.data();  // this thread's: thread_local names another inside loops
-  for (int n0 = 0; n0 < N; n0 += 16 * kPanelBlocks) {
-    const int cols = std::min(16 * kPanelBlocks, N - n0);
-    for (int j = 0; j < 16 * kPanelBlocks; ++j) {
-      float* dst = panel + size_t(j / 16) * size_t(K) * 16 + j % 16;
-      const float* src = w + size_t(n0 + j) * K;
-      for (int k = 0; k < K; ++k) dst[size_t(k) * 16] = j < cols ? src[k] : 0.0f;
-    }
+  for (int n0 = 0; n0 < N; n0 += kPanel) {
+    const int cols = std::min(kPanel, N - n0);
+    for (int b = 0; b < kPanelBlocks; ++b)
+      pack_block(panel + size_t(b) * K * 16, w + size_t(n0 + std::min(16 * b, cols - 1)) * K,
+                 std::clamp(cols - 16 * b, 0, 16), K);
     for (int t0 = 0; t0 < T; t0 += kGemmRows) {
       const int rows = std::min(kGemmRows, T - t0);
       kGemmKernels[rows - 1](y + size_t(t0) * ldy + n0, ldy, x + size_t(t0) * K, K, panel, K, cols, accumulate);
