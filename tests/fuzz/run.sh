@@ -17,7 +17,7 @@ names=("$@")
 # cannot drift apart) less the compute files, which use OpenMP and OpenBLAS (clang has no libomp
 # here) and which no parser reaches.
 mapfile -t sources < <(sed -n '/^add_library(pert$/,/^)$/p' CMakeLists.txt | grep -o 'src/[^ ]*\.cpp' |
-  grep -vE '^src/(ops|ops_bf16|ops_q8|kv_cache|model|generate|perplexity|sampler)\.cpp$')
+  grep -vE '^src/(ops(_[a-z0-9]+)?|kv_cache|model|generate|perplexity|sampler)\.cpp$')
 ((${#sources[@]})) || { echo "tests/fuzz/run.sh: no library sources found in CMakeLists.txt" >&2; exit 1; }
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Iinclude -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)
