@@ -183,7 +183,7 @@ void attention(float* out, const float* q, const KvRows& key_rows, const KvRows&
   float* const scores_all = scratch.scores.data();
   // Each (head, block of queries) is small GEMMs on the keys the block's queries see: the sinks
   // [0, sinks) and the range [lo, hi) from the first query's first key to the last query, laid
-  // side by side as the block's columns. BLAS runs single-threaded inside this parallel loop.
+  // side by side as the block's columns (gemm_nt, gemm_nn: one thread's GEMMs).
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int h = 0; h < s.n_heads; ++h)
     for (int b = 0; b < n_blocks; ++b) {
@@ -220,8 +220,7 @@ void attention(float* out, const float* q, const KvRows& key_rows, const KvRows&
       const Rows keys_far = remaps ? f32_rows(s.keys_far, 2, rule.near(hi - 1)) : Rows{nullptr, false};
       auto gemm_scores = [&](float* dst, const float* qb, const Rows& kb, int from, int to) {
         ranges(from, to, [&](int n0, int count) {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, count, hd, scale, qb + q_at, q_stride, row(kb, n0), hd,
-                      0.0f, dst + col(n0), cols);
+          gemm_nt(dst + col(n0), cols, qb + q_at, q_stride, nq, hd, row(kb, n0), count, scale, false);
         });
       };
       // Near scores where some query of the block is near, far ones where some is far.
@@ -260,8 +259,7 @@ void attention(float* out, const float* q, const KvRows& key_rows, const KvRows&
       float* ob = out + size_t(t0) * q_stride + size_t(h) * hd;
       bool first_gemm = true;
       ranges(0, hi, [&](int n0, int count) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, count, 1.0f, scores + col(n0), cols, row(values, n0),
-                    hd, first_gemm ? 0.0f : 1.0f, ob, q_stride);
+        gemm_nn(ob, q_stride, scores + col(n0), cols, nq, count, row(values, n0), hd, hd, !first_gemm);
         first_gemm = false;
       });
     }

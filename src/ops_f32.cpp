@@ -1,10 +1,11 @@
 // F32 matrix products: y[T][N] (+)= x[T][K] · W[N][K]ᵀ with W row-major, as safetensors holds it.
-// Decoding (T = 1) streams W once (gemv). Prefill runs the columns in one slice per thread; with
-// AVX-512 each thread packs 64 columns of W at a time (a panel, [4][K][16]) and multiplies 6 rows
-// of x by it in 24 registers, broadcasting x: no reductions across lanes, W read from L2 once per
-// 6 rows. That runs at twice the rate of OpenBLAS's AVX2 (Haswell) kernels, which some machines
-// are held to (OPENBLAS_CORETYPE: older OpenBLAS builds' AVX-512 kernels fail on some CPUs).
-// Without AVX-512 each slice is single-threaded OpenBLAS GEMMs.
+// Decoding (T = 1) streams W once (gemv). Prefill runs the columns in one slice per thread, each
+// slice one gemm_nt. With AVX-512 that is pert's own GEMM: W packed 64 columns at a time (a
+// panel, [4][K][16], by 16 × 16 transposes in registers) and 6 rows of x multiplied by it in 24
+// registers, x broadcast, so no sums across lanes; gemm_nn reads a W whose rows already hold the
+// columns side by side (attention's values) in place. That runs at twice the rate of OpenBLAS's
+// AVX2 (Haswell) kernels, which some machines are held to (OPENBLAS_CORETYPE: older OpenBLAS
+// builds' AVX-512 kernels fail on some CPUs). Without AVX-512, OpenBLAS's sgemm.
 #include <cblas.h>
 #include <omp.h>
 
@@ -61,44 +62,66 @@ void gemv(float* y, const float* w, const float* x, int N, int K, bool accumulat
 
 
 constexpr int kGemmRows = 6;     // rows of x per kernel call
-constexpr int kPanelBlocks = 4;  // blocks of 16 columns in a panel
+constexpr int kPanelBlocks = 4;  // blocks of 16 columns per kernel call (a panel)
 
-// y[r][16·p + j] (+)= Σ_k x[r][k] · panel[p][k][j] for R rows and the panel's 4 blocks; of its
-// 64 columns the first `valid` are stored (the rest is the panel's zero padding).
-template <int R>
-void gemm_kernel(float* y, int ldy, const float* x, int ldx, const float* panel, int K, int valid, bool accumulate) {
-  constexpr int P = kPanelBlocks;
-  const size_t block_stride = size_t(K) * 16;
+// y[r][16·p + j] (+)= alpha · Σ_k x[r][k] · w[p][k][j] for R rows and P blocks of 16 columns,
+// w's block p at w + p·block_stride, its k-th row k_stride further; of the 16·P columns the
+// first `valid` are read and stored.
+template <int R, int P>
+void gemm_kernel(float* y, int ldy, const float* x, int ldx, const float* w, size_t block_stride, size_t k_stride,
+                 int K, int valid, float alpha, bool accumulate) {
+  const __mmask16 last = __mmask16((1u << (valid - 16 * (P - 1))) - 1);  // the last block's columns
   __m512 acc[R][P];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (int k = 0; k < K; ++k) {
+    const float* at = w + size_t(k) * k_stride;
     __m512 wv[P];
+#pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
-      const float* at = panel + p * block_stride + size_t(k) * 16;
-      _mm_prefetch(reinterpret_cast<const char*>(at + 16 * 16), _MM_HINT_T0);  // 1 KB ahead in each block
-      wv[p] = _mm512_loadu_ps(at);
+      _mm_prefetch(reinterpret_cast<const char*>(at + p * block_stride + 16 * k_stride), _MM_HINT_T0);  // 16 rows ahead
+      wv[p] = p < P - 1 ? _mm512_loadu_ps(at + p * block_stride) : _mm512_maskz_loadu_ps(last, at + p * block_stride);
     }
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_set1_ps(x[size_t(r) * ldx + k]);
+#pragma GCC unroll 4
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wv[p], acc[r][p]);
     }
   }
-  for (int p = 0; p < P; ++p) {
-    const int n = std::clamp(valid - 16 * p, 0, 16);
-    const __mmask16 m = __mmask16((1u << n) - 1);
-    for (int r = 0; r < R && n > 0; ++r) {
+  const __m512 a = _mm512_set1_ps(alpha);
+  // Every loop over acc unrolled: indexed at run time, GCC keeps acc in memory and stores it each step.
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const __mmask16 m = p < P - 1 ? __mmask16(0xffff) : last;
       float* out = y + size_t(r) * ldy + 16 * p;
-      __m512 v = acc[r][p];
+      __m512 v = _mm512_mul_ps(acc[r][p], a);
       if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
       _mm512_mask_storeu_ps(out, m, v);
     }
-  }
 }
 
-using GemmKernel = void (*)(float*, int, const float*, int, const float*, int, int, bool);
-constexpr GemmKernel kGemmKernels[kGemmRows] = {gemm_kernel<1>, gemm_kernel<2>, gemm_kernel<3>,
-                                                gemm_kernel<4>, gemm_kernel<5>, gemm_kernel<6>};
+using GemmKernel = void (*)(float*, int, const float*, int, const float*, size_t, size_t, int, int, float, bool);
+template <int R>
+constexpr GemmKernel kRowKernels[kPanelBlocks] = {gemm_kernel<R, 1>, gemm_kernel<R, 2>, gemm_kernel<R, 3>, gemm_kernel<R, 4>};
+constexpr const GemmKernel* kGemmKernels[kGemmRows] = {kRowKernels<1>, kRowKernels<2>, kRowKernels<3>,
+                                                       kRowKernels<4>, kRowKernels<5>, kRowKernels<6>};
+
+// Every 6 rows of x against one panel of `cols` <= 64 columns, laid out as gemm_kernel reads it.
+void gemm_panel(float* y, int ldy, const float* x, int ldx, int T, const float* w, size_t block_stride,
+                size_t k_stride, int K, int cols, float alpha, bool accumulate) {
+  const GemmKernel* by_blocks = nullptr;
+  for (int t0 = 0; t0 < T; t0 += kGemmRows) {
+    const int rows = std::min(kGemmRows, T - t0);
+    by_blocks = kGemmKernels[rows - 1];
+    by_blocks[(cols + 15) / 16 - 1](y + size_t(t0) * ldy, ldy, x + size_t(t0) * ldx, ldx, w, block_stride, k_stride, K,
+                                    cols, alpha, accumulate);
+  }
+}
 
 // Full-mask forms with a defined pass-through (a): GCC 12 warns that the plain forms' internal
 // _mm512_undefined_ps() may be used uninitialized.
@@ -142,25 +165,40 @@ void pack_block(float* block, const float* w, int n, int K) {
   }
 }
 
-// y[T][N] (+)= x[T][K] · W[N][K]ᵀ on this thread (rows of y ldy apart), a panel at a time.
-void gemm(float* y, int ldy, const float* x, int T, int K, const float* w, int N, bool accumulate) {
+}  // namespace
+
+// W's rows are packed 64 at a time into a panel ([4][K][16], each block's columns side by side).
+void gemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int N, float alpha,
+             bool accumulate) {
   constexpr int kPanel = 16 * kPanelBlocks;  // columns
-  static thread_local std::vector<float> panel_storage;  // [4][K][16]: grows once, then reused
+  static thread_local std::vector<float> panel_storage;  // grows once, then reused
   panel_storage.resize(size_t(K) * kPanel);
   float* const panel = panel_storage.data();  // this thread's: thread_local names another inside loops
   for (int n0 = 0; n0 < N; n0 += kPanel) {
     const int cols = std::min(kPanel, N - n0);
-    for (int b = 0; b < kPanelBlocks; ++b)
-      pack_block(panel + size_t(b) * K * 16, w + size_t(n0 + std::min(16 * b, cols - 1)) * K,
-                 std::clamp(cols - 16 * b, 0, 16), K);
-    for (int t0 = 0; t0 < T; t0 += kGemmRows) {
-      const int rows = std::min(kGemmRows, T - t0);
-      kGemmKernels[rows - 1](y + size_t(t0) * ldy + n0, ldy, x + size_t(t0) * K, K, panel, K, cols, accumulate);
-    }
+    for (int b = 0; b * 16 < cols; ++b)
+      pack_block(panel + size_t(b) * K * 16, w + size_t(n0 + 16 * b) * K, std::min(16, cols - 16 * b), K);
+    gemm_panel(y + n0, ldy, x, ldx, T, panel, size_t(K) * 16, 16, K, cols, alpha, accumulate);
   }
 }
 
-}  // namespace
+// W's rows already hold 16 columns side by side: each panel is read where it is.
+void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate) {
+  for (int n0 = 0; n0 < N; n0 += 16 * kPanelBlocks)
+    gemm_panel(y + n0, ldy, x, ldx, T, w + n0, 16, size_t(ldw), K, std::min(16 * kPanelBlocks, N - n0), 1.0f, accumulate);
+}
+
+#else
+
+void gemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int N, float alpha,
+             bool accumulate) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, alpha, x, ldx, w, K, accumulate ? 1.0f : 0.0f, y, ldy);
+}
+
+void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, N, K, 1.0f, x, ldx, w, ldw, accumulate ? 1.0f : 0.0f, y, ldy);
+}
+
 #endif
 
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
@@ -190,13 +228,7 @@ void matmul_f32(const float* x, int T, int K, const Projection* products, size_t
     for (size_t i = 0; i < count; base += products[i].N, ++i) {
       const Projection& p = products[i];
       const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + p.N) - base;
-      if (n1 <= n0) continue;
-#if defined(__AVX512F__)
-      gemm(p.y + n0, p.N, x, T, K, p.w->f32 + size_t(n0) * K, n1 - n0, p.accumulate);
-#else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n1 - n0, K, 1.0f, x, K, p.w->f32 + size_t(n0) * K, K,
-                  p.accumulate ? 1.0f : 0.0f, p.y + n0, p.N);
-#endif
+      if (n1 > n0) gemm_nt(p.y + n0, p.N, x, K, T, K, p.w->f32 + size_t(n0) * K, n1 - n0, 1.0f, p.accumulate);
     }
   }
 }

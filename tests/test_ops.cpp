@@ -40,6 +40,36 @@ TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
   }
 }
 
+// One thread's GEMMs as attention calls them: rows of x, y and W apart by more than their length,
+// a scale (gemm_nt), accumulation; N and K leave short blocks, panels and row groups.
+TEST_CASE("ops: gemm_nt and gemm_nn match a triple loop", "[ops]") {
+  for (const auto& [T, K, N] : {std::tuple{1, 5, 3}, std::tuple{7, 37, 23}, std::tuple{13, 64, 70},
+                                std::tuple{6, 16, 64}, std::tuple{20, 75, 130}}) {
+    const int ldx = K + 3, ldy = N + 5, ldw = N + 2;
+    const std::vector<float> x = random_floats(size_t(T * ldx), 21), w = random_floats(size_t(K * ldw + N * K), 22);
+    const std::vector<float> y0 = random_floats(size_t(T * ldy), 23);
+    for (bool accumulate : {false, true}) {
+      INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
+      std::vector<float> nt = y0, nn = y0;
+      gemm_nt(nt.data(), ldy, x.data(), ldx, T, K, w.data(), N, 0.5f, accumulate);  // W [N][K]
+      gemm_nn(nn.data(), ldy, x.data(), ldx, T, K, w.data(), ldw, N, accumulate);    // W [K][N], rows ldw apart
+      for (int t = 0; t < T; ++t) {
+        for (int n = 0; n < N; ++n) {
+          double want_nt = 0.0, want_nn = 0.0;
+          for (int k = 0; k < K; ++k) {
+            want_nt += double(x[size_t(t * ldx + k)]) * w[size_t(n * K + k)];
+            want_nn += double(x[size_t(t * ldx + k)]) * w[size_t(k * ldw + n)];
+          }
+          const double base = accumulate ? y0[size_t(t * ldy + n)] : 0.0;
+          CHECK(nt[size_t(t * ldy + n)] == Approx(base + 0.5 * want_nt).margin(1e-5));
+          CHECK(nn[size_t(t * ldy + n)] == Approx(base + want_nn).margin(1e-5));
+        }
+        for (int n = N; n < ldy; ++n) CHECK(nt[size_t(t * ldy + n)] == y0[size_t(t * ldy + n)]);  // past N: untouched
+      }
+    }
+  }
+}
+
 // Products of one x (q, k, v) in one call: the columns of all three cut into per-thread slices,
 // a slice crossing from one product into the next; one product accumulates.
 TEST_CASE("ops: matmul_shared with F32 weights matches a triple loop per product", "[ops]") {

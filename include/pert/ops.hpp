@@ -51,6 +51,12 @@ struct Projection {
 void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products);
 // F32 weights, T > 1: the products' columns in one parallel region (matmul and matmul_shared use it).
 void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count);
+// One thread's F32 GEMMs, for callers that split the work themselves (matmul_f32, attention):
+// y[T][N] (+)= alpha · x[T][K] · W[N][K]ᵀ (gemm_nt), y (+)= x · W[K][N] (gemm_nn); the rows of
+// x, y and (gemm_nn) W are ldx, ldy, ldw apart. AVX-512: pert's own kernel; else OpenBLAS's sgemm.
+void gemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int N, float alpha,
+             bool accumulate);
+void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate);
 
 size_t q8_packed_size(int N, int K);  // bytes
 size_t q8_scales_size(int N, int K);  // scales
@@ -131,7 +137,7 @@ struct AttentionShape {
 // Prefill works per (head, block of kQueryBlock queries); decoding (T = 1) per (head, block of
 // kKeyBlock keys), each block's softmax partial (max, sum, unnormalised output) merged at the
 // end (split-K, as flash-decoding), so a long cache spreads over all threads whatever the heads.
-inline constexpr int kQueryBlock = 16;
+inline constexpr int kQueryBlock = 64;
 inline constexpr int kKeyBlock = 256;
 
 // Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
