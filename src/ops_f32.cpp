@@ -60,7 +60,6 @@ void gemv(float* y, const float* w, const float* x, int N, int K, bool accumulat
   });
 }
 
-
 constexpr int kGemmRows = 6;     // rows of x per kernel call
 constexpr int kPanelBlocks = 4;  // blocks of 16 columns per kernel call (a panel)
 
@@ -114,12 +113,11 @@ constexpr const GemmKernel* kGemmKernels[kGemmRows] = {kRowKernels<1>, kRowKerne
 // Every 6 rows of x against one panel of `cols` <= 64 columns, laid out as gemm_kernel reads it.
 void gemm_panel(float* y, int ldy, const float* x, int ldx, int T, const float* w, size_t block_stride,
                 size_t k_stride, int K, int cols, float alpha, bool accumulate) {
-  const GemmKernel* by_blocks = nullptr;
+  const int blocks = (cols + 15) / 16;
   for (int t0 = 0; t0 < T; t0 += kGemmRows) {
     const int rows = std::min(kGemmRows, T - t0);
-    by_blocks = kGemmKernels[rows - 1];
-    by_blocks[(cols + 15) / 16 - 1](y + size_t(t0) * ldy, ldy, x + size_t(t0) * ldx, ldx, w, block_stride, k_stride, K,
-                                    cols, alpha, accumulate);
+    kGemmKernels[rows - 1][blocks - 1](y + size_t(t0) * ldy, ldy, x + size_t(t0) * ldx, ldx, w, block_stride, k_stride,
+                                       K, cols, alpha, accumulate);
   }
 }
 

@@ -13,7 +13,7 @@ namespace pert {
 
 class PositionEncoding;
 
-// y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`. BLAS: GEMM for T > 1, GEMV for T = 1.
+// y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`: GEMV for T = 1, matmul_f32 for T > 1.
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate = false);
 
 // A weight matrix [N][K] kept in F32, in BF16 packed for `vdpbf16ps`, or in 8 bits (the
