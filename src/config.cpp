@@ -158,6 +158,10 @@ json apply_overrides(json config, const ConfigOverrides& overrides) {
     if (!patch.is_object()) throw ConfigError(file.string() + ": a config override must be a JSON object");
     config.merge_patch(patch);
   }
+  for (const json& patch : overrides.patches) {
+    if (!patch.is_object()) throw ConfigError("config: a config override must be a JSON object, got " + json_brief(patch));
+    config.merge_patch(patch);
+  }
   for (const std::string& set : overrides.sets) {
     const auto eq = set.find('=');
     if (eq == std::string::npos || eq == 0) throw ConfigError("--set '" + set + "': expected key.path=value");
@@ -235,6 +239,7 @@ std::string position_label(const ModelConfig& c) {
 std::string ConfigOverrides::describe() const {
   std::string s;
   for (const auto& f : files) s += (s.empty() ? "--config " : " --config ") + f.string();
+  for (const auto& p : patches) s += (s.empty() ? "--config " : " --config ") + p.dump();
   for (const auto& v : sets) s += (s.empty() ? "--set " : " --set ") + v;
   return s;
 }

@@ -9,74 +9,89 @@
 namespace pert {
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
-GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, const GenerateOptions& options,
-                        Sampler& sampler, const std::function<void(int)>& on_token) {
+Generation::Generation(InferenceState& state, const std::vector<int>& prompt, const GenerateOptions& options,
+                       Sampler& sampler)
+    : state_(state), options_(options), sampler_(sampler) {
   const int n_ctx = state.n_ctx(), V = state.vocab_size();
-  const int vocab = options.vocab > 0 ? std::min(options.vocab, V) : V;
+  vocab_ = options.vocab > 0 ? std::min(options.vocab, V) : V;
   if (prompt.empty()) throw Error("generate: empty prompt");
   if (int(prompt.size()) > n_ctx)
     throw Error("generate: the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context size " +
                 std::to_string(n_ctx));
   if (options.n_keep < 0) throw Error("generate: --keep must not be negative here");
+  logits_.resize(size_t(V));
+  context_ = history_ = prompt;
+  const double start = now_seconds();
+  state.forward(prompt.data(), int(prompt.size()), 0, logits_.data(), false);
+  started_ = now_seconds();
+  r_.prompt_seconds = started_ - start;
+  r_.stop = "length";
+  done_ = options.n_predict == 0;
+}
 
-  GenerateResult r;
-  std::vector<float> logits(static_cast<size_t>(V));
-  std::vector<int> context = prompt;  // the tokens the cache holds, by position
-  std::vector<int> history = prompt;  // everything so far, for the repetition penalty
-  auto start = std::chrono::steady_clock::now();
-  state.forward(prompt.data(), int(prompt.size()), 0, logits.data(), false);
-  r.prompt_seconds = seconds_since(start);
+void Generation::stop(const char* why) {
+  r_.stop = why;
+  done_ = true;
+}
 
-  start = std::chrono::steady_clock::now();
-  r.stop = "length";
-  const bool until_full = options.n_predict < 0;
-  auto interrupted = [&] { return options.interrupt && *options.interrupt; };
-  for (int i = 0; until_full || i < options.n_predict; ++i) {
-    if (interrupted()) {  // checked once a token is out (and once the prompt has run)
-      r.stop = "interrupted";
-      break;
-    }
-    for (int v = 0; v < vocab; ++v)
-      if (!std::isfinite(logits[size_t(v)]))
-        throw Error("generate: non-finite logits at position " + std::to_string(state.n_past() - 1));
-    const int next = sampler.sample(logits.data(), vocab, history);
-    if (options.n_probs > 0) r.probs.push_back(sampler.distribution(logits.data(), vocab, next, options.n_probs));
-    r.tokens.push_back(next);
-    history.push_back(next);
-    on_token(next);
-    if (!options.ignore_eos && std::find(options.eos.begin(), options.eos.end(), next) != options.eos.end()) {
-      r.stop = "eos";
-      break;
-    }
-    if (i + 1 == options.n_predict) break;
+int Generation::next() {
+  const auto interrupted = [&] { return options_.interrupt && *options_.interrupt; };
+  const int n_ctx = state_.n_ctx();
+  if (!done_ && pending_ >= 0) {  // feed the token returned last time
     if (interrupted()) {
-      r.stop = "interrupted";
-      break;
+      stop("interrupted");
+    } else if (state_.n_past() == n_ctx && options_.n_predict < 0) {  // no shift: the context is spent
+      stop("context");
+    } else {
+      if (state_.n_past() == n_ctx) {  // full: drop the older half of what follows n_keep
+        if (options_.n_keep > n_ctx - 2)
+          throw Error("generate: the context of " + std::to_string(n_ctx) + " is full and keeping " +
+                      std::to_string(options_.n_keep) +
+                      " tokens leaves nothing to drop; use a larger -c or a smaller --keep");
+        const int n_discard = (state_.n_past() - options_.n_keep) / 2;
+        context_.erase(context_.begin() + options_.n_keep, context_.begin() + options_.n_keep + n_discard);
+        if (!state_.shift(options_.n_keep, n_discard))  // positions baked into the cache: re-encode
+          state_.forward(context_.data(), int(context_.size()), 0, logits_.data(), false);
+        ++r_.context_shifts;
+      }
+      state_.forward(&pending_, 1, state_.n_past(), logits_.data(), false);
+      context_.push_back(pending_);
+      pending_ = -1;
     }
-    if (state.n_past() == n_ctx && until_full) {  // no shift: the context is spent
-      r.stop = "context";
-      break;
-    }
-    if (state.n_past() == n_ctx) {  // full: drop the older half of what follows n_keep
-      if (options.n_keep > n_ctx - 2)
-        throw Error("generate: the context of " + std::to_string(n_ctx) + " is full and keeping " +
-                    std::to_string(options.n_keep) + " tokens leaves nothing to drop; use a larger -c or a smaller --keep");
-      const int n_discard = (state.n_past() - options.n_keep) / 2;
-      context.erase(context.begin() + options.n_keep, context.begin() + options.n_keep + n_discard);
-      if (!state.shift(options.n_keep, n_discard))  // positions baked into the cache: re-encode
-        state.forward(context.data(), int(context.size()), 0, logits.data(), false);
-      ++r.context_shifts;
-    }
-    state.forward(&next, 1, state.n_past(), logits.data(), false);
-    context.push_back(next);
   }
-  r.generate_seconds = seconds_since(start);
-  return r;
+  if (!done_ && interrupted()) stop("interrupted");  // checked once a token is out (and once the prompt has run)
+  if (done_) {
+    r_.generate_seconds = now_seconds() - started_;
+    return -1;
+  }
+  for (int v = 0; v < vocab_; ++v)
+    if (!std::isfinite(logits_[size_t(v)]))
+      throw Error("generate: non-finite logits at position " + std::to_string(state_.n_past() - 1));
+  const int token = sampler_.sample(logits_.data(), vocab_, history_);
+  if (options_.n_probs > 0) r_.probs.push_back(sampler_.distribution(logits_.data(), vocab_, token, options_.n_probs));
+  r_.tokens.push_back(token);
+  history_.push_back(token);
+  const auto& eos = options_.eos;
+  if (!options_.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end())
+    stop("eos");
+  else if (int(r_.tokens.size()) == options_.n_predict)
+    stop("length");
+  else
+    pending_ = token;
+  r_.generate_seconds = now_seconds() - started_;
+  return token;
+}
+
+GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, const GenerateOptions& options,
+                        Sampler& sampler, const std::function<void(int)>& on_token) {
+  Generation g(state, prompt, options, sampler);
+  for (int token; (token = g.next()) >= 0;) on_token(token);
+  return g.result();
 }
 
 }  // namespace pert

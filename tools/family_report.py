@@ -2,7 +2,8 @@
 """Writes models/README.md: a card per family model, from models/NAME/card.json (tools/train.py)
 and the validation perplexity pert measures (tests/family_test.py), plus a sample story each.
 
-    family_report.py BUILD_DIR      # e.g. build (needs build/pert and build/tests/pert_logits)
+    family_report.py BUILD_DIR      # e.g. build (needs build/pert, build/tests/pert_logits and the
+                                    # Python module, build/python/pert)
 """
 import argparse
 import json
@@ -19,9 +20,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build", metavar="BUILD_DIR", help="CMake build directory holding pert and tests/pert_logits")
     build = os.path.abspath(ap.parse_args().build)
-    for need in (os.path.join(build, "pert"), os.path.join(build, "tests", "pert_logits")):
+    for need in (os.path.join(build, "pert"), os.path.join(build, "tests", "pert_logits"),
+                 os.path.join(build, "python", "pert")):
         if not os.access(need, os.X_OK):
             sys.exit(f"family_report.py: {need}: missing (build it: cmake --build {build})")
+    sys.path.insert(0, os.path.join(build, "python"))
+    import pert
     rows, samples = [], []
     for name in NAMES:
         model = os.path.join(ROOT, "models", name)
@@ -35,13 +39,11 @@ def main():
                            check=True,
                            stdout=subprocess.DEVNULL)
             ppl = json.load(open(out))
-        gen = json.loads(subprocess.run(
-            [os.path.join(build, "pert"), "generate", "-m", model, "-p", "Once upon a time", "-n", "80",
-             "--seed", "1", "--json"], check=True, capture_output=True, text=True).stdout)
+        story = "".join(pert.load(model).generate("Once upon a time", n_predict=80, seed=1))
         rows.append(f"| `{name}` | `{json.dumps(card['position'])}` | {card['parameters']:,} | {card['steps']} | "
                     f"{card['train_loss']:.3f} | {card['val_loss']:.3f} | **{ppl['ppl']:.2f}** | "
                     f"{card['wall_seconds'] / 60:.1f} min | `{card['command']}` |")
-        samples.append(f"**{name}**: Once upon a time{gen['text']}".replace("\n", " "))
+        samples.append(f"**{name}**: Once upon a time{story}".replace("\n", " "))
     text = open(os.path.join(ROOT, "models", "README.template.md")).read()
     text = text.replace("{{TABLE}}", "\n".join(rows)).replace("{{SAMPLES}}", "\n\n".join(samples))
     with open(os.path.join(ROOT, "models", "README.md"), "w") as f:

@@ -5,8 +5,8 @@ alternation:
 
     /usr/bin/python3 tools/perplexity_rate.py [--rounds 5] [-m models/rope] [-c 128,2048] [-t 2]
 
-Each round times numpy's OpenBLAS sgemm at 2048³ (best of 3) and then `pert perplexity` at every
-context, so machine swings hit both sides alike; the table gives medians over rounds. The
+Each round times numpy's OpenBLAS sgemm at 2048³ (best of 3) and then pert's perplexity (the
+Python module's, which `pert perplexity` runs too; the model loaded once) at every context, so machine swings hit both sides alike; the table gives medians over rounds. The
 matrix products' rate is tokens/s × 2·(matrix parameters per token: projections, MLP and the
 classifier); attention, norms and the log-softmax are the cost on top. Writes every sample as
 JSON (--out).
@@ -16,13 +16,13 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+import pert  # noqa: E402  (before numpy: pert sets libgomp's spin count before it loads)
+import numpy as np  # noqa: E402
 
 
 def sgemm_gflops(n=2048, tries=3):
@@ -58,23 +58,22 @@ def main():
     ap.add_argument("-f", "--file", default=os.path.join(ROOT, "build", "data", "tinystories_heldout.txt"),
                     help="text to score (default build/data/tinystories_heldout.txt)")
     ap.add_argument("-c", "--contexts", default="128,2048", help="comma-separated contexts; the first is the baseline (default %(default)s)")
-    ap.add_argument("-t", "--threads", type=int, default=2, help="pert perplexity -t (default %(default)s)")
-    ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
+    ap.add_argument("-t", "--threads", type=int, default=2, help="threads (default %(default)s)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "perplexity_rate.json"),
                     help="JSON file for every sample (default build/bench/perplexity_rate.json)")
     a = ap.parse_args()
     if not os.path.exists(a.file):
         sys.exit(f"{a.file}: missing; tools/setup.sh writes it (tools/heldout.py)")
     os.environ["OMP_NUM_THREADS"] = str(a.threads)  # numpy's OpenBLAS (the OpenMP build) too
+    pert.set_threads(a.threads)
+    model = pert.load(a.model)
     contexts = [int(c) for c in a.contexts.split(",")]
     flops = matrix_flops_per_token(a.model)
     gemm, rate = [], {c: [] for c in contexts}
     for r in range(a.rounds):
         gemm.append(sgemm_gflops())
         for c in (contexts if r % 2 == 0 else contexts[::-1]):
-            out = subprocess.run([a.pert, "perplexity", "-m", a.model, "-f", a.file, "--split-docs", "-c", str(c),
-                                  "-t", str(a.threads), "--json"], check=True, capture_output=True, text=True)
-            rate[c].append(json.loads(out.stdout)["tokens_per_second"])
+            rate[c].append(model.perplexity(file=a.file, split_docs=True, n_ctx=c)["tokens_per_second"])
         print(f"round {r + 1}/{a.rounds}: sgemm {gemm[-1]:.0f} GFLOP/s, " +
               ", ".join(f"-c {c} {rate[c][-1]:.0f} t/s" for c in contexts), file=sys.stderr)
 

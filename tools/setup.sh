@@ -4,7 +4,8 @@
 # the shared stories260K checkpoint into build/models/ for the main job, and writes the family's
 # held-out text to build/data/.
 #
-#   bash tools/setup.sh          set up and build the pert binary only (build/pert)
+#   bash tools/setup.sh          set up and build the pert binary (build/pert) and the Python
+#                                module (build/python/pert) only
 #   bash tools/setup.sh --test   build everything (tests, test helpers) and run the whole test
 #                                suite, then again under ASan+UBSan, then the fuzzers
 set -euo pipefail
@@ -19,7 +20,8 @@ esac
 
 packages=(cmake make g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev catch2
           python3-torch python3-numpy python3-sentencepiece python3-matplotlib
-          clang libclang-rt-14-dev pkg-config libpcre2-dev libutf8proc-dev)
+          clang libclang-rt-14-dev pkg-config libpcre2-dev libutf8proc-dev
+          pybind11-dev python3-dev python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,12 +36,12 @@ fi
 
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-# Without --test only the pert binary (target pert_cli): the test suite and its helpers take
+# Without --test only the pert binary and the Python module: the test suite and its helpers take
 # more than twice as long to compile and nothing but ctest needs them.
 if ((run_tests)); then
   cmake --build build -j"$jobs"
 else
-  cmake --build build -j"$jobs" --target pert_cli
+  cmake --build build -j"$jobs" --target pert_cli pert_python
 fi
 
 # Debian's interpreter: the python3 first on PATH may not see Debian's packages.

@@ -63,7 +63,9 @@ struct ConfigOverrides {
   // Overrides may rescale or extend the trained scheme (SchemeConfig::identity()); replacing it
   // is a SchemeChangeError unless this is set.
   bool allow_scheme_change = false;
-  bool empty() const { return files.empty() && sets.empty(); }
+  // Merge patches given as JSON (the Python module's config=dict), applied after the files.
+  std::vector<nlohmann::json> patches = {};
+  bool empty() const { return files.empty() && patches.empty() && sets.empty(); }
   std::string describe() const;  // "--config a.json --set x=1", as given
 };
 

@@ -39,4 +39,32 @@ struct GenerateOptions {
 GenerateResult generate(InferenceState& state, const std::vector<int>& prompt, const GenerateOptions& options,
                         Sampler& sampler, const std::function<void(int)>& on_token);
 
+// generate(), one token per call, for callers that pull tokens (the Python module's iterator).
+// `state`, `options` and `sampler` must outlive it.
+class Generation {
+ public:
+  // Runs the prompt; throws as generate() does.
+  Generation(InferenceState& state, const std::vector<int>& prompt, const GenerateOptions& options, Sampler& sampler);
+  // The next token, or -1 once the generation has stopped (result().stop says why). A token
+  // is fed to the model on the call after the one that returned it, so the caller can stop
+  // between tokens (options.interrupt) without paying for one more step.
+  int next();
+  bool done() const { return done_; }
+  const GenerateResult& result() const { return r_; }
+
+ private:
+  InferenceState& state_;
+  const GenerateOptions& options_;
+  Sampler& sampler_;
+  int vocab_;
+  GenerateResult r_;
+  std::vector<float> logits_;  // [vocab] of the last position run
+  std::vector<int> context_;   // the tokens the cache holds, by position
+  std::vector<int> history_;   // everything so far, for the repetition penalty
+  int pending_ = -1;           // returned, not yet fed to the model
+  bool done_ = false;
+  double started_;             // when the prompt had run (steady clock, seconds)
+  void stop(const char* why);
+};
+
 }  // namespace pert

@@ -71,53 +71,10 @@ std::filesystem::path resolve_model_dir(const std::string& given) {
                 "build/models/stories260K, then pass -m build/models/stories260K");
 }
 
-LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
-  LoadedModel m{dir, Model::load(dir, overrides, type), {}};
-  const std::filesystem::path tok_path = dir / "tokenizer.json";
-  if (!std::filesystem::exists(tok_path))
-    throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
-  m.tokenizer = Tokenizer::load_dir(dir);
-  const ModelConfig& c = m.model->config();
-  if (c.trained_position.scheme && c.trained_position.scheme->identity() != c.position.scheme->identity())
-    std::fprintf(stderr, "pert: note: %s was trained with %s positions; running %s (--allow-scheme-change)\n",
-                 dir.string().c_str(), c.trained_position.scheme->identity().c_str(), position_label(c).c_str());
-  const int model_vocab = c.vocab_size;
-  if (m.tokenizer.vocab_size() > model_vocab)
-    throw ConfigError(tok_path.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
-                      " tokens, but the model has " + std::to_string(model_vocab));
+LoadedModel load_cli_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
+  LoadedModel m = load_model(dir, overrides, type);
+  if (!m.note.empty()) std::fprintf(stderr, "pert: note: %s\n", m.note.c_str());
   return m;
-}
-
-std::string read_utf8_file(const std::filesystem::path& path) {
-  std::string text = read_text_file(path, kMaxTextBytes, /*streams=*/true);
-  size_t bad = 0;
-  if (!valid_utf8(text, &bad)) throw FormatError(path.string() + ": not valid UTF-8 (byte " + std::to_string(bad) + ")");
-  return text;
-}
-
-std::vector<int> tokenize_file_llama(const Tokenizer& tokenizer, const std::filesystem::path& path) {
-  std::string text = read_utf8_file(path);
-  if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's -f reads a file
-  return tokenizer.encode(text, /*add_special=*/true, /*parse_special=*/false);
-}
-
-std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs) {
-  const std::string text = read_utf8_file(path);
-  if (!split_docs) return tokenizer.encode(text);
-  std::vector<int> ids;
-  const char* space = " \t\n\r\v\f";
-  for (size_t at = 0; at <= text.size();) {
-    size_t end = text.find("\n\n", at);
-    if (end == std::string::npos) end = text.size();
-    const size_t a = text.find_first_not_of(space, at);
-    if (a != std::string::npos && a < end) {
-      const size_t b = text.find_last_not_of(space, end - 1);
-      if (bos >= 0) ids.push_back(bos);
-      for (int id : tokenizer.encode(std::string_view(text).substr(a, b + 1 - a))) ids.push_back(id);
-    }
-    at = end + 2;
-  }
-  return ids;
 }
 
 namespace {
@@ -233,38 +190,6 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw IoError(path.string() + ": cannot write (" + ec.message() + ")");
-}
-
-namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
-Progress::Progress(std::string label, std::string unit, bool quiet)
-    : label_(std::move(label)), unit_(std::move(unit)), tty_(isatty(fileno(stderr))), quiet_(quiet), start_(now_seconds()) {}
-
-void Progress::update(long long done, long long total, const std::string& note) {
-  if (quiet_) return;
-  const double t = now_seconds(), frac = total > 0 ? double(done) / double(total) : 1.0;
-  const int decile = int(frac * 10);
-  if (tty_ ? (t - last_draw_ < 0.1 && done < total) : decile == last_decile_) return;
-  last_draw_ = t;
-  last_decile_ = decile;
-  const int width = 30, filled = int(frac * width);
-  const double elapsed = t - start_, eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
-  const std::string bar = tty_ ? " [" + std::string(size_t(filled), '=') + (filled < width ? ">" : "") +
-                                     std::string(size_t(std::max(0, width - filled - 1)), ' ') + "]"
-                               : ":";  // a log gets plain lines: "label: 3/10 windows 2s, eta 5s"
-  std::fprintf(stderr, "%s%s%s %lld/%lld %s %.0fs, eta %.0fs%s%s%s", tty_ ? "\r\033[K" : "", label_.c_str(),
-               bar.c_str(), done, total, unit_.c_str(), elapsed, eta, note.empty() ? "" : " | ", note.c_str(),
-               tty_ ? "" : "\n");
-  drawn_ = true;
-}
-
-void Progress::finish() {
-  if (tty_ && drawn_) std::fputc('\n', stderr);
-  drawn_ = false;
 }
 
 }  // namespace pert::cli

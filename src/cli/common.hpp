@@ -9,7 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "pert/config.hpp"
+#include "pert/loaded_model.hpp"
 #include "pert/model.hpp"
+#include "pert/progress.hpp"
+#include "pert/threads.hpp"
 #include "pert/tokenizer.hpp"
 
 namespace pert::cli {
@@ -39,27 +42,9 @@ struct ConfigFlags {
 // model directory, or a file holding its path relative to models/).
 std::filesystem::path resolve_model_dir(const std::string& given);
 
-// A model directory loaded with its tokenizer.json (which must fit the model's vocabulary). A
-// scheme other than the trained one (--allow-scheme-change) is noted on stderr.
-struct LoadedModel {
-  std::filesystem::path dir;
-  std::unique_ptr<Model> model;
-  Tokenizer tokenizer;
-};
-LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides,
-                       WeightType type = WeightType::F32);
 
-// A file's text, refused (naming the file) when it is not valid UTF-8.
-std::string read_utf8_file(const std::filesystem::path& path);
-
-// A text file as token ids: the whole file as one text, or with `split_docs` each document
-// (separated by a blank line, "\n\n", and stripped of surrounding whitespace) encoded on its
-// own with `bos` before it, as tools/train.py feeds stories to the family.
-std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs);
-// The whole file as llama-perplexity reads and tokenizes it (common/arg.cpp's -f, then
-// common_tokenize(text, add_special = true)): one trailing "\n" dropped, special tokens written
-// in the text taken as text, the tokenizer's own prefix (BOS) and suffix around it.
-std::vector<int> tokenize_file_llama(const Tokenizer& tokenizer, const std::filesystem::path& path);
+// pert::load_model, its note (a scheme other than the trained one) printed on stderr.
+LoadedModel load_cli_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type);
 
 // Flag checks for ->check(), run while the command line is parsed, so before any work. A bad
 // value is a usage error (exit 2) that CLI11 prefixes with the flag's name, e.g.
@@ -80,30 +65,14 @@ CLI::Validator writable_file();
 // A value that must not be empty (-m "": not "use the default" in disguise).
 CLI::Validator not_empty();
 
-// `-t/--threads` for every subcommand (at least 1 when given); set_threads(0), the value when
-// it is not given, runs on the cores not busy at the start (threads.cpp: why), unless
+// `-t/--threads` for every subcommand (at least 1 when given); set_threads(0) (pert/threads.hpp),
+// the value when it is not given, runs on the cores not busy at the start, unless
 // OMP_NUM_THREADS says otherwise.
 void add_threads(CLI::App& app, int& threads);
-void set_threads(int threads);
-int default_threads();
 
 // --quiet for the long-running subcommands: no progress on stderr (errors still print).
 void add_quiet(CLI::App& app, bool& quiet);
 
-// Progress on stderr: a bar redrawn in place on a terminal, otherwise a plain line every 10%
-// ("label: 3/10 windows 2s, eta 5s"; a log gets no carriage returns), nothing when `quiet`.
-class Progress {
- public:
-  Progress(std::string label, std::string unit, bool quiet = false);
-  void update(long long done, long long total, const std::string& note = "");
-  void finish();  // ends the bar's line
-
- private:
-  std::string label_, unit_;
-  bool tty_, quiet_, drawn_ = false;
-  int last_decile_ = -1;
-  double start_, last_draw_ = -1;
-};
 
 // `--json` (a flag: JSON on stdout instead of the human output) and `--json-out FILE` (JSON to
 // a file as well, the human output still on stdout): one meaning of --json in every subcommand.

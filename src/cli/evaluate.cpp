@@ -36,37 +36,6 @@ void EvalFlags::add_to(CLI::App& app) {
   });
 }
 
-int EvalFlags::bos(const Tokenizer& tokenizer, int config_bos) const {
-  if (mode != "llama") return config_bos;
-  if (!tokenizer.suffix_special().empty())  // llama-perplexity asserts that the vocab adds no EOS
-    throw Error("--mode llama: the tokenizer adds " + tokenizer.piece(tokenizer.suffix_special().front()) +
-                " after a text, which llama-perplexity refuses");
-  return tokenizer.prefix_special().empty() ? -1 : tokenizer.prefix_special().front();
-}
-
-std::vector<int> EvalFlags::tokenize(const Tokenizer& tokenizer, int bos) const {
-  if (mode == "llama") return tokenize_file_llama(tokenizer, text_file);
-  return tokenize_file(tokenizer, text_file, bos, split_docs);
-}
-
-PerplexityOptions EvalFlags::options(int n_ctx, int bos) const {
-  PerplexityOptions o;
-  o.n_ctx = n_ctx;
-  o.mode = mode == "sliding" ? PerplexityMode::Sliding
-           : mode == "llama" ? PerplexityMode::Llama
-                             : PerplexityMode::Chunks;
-  o.stride = stride;
-  o.max_windows = max_windows;
-  o.n_buckets = buckets;
-  o.bos = bos;
-  return o;
-}
-
-nlohmann::json EvalFlags::settings() const {
-  return {{"text", text_file}, {"mode", mode},         {"stride", stride},
-          {"chunks", max_windows}, {"buckets", buckets}, {"split_docs", split_docs}};
-}
-
 PerplexityResult run_perplexity(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& options,
                                 const std::string& label, bool quiet) {
   if (options.mode == PerplexityMode::Llama && !quiet) {  // llama-perplexity's running line instead of a bar
@@ -84,20 +53,6 @@ PerplexityResult run_perplexity(const Model& model, const std::vector<int>& toke
   });
   bar.finish();
   return r;
-}
-
-nlohmann::json result_json(const PerplexityResult& r, PerplexityMode mode) {
-  nlohmann::json buckets = nlohmann::json::array();
-  for (const PositionBucket& b : r.buckets)
-    buckets.push_back({{"first", b.first}, {"last", b.last}, {"tokens", b.tokens},
-                       {"nll", b.tokens ? nlohmann::json(b.nll) : nlohmann::json()}});
-  nlohmann::json j = {{"ppl", r.ppl},         {"ppl_stderr", r.ppl_stderr},
-                      {"nll", r.nll},         {"tokens", r.tokens},
-                      {"windows", r.windows}, {"stride", r.stride},
-                      {"seconds", r.seconds}, {"tokens_per_second", double(r.tokens) / std::max(r.seconds, 1e-9)},
-                      {"nll_by_position", buckets}};
-  if (mode == PerplexityMode::Llama) j["running_ppl"] = r.running_ppl;  // llama-perplexity's [i] figures
-  return j;
 }
 
 std::string ppl_text(double ppl, double stderr_) {

@@ -10,7 +10,7 @@
 
 #include "common.hpp"
 #include "pert/error.hpp"
-#include "pert/generate.hpp"
+#include "pert/text_generation.hpp"
 #include "pert/tokenizer.hpp"
 
 namespace pert::cli {
@@ -80,80 +80,58 @@ nlohmann::json probs_json(const TokenProbs& probs, int id, const Tokenizer& tok)
 void run_generate(GenerateArgs& a) {
   const std::string prompt_text = read_prompt(a);
   set_threads(a.threads);
-  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
-  const std::filesystem::path& dir = m.dir;
-  const Tokenizer& tok = m.tokenizer;
-  const ModelConfig& c = m.model->config();
+  const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
+  TextGenerationSettings settings;
+  settings.n_predict = a.n_predict;
+  settings.n_ctx = a.n_ctx;
+  settings.n_keep = a.n_keep;
+  settings.n_probs = a.n_probs;
+  settings.ignore_eos = a.ignore_eos;
+  settings.sampling = a.sampling;
+  settings.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
+  settings.cache_type = a.config.kv_type();
+  settings.interrupt = &interrupted;
+  const CatchInterrupt catch_interrupt;
+  TextGeneration g(m, prompt_text, settings);  // errors come before any text
 
-  const int n_lead = int(tok.prefix_special().size());  // what the post-processor puts first (e.g. <s>)
-  std::vector<int> prompt = tok.prefix_special();
-  for (int id : tok.encode(prompt_text)) prompt.push_back(id);
-  const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(c.max_position_embeddings, 4096);
-  GenerateOptions options;
-  options.n_predict = a.n_predict;
-  options.vocab = tok.vocab_size();
-  options.eos = c.eos_token_ids;
-  options.ignore_eos = a.ignore_eos;
-  options.n_probs = a.n_probs;
-  options.interrupt = &interrupted;
-  // As llama.cpp: --keep counts prompt tokens (-1: all of them) and the leading special tokens are always kept.
-  const int prompt_count = int(prompt.size()) - n_lead;
-  options.n_keep = (a.n_keep < 0 || a.n_keep > prompt_count ? prompt_count : a.n_keep) + n_lead;
-  a.sampling.seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
-  Sampler sampler(a.sampling);
-  InferenceState state(*m.model, n_ctx, 512, 1, a.config.kv_type());
-  // Now, not after text has streamed out: a context the scheme cannot encode ...
-  if (const int max = state.max_positions(); max > 0 && n_ctx > max)
-    throw Error("-c " + std::to_string(n_ctx) + " is past the " + c.position.scheme->label() + " position table (" +
-                std::to_string(max) + " positions); pass -c " + std::to_string(max) + " or less" +
-                (c.position.type() == "learned" ? ", or --set position.beyond=clamp to reuse the last one" : ""));
-  // ... and a shift that would have nothing to drop (generate() drops half of what follows n_keep).
-  const bool shifts = a.n_predict >= 0 && int64_t(prompt.size()) + a.n_predict - 1 > n_ctx;  // some token is fed to a full cache
-  if (shifts && options.n_keep > n_ctx - 2)
-    throw Error("--keep: the context of " + std::to_string(n_ctx) + " fills up and keeping " +
-                std::to_string(options.n_keep) + " tokens leaves nothing to drop; use a larger -c or a smaller --keep");
-
-  // The continuation is decoded as what follows the prompt (its leading space is kept).
-  StreamDecoder stream(tok);
-  stream.prime(prompt);
-  std::string text;
-  bool echoed = a.json || a.no_display_prompt;  // the prompt is echoed once it has run, so errors come before any text
+  std::string text, piece;
+  bool echoed = a.json || a.no_display_prompt;  // the prompt is echoed once it has run
   auto echo = [&] {
     if (!echoed) std::cout << prompt_text << std::flush;
     echoed = true;
   };
-  const CatchInterrupt catch_interrupt;
-  const GenerateResult r = generate(state, prompt, options, sampler, [&](int id) {
-    const std::string piece = stream.push(id);
+  while (g.next(piece)) {
     text += piece;
     echo();
     if (!a.json) std::cout << piece << std::flush;
-  });
+  }
   echo();
-  const std::string held = stream.flush();  // an incomplete character at the very end
-  text += held;
+  text += piece;  // held back to the end (an incomplete character)
+  const GenerateResult& r = g.result();
+  const std::vector<int>& prompt = g.prompt();
   const double prompt_tps = prompt.size() / std::max(r.prompt_seconds, 1e-9);
   const double gen_tps = r.tokens.size() / std::max(r.generate_seconds, 1e-9);
   if (a.json) {
-    nlohmann::json out = {{"model_dir", dir.string()},       {"prompt", prompt_text},
+    nlohmann::json out = {{"model_dir", m.dir.string()},      {"prompt", prompt_text},
                           {"text", text},                     {"prompt_tokens", prompt},
                           {"tokens", r.tokens},               {"stop", r.stop},
-                          {"n_ctx", n_ctx},                   {"n_keep", options.n_keep},
-                          {"context_shifts", r.context_shifts}, {"seed", a.sampling.seed},
+                          {"n_ctx", g.n_ctx()},               {"n_keep", g.n_keep()},
+                          {"context_shifts", r.context_shifts}, {"seed", settings.sampling.seed},
                           {"prompt_seconds", r.prompt_seconds}, {"generate_seconds", r.generate_seconds},
                           {"prompt_tokens_per_second", prompt_tps}, {"tokens_per_second", gen_tps}};
     if (a.n_probs > 0) {
       out["probs"] = nlohmann::json::array();
-      for (size_t i = 0; i < r.probs.size(); ++i) out["probs"].push_back(probs_json(r.probs[i], r.tokens[i], tok));
+      for (size_t i = 0; i < r.probs.size(); ++i)
+        out["probs"].push_back(probs_json(r.probs[i], r.tokens[i], m.tokenizer));
     }
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << held << std::endl;  // before the stats on stderr
+    std::cout << piece << std::endl;  // before the stats on stderr
     std::fprintf(stderr,
                  "pert: prompt %zu tokens, %.1f tokens/s | generated %zu tokens, %.1f tokens/s | %d context shifts | "
                  "stop: %s | seed %llu\n",
                  prompt.size(), prompt_tps, r.tokens.size(), gen_tps, r.context_shifts, r.stop.c_str(),
-                 (unsigned long long)a.sampling.seed);
+                 (unsigned long long)settings.sampling.seed);
   }
   std::cout << std::flush;
   if (r.stop == "interrupted") throw ExitStatus{130};  // 128 + SIGINT, as a shell reports it

@@ -210,7 +210,7 @@ void print_table(const json& result) {
 
 void run(const PasskeyArgs& a) {
   set_threads(a.threads);
-  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
+  const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();
   const Sentences sentences(m.tokenizer);
   const std::vector<Trial> trials = draw_trials(a.seed, a.trials);

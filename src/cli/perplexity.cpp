@@ -24,7 +24,7 @@ struct PerplexityArgs {
 
 void run(const PerplexityArgs& a) {
   set_threads(a.threads);
-  const LoadedModel m = load_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
+  const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
   const int bos = a.eval.bos(m.tokenizer, c.bos_token_id);
@@ -44,7 +44,7 @@ void run(const PerplexityArgs& a) {
                         {"dtype", a.config.dtype},
                         {"cache_type", a.config.cache_type}};
     j.update(a.eval.settings());
-    j.update(result_json(r, o.mode));
+    j.update(perplexity_json(r, o.mode));
     if (a.json.write(j)) return;
   }
   std::printf("%s: %s\n", m.dir.string().c_str(), describe_position(c).c_str());

@@ -208,7 +208,7 @@ void run_sweep(const SweepArgs& a) {
       ConfigOverrides o = a.overrides.overrides();
       if (cell.config != kPlain) o.files.insert(o.files.begin(), cell.config);
       try {
-        m = load_model(cell.model, o, a.overrides.weight_type());
+        m = load_cli_model(cell.model, o, a.overrides.weight_type());
       } catch (const SchemeChangeError& e) {
         load_error = e.what();
       }
@@ -234,7 +234,7 @@ void run_sweep(const SweepArgs& a) {
       try {
         PerplexityOptions o = a.eval.options(cell.length, bos);
         o.cache_type = a.overrides.kv_type();
-        c.update(result_json(run_perplexity(*m.model, tokens, o,
+        c.update(perplexity_json(run_perplexity(*m.model, tokens, o,
                                             "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label,
                                             a.quiet),
                              o.mode));

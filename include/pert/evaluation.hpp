@@ -1,0 +1,40 @@
+// One perplexity evaluation as the user asks for it (`pert perplexity`, `pert sweep`, the
+// Python module's perplexity() and sweep()): the text, the mode and its settings, turned into
+// tokens and PerplexityOptions, and the result as JSON.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pert/perplexity.hpp"
+#include "pert/tokenizer.hpp"
+
+namespace pert {
+
+// "chunks", "sliding" or "llama"; pert::Error naming `where` for anything else.
+PerplexityMode parse_perplexity_mode(const std::string& name, const std::string& where = "mode");
+
+struct EvalSpec {
+  std::string text_file;          // the text (tokenize()), or "" when given as a string
+  std::string mode = "chunks";    // parse_perplexity_mode
+  int stride = 0, max_windows = 0, buckets = 16;
+  bool split_docs = false;
+
+  // The BOS the mode puts in each window: `config_bos`, or for llama the tokenizer's (the
+  // token its post-processor puts first; -1 when it adds none, as llama's add_bos).
+  int bos(const Tokenizer& tokenizer, int config_bos) const;
+  // The text file's tokens as the mode reads them (llama: tokenize_file_llama).
+  std::vector<int> tokenize(const Tokenizer& tokenizer, int bos) const;
+  // A text given as a string, the same way (llama: no trailing newline dropped).
+  std::vector<int> tokenize_text(const Tokenizer& tokenizer, int bos, std::string_view text) const;
+  PerplexityOptions options(int n_ctx, int bos) const;
+  // The settings a result depends on (besides model, config and length), as JSON.
+  nlohmann::json settings() const;
+};
+
+// The result as JSON (the CLI's --json, the module's dicts); llama mode adds running_ppl.
+nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode);
+
+}  // namespace pert

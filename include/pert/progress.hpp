@@ -1,0 +1,22 @@
+// Progress on stderr for long work (the CLI's subcommands, the Python module's progress=True).
+#pragma once
+#include <string>
+
+namespace pert {
+
+// A bar redrawn in place on a terminal, otherwise a plain line every 10% ("label: 3/10 windows
+// 2s, eta 5s"; a log gets no carriage returns), nothing when `quiet`.
+class Progress {
+ public:
+  Progress(std::string label, std::string unit, bool quiet = false);
+  void update(long long done, long long total, const std::string& note = "");
+  void finish();  // ends the bar's line
+
+ private:
+  std::string label_, unit_;
+  bool tty_, quiet_, drawn_ = false;
+  int last_decile_ = -1;
+  double start_, last_draw_ = -1;
+};
+
+}  // namespace pert

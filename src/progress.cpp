@@ -1,0 +1,43 @@
+#include "pert/progress.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace pert {
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Progress::Progress(std::string label, std::string unit, bool quiet)
+    : label_(std::move(label)), unit_(std::move(unit)), tty_(isatty(fileno(stderr))), quiet_(quiet), start_(now_seconds()) {}
+
+void Progress::update(long long done, long long total, const std::string& note) {
+  if (quiet_) return;
+  const double t = now_seconds(), frac = total > 0 ? double(done) / double(total) : 1.0;
+  const int decile = int(frac * 10);
+  if (tty_ ? (t - last_draw_ < 0.1 && done < total) : decile == last_decile_) return;
+  last_draw_ = t;
+  last_decile_ = decile;
+  const int width = 30, filled = int(frac * width);
+  const double elapsed = t - start_, eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
+  const std::string bar = tty_ ? " [" + std::string(size_t(filled), '=') + (filled < width ? ">" : "") +
+                                     std::string(size_t(std::max(0, width - filled - 1)), ' ') + "]"
+                               : ":";  // a log gets plain lines: "label: 3/10 windows 2s, eta 5s"
+  std::fprintf(stderr, "%s%s%s %lld/%lld %s %.0fs, eta %.0fs%s%s%s", tty_ ? "\r\033[K" : "", label_.c_str(),
+               bar.c_str(), done, total, unit_.c_str(), elapsed, eta, note.empty() ? "" : " | ", note.c_str(),
+               tty_ ? "" : "\n");
+  drawn_ = true;
+}
+
+void Progress::finish() {
+  if (tty_ && drawn_) std::fputc('\n', stderr);
+  drawn_ = false;
+}
+
+}  // namespace pert

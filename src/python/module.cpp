@@ -1,0 +1,402 @@
+// The Python module `pert` (its compiled part, pert._pert): models, logits as numpy arrays,
+// sessions for incremental decoding, generation as an iterator, perplexity and the distance
+// profile, over the same library the CLI runs. The GIL is released while pert computes; every
+// pert::Error reaches Python as pert.Error with the CLI's one-line message. src/python/pert/
+// __init__.py adds what is simpler in Python (sweep) and the thread settings.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pert/error.hpp"
+#include "pert/evaluation.hpp"
+#include "pert/json_util.hpp"
+#include "pert/loaded_model.hpp"
+#include "pert/positions.hpp"
+#include "pert/progress.hpp"
+#include "pert/text_generation.hpp"
+#include "pert/threads.hpp"
+
+namespace py = pybind11;
+
+namespace pert::python {
+
+namespace {
+
+// Through Python's json module: configs and results are plain JSON either way.
+nlohmann::json to_json(py::handle value, const std::string& where) {
+  std::string text;
+  try {
+    text = py::module_::import("json").attr("dumps")(value, py::arg("allow_nan") = false).cast<std::string>();
+  } catch (py::error_already_set& e) {
+    throw Error(where + ": not JSON (" + std::string(py::str(e.value())) + ")");
+  }
+  return parse_json(text, where);
+}
+
+py::object to_python(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Error(message);
+}
+
+WeightType parse_dtype(const std::string& dtype) {
+  if (dtype == "f32") return WeightType::F32;
+  if (dtype == "bf16") return WeightType::BF16;
+  if (dtype == "q8") return WeightType::Q8;
+  throw Error("dtype: must be f32, bf16 or q8, got '" + dtype + "'");
+}
+
+// Token ids from any iterable of integers (a list, a numpy array), each in [0, vocab).
+std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) {
+  if (py::isinstance<py::str>(ids) || py::isinstance<py::bytes>(ids))
+    throw Error(where + ": token ids expected, got a string (tokenize() it first)");
+  std::vector<int> out;
+  try {
+    for (py::handle item : py::iter(ids)) {
+      if (!PyIndex_Check(item.ptr()))  // int, numpy's integers; not 1.5
+        throw Error(where + ": token ids must be integers, got " + std::string(py::repr(item)));
+      const long long id = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr())).cast<long long>();
+      if (id < 0 || id >= vocab)
+        throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                    std::to_string(vocab) + ")");
+      out.push_back(int(id));
+    }
+  } catch (py::error_already_set& e) {  // not iterable
+    throw Error(where + ": token ids expected (" + std::string(py::str(e.value())) + ")");
+  } catch (py::cast_error&) {  // past a long long
+    throw Error(where + ": a token id is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
+  return out;
+}
+
+// A model with its tokenizer, shared by the sessions and generations made from it.
+struct PyModel {
+  std::shared_ptr<const LoadedModel> m;
+  std::string dtype;
+  const ModelConfig& config() const { return m->model->config(); }
+};
+
+// A path as Python spells one (str or os.PathLike).
+std::string path_text(py::handle path, const std::string& where) {
+  try {
+    return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+  } catch (py::error_already_set& e) {
+    throw Error(where + ": a path expected (" + std::string(py::str(e.value())) + ")");
+  }
+}
+
+PyModel load(py::object dir_in, py::object config, py::object set, bool allow_scheme_change,
+             const std::string& dtype) {
+  const std::string dir = path_text(dir_in, "load");
+  require(!dir.empty(), "load: the model directory must not be empty");
+  ConfigOverrides o;
+  if (py::isinstance<py::dict>(config))
+    o.patches.push_back(to_json(config, "config"));
+  else if (!config.is_none())
+    o.files.emplace_back(path_text(config, "config"));
+  if (!set.is_none()) {
+    require(py::isinstance<py::dict>(set), "set: a dict of key.path -> value expected, e.g. {\"rope_scaling.factor\": 8}");
+    for (auto [key, value] : py::cast<py::dict>(set))
+      o.sets.push_back(py::str(key).cast<std::string>() + "=" + to_json(value, "set").dump());
+  }
+  o.allow_scheme_change = allow_scheme_change;
+  const WeightType type = parse_dtype(dtype);
+  auto loaded = std::make_shared<LoadedModel>();
+  {
+    py::gil_scoped_release release;
+    *loaded = load_model(dir, o, type);
+  }
+  if (!loaded->note.empty() && PyErr_WarnEx(PyExc_UserWarning, loaded->note.c_str(), 1) < 0)
+    throw py::error_already_set();  // warnings turned into errors
+  return {loaded, dtype};
+}
+
+// Runs `ids` from position 0 in a fresh state: every position's logits [T][vocab], written
+// straight into the array returned.
+py::array_t<float> logits(const PyModel& self, py::handle ids_in, const std::string& cache_type) {
+  const std::vector<int> ids = token_ids(ids_in, self.config().vocab_size, "logits");
+  require(!ids.empty(), "logits: no token ids");
+  const CacheType cache = parse_cache_type(cache_type);
+  const int T = int(ids.size()), V = self.config().vocab_size;
+  py::array_t<float> out(std::vector<py::ssize_t>{T, V});
+  float* data = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    InferenceState state(*self.m->model, T, std::min(T, 512), 1, cache);
+    state.forward(ids.data(), T, 0, data, true);
+  }
+  return out;
+}
+
+// A KV cache of n_ctx positions, fed a few tokens at a time.
+struct PySession {
+  std::shared_ptr<const LoadedModel> m;
+  std::unique_ptr<InferenceState> state;
+
+  py::array_t<float> eval(py::handle ids_in, std::optional<int> pos, bool all_logits) {
+    const std::vector<int> ids = token_ids(ids_in, state->vocab_size(), "eval");
+    require(!ids.empty(), "eval: no token ids");
+    const int n = int(ids.size()), V = state->vocab_size(), at = pos.value_or(state->n_past());
+    require(at >= 0, "eval: pos must be >= 0, got " + std::to_string(at));
+    py::array_t<float> out(all_logits ? std::vector<py::ssize_t>{n, V} : std::vector<py::ssize_t>{V});
+    float* data = out.mutable_data();
+    py::gil_scoped_release release;
+    state->forward(ids.data(), n, at, data, all_logits);
+    return out;
+  }
+};
+
+// generate() as an iterator of text pieces (each non-empty; the held-back end last).
+struct PyGeneration {
+  std::shared_ptr<const LoadedModel> m;
+  std::unique_ptr<TextGeneration> g;
+  bool finished = false;
+
+  std::string next() {
+    std::string piece;
+    while (!finished && piece.empty()) {
+      py::gil_scoped_release release;
+      finished = !g->next(piece);
+    }
+    if (piece.empty()) throw py::stop_iteration();
+    return piece;
+  }
+
+  py::dict result() const {
+    const GenerateResult& r = g->result();
+    py::dict d;
+    d["prompt_tokens"] = g->prompt();
+    d["tokens"] = r.tokens;
+    d["stop"] = finished ? py::object(py::str(r.stop)) : py::object(py::none());
+    d["n_ctx"] = g->n_ctx();
+    d["n_keep"] = g->n_keep();
+    d["context_shifts"] = r.context_shifts;
+    d["prompt_seconds"] = r.prompt_seconds;
+    d["generate_seconds"] = r.generate_seconds;
+    return d;
+  }
+};
+
+PyGeneration start_generation(const PyModel& self, const std::string& prompt, int n_predict, int n_ctx, int keep, float temp,
+                      int top_k, float top_p, float min_p, float repeat_penalty, int repeat_last_n, long long seed,
+                      bool ignore_eos, const std::string& cache_type) {
+  // The CLI's flag checks, by the same names.
+  require(n_predict == -1 || n_predict >= 1, "n_predict: must be -1 (until end of text or a full context) or >= 1, got " + std::to_string(n_predict));
+  require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length, at most 4096), got " + std::to_string(n_ctx));
+  require(keep >= -1, "keep: must be -1 (all) or >= 0, got " + std::to_string(keep));
+  require(std::isfinite(temp) && temp >= 0, "temp: must be a finite number >= 0, got " + number_text(temp));
+  require(top_k >= 0, "top_k: must be >= 0, got " + std::to_string(top_k));
+  require(top_p >= 0 && top_p <= 1, "top_p: must be a number in [0, 1], got " + number_text(top_p));
+  require(min_p >= 0 && min_p <= 1, "min_p: must be a number in [0, 1], got " + number_text(min_p));
+  require(std::isfinite(repeat_penalty) && repeat_penalty > 0,
+          "repeat_penalty: must be a finite number > 0, got " + number_text(repeat_penalty));
+  require(repeat_last_n >= 0, "repeat_last_n: must be >= 0, got " + std::to_string(repeat_last_n));
+  require(seed >= -1, "seed: must be -1 (random) or >= 0, got " + std::to_string(seed));
+  TextGenerationSettings s;
+  s.n_predict = n_predict;
+  s.n_ctx = n_ctx;
+  s.n_keep = keep;
+  s.ignore_eos = ignore_eos;
+  s.sampling.temperature = temp;
+  s.sampling.top_k = top_k;
+  s.sampling.top_p = top_p;
+  s.sampling.min_p = min_p;
+  s.sampling.repeat_penalty = repeat_penalty;
+  s.sampling.repeat_last_n = repeat_last_n;
+  s.sampling.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
+  s.cache_type = parse_cache_type(cache_type);
+  PyGeneration out{self.m, nullptr};
+  py::gil_scoped_release release;
+  out.g = std::make_unique<TextGeneration>(*self.m, prompt, s);
+  return out;
+}
+
+// perplexity of a text (a string, a file, or token ids) at one context length, as `pert
+// perplexity --json` reports it.
+py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
+                      const std::string& mode, int stride, int chunks, int buckets, bool split_docs,
+                      const std::string& cache_type, py::object progress) {
+  require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
+          "perplexity: give exactly one of text=, file= or tokens=");
+  const ModelConfig& c = self.config();
+  EvalSpec spec;
+  spec.mode = mode;
+  spec.stride = stride;
+  spec.max_windows = chunks;
+  spec.buckets = buckets;
+  spec.split_docs = split_docs;
+  parse_perplexity_mode(mode);
+  require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
+  require(stride >= 0, "stride: must be >= 0, got " + std::to_string(stride));
+  require(stride == 0 || mode == "sliding", "stride: only with mode sliding (the mode is " + mode + ")");
+  require(chunks >= 0, "chunks: must be >= 0, got " + std::to_string(chunks));
+  require(buckets >= 1 && buckets <= (1 << 20), "buckets: must be from 1 to 1048576, got " + std::to_string(buckets));
+  require(!(split_docs && mode == "llama"), "split_docs: not with mode llama, which tokenizes the whole text once");
+  const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
+  PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
+  o.cache_type = parse_cache_type(cache_type);
+  std::vector<int> ids;
+  if (!tokens.is_none()) ids = token_ids(tokens, c.vocab_size, "perplexity");
+  require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
+  const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
+  if (!file.is_none()) spec.text_file = path_text(file, "file");
+  const bool callback = PyCallable_Check(progress.ptr()), bar_wanted = !callback && py::bool_(progress);
+  PerplexityResult r;
+  {
+    py::gil_scoped_release release;
+    if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
+    else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
+    std::optional<Progress> bar;
+    if (bar_wanted) bar.emplace("perplexity", "windows");
+    r = evaluate_perplexity(*self.m->model, ids, o, [&](int done, int total, double ppl) {
+      if (bar) bar->update(done, total);
+      if (callback) {
+        py::gil_scoped_acquire acquire;
+        progress(done, total, ppl);
+      }
+    });
+    if (bar) bar->finish();
+  }
+  nlohmann::json j = {{"model_dir", self.m->dir.string()},
+                      {"position", describe_position(c)},
+                      {"position_label", position_label(c)},
+                      {"trained_length", c.max_position_embeddings},
+                      {"n_ctx", o.n_ctx},
+                      {"text_tokens", ids.size()},
+                      {"threads", omp_get_max_threads()},
+                      {"dtype", self.dtype},
+                      {"cache_type", cache_type}};
+  j.update(spec.settings());
+  j.update(perplexity_json(r, o.mode));
+  return to_python(j);
+}
+
+// The attention logit of q = k = ones against distance, [heads][distance + 1] (one row for
+// schemes added to the embeddings), as `pert positions`.
+py::array_t<double> positions(const PyModel& self, std::optional<int> distance_in, std::optional<int> query_in,
+                              int layer) {
+  constexpr int kMaxPosition = 1 << 17;  // as `pert positions`
+  const ModelConfig& c = self.config();
+  const int distance = distance_in.value_or(std::min(c.max_position_embeddings - 1, kMaxPosition));
+  const int query_pos = query_in.value_or(distance);
+  require(distance >= 1 && distance <= kMaxPosition, "distance: must be from 1 to 131072, got " + std::to_string(distance));
+  require(query_pos >= 0 && query_pos <= kMaxPosition, "query_pos: must be from 0 to 131072, got " + std::to_string(query_pos));
+  require(distance <= query_pos, "distance: must be at most query_pos (" + std::to_string(query_pos) +
+                                     "): keys stop at position 0, got " + std::to_string(distance));
+  require(layer >= 0 && layer < c.n_layers, "layer: must be below the model's " + std::to_string(c.n_layers) +
+                                                 " layers, got " + std::to_string(layer));
+  std::vector<std::vector<double>> profile;
+  {
+    py::gil_scoped_release release;
+    const Model& model = *self.m->model;
+    profile = distance_profile(c, [&](const std::string& name) { return model.tensor(name); }, query_pos, distance, layer);
+  }
+  const size_t rows = profile.size(), cols = size_t(distance) + 1;
+  py::array_t<double> out(std::vector<py::ssize_t>{py::ssize_t(rows), py::ssize_t(cols)});
+  for (size_t h = 0; h < rows; ++h) std::copy(profile[h].begin(), profile[h].end(), out.mutable_data(h, 0));
+  return out;
+}
+
+}  // namespace
+
+}  // namespace pert::python
+
+PYBIND11_MODULE(_pert, m) {
+  using namespace pert;
+  using namespace pert::python;
+  m.doc() = "pert: positional-encoding runtime for transformers (the compiled part; import pert)";
+  m.attr("__version__") = PERT_VERSION;
+  const auto error = py::register_exception<Error>(m, "Error", PyExc_Exception);
+  // Registered after Error, so tried first: a config that would replace the trained scheme.
+  py::register_exception<SchemeChangeError>(m, "SchemeChangeError", error.ptr());
+
+  m.def("set_threads", &set_threads, py::arg("threads"),
+        "Threads pert runs on: > 0 exactly that many; 0 the CLI's default (OMP_NUM_THREADS, else the cores not busy now)");
+  m.def("threads", [] { return omp_get_max_threads(); }, "Threads pert runs on now");
+
+  py::class_<PyModel>(m, "Model", "A model directory loaded with its tokenizer (pert.load)")
+      .def_property_readonly("dir", [](const PyModel& s) { return s.m->dir.string(); })
+      .def_property_readonly("dtype", [](const PyModel& s) { return s.dtype; })
+      .def_property_readonly("config", [](const PyModel& s) { return to_python(to_json(s.config())); },
+                             "The resolved config, every default filled in (as pert inspect --json)")
+      .def_property_readonly("position", [](const PyModel& s) { return describe_position(s.config()); })
+      .def_property_readonly("label", [](const PyModel& s) { return position_label(s.config()); })
+      .def_property_readonly("vocab_size", [](const PyModel& s) { return s.config().vocab_size; })
+      .def_property_readonly("trained_length", [](const PyModel& s) { return s.config().max_position_embeddings; })
+      .def_property_readonly("bos", [](const PyModel& s) { return s.config().bos_token_id; })
+      .def("tokenize",
+           [](const PyModel& s, const std::string& text, bool add_special) {
+             return s.m->tokenizer.encode(text, add_special);
+           },
+           py::arg("text"), py::arg("add_special") = false,
+           "Token ids of a text (add_special: with the tokenizer's special tokens around it, e.g. <s> first)")
+      .def("detokenize",
+           [](const PyModel& s, py::handle ids) {
+             return s.m->tokenizer.decode(token_ids(ids, s.m->tokenizer.vocab_size(), "detokenize"));
+           },
+           py::arg("ids"), "Text of token ids (special tokens skipped)")
+      .def("logits", &logits, py::arg("ids"), py::arg("cache_type") = "f32",
+           "Every position's logits, float32 [T, vocab], from one prefill of ids at positions 0..T-1")
+      .def("session",
+           [](const PyModel& s, int n_ctx, int n_batch, const std::string& cache_type) {
+             require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
+             const CacheType cache = parse_cache_type(cache_type);
+             PySession out{s.m, nullptr};
+             py::gil_scoped_release release;
+             out.state = std::make_unique<InferenceState>(*s.m->model, n_ctx > 0 ? n_ctx : s.config().max_position_embeddings,
+                                                          n_batch, 1, cache);
+             return out;
+           },
+           py::arg("n_ctx") = 0, py::arg("n_batch") = 512, py::arg("cache_type") = "f32",
+           "A KV cache of n_ctx positions (0: the trained length) for incremental decoding")
+      .def("generate", &start_generation, py::arg("prompt"), py::arg("n_predict") = 256, py::arg("n_ctx") = 0,
+           py::arg("keep") = 0, py::arg("temp") = 0.8f, py::arg("top_k") = 40, py::arg("top_p") = 0.95f,
+           py::arg("min_p") = 0.05f, py::arg("repeat_penalty") = 1.0f, py::arg("repeat_last_n") = 64,
+           py::arg("seed") = -1, py::arg("ignore_eos") = false, py::arg("cache_type") = "f32",
+           "Text generated from a prompt, as an iterator of text pieces (pert generate's flags by name)")
+      .def("perplexity", &perplexity, py::kw_only(), py::arg("text") = py::none(), py::arg("file") = py::none(),
+           py::arg("tokens") = py::none(), py::arg("n_ctx") = 0, py::arg("mode") = "chunks", py::arg("stride") = 0,
+           py::arg("chunks") = 0, py::arg("buckets") = 16, py::arg("split_docs") = false,
+           py::arg("cache_type") = "f32", py::arg("progress") = false,
+           "Perplexity and NLL by position at one context length, as pert perplexity --json")
+      .def("positions", &positions, py::kw_only(), py::arg("distance") = py::none(),
+           py::arg("query_pos") = py::none(), py::arg("layer") = 0,
+           "The attention logit of q = k = ones against distance, float64 [heads, distance + 1]")
+      .def("__repr__", [](const PyModel& s) {
+        return "<pert.Model " + s.m->dir.string() + ": " + position_label(s.config()) + ", " + s.dtype + ">";
+      });
+
+  py::class_<PySession>(m, "Session", "A KV cache fed a few tokens at a time (Model.session)")
+      .def("eval", &PySession::eval, py::arg("ids"), py::arg("pos") = py::none(), py::arg("all_logits") = false,
+           "Runs ids at positions pos.. (default: after what is cached; an earlier pos replaces from there); "
+           "the last position's logits [vocab], or every one's [n, vocab] with all_logits")
+      .def("shift", [](PySession& s, int n_keep, int n_discard) { return s.state->shift(n_keep, n_discard); },
+           py::arg("n_keep"), py::arg("n_discard"),
+           "Drops cached positions [n_keep, n_keep + n_discard) and moves the rest back (llama.cpp's context shift); "
+           "False, touching nothing, when the scheme's positions are baked into the cache")
+      .def_property_readonly("n_past", [](const PySession& s) { return s.state->n_past(); })
+      .def_property_readonly("n_ctx", [](const PySession& s) { return s.state->n_ctx(); });
+
+  py::class_<PyGeneration>(m, "Generation", "Text pieces as they are generated (Model.generate)")
+      .def("__iter__", [](PyGeneration& g) -> PyGeneration& { return g; })
+      .def("__next__", &PyGeneration::next)
+      .def_property_readonly("tokens", [](const PyGeneration& g) { return g.g->result().tokens; })
+      .def_property_readonly("stop", [](const PyGeneration& g) { return g.result()["stop"]; })
+      .def("result", &PyGeneration::result, "Prompt and generated tokens, stop reason, context shifts, timings");
+
+  m.def("load", &load, py::arg("dir"), py::arg("config") = py::none(), py::arg("set") = py::none(),
+        py::arg("allow_scheme_change") = false, py::arg("dtype") = "f32",
+        "Loads a model directory; config: a JSON merge-patch file or a dict; set: {\"key.path\": value}");
+}

@@ -1,0 +1,90 @@
+"""pert from Python: the runtime the `pert` CLI runs, for notebooks.
+
+    import pert
+    m = pert.load("models/rope", config={"rope_scaling": {"rope_type": "yarn", "factor": 4}})
+    m.logits(m.tokenize("Once upon a time"))          # numpy float32 [T, vocab]
+    pert.perplexity(m, file="text.txt", n_ctx=512)     # a dict, as `pert perplexity --json`
+    pert.sweep(["models/rope", "models/alibi"], [128, 512], file="text.txt")  # records
+
+Errors are pert.Error carrying the CLI's one-line message. The compiled part is pert._pert;
+what is simpler in Python (sweep) is here.
+"""
+import os as _os
+
+# libgomp reads its spin count once, when it is loaded: set it first, as the CLI does
+# (include/pert/threads.hpp, kGompSpinCount; user settings win). Without effect when something
+# imported earlier (torch, numpy's OpenBLAS) has loaded libgomp already.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["GOMP_SPINCOUNT"] = "10000"
+
+from ._pert import (Error, Generation, Model, SchemeChangeError, Session,  # noqa: E402
+                    __version__, load, set_threads, threads)
+
+__all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "sweep",
+           "set_threads", "threads", "__version__"]
+
+set_threads(0)  # as the CLI without -t: OMP_NUM_THREADS, else the cores not busy now
+
+
+def _model(model):
+    return model if isinstance(model, Model) else load(model)
+
+
+def perplexity(model, **kwargs):
+    """Model.perplexity of a Model or a model directory (loaded as it is)."""
+    return _model(model).perplexity(**kwargs)
+
+
+def _label(config, index):
+    if config is None:
+        return "plain"
+    if isinstance(config, dict):
+        return f"config {index}"
+    return _os.path.splitext(_os.path.basename(_os.fspath(config)))[0]
+
+
+def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_scheme_change=False, dtype="f32",
+          progress=False, **evaluation):
+    """Perplexity of every model x config x length, one record (a dict) per cell, ready for
+    pandas.DataFrame: model, label, config, length, then Model.perplexity's keys.
+
+    configs: None (config.json as it is), a merge-patch file or a dict each; labels: one per
+    config (default: the file's name, "plain", or "config N" for a dict). evaluation: text=,
+    file= or tokens=, and Model.perplexity's settings (mode, stride, chunks, buckets, split_docs,
+    cache_type). As `pert sweep`: a config that would replace the trained scheme, and a cell that
+    cannot run (a length past a learned table, a text too short), is a record with "error"; any
+    other error stops the sweep."""
+    configs = list(configs)
+    if labels is None:
+        labels = [_label(c, i) for i, c in enumerate(configs)]
+    labels = list(labels)
+    if len(labels) != len(configs):
+        raise Error(f"labels: {len(labels)} labels for {len(configs)} configs; give one per config, in order")
+    if len(set_of := {*labels}) != len(labels):
+        raise Error(f"labels: a label names two configs ({', '.join(sorted(l for l in set_of if labels.count(l) > 1))})")
+    records = []
+    cells = len(models) * len(configs) * len(lengths)
+    for model_dir in models:
+        for config, label in zip(configs, labels):
+            head = {"model": _os.fspath(model_dir), "label": label,
+                    "config": config if isinstance(config, dict) or config is None else _os.fspath(config)}
+            try:
+                m = load(model_dir, config=config, set=set, allow_scheme_change=allow_scheme_change, dtype=dtype)
+            except SchemeChangeError as e:
+                records += [{**head, "length": n, "error": str(e)} for n in lengths]
+                continue
+            for n in lengths:
+                record = {**head, "length": n}
+                try:
+                    record.update(m.perplexity(n_ctx=n, **evaluation))
+                except SchemeChangeError:
+                    raise
+                except Error as e:
+                    record["error"] = str(e)
+                records.append(record)
+                if callable(progress):
+                    progress(len(records), cells, record)
+                elif progress:
+                    ppl = f"PPL {record['ppl']:.4f}" if "ppl" in record else "error: " + record["error"]
+                    print(f"[{len(records)}/{cells}] {head['model']} {label} @{n}: {ppl}", file=__import__("sys").stderr)
+    return records

@@ -1,0 +1,303 @@
+"""The Python module (import pert) against the CLI and the float64 reference: logits, greedy
+generation, perplexity, sweep, positions, sessions; every error a pert.Error naming what is
+wrong; the GIL released while pert computes; no growth over 1000 loads and evals.
+
+Run by ctest (test python_module) with PYTHONPATH=build/python, PERT_BINARY=build/pert and
+PERT_BUILD_DIR=build; needs the converted stories260K (tools/setup.sh) and models/.
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pert
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("PERT_BUILD_DIR", os.path.join(ROOT, "build"))
+BINARY = os.environ.get("PERT_BINARY", os.path.join(BUILD, "pert"))
+STORIES = os.path.join(BUILD, "models", "stories260K")
+TEXT = os.path.join(BUILD, "data", "tinystories_heldout.txt")
+FAMILY = [d for d in ("rope", "alibi", "t5", "none", "sinusoidal", "learned", "xpos")
+          if os.path.isfile(os.path.join(ROOT, "models", d, "config.json"))]
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+
+def cli(*args):
+    out = subprocess.run([BINARY, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def cli_json(*args):
+    return json.loads(cli(*args, "--json"))
+
+
+@pytest.fixture(scope="module")
+def stories():
+    if not os.path.isfile(os.path.join(STORIES, "config.json")):
+        pytest.skip(f"{STORIES}: not converted (bash tools/setup.sh converts it)")
+    return pert.load(STORIES)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    pert.set_threads(1)  # as the CLI runs here (-t 1), so sums are made in the same order
+    yield
+    pert.set_threads(0)
+
+
+# --- against the reference and the CLI ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_logits_match_the_float64_reference(name):
+    reference = pytest.importorskip("reference")
+    model_dir = os.path.join(ROOT, "models", name)
+    m = pert.load(model_dir)
+    ids = m.tokenize("Once upon a time there was a little dog. He liked to run in the park with his friend.",
+                     add_special=True)
+    ids = (ids * 3)[:80]
+    got = m.logits(ids)
+    assert got.dtype == np.float32 and got.shape == (len(ids), m.vocab_size)
+    want = reference.logits_for(model_dir, ids)
+    assert np.max(np.abs(got - want)) <= 1e-4
+
+
+def test_logits_equal_the_cli_harness(stories, tmp_path):
+    ids = stories.tokenize("Once upon a time, a cat sat on a mat.", add_special=True)
+    (tmp_path / "ids").write_text(" ".join(map(str, ids)))
+    harness = os.path.join(BUILD, "tests", "pert_logits")
+    subprocess.run([harness, STORIES, str(tmp_path / "ids"), str(tmp_path / "out")], check=True)
+    want = np.fromfile(tmp_path / "out", dtype=np.float32).reshape(len(ids), -1)
+    np.testing.assert_array_equal(stories.logits(ids), want)
+
+
+def test_session_decode_equals_one_prefill(stories):
+    ids = stories.tokenize("Tom and Sue went to the shop to buy some milk.", add_special=True)
+    full = stories.logits(ids)
+    s = stories.session(n_ctx=64)
+    rows = [s.eval(ids[:5], all_logits=True)] + [s.eval([t])[None] for t in ids[5:]]
+    assert s.n_past == len(ids) and s.n_ctx == 64
+    np.testing.assert_allclose(np.concatenate(rows), full, atol=1e-4)
+    # an earlier pos replaces what follows it
+    np.testing.assert_allclose(s.eval(ids[3:], pos=3), full[-1], atol=1e-4)
+    assert s.shift(1, 2) and s.n_past == len(ids) - 2
+
+
+def test_greedy_generation_equals_the_cli(stories):
+    prompt = "Once upon a time"
+    want = cli_json("generate", "-m", STORIES, "-p", prompt, "-n", "60", "--temp", "0", "-t", "1")
+    g = stories.generate(prompt, n_predict=60, temp=0)
+    pieces = list(g)
+    assert all(pieces) and "".join(pieces) == want["text"]
+    assert g.tokens == want["tokens"] and g.stop == want["stop"]
+    assert g.result()["prompt_tokens"] == want["prompt_tokens"]
+
+
+def test_generation_with_context_shifts_equals_the_cli(stories):
+    args = dict(n_predict=100, n_ctx=32, keep=2, temp=0.9, seed=7, repeat_penalty=1.1)
+    want = cli_json("generate", "-m", STORIES, "-p", "The sun", "-n", "100", "-c", "32", "--keep", "2",
+                    "--temp", "0.9", "-s", "7", "--repeat-penalty", "1.1", "-t", "1")
+    g = stories.generate("The sun", **args)
+    assert "".join(g) == want["text"] and g.tokens == want["tokens"]
+    assert g.result()["context_shifts"] == want["context_shifts"] > 0
+
+
+def test_perplexity_equals_the_cli(stories):
+    for mode, extra in (("chunks", {}), ("sliding", {"stride": 64}), ("llama", {})):
+        flags = ["--stride", "64"] if extra else []
+        want = cli_json("perplexity", "-m", STORIES, "-f", TEXT, "-c", "128", "--chunks", "6", "--mode", mode, *flags, "-t", "1")
+        got = pert.perplexity(stories, file=TEXT, n_ctx=128, chunks=6, mode=mode, **extra)
+        for key in ("ppl", "ppl_stderr", "nll", "tokens", "windows", "stride", "nll_by_position", "text_tokens"):
+            assert got[key] == want[key], (mode, key)
+    text = open(TEXT, encoding="utf-8").read()
+    assert stories.perplexity(text=text, n_ctx=128, chunks=6)["ppl"] == pert.perplexity(STORIES, file=TEXT, n_ctx=128, chunks=6)["ppl"]
+    seen = []
+    stories.perplexity(file=TEXT, n_ctx=128, chunks=3, progress=lambda done, total, ppl: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_sweep_records_equal_pert_sweep(tmp_path):
+    if not {"rope", "learned"} <= set(FAMILY):
+        pytest.skip("models/rope or models/learned is missing")
+    models = [os.path.join(ROOT, "models", d) for d in ("rope", "learned")]
+    logn = os.path.join(ROOT, "configs", "extend", "logn.json")
+    records = pert.sweep(models, [64, 256], configs=[None, logn], file=TEXT, chunks=2, split_docs=True)
+    cli("sweep", "-m", models[0], "-m", models[1], "--config", "plain", "--config", logn, "--lengths", "64,256",
+        "-f", TEXT, "--chunks", "2", "--split-docs", "--out", str(tmp_path / "s.json"), "-q", "-t", "1")
+    cells = json.load(open(tmp_path / "s.json"))["cells"]
+    assert len(records) == len(cells) == 8
+    by_key = {(c["model"], c["label"], c["length"]): c for c in cells}
+    for r in records:
+        c = by_key[(r["model"], r["label"], r["length"])]
+        assert ("error" in r) == ("error" in c) == (r["model"] == models[1] and r["length"] == 256)
+        if "error" in r:  # past the learned table
+            assert r["error"] == c["error"]
+        else:
+            assert (r["ppl"], r["nll_by_position"]) == (c["ppl"], c["nll_by_position"])
+
+
+def test_positions_equal_the_cli(stories):
+    want = cli_json("positions", "-m", STORIES, "--distance", "100")  # (no threads: one loop)
+    got = stories.positions(distance=100)
+    assert got.shape == (len(want["scores"]), 101)
+    np.testing.assert_array_equal(got, np.array(want["scores"]))
+
+
+def test_config_dict_set_and_file_are_one_override(stories, tmp_path):
+    patch = {"rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    (tmp_path / "linear.json").write_text(json.dumps(patch))
+    ids = stories.tokenize("One day a bird flew", add_special=True)
+    by_dict = pert.load(STORIES, config=patch)
+    by_file = pert.load(STORIES, config=tmp_path / "linear.json")
+    by_set = pert.load(STORIES, set={"rope_scaling": patch["rope_scaling"]})
+    assert "linear" in by_dict.label and by_dict.config == by_file.config == by_set.config
+    for m in (by_file, by_set):
+        np.testing.assert_array_equal(m.logits(ids), by_dict.logits(ids))
+    assert not np.allclose(by_dict.logits(ids), stories.logits(ids))
+    assert stories.detokenize(stories.tokenize("A red ball.")) == "A red ball."
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+def test_every_error_is_a_pert_error_naming_what_is_wrong(stories, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{ not json")
+    no_tokenizer = tmp_path / "no_tokenizer"
+    no_tokenizer.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        os.symlink(os.path.join(STORIES, f), no_tokenizer / f)
+    bad_patch = tmp_path / "patch.json"
+    bad_patch.write_text("[1, 2]")
+    cases = [
+        (lambda: pert.load(tmp_path / "missing"), "missing"),
+        (lambda: pert.load(broken), "config.json"),
+        (lambda: pert.load(no_tokenizer), "tokenizer.json: missing"),
+        (lambda: pert.load(STORIES, config=tmp_path / "nope.json"), "nope.json"),
+        (lambda: pert.load(STORIES, config=bad_patch), "patch.json"),
+        (lambda: pert.load(STORIES, config={"rope_scaling": {"rope_type": "warp"}}), "warp"),
+        (lambda: pert.load(STORIES, config={"x": float("nan")}), "config: not JSON"),
+        (lambda: pert.load(STORIES, set={"no_such_key": 1}), "no_such_key"),
+        (lambda: pert.load(STORIES, dtype="f64"), "dtype"),
+        (lambda: stories.logits([0, 512]), "token id 512"),
+        (lambda: stories.logits([]), "no token ids"),
+        (lambda: stories.logits("abc"), "got a string"),
+        (lambda: stories.logits([1.5]), "integers"),
+        (lambda: stories.logits([2 ** 70]), "outside the vocabulary"),
+        (lambda: stories.logits(7), "token ids expected"),
+        (lambda: stories.logits([1], cache_type="q4"), "q4"),
+        (lambda: stories.detokenize([-1]), "token id -1"),
+        (lambda: stories.session(n_ctx=4).eval([1] * 5), "context size 4"),
+        (lambda: stories.session(n_ctx=8).eval([1], pos=3), "gap"),
+        (lambda: stories.session().shift(0, 1), "context shift"),
+        (lambda: stories.generate("Hi", temp=-1), "temp"),
+        (lambda: stories.generate("Hi", n_ctx=2, n_predict=5, keep=-1), "--keep"),
+        (lambda: stories.perplexity(file=tmp_path / "none.txt"), "none.txt"),
+        (lambda: stories.perplexity(text="too short", n_ctx=128), "fewer than one window"),
+        (lambda: stories.perplexity(text="a", file=TEXT), "exactly one"),
+        (lambda: stories.perplexity(text="a b c", mode="sideways"), "sideways"),
+        (lambda: stories.perplexity(text="a b c", stride=8), "stride"),
+        (lambda: stories.positions(layer=99), "layer"),
+        (lambda: stories.positions(distance=10, query_pos=5), "distance"),
+        (lambda: pert.sweep([STORIES], [64], configs=[None, None], text="x"), "labels"),
+    ]
+    for call, what in cases:
+        with pytest.raises(pert.Error) as e:
+            call()
+            print("did not raise:", what)
+        assert what in str(e.value) and "\n" not in str(e.value), (what, str(e.value))
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"caf\xe9 " * 100)
+    with pytest.raises(pert.Error, match=r"bad\.txt: not valid UTF-8"):
+        stories.perplexity(file=bad)
+    with pytest.raises(pert.SchemeChangeError, match="allow-scheme-change"):
+        pert.load(STORIES, config={"position": {"type": "alibi"}})
+    assert issubclass(pert.SchemeChangeError, pert.Error) and issubclass(pert.Error, Exception)
+
+
+def test_a_scheme_change_warns_and_sweep_records_it(stories):
+    with pytest.warns(UserWarning, match="trained with rope"):
+        m = pert.load(STORIES, config={"position": {"type": "alibi"}}, allow_scheme_change=True)
+    assert m.label.startswith("alibi")
+    records = pert.sweep([STORIES], [64], configs=[{"position": {"type": "alibi"}}], text=open(TEXT).read(), chunks=1)
+    assert records[0]["label"] == "config 0" and "allow-scheme-change" in records[0]["error"]
+
+
+# --- the GIL and memory ----------------------------------------------------------------------------
+
+def test_the_gil_is_released_while_pert_computes(stories):
+    done = threading.Event()
+    result = {}
+
+    def work():
+        result["r"] = stories.perplexity(file=TEXT, n_ctx=512, chunks=8)
+        done.set()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    ticks = 0
+    while not done.is_set():  # only runs while the worker does not hold the GIL
+        ticks += 1
+        time.sleep(0.001)
+    thread.join()
+    assert result["r"]["windows"] == 8 and ticks >= 10
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_thousand_loads_and_evals_do_not_grow(stories):
+    ids = stories.tokenize("Once upon a time", add_special=True)
+
+    def rounds(n):
+        for _ in range(n):
+            m = pert.load(STORIES)
+            s = m.session(n_ctx=16)
+            del m  # the session keeps the model alive
+            s.eval(ids)
+            s.eval(ids[:1])
+            g = stories.generate("Hi", n_predict=2, temp=0)
+            "".join(g)
+
+    rounds(100)  # allocator pools warmed up
+    before = rss_bytes()
+    refs = sys.getrefcount(stories)
+    rounds(1000)
+    grown = rss_bytes() - before
+    assert sys.getrefcount(stories) == refs
+    assert grown < 8 << 20, f"RSS grew by {grown / 2**20:.1f} MiB over 1000 rounds"
+
+
+def test_thread_settings_are_the_clis():
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    code = "import os, pert; print(os.environ.get('GOMP_SPINCOUNT'), pert.threads())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "10000" and 1 <= int(out[1]) <= os.cpu_count()
+    env["OMP_NUM_THREADS"] = "3"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out[1] == "3"
+
+
+def test_the_readme_example_runs(tmp_path):
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    block = readme.split("<!-- python-example")[1].split("```python\n")[1].split("```")[0]
+    plot = tmp_path / "nll_by_position.png"
+    import matplotlib
+    matplotlib.use("Agg")
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        scope = {}
+        exec(block.replace('"nll_by_position.png"', repr(str(plot))), scope)
+    finally:
+        os.chdir(cwd)
+    assert plot.stat().st_size > 10_000
+    assert scope["logits"].shape == (len(scope["ids"]), scope["rope"].vocab_size) and scope["story"]
+    assert scope["yarn"].label != scope["rope"].label
