@@ -22,7 +22,7 @@ BUILD = os.environ.get("PERT_BUILD_DIR", os.path.join(ROOT, "build"))
 BINARY = os.environ.get("PERT_BINARY", os.path.join(BUILD, "pert"))
 STORIES = os.path.join(BUILD, "models", "stories260K")
 TEXT = os.path.join(BUILD, "data", "tinystories_heldout.txt")
-FAMILY = [d for d in ("rope", "alibi", "t5", "none", "sinusoidal", "learned", "xpos")
+FAMILY = [d for d in ("none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire")
           if os.path.isfile(os.path.join(ROOT, "models", d, "config.json"))]
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
