@@ -248,6 +248,23 @@ def test_the_gil_is_released_while_pert_computes(stories):
     assert result["r"]["windows"] == 8 and ticks >= 10
 
 
+def test_a_session_used_by_two_threads_at_once_is_an_error(stories):
+    s = stories.session(n_ctx=4096)
+    ids = (stories.tokenize("Once upon a time there was a big red dog.") * 400)[:4000]
+    thread = threading.Thread(target=s.eval, args=(ids,), kwargs={"pos": 0})
+    thread.start()
+    refused = 0
+    while thread.is_alive():  # runs only while the worker has released the GIL, inside eval
+        try:
+            s.eval([1], pos=0)
+        except pert.Error as e:
+            assert str(e) == "session: in use by another thread"
+            refused += 1
+        time.sleep(0.001)
+    thread.join()
+    assert refused >= 1 and s.n_past == 4000
+
+
 def rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

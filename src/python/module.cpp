@@ -140,12 +140,31 @@ py::array_t<float> logits(const PyModel& self, py::handle ids_in, const std::str
   return out;
 }
 
+// Marks an object in use for as long as it lives: a second Python thread reaching it while pert
+// computes (the GIL released) gets a pert.Error instead of a data race. Made and destroyed with
+// the GIL held (declare it before any gil_scoped_release), which makes the flag safe.
+class InUse {
+ public:
+  InUse(bool& busy, const char* what) : busy_(busy) {
+    require(!busy, std::string(what) + ": in use by another thread");
+    busy_ = true;
+  }
+  ~InUse() { busy_ = false; }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+
+ private:
+  bool& busy_;
+};
+
 // A KV cache of n_ctx positions, fed a few tokens at a time.
 struct PySession {
   std::shared_ptr<const LoadedModel> m;
   std::unique_ptr<InferenceState> state;
+  bool busy = false;
 
   py::array_t<float> eval(py::handle ids_in, std::optional<int> pos, bool all_logits) {
+    const InUse in_use(busy, "session");
     const std::vector<int> ids = token_ids(ids_in, state->vocab_size(), "eval");
     require(!ids.empty(), "eval: no token ids");
     const int n = int(ids.size()), V = state->vocab_size(), at = pos.value_or(state->n_past());
@@ -156,15 +175,21 @@ struct PySession {
     state->forward(ids.data(), n, at, data, all_logits);
     return out;
   }
+
+  bool shift(int n_keep, int n_discard) {
+    const InUse in_use(busy, "session");
+    return state->shift(n_keep, n_discard);
+  }
 };
 
 // generate() as an iterator of text pieces (each non-empty; the held-back end last).
 struct PyGeneration {
   std::shared_ptr<const LoadedModel> m;
   std::unique_ptr<TextGeneration> g;
-  bool finished = false;
+  bool finished = false, busy = false;
 
   std::string next() {
+    const InUse in_use(busy, "generation");
     std::string piece;
     while (!finished && piece.empty()) {
       py::gil_scoped_release release;
@@ -382,7 +407,7 @@ PYBIND11_MODULE(_pert, m) {
       .def("eval", &PySession::eval, py::arg("ids"), py::arg("pos") = py::none(), py::arg("all_logits") = false,
            "Runs ids at positions pos.. (default: after what is cached; an earlier pos replaces from there); "
            "the last position's logits [vocab], or every one's [n, vocab] with all_logits")
-      .def("shift", [](PySession& s, int n_keep, int n_discard) { return s.state->shift(n_keep, n_discard); },
+      .def("shift", &PySession::shift,
            py::arg("n_keep"), py::arg("n_discard"),
            "Drops cached positions [n_keep, n_keep + n_discard) and moves the rest back (llama.cpp's context shift); "
            "False, touching nothing, when the scheme's positions are baked into the cache")
