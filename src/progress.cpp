@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 namespace pert {
 
@@ -14,8 +15,13 @@ double now_seconds() {
 }
 }  // namespace
 
-Progress::Progress(std::string label, std::string unit, bool quiet)
-    : label_(std::move(label)), unit_(std::move(unit)), tty_(isatty(fileno(stderr))), quiet_(quiet), start_(now_seconds()) {}
+Progress::Progress(std::string label, std::string unit, bool quiet, Sink sink)
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      sink_(std::move(sink)),
+      tty_(!sink_ && isatty(fileno(stderr))),
+      quiet_(quiet),
+      start_(now_seconds()) {}
 
 void Progress::update(long long done, long long total, const std::string& note) {
   if (quiet_) return;
@@ -29,9 +35,13 @@ void Progress::update(long long done, long long total, const std::string& note) 
   const std::string bar = tty_ ? " [" + std::string(size_t(filled), '=') + (filled < width ? ">" : "") +
                                      std::string(size_t(std::max(0, width - filled - 1)), ' ') + "]"
                                : ":";  // a log gets plain lines: "label: 3/10 windows 2s, eta 5s"
-  std::fprintf(stderr, "%s%s%s %lld/%lld %s %.0fs, eta %.0fs%s%s%s", tty_ ? "\r\033[K" : "", label_.c_str(),
-               bar.c_str(), done, total, unit_.c_str(), elapsed, eta, note.empty() ? "" : " | ", note.c_str(),
-               tty_ ? "" : "\n");
+  char counts[128];
+  std::snprintf(counts, sizeof counts, " %lld/%lld %s %.0fs, eta %.0fs", done, total, unit_.c_str(), elapsed, eta);
+  const std::string line = label_ + bar + counts + (note.empty() ? "" : " | " + note);
+  if (sink_)
+    sink_(line + "\n");
+  else
+    std::fprintf(stderr, "%s%s%s", tty_ ? "\r\033[K" : "", line.c_str(), tty_ ? "" : "\n");
   drawn_ = true;
 }
 

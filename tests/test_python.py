@@ -121,6 +121,13 @@ def test_perplexity_equals_the_cli(stories):
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
+def test_progress_goes_to_sys_stderr(stories, capsys):
+    stories.perplexity(file=TEXT, n_ctx=128, chunks=3, progress=True)
+    pert.sweep([STORIES], [64], file=TEXT, chunks=1, progress=True)
+    err = capsys.readouterr().err
+    assert "perplexity: 3/3 windows" in err and "[1/1] " in err and "@64: PPL " in err
+
+
 def test_sweep_records_equal_pert_sweep(tmp_path):
     if not {"rope", "learned"} <= set(FAMILY):
         pytest.skip("models/rope or models/learned is missing")

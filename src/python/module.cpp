@@ -284,7 +284,11 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
     if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
     else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
     std::optional<Progress> bar;
-    if (bar_wanted) bar.emplace("perplexity", "windows");
+    if (bar_wanted)  // to sys.stderr, which a notebook shows (C's stderr it does not)
+      bar.emplace("perplexity", "windows", false, [](const std::string& line) {
+        py::gil_scoped_acquire acquire;
+        py::module_::import("sys").attr("stderr").attr("write")(line);
+      });
     r = evaluate_perplexity(*self.m->model, ids, o, [&](int done, int total, double ppl) {
       if (bar) bar->update(done, total);
       if (callback) {
