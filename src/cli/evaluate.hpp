@@ -1,5 +1,5 @@
-// What `pert perplexity` and `pert sweep` share: the evaluation flags, one cell's run, and
-// its result as JSON and as text.
+// What `pert perplexity` and `pert sweep` share: the evaluation flags, one cell's run with its
+// progress, and its result as text (as JSON: pert/evaluation.hpp).
 #pragma once
 #include <filesystem>
 #include <string>
