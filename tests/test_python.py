@@ -123,7 +123,7 @@ def test_perplexity_equals_the_cli(stories):
 
 def test_progress_goes_to_sys_stderr(stories, capsys):
     stories.perplexity(file=TEXT, n_ctx=128, chunks=3, progress=True)
-    pert.sweep([STORIES], [64], file=TEXT, chunks=1, progress=True)
+    assert len(pert.sweep(STORIES, 64, file=TEXT, chunks=1, progress=True)) == 1  # one model, one length
     err = capsys.readouterr().err
     assert "perplexity: 3/3 windows" in err and "[1/1] " in err and "@64: PPL " in err
 

@@ -54,6 +54,10 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
     cache_type). As `pert sweep`: a config that would replace the trained scheme, and a cell that
     cannot run (a length past a learned table, a text too short), is a record with "error"; any
     other error stops the sweep."""
+    if isinstance(models, (str, _os.PathLike)):
+        models = [models]
+    if isinstance(lengths, int):
+        lengths = [lengths]
     configs = list(configs)
     if labels is None:
         labels = [_label(c, i) for i, c in enumerate(configs)]
