@@ -1,5 +1,7 @@
 #include "pert/evaluation.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "pert/error.hpp"
@@ -59,6 +61,23 @@ nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode) {
                       {"seconds", r.seconds}, {"tokens_per_second", double(r.tokens) / std::max(r.seconds, 1e-9)},
                       {"nll_by_position", buckets}};
   if (mode == PerplexityMode::Llama) j["running_ppl"] = r.running_ppl;  // llama-perplexity's [i] figures
+  return j;
+}
+
+nlohmann::json perplexity_report(const std::string& model_dir, const ModelConfig& config, const EvalSpec& spec,
+                                 const PerplexityOptions& options, size_t text_tokens, const std::string& dtype,
+                                 const std::string& cache_type, const PerplexityResult& result) {
+  nlohmann::json j = {{"model_dir", model_dir},
+                      {"position", describe_position(config)},
+                      {"position_label", position_label(config)},
+                      {"trained_length", config.max_position_embeddings},
+                      {"n_ctx", options.n_ctx},
+                      {"text_tokens", text_tokens},
+                      {"threads", omp_get_max_threads()},
+                      {"dtype", dtype},
+                      {"cache_type", cache_type}};
+  j.update(spec.settings());
+  j.update(perplexity_json(result, options.mode));
   return j;
 }
 

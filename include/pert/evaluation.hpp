@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pert/config.hpp"
 #include "pert/perplexity.hpp"
 #include "pert/tokenizer.hpp"
 
@@ -34,7 +35,13 @@ struct EvalSpec {
   nlohmann::json settings() const;
 };
 
-// The result as JSON (the CLI's --json, the module's dicts); llama mode adds running_ppl.
+// The result as JSON; llama mode adds running_ppl.
 nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode);
+
+// What `pert perplexity --json` and the module's perplexity() report: the model, its positions,
+// the window, the text's length, threads and precision, the spec's settings and the result.
+nlohmann::json perplexity_report(const std::string& model_dir, const ModelConfig& config, const EvalSpec& spec,
+                                 const PerplexityOptions& options, size_t text_tokens, const std::string& dtype,
+                                 const std::string& cache_type, const PerplexityResult& result);
 
 }  // namespace pert

@@ -49,7 +49,6 @@ class Generation {
   // is fed to the model on the call after the one that returned it, so the caller can stop
   // between tokens (options.interrupt) without paying for one more step.
   int next();
-  bool done() const { return done_; }
   const GenerateResult& result() const { return r_; }
 
  private:

@@ -204,6 +204,15 @@ std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& conf
 // `layer`: whose weights, for schemes with weights per layer (KERPLE).
 std::vector<std::vector<double>> distance_profile(const ModelConfig& config, const TensorLookup& tensors,
                                                   int query_pos, int max_distance, int layer = 0);
+// The largest distance and query position a profile is asked for (131,072: Llama 3.1's context):
+// the profile holds every key's position vector (positions x hidden floats).
+inline constexpr int kMaxProfileDistance = 1 << 17;
+// The distance shown when none is asked for: the trained length - 1, within that bound (a config
+// may claim 16M).
+inline int default_profile_distance(const ModelConfig& config) {
+  return config.max_position_embeddings - 1 < kMaxProfileDistance ? config.max_position_embeddings - 1
+                                                                   : kMaxProfileDistance;
+}
 
 // Formulas exposed for the property tests (RoPE's are in rope.hpp).
 std::vector<double> alibi_slopes(int n_heads, double max_bias);

@@ -36,7 +36,6 @@ class TextGeneration {
   // the generation has stopped: false, and `piece` gets what was held back (an incomplete
   // character at the very end).
   bool next(std::string& piece);
-  int last_token() const { return result().tokens.empty() ? -1 : result().tokens.back(); }
 
   const std::vector<int>& prompt() const { return prompt_; }  // as run, the leading special tokens included
   int n_ctx() const { return state_.n_ctx(); }

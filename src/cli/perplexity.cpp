@@ -1,7 +1,5 @@
 // pert perplexity: PPL of a text at one context length, with the NLL-by-position curve
 // (flags as llama-perplexity's where they mean the same).
-#include <omp.h>
-
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -34,19 +32,9 @@ void run(const PerplexityArgs& a) {
   const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity", a.quiet);
 
   const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
-  if (a.json.wanted()) {
-    nlohmann::json j = {{"model_dir", m.dir.string()},
-                        {"position", describe_position(c)},
-                        {"trained_length", c.max_position_embeddings},
-                        {"n_ctx", n_ctx},
-                        {"text_tokens", tokens.size()},
-                        {"threads", omp_get_max_threads()},
-                        {"dtype", a.config.dtype},
-                        {"cache_type", a.config.cache_type}};
-    j.update(a.eval.settings());
-    j.update(perplexity_json(r, o.mode));
-    if (a.json.write(j)) return;
-  }
+  if (a.json.wanted() && a.json.write(perplexity_report(m.dir.string(), c, a.eval, o, tokens.size(), a.config.dtype,
+                                                         a.config.cache_type, r)))
+    return;
   std::printf("%s: %s\n", m.dir.string().c_str(), describe_position(c).c_str());
   if (o.mode == PerplexityMode::Llama) {
     std::printf("%s: %zu tokens%s; llama chunks of %d tokens (%s), positions %d-%d scored, trained length %d\n",

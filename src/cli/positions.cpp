@@ -11,8 +11,6 @@ namespace pert::cli {
 
 namespace {
 
-constexpr int kMaxPosition = 1 << 17;  // 131,072: Llama 3.1's context
-
 struct PositionsArgs {
   std::string model_dir, csv_file;
   JsonFlags json;
@@ -29,8 +27,7 @@ void run(const PositionsArgs& a) {
   const ModelConfig& c = model->config();
   if (a.layer >= c.n_layers)
     throw CLI::ValidationError("--layer", "must be below the model's " + std::to_string(c.n_layers) + " layers, got " + std::to_string(a.layer));
-  // The default follows the trained length within the flags' own bound (a config may claim 16M).
-  const int distance = a.distance > 0 ? a.distance : std::min(c.max_position_embeddings - 1, kMaxPosition);
+  const int distance = a.distance > 0 ? a.distance : default_profile_distance(c);
   const int query_pos = a.query_pos >= 0 ? a.query_pos : distance;
   const auto profile = distance_profile(c, [&](const std::string& name) { return model->tensor(name); }, query_pos,
                                         distance, a.layer);
@@ -86,13 +83,13 @@ void add_positions(CLI::App& app) {
   auto a = std::make_shared<PositionsArgs>();
   CLI::App* cmd = app.add_subcommand("positions", "The positional scheme's attention logit against distance (q = k = ones)");
   cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
-  // Bounded: the profile holds every key's position vector (positions x hidden floats).
+  // Bounded (kMaxProfileDistance): the profile holds every key's position vector.
   cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1, at most 131072)")
-      ->check(int_in(1, kMaxPosition));
+      ->check(int_in(1, kMaxProfileDistance));
   cmd->add_option("--query-pos", a->query_pos, "Position of the query (default: the largest distance)")
-      ->check(int_in(0, kMaxPosition));
+      ->check(int_in(0, kMaxProfileDistance));
   cmd->add_option("--layer", a->layer, "Whose weights, for schemes with weights per layer (KERPLE) (default 0)")
-      ->check(int_in(0, kMaxPosition));
+      ->check(int_in(0, kMaxProfileDistance));
   a->config.add_to(*cmd);
   a->json.add_to(*cmd, "every score");
   cmd->add_option("--csv", a->csv_file, "Write every score as CSV to this file")->check(writable_file());

@@ -298,30 +298,18 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
     });
     if (bar) bar->finish();
   }
-  nlohmann::json j = {{"model_dir", self.m->dir.string()},
-                      {"position", describe_position(c)},
-                      {"position_label", position_label(c)},
-                      {"trained_length", c.max_position_embeddings},
-                      {"n_ctx", o.n_ctx},
-                      {"text_tokens", ids.size()},
-                      {"threads", omp_get_max_threads()},
-                      {"dtype", self.dtype},
-                      {"cache_type", cache_type}};
-  j.update(spec.settings());
-  j.update(perplexity_json(r, o.mode));
-  return to_python(j);
+  return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
 }
 
 // The attention logit of q = k = ones against distance, [heads][distance + 1] (one row for
 // schemes added to the embeddings), as `pert positions`.
 py::array_t<double> positions(const PyModel& self, std::optional<int> distance_in, std::optional<int> query_in,
                               int layer) {
-  constexpr int kMaxPosition = 1 << 17;  // as `pert positions`
   const ModelConfig& c = self.config();
-  const int distance = distance_in.value_or(std::min(c.max_position_embeddings - 1, kMaxPosition));
+  const int distance = distance_in.value_or(default_profile_distance(c));
   const int query_pos = query_in.value_or(distance);
-  require(distance >= 1 && distance <= kMaxPosition, "distance: must be from 1 to 131072, got " + std::to_string(distance));
-  require(query_pos >= 0 && query_pos <= kMaxPosition, "query_pos: must be from 0 to 131072, got " + std::to_string(query_pos));
+  require(distance >= 1 && distance <= kMaxProfileDistance, "distance: must be from 1 to " + std::to_string(kMaxProfileDistance) + ", got " + std::to_string(distance));
+  require(query_pos >= 0 && query_pos <= kMaxProfileDistance, "query_pos: must be from 0 to " + std::to_string(kMaxProfileDistance) + ", got " + std::to_string(query_pos));
   require(distance <= query_pos, "distance: must be at most query_pos (" + std::to_string(query_pos) +
                                      "): keys stop at position 0, got " + std::to_string(distance));
   require(layer >= 0 && layer < c.n_layers, "layer: must be below the model's " + std::to_string(c.n_layers) +
