@@ -20,6 +20,13 @@ const char* weight_type_name(WeightType type) {
   return type == WeightType::BF16 ? "BF16" : type == WeightType::Q8 ? "Q8" : "F32";
 }
 
+WeightType parse_weight_type(const std::string& name) {
+  if (name == "f32") return WeightType::F32;
+  if (name == "bf16") return WeightType::BF16;
+  if (name == "q8") return WeightType::Q8;
+  throw Error("dtype: must be f32, bf16 or q8, got '" + name + "'");
+}
+
 namespace {
 
 // Where the rows of a stored matrix go: Phi-3's fused qkv_proj and gate_up_proj are split into

@@ -36,10 +36,7 @@ int main(int argc, char** argv) {
     std::ifstream in(ids_file);
     std::vector<int> ids{std::istream_iterator<int>(in), std::istream_iterator<int>()};
     if (ids.empty()) throw pert::Error(ids_file + ": no token ids");
-    auto model = pert::Model::load(model_dir, {{}, sets},
-                                   dtype == "bf16" ? pert::WeightType::BF16
-                                   : dtype == "q8" ? pert::WeightType::Q8
-                                                   : pert::WeightType::F32);
+    auto model = pert::Model::load(model_dir, {{}, sets}, pert::parse_weight_type(dtype));
     const int T = int(ids.size()), V = model->config().vocab_size;
     if (window <= 0) window = T;
     if (chunk <= 0) chunk = window;

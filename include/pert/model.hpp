@@ -39,6 +39,8 @@ struct LayerWeights {
 // and positional tables stay F32.
 enum class WeightType { F32, BF16, Q8 };
 const char* weight_type_name(WeightType type);
+// "f32", "bf16" or "q8" (--dtype); pert::Error "dtype: ..." for anything else.
+WeightType parse_weight_type(const std::string& name);
 
 class Model {
  public:

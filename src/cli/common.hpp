@@ -29,10 +29,7 @@ struct ConfigFlags {
   // --allow-scheme-change, --dtype and --cache-type.
   void add_to(CLI::App& app, bool with_files = true);
   ConfigOverrides overrides() const;
-  WeightType weight_type() const { return parse_dtype(dtype); }
-  static WeightType parse_dtype(const std::string& s) {
-    return s == "bf16" ? WeightType::BF16 : s == "q8" ? WeightType::Q8 : WeightType::F32;
-  }
+  WeightType weight_type() const { return parse_weight_type(dtype); }
   CacheType kv_type() const { return parse_cache_type(cache_type); }
   // --dtype and --cache-type: what the weights and the KV cache are kept in.
   void add_precision(CLI::App& app);

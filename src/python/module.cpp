@@ -51,13 +51,6 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw Error(message);
 }
 
-WeightType parse_dtype(const std::string& dtype) {
-  if (dtype == "f32") return WeightType::F32;
-  if (dtype == "bf16") return WeightType::BF16;
-  if (dtype == "q8") return WeightType::Q8;
-  throw Error("dtype: must be f32, bf16 or q8, got '" + dtype + "'");
-}
-
 // Token ids from any iterable of integers (a list, a numpy array), each in [0, vocab).
 std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) {
   if (py::isinstance<py::str>(ids) || py::isinstance<py::bytes>(ids))
@@ -112,7 +105,7 @@ PyModel load(py::object dir_in, py::object config, py::object set, bool allow_sc
       o.sets.push_back(py::str(key).cast<std::string>() + "=" + to_json(value, "set").dump());
   }
   o.allow_scheme_change = allow_scheme_change;
-  const WeightType type = parse_dtype(dtype);
+  const WeightType type = parse_weight_type(dtype);
   auto loaded = std::make_shared<LoadedModel>();
   {
     py::gil_scoped_release release;
