@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`pert sweep`: a full sweep, the same in two shards merged, resuming, settings that do not
+"""`pert sweep`: a full sweep, the same in two shards merged, resuming, a model retrained in place, settings that do not
 match the --out file, the CSV, a cell that cannot run, and bad --shard values.
 
     sweep_test.py PERT
@@ -160,6 +160,28 @@ def main():
             "--out", full], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sub)
         check("resume by content: relative spellings from another directory, 0 to run",
               r.returncode == 0 and "0 to run" in r.stderr, r.stderr)
+
+        # A model retrained in place (same directory, other weights): its old cells are not resumed
+        # as if they were its own, nor merged with new ones; the file stays as it was.
+        copy = os.path.join(tmp, "rope-copy")
+        shutil.copytree(MODELS[0], copy)
+        out = os.path.join(tmp, "retrained.json")
+        r = sweep(lengths=[64], out=out, models=[copy])
+        old_cells = open(out).read()
+        shutil.copy(os.path.join(ROOT, "models", "alibi", "model.safetensors"), copy)  # same shapes, other weights
+        r = sweep(lengths=[64, 128], out=out, models=[copy])
+        check("retrained model: resuming its old cells is a one-line error naming the file and the model",
+              r.returncode == 1 and one_error_line(r) and out in r.stderr and "rope-copy" in r.stderr
+              and "other weights" in r.stderr, r.stderr)
+        check("retrained model: the file untouched", open(out).read() == old_cells)
+        fresh = os.path.join(tmp, "retrained-new.json")
+        r = sweep(lengths=[64], out=fresh, models=[copy])
+        check("retrained model: a fresh file runs it, its cell another model_hash", r.returncode == 0 and
+              cells_of(fresh)[0]["model_hash"] != json.loads(old_cells)["cells"][0]["model_hash"], r.stderr)
+        r = subprocess.run([binary, "sweep", "--merge", out, fresh, "--out", os.path.join(tmp, "m.json")],
+                           capture_output=True, text=True)
+        check("retrained model: merging old and new cells is a one-line error", r.returncode == 1 and
+              one_error_line(r) and "other weights" in r.stderr, r.stderr)
 
         # Labels: a config's file name, its path where two share a name, or --label; never two configs.
         plain_file = os.path.join(ROOT, "configs", "rope", "plain.json")

@@ -121,6 +121,9 @@ void run_merge(const SweepArgs& a) {
       merged = {{"pert_sweep", 1}, {"settings", part["settings"]}, {"cells", json::array()}};
     else
       check_settings(part["settings"], merged["settings"], file);
+    json both = merged["cells"];
+    both.insert(both.end(), part["cells"].begin(), part["cells"].end());
+    check_same_weights(both, file);  // before a cell of other weights is dropped as a duplicate
     for (const json& c : part["cells"])
       if (!seen[cell_key(c)]) {
         seen[cell_key(c)] = true;
@@ -152,7 +155,11 @@ void run_sweep(const SweepArgs& a) {
   }
 
   std::vector<std::string> models;
-  for (const std::string& m : a.models) models.push_back(normal_dir(m));
+  std::map<std::string, std::string> weights_of;  // model dir -> model_hash
+  for (const std::string& m : a.models) {
+    models.push_back(normal_dir(m));
+    weights_of[models.back()] = model_hash(models.back());
+  }
   std::vector<Cell> cells;
   for (const std::string& m : unique_in_order(models))
     for (const std::string& c : configs)
@@ -183,6 +190,9 @@ void run_sweep(const SweepArgs& a) {
   for (const std::string& c : configs)
     planned.push_back({{"model", "?"}, {"config", c}, {"label", label_of[c]}, {"config_hash", hash_of[c]}});
   check_labels(planned, a.out);
+  planned = sweep["cells"];
+  for (const auto& [m, hash] : weights_of) planned.push_back({{"model", m}, {"model_hash", hash}});
+  check_same_weights(planned, a.out);
 
   int todo = 0;
   for (const Cell& c : mine) todo += !done[key_of(c)];
@@ -197,7 +207,7 @@ void run_sweep(const SweepArgs& a) {
     if (done[key_of(cell)]) continue;
     json c = {{"index", cell.index},          {"model", cell.model},
               {"config", cell.config},        {"label", label_of[cell.config]},
-              {"config_hash", hash_of[cell.config]}, {"length", cell.length},
+              {"config_hash", hash_of[cell.config]}, {"model_hash", weights_of[cell.model]}, {"length", cell.length},
               {"pert_version", PERT_VERSION}};
     const std::string label = model_name(cell.model) + " " + label_of[cell.config] + " @" + std::to_string(cell.length);
     // A model or config that does not load stops the sweep (what is done so far is saved); one

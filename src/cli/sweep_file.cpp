@@ -42,6 +42,7 @@ const FieldRule kCellFields[] = {
     {"index", is_int, "an integer >= 0", false},
     {"label", [](const json& v) { return v.is_string(); }, "a string", false},
     {"config_hash", [](const json& v) { return v.is_string(); }, "a string", false},
+    {"model_hash", [](const json& v) { return v.is_string(); }, "a string", false},
     {"trained_length", is_int, "an integer >= 0", false},
     {"position", [](const json& v) { return v.is_string(); }, "a string", false},
     {"position_label", [](const json& v) { return v.is_string(); }, "a string", false},
@@ -66,6 +67,7 @@ void complete_cell(json& c) {
                        : fs::is_regular_file(config, ec) ? content_hash(config)
                                                           : "missing " + config;
   }
+  if (!c.contains("model_hash")) c["model_hash"] = model_hash(c["model"]);  // the weights as they are now
   if (!c.contains("position_label")) {  // the scheme that ran, from the configs as they are now
     try {
       ConfigOverrides o;
@@ -107,18 +109,59 @@ std::string model_name(const std::string& dir) {
   return (p.has_filename() ? p : p.parent_path()).filename().string();
 }
 
-std::string content_hash(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path.string() + ": cannot open");
-  uint64_t h = 14695981039346656037ull;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 1099511628211ull;
-    if (in.eof()) break;
-  }
+namespace {
+
+constexpr uint64_t kFnvBasis = 14695981039346656037ull;
+uint64_t fnv(uint64_t h, const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(p[i])) * 1099511628211ull;
+  return h;
+}
+
+std::string hex16(uint64_t h) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
   return hex;
+}
+
+}  // namespace
+
+std::string content_hash(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path.string() + ": cannot open");
+  uint64_t h = kFnvBasis;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    h = fnv(h, buf, size_t(in.gcount()));
+    if (in.eof()) break;
+  }
+  return hex16(h);
+}
+
+std::string model_hash(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename() == "config.json" || e.path().extension() == ".safetensors") files.push_back(e.path());
+  if (ec || files.empty()) return "missing " + dir;
+  std::sort(files.begin(), files.end());
+  uint64_t h = kFnvBasis;
+  std::vector<char> block(1 << 16);
+  for (const fs::path& f : files) {
+    const std::string name = f.filename().string();
+    const uintmax_t size = fs::file_size(f, ec);
+    if (ec) return "missing " + f.string();
+    h = fnv(fnv(h, name.data(), name.size()), reinterpret_cast<const char*>(&size), sizeof size);
+    std::ifstream in(f, std::ios::binary);
+    // The whole file when small, else its first block (the header) and 64 spread over the rest.
+    const uintmax_t blocks = (size + block.size() - 1) / block.size();
+    for (uintmax_t i = 0, step = std::max<uintmax_t>(1, blocks / 64); i < blocks; i += (i == 0 ? 1 : step)) {
+      in.seekg(std::streamoff(i * block.size()));
+      in.read(block.data(), std::streamsize(block.size()));
+      h = fnv(h, block.data(), size_t(in.gcount()));
+      in.clear();
+    }
+  }
+  return hex16(h);
 }
 
 json read_sweep(const fs::path& path) { return parse_sweep(read_json_file(path), path.string()); }
@@ -175,6 +218,16 @@ std::string cell_key(const std::string& model, const std::string& config_hash, i
 }
 
 std::string cell_key(const json& c) { return cell_key(c["model"], c["config_hash"], c["length"]); }
+
+void check_same_weights(const json& cells, const std::string& where) {
+  std::map<std::string, std::string> hash_of;
+  for (const json& c : cells) {
+    const std::string model = c["model"], hash = c["model_hash"];
+    if (hash_of.emplace(real_path(model), hash).first->second != hash)
+      throw FormatError(where + ": cells of " + model + " come from other weights than its directory holds now (or " +
+                        "than other cells'); re-run them into another --out, or delete that file");
+  }
+}
 
 void order_cells(json& cells) {
   std::map<std::string, size_t> model_rank, row_rank;

@@ -19,8 +19,14 @@ std::string model_name(const std::string& dir);
 // A file's content as 16 hex digits (FNV-1a, 64 bits): a changed file is another config or text.
 std::string content_hash(const std::filesystem::path& path);
 
+// What a model directory holds now, as 16 hex digits: config.json and each *.safetensors file's
+// name, size and content (the whole file under 8 MiB, else its first 64 KiB, the header, and 64
+// blocks of 64 KiB spread over the rest: retrained or re-converted weights differ in every block,
+// and a 14 GB model costs 4 MiB of reads). "missing DIR" when it has none.
+std::string model_hash(const std::string& dir);
+
 // Reads and checks a sweep file; throws FormatError naming the file and the field. Cells of
-// older files are completed: "config_hash" from the config file as it is now, "label" from
+// older files are completed: "config_hash" and "model_hash" from the files as they are now, "label" from
 // its file name; settings get their defaults ("dtype": "f32", no --set).
 nlohmann::json read_sweep(const std::filesystem::path& path);
 nlohmann::json parse_sweep(nlohmann::json sweep, const std::string& where);  // the same, parsed
@@ -33,6 +39,9 @@ nlohmann::json comparable_settings(const nlohmann::json& settings);
 // so "models/rope" and "/abs/models/rope" are one model, and an edited config is another.
 std::string cell_key(const nlohmann::json& cell);
 std::string cell_key(const std::string& model, const std::string& config_hash, int length);
+// Throws FormatError(where: ...) where cells of one model directory carry different "model_hash"es:
+// a sweep resumed or merged after its model was retrained in place would mix two models' cells.
+void check_same_weights(const nlohmann::json& cells, const std::string& where);
 
 // Rows grouped by model and config (in order of first appearance), lengths ascending.
 void order_cells(nlohmann::json& cells);
