@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
@@ -59,12 +60,15 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   auto m = std::make_unique<Model>();
   m->config_ = md.config;
   m->type_ = type;
+  // The positional scheme's own tensors (tables, biases, its projections) stay F32: schemes read
+  // them as floats (TensorLookup).
+  std::set<std::string> scheme_tensors;
+  for (const ExpectedTensor& t : position_tensors(md.config)) scheme_tensors.insert(t.name);
   for (const ExpectedTensor& e : expected_tensors(md.config)) {
     const TensorView& view = *md.checkpoint.find(e.name);
     require_finite(view);  // at load, by name, rather than as NaN logits later
-    // Matrices go to BF16 (BF16 checkpoints as stored) or Q8 when asked; vectors and tables stay F32.
-    const bool matrix = e.shape.size() == 2 && e.name.find("embed_positions") == std::string::npos &&
-                        e.name.find("relative_attention_bias") == std::string::npos;
+    // Matrices go to BF16 (BF16 checkpoints as stored) or Q8 when asked; vectors stay F32.
+    const bool matrix = e.shape.size() == 2 && !scheme_tensors.count(e.name);
     const std::vector<RowSlice> slices = row_slices(md.config, e);
     if (type == WeightType::BF16 && matrix) {
       std::vector<uint16_t> rows(size_t(view.numel));  // [N][K] as stored, or rounded

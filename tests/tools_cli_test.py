@@ -62,7 +62,9 @@ def main():
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "f")
-        labels = "NoPE,learned (clamped),learned,sinusoidal,RoPE,ALiBi,xPos,T5"
+        with open(family) as f:  # one name per (model, config) row, however many the family has
+            rows = {(c["model"], c["config"]) for c in json.load(f)["cells"]}
+        labels = ",".join(f"row {i} (renamed)" for i in range(len(rows)))
         r = run([plot, "sweep", family, "--out", prefix, "--window", "512", "--labels", labels], tmp)
         wrote = [f"{prefix}_{k}.{e}" for k in ("ppl", "nll") for e in ("png", "svg")]
         check("plot.py sweep --window --labels: writes PREFIX_ppl/_nll .png/.svg and prints their paths",
