@@ -78,7 +78,7 @@ def main():
                   f"reference; accuracy {[c['accuracy'] for c in cells]}")
         png = os.path.join(tmp, "passkey.png")  # tools/plot_passkey.py draws the heat-maps
         plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_passkey.py"), os.path.join(tmp, "0.json"),
-                               os.path.join(tmp, "1.json"), "--out", png], capture_output=True, text=True)
+                               os.path.join(tmp, "1.json"), "--cols", "1", "--out", png], capture_output=True, text=True)
         if plot.returncode != 0 or plot.stdout.strip() != png or not os.path.getsize(png):
             failures.append(f"plot_passkey.py: exit {plot.returncode}, {plot.stderr.strip()[-200:]}")
         other = json.loads(subprocess.run([pert, "passkey", "-m", os.path.join(ROOT, "models", "rope"), "--lengths",

@@ -5,8 +5,9 @@
 
 For each sweep file under models/extrapolation/ that the README shows: the Markdown table that
 `pert sweep --merge FILE` prints must appear verbatim in README.md; then a few cells are run
-again from scratch with the README's flags (held-out text remade by tools/heldout.py) and must
-give the same perplexity as the file (to 1e-6 relative: same code, same threads' order of sums).
+again from scratch with the README's flags (its text remade by tools/heldout.py or
+tools/wikitext_prefix.py) and must give the same perplexity as the file (to 1e-6 relative: same
+code, same threads' order of sums).
 """
 import json
 import os
@@ -15,11 +16,14 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SWEEPS = {  # file -> cells re-run: (model, config, length)
-    "family.json": [("models/alibi", "plain", 256), ("models/sinusoidal", "plain", 512)],
-    "stories260K.json": [("build/models/stories260K", "configs/rope/ntk-x2.json", 1024)],
-    "extend_stories260K.json": [("build/models/stories260K", "configs/extend/self-extend-llama.json", 512)],
-    "extend_family_rope.json": [("models/rope", "configs/extend/streaming.json", 256)],
+TEXTS = {"heldout": "heldout.py", "wikitext": "wikitext_prefix.py"}  # text -> tools/ script that makes it
+SWEEPS = {  # file -> (text, cells re-run: (model, config, length))
+    "family_wikitext.json": ("wikitext", [("models/alibi", "plain", 512), ("models/kerple", "plain", 256),
+                                          ("models/fire", "plain", 256)]),
+    "family.json": ("heldout", [("models/alibi", "plain", 256), ("models/sinusoidal", "plain", 512)]),
+    "stories260K.json": ("heldout", [("build/models/stories260K", "configs/rope/ntk-x2.json", 1024)]),
+    "extend_stories260K.json": ("heldout", [("build/models/stories260K", "configs/extend/self-extend-llama.json", 512)]),
+    "extend_family_rope.json": ("heldout", [("models/rope", "configs/extend/streaming.json", 256)]),
 }
 
 
@@ -28,9 +32,11 @@ def main():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
-        text = os.path.join(tmp, "heldout.txt")
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "heldout.py"), text], check=True)
-        for name, cells in SWEEPS.items():
+        texts = {}
+        for kind, script in TEXTS.items():
+            texts[kind] = os.path.join(tmp, kind + ".txt")
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", script), texts[kind]], check=True)
+        for name, (kind, cells) in SWEEPS.items():
             path = os.path.join(ROOT, "models", "extrapolation", name)
             sweep = json.load(open(path))
             table = subprocess.run([pert, "sweep", "--merge", path, "--out", os.path.join(tmp, "m.json")], check=True,
@@ -45,7 +51,7 @@ def main():
                 want = next(c for c in sweep["cells"]
                             if (c["model"], c["config"], c["length"]) == (model, config, length))
                 out = os.path.join(tmp, f"cell-{os.path.splitext(name)[0]}-{i}.json")  # a fresh file each: sweep resumes
-                cmd = [pert, "sweep", "-m", model, "--config", config, "--lengths", str(length), "-f", text,
+                cmd = [pert, "sweep", "-m", model, "--config", config, "--lengths", str(length), "-f", texts[kind],
                        "--mode", settings["mode"], "--buckets", str(settings["buckets"]), "--out", out]
                 cmd += ["--split-docs"] if settings["split_docs"] else []
                 subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)

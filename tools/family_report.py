@@ -41,7 +41,7 @@ def main():
             ppl = json.load(open(out))
         story = "".join(pert.load(model).generate("Once upon a time", n_predict=80, seed=1))
         rows.append(f"| `{name}` | `{json.dumps(card['position'])}` | {card['parameters']:,} | {card['steps']} | "
-                    f"{card['train_loss']:.3f} | {card['val_loss']:.3f} | **{ppl['ppl']:.2f}** | "
+                    f"{card['train_loss']:.3f} | {card['val_loss']:.3f} | {card['passkey_acc']:.2f} | **{ppl['ppl']:.2f}** | "
                     f"{card['wall_seconds'] / 60:.1f} min | `{card['command']}` |")
         samples.append(f"**{name}**: Once upon a time{story}".replace("\n", " "))
     text = open(os.path.join(ROOT, "models", "README.template.md")).read()

@@ -5,14 +5,16 @@
 #   3. the rope model under every RoPE scaling and "extend" method, held-out TinyStories, 1x..32x L;
 #   4. pass-key accuracy at 64..4096 tokens for every scheme, and for the rope model under each
 #      config of 3.
-# Sweeps resume (cells already in a file are skipped); plots and tables follow each.
+# Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
+# and config is kept, so a re-run after more models are trained computes only what is new; plots
+# and tables follow each. NAMES=... (a subset of the eleven, space-separated) limits 1, 2 and 4.
 #   bash tools/family_results.sh [-t THREADS]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 threads=()
 [ "${1:-}" = -t ] && threads=(-t "$2")
 PY=/usr/bin/python3 PERT=build/pert OUT=models/extrapolation
-NAMES=(none learned sinusoidal rope alibi xpos t5 xl deberta kerple fire)
+read -r -a NAMES <<< "${NAMES:-none learned sinusoidal rope alibi xpos t5 xl deberta kerple fire}"
 models=()
 for n in "${NAMES[@]}"; do models+=(-m "models/$n"); done
 $PY tools/heldout.py build/data/tinystories_heldout.txt
@@ -48,16 +50,21 @@ $PY tools/plot.py sweep $OUT/extend_family_rope.json --out $OUT/extend_family_ro
 
 # 4. Pass-key retrieval (the learned table of 128 positions takes prompts up to 121 tokens).
 mkdir -p $OUT/passkey
+fresh() { local f=$1; shift; [ -s "$f" ] && for dep; do [ "$f" -nt "$dep" ] || return 1; done; }
 for n in "${NAMES[@]}"; do
   lengths=64,128,256,512,1024,2048,4096
   [ "$n" = learned ] && lengths=64,120
+  fresh $OUT/passkey/$n.json models/$n/model.safetensors && continue
   $PERT passkey -m models/$n --lengths $lengths --json-out $OUT/passkey/$n.json -q "${threads[@]}" > /dev/null
 done
 for c in "${configs[@]:1}"; do
-  $PERT passkey -m models/rope --config "$c" --lengths 64,128,256,512,1024,2048,4096 \
-    --json-out "$OUT/passkey/rope+$(basename "$c" .json).json" -q "${threads[@]}" > /dev/null
+  out="$OUT/passkey/rope+$(basename "$c" .json).json"
+  fresh "$out" models/rope/model.safetensors "$c" && continue
+  $PERT passkey -m models/rope --config "$c" --lengths 64,128,256,512,1024,2048,4096 --json-out "$out" -q \
+    "${threads[@]}" > /dev/null
 done
-$PY tools/plot_passkey.py $OUT/passkey/{none,sinusoidal,rope,alibi,xpos,t5,xl,deberta,kerple,fire}.json \
-  --out $OUT/passkey_family.png
+family=()
+for n in "${NAMES[@]}"; do [ "$n" = learned ] || family+=("$OUT/passkey/$n.json"); done
+$PY tools/plot_passkey.py "${family[@]}" --cols 5 --out $OUT/passkey_family.png
 $PY tools/paper_shapes.py ratios $OUT/family_wikitext.json
 $PY tools/paper_shapes.py passkey $OUT/passkey/*.json

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Plot `pert passkey` results as the papers' heat-map (matplotlib, Agg).
 
-    tools/plot_passkey.py RESULT.json [RESULT2.json ...] --out PNG [--titles A,B,...]
+    tools/plot_passkey.py RESULT.json [RESULT2.json ...] --out PNG [--titles A,B,...] [--cols N]
 
 RESULT.json comes from `pert passkey ... --json-out FILE` (or `--json > FILE`, or
---dump-prompts). One panel per file, side by side: x the prompt length in tokens, y the depth of
+--dump-prompts). One panel per file, side by side (--cols N: N to a row): x the prompt length in tokens, y the depth of
 the key (0 at the top: the start of the filler), colour the accuracy over the cell's trials
 (red 0 to green 1, the value written in each cell); a dashed line marks the trained length L
 where it falls inside the lengths (L is in the title). A panel's title is the model and its positional scheme
@@ -57,18 +57,26 @@ def main():
     ap.add_argument("results", nargs="+", metavar="RESULT.json", help="pert passkey --json-out files")
     ap.add_argument("--out", required=True, help="PNG file to write")
     ap.add_argument("--titles", help="comma-separated panel titles, one per file, in order")
+    ap.add_argument("--cols", type=int, help="panels per row (default: all in one row)")
     a = ap.parse_args()
+    if a.cols is not None and a.cols < 1:
+        sys.exit(f"plot_passkey.py: --cols {a.cols}: give at least 1")
     titles = a.titles.split(",") if a.titles else None
     if titles and len(titles) != len(a.results):
         sys.exit(f"plot_passkey.py: --titles: {len(titles)} titles for {len(a.results)} files")
     data = [load(p) for p in a.results]
-    fig, axes = plt.subplots(1, len(data), figsize=(1.5 + (1.2 + 0.8 * max(len(d[1]) for d in data)) * len(data), 3.6),
-                             squeeze=False, constrained_layout=True)
-    for i, (ax, (r, lengths, depths, grid)) in enumerate(zip(axes[0], data)):
+    cols = min(a.cols or len(data), len(data))
+    rows = (len(data) + cols - 1) // cols
+    width = 1.2 + 0.8 * max(len(d[1]) for d in data)
+    fig, axes = plt.subplots(rows, cols, figsize=(1.5 + width * cols, 3.6 * rows), squeeze=False,
+                             constrained_layout=True)
+    for i, (r, lengths, depths, grid) in enumerate(data):
         name = os.path.basename(os.path.normpath(r.get("model_dir", "?")))
         title = titles[i] if titles else f"{name}: {r.get('position_label', '')}"
-        im = panel(ax, r, lengths, depths, grid, title)
-    fig.colorbar(im, ax=list(axes[0]), label="accuracy", fraction=0.05)
+        im = panel(axes[i // cols][i % cols], r, lengths, depths, grid, title)
+    for ax in axes.flat[len(data):]:
+        ax.set_visible(False)
+    fig.colorbar(im, ax=list(axes.flat), label="accuracy", fraction=0.05)
     fig.suptitle("pass-key retrieval", fontsize=10)
     fig.savefig(a.out, dpi=120, bbox_inches="tight")
     print(a.out)
