@@ -58,7 +58,9 @@ const FieldRule kCellFields[] = {
 };
 
 // Where an older file left a field out, what it meant.
-void complete_cell(json& c) {
+// model_hashes: each model directory's hash once per file (an older file names one model in
+// many cells, and hashing reads its weights).
+void complete_cell(json& c, std::map<std::string, std::string>& model_hashes) {
   const std::string config = c["config"];
   if (!c.contains("label")) c["label"] = config_stem(config);
   if (!c.contains("config_hash")) {
@@ -67,7 +69,12 @@ void complete_cell(json& c) {
                        : fs::is_regular_file(config, ec) ? content_hash(config)
                                                           : "missing " + config;
   }
-  if (!c.contains("model_hash")) c["model_hash"] = model_hash(c["model"]);  // the weights as they are now
+  if (!c.contains("model_hash")) {  // the weights as they are now
+    const std::string model = c["model"];
+    auto it = model_hashes.find(model);
+    if (it == model_hashes.end()) it = model_hashes.emplace(model, model_hash(model)).first;
+    c["model_hash"] = it->second;
+  }
   if (!c.contains("position_label")) {  // the scheme that ran, from the configs as they are now
     try {
       ConfigOverrides o;
@@ -182,6 +189,7 @@ json parse_sweep(json j, const std::string& source) {
   if (!s.contains("cache_type")) s["cache_type"] = "f32";  // files from before --cache-type
   if (!s.contains("set")) s["set"] = json::array();  // files from before sweep's --set
   if (!s.contains("allow_scheme_change")) s["allow_scheme_change"] = false;
+  std::map<std::string, std::string> model_hashes;
   for (size_t i = 0; i < j["cells"].size(); ++i) {
     json& c = j["cells"][i];
     const std::string at = where + "cell " + std::to_string(i) + ": ";
@@ -196,7 +204,7 @@ json parse_sweep(json j, const std::string& source) {
       }
       if (!r.ok(c[r.key])) throw FormatError(at + "\"" + r.key + "\" must be " + r.what + ", got " + json_brief(c[r.key]));
     }
-    complete_cell(c);
+    complete_cell(c, model_hashes);
   }
   return j;
 }
