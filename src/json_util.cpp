@@ -7,14 +7,32 @@
 
 namespace pert {
 
-std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, bool streams) {
+void check_input_file(const std::filesystem::path& path, bool streams) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) throw IoError(path.string() + ": cannot open file: not found");
-  if (st.type() == fs::file_type::directory) throw IoError(path.string() + ": is a directory, expected a file");
-  if (!streams && st.type() != fs::file_type::regular && st.type() != fs::file_type::unknown)
-    throw IoError(path.string() + ": not a regular file");
+  switch (st.type()) {
+    case fs::file_type::regular: return;
+    case fs::file_type::fifo:
+      if (streams) return;
+      throw IoError(path.string() + ": a pipe, not a regular file");
+    case fs::file_type::not_found: throw IoError(path.string() + ": cannot open file: not found");
+    case fs::file_type::directory: throw IoError(path.string() + ": is a directory, expected a file");
+    case fs::file_type::character:
+    case fs::file_type::block:
+      throw IoError(path.string() + ": a device, not a regular file" + (streams ? " (a pipe works: -f <(command))" : ""));
+    case fs::file_type::none:
+    case fs::file_type::unknown:  // stat failed (permissions): open() says why
+      return;
+    default: throw IoError(path.string() + ": not a regular file");
+  }
+}
+
+std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, bool streams) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  check_input_file(path, streams);
+  const fs::file_status st = fs::status(path, ec);
   if (st.type() == fs::file_type::regular && fs::file_size(path, ec) > max_bytes && !ec)
     throw IoError(path.string() + ": " + std::to_string(fs::file_size(path, ec)) + " bytes, more than the " +
                   std::to_string(max_bytes >> 20) + " MiB pert reads of such a file");

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "pert/error.hpp"
+#include "pert/interrupt.hpp"
 #include "pert/memory.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/ops.hpp"
@@ -226,14 +227,15 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
   if (pos0 < 0 || pos0 > n_past_)
     throw Error("forward: position " + std::to_string(pos0) + " leaves a gap after the " + std::to_string(n_past_) +
                 " cached positions");
-  if (pos0 + n > n_ctx_)
-    throw Error("forward: positions up to " + std::to_string(pos0 + n - 1) + " exceed the context size " +
+  if (n > n_ctx_ - pos0)
+    throw Error("forward: positions up to " + std::to_string(int64_t(pos0) + n - 1) + " exceed the context size " +
                 std::to_string(n_ctx_));
   for (size_t i = 0; i < size_t(n) * size_t(n_seq_); ++i)
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
   attention_scratch_->fit_threads();
+  n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)
   // Chunks of at most n_batch positions, all of one length class (see PositionEncoding).
   for (int done = 0, chunk; done < n; done += chunk) {
     const int length = position_->length_class(pos0 + done);
@@ -247,8 +249,8 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
 }
 
 bool InferenceState::shift(int n_keep, int n_discard) {
-  if (n_keep < 0 || n_discard < 1 || n_keep + n_discard > n_past_)
-    throw Error("context shift: cannot drop [" + std::to_string(n_keep) + ", " + std::to_string(n_keep + n_discard) +
+  if (n_keep < 0 || n_discard < 1 || n_discard > n_past_ - n_keep)  // (n_keep + n_discard may overflow)
+    throw Error("context shift: cannot drop [" + std::to_string(n_keep) + ", " + std::to_string(int64_t(n_keep) + n_discard) +
                 ") of " + std::to_string(n_past_) + " cached positions");
   const int hd = c_.head_dim, n_move = n_past_ - n_keep - n_discard;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
@@ -288,6 +290,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const AttentionShape shape{n, pos0, c.n_heads, c.n_kv_heads, hd, kv_head_stride};
   const float scale = score_scale(pe, hd);
   for (int l = 0; l < c.n_layers; ++l) {
+    check_interrupt();  // a long prefill, and every window or token, can be stopped between layers
     const LayerWeights& w = model_.layers[size_t(l)];
     AttentionShape layer_shape = shape;
     layer_shape.layer = l;

@@ -131,4 +131,17 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
   return m;
 }
 
+std::vector<std::filesystem::path> model_dir_files(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "config.json" || name == "generation_config.json" || name == "tokenizer.json" ||
+        name == "tokenizer_config.json" || name == "model.safetensors.index.json" || e.path().extension() == ".safetensors")
+      files.push_back(e.path());
+  }
+  return files;
+}
+
 }  // namespace pert

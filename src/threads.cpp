@@ -11,6 +11,8 @@
 // -t, OMP_NUM_THREADS, OMP_WAIT_POLICY and GOMP_SPINCOUNT given by the user win.
 #include "pert/threads.hpp"
 
+#include "pert/error.hpp"
+
 #include <omp.h>
 #include <sched.h>
 
@@ -55,6 +57,9 @@ int default_threads() {
 }
 
 void set_threads(int threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw Error("threads: must be from 0 (the cores not busy now) to " + std::to_string(kMaxThreads) + ", got " +
+                std::to_string(threads));
   if (threads > 0)
     omp_set_num_threads(threads);
   else if (!std::getenv("OMP_NUM_THREADS"))

@@ -139,7 +139,7 @@ TEST_CASE("catalogue: FIFOs and devices where files are read", "[catalogue]") {
     fs::remove(f);
     write_file(f, keep);
   }
-  require_refusal(m.generate({"--config", "/dev/zero"}), {"/dev/zero", "not a regular file"});
+  require_refusal(m.generate({"--config", "/dev/zero"}), {"/dev/zero", "not a regular file"}, 2);  // refused as given
   const fs::path index = m.tmp / "model.safetensors.index.json";
   fs::remove(m.weights);
   REQUIRE(::mkfifo(index.c_str(), 0600) == 0);

@@ -7,6 +7,7 @@ PERT_BUILD_DIR=build; needs the converted stories260K (tools/setup.sh) and model
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -325,3 +326,118 @@ def test_the_readme_example_runs(tmp_path):
     assert plot.stat().st_size > 10_000
     assert scope["logits"].shape == (len(scope["ids"]), scope["rope"].vocab_size) and scope["story"]
     assert scope["yarn"].label != scope["rope"].label
+
+
+# --- hostile calls: an error, never a crash of the interpreter (issue: a notebook never dies) -----
+
+def test_arrays_that_are_not_one_dimensional_are_refused_naming_their_shape(stories):
+    s = stories.session(n_ctx=16)
+    cases = [
+        (lambda: stories.logits(np.array([[1, 2], [3, 4]])), "logits: ids: a 1-D sequence of token ids expected, "
+                                                               "got an array of shape (2, 2)"),
+        (lambda: stories.logits(np.array([[1], [2], [3]])), "logits: ids: a 1-D sequence of token ids expected, "
+                                                              "got an array of shape (3, 1)"),
+        (lambda: stories.perplexity(tokens=np.ones((50, 2), dtype=np.int64)), "perplexity: tokens: a 1-D sequence of "
+                                                                                "token ids expected, got an array of shape (50, 2)"),
+        (lambda: stories.logits(np.array(5)), "shape ()"),
+        (lambda: s.eval(np.zeros((1, 1), dtype=np.int32)), "eval: ids: a 1-D sequence"),
+        (lambda: stories.detokenize(np.zeros((2, 2), dtype=np.int32)), "detokenize: ids: a 1-D sequence"),
+        (lambda: stories.logits([np.array([1, 2])]), "token ids must be integers"),
+        (lambda: stories.logits([[1, 2]]), "token ids must be integers"),
+        (lambda: stories.logits(np.array([1.0, 2.0])), "token ids must be integers"),
+    ]
+    for call, what in cases:
+        with pytest.raises(pert.Error) as e:
+            call()
+        assert what in str(e.value), (what, str(e.value))
+    assert stories.logits(np.array([1, 2], dtype=np.uint16)).shape == (2, stories.vocab_size)
+
+
+def test_a_shift_past_the_cache_is_an_error_whatever_its_numbers(stories):
+    s = stories.session(n_ctx=16)
+    s.eval([1, 2, 3, 4])
+    for keep, discard in [(2**31 - 1, 1), (1, 2**31 - 1), (2**31 - 1, 2**31 - 1), (-1, 1), (0, 0), (3, 2)]:
+        with pytest.raises(pert.Error, match=r"context shift: cannot drop"):
+            s.shift(keep, discard)
+    assert s.n_past == 4 and s.shift(1, 3) and s.n_past == 1
+
+
+def test_objects_pert_did_not_make_are_a_type_error():
+    import copy
+    import pickle
+    for cls, maker in [(pert.Model, "pert.load"), (pert.Session, "Model.session"), (pert.Generation, "Model.generate")]:
+        with pytest.raises(TypeError, match=f"cannot be made directly; use {maker}"):
+            cls.__new__(cls)
+        with pytest.raises(TypeError):
+            cls()
+        sub = type("Sub", (cls,), {})
+        with pytest.raises(TypeError):
+            sub.__new__(sub)
+    m = pert.load(os.path.join(ROOT, "models", "rope"))
+    for call in (lambda: copy.copy(m), lambda: pickle.dumps(m)):
+        with pytest.raises(TypeError):
+            call()
+
+
+def test_thread_counts_are_bounded_as_the_clis():
+    try:
+        for bad in (100000, 1025, -1):
+            with pytest.raises(pert.Error, match=r"threads: must be from 0 \(the cores not busy now\) to 1024, got"):
+                pert.set_threads(bad)
+        pert.set_threads(1024)
+        assert pert.threads() == 1024
+    finally:
+        pert.set_threads(1)
+
+
+def interrupted_within(call, after=0.5):
+    """Seconds from a SIGINT sent `after` seconds into call() until it raised KeyboardInterrupt."""
+    sent = []
+    timer = threading.Timer(after, lambda: (sent.append(time.monotonic()), os.kill(os.getpid(), signal.SIGINT)))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        timer.cancel()
+    assert sent, "the call ended before the signal"
+    return time.monotonic() - sent[0]
+
+
+def test_ctrl_c_stops_every_long_call_within_a_second(stories):
+    rope = pert.load(os.path.join(ROOT, "models", "rope"))
+    long_ids = rope.tokenize(open(TEXT, encoding="utf-8").read())[:16_000]  # ~50 s to prefill on one thread
+    calls = {
+        "perplexity, sliding, stride 1": lambda: stories.perplexity(file=TEXT, mode="sliding", stride=1, n_ctx=256),
+        "perplexity of tokens": lambda: rope.perplexity(tokens=long_ids, n_ctx=8192),
+        "logits of a long text": lambda: rope.logits(long_ids),
+        "a session's eval": lambda: rope.session(n_ctx=len(long_ids)).eval(long_ids),
+        "generate": lambda: "".join(stories.generate("Once", n_predict=10**6, n_ctx=64, ignore_eos=True)),
+        "sweep": lambda: pert.sweep([STORIES], [256], file=TEXT, mode="sliding", stride=1),
+    }
+    for what, call in calls.items():
+        took = interrupted_within(call)
+        assert took < 1.0, f"{what}: KeyboardInterrupt {took:.2f} s after Ctrl-C"
+    s = rope.session(n_ctx=len(long_ids))  # a session stopped mid-prefill keeps what it finished
+    interrupted_within(lambda: s.eval(long_ids))
+    assert 0 <= s.n_past < len(long_ids)
+    s.eval(long_ids[s.n_past:s.n_past + 8])
+
+
+def test_characters_the_tokenizer_cannot_encode_are_dropped_with_a_warning(tmp_path):
+    import shutil
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(ROOT, "models", "rope", f), tmp_path / f)
+    tok = json.load(open(os.path.join(ROOT, "models", "rope", "tokenizer.json"), encoding="utf-8"))
+    tok["model"]["byte_fallback"] = False  # no <0xNN> pieces, no <unk>: HF leaves such a character out
+    tok["model"]["unk_token"] = None
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+    m = pert.load(tmp_path)
+    odd = "Once upon a time \u2603 there was a \u265e girl."
+    with pytest.warns(UserWarning, match=r"^text: 2 characters that the tokenizer cannot encode .* were left out"):
+        ids = m.tokenize(odd)
+    assert "\u2603" not in m.detokenize(ids) and "girl" in m.detokenize(ids)
+    with pytest.warns(UserWarning, match=r"^text: 40 characters"):
+        m.perplexity(text=" ".join([odd] * 20), n_ctx=32)
+    with pytest.warns(UserWarning, match=r"^prompt: 1 character that"):
+        next(iter(m.generate("\u2603 Once", n_predict=1)))

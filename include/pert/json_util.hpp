@@ -22,9 +22,13 @@ inline constexpr size_t kMaxJsonBytes = size_t(64) << 20;        // config.json,
 inline constexpr size_t kMaxTokenizerBytes = size_t(512) << 20;  // real tokenizer.json files are < 40 MB
 inline constexpr size_t kMaxTextBytes = size_t(768) << 20;       // texts to evaluate or tokenize (wikitext-103: 540 MB)
 
-// Reads a whole file of at most `max_bytes`. Only a regular file unless `streams` (a text may
-// come from a pipe: -f <(...)): a FIFO or a device where a config is expected would block or
-// never end. IoError "<path>: ..." naming what is wrong.
+// Checks that `path` can be read as an input before anything is read: it exists, and is a
+// regular file or (with `streams`, for a text that may come from a pipe: -f <(zcat t.gz)) a
+// FIFO; never a directory or a device (/dev/zero never ends, /dev/tty waits for a person).
+// IoError "<path>: ..." naming what it is.
+void check_input_file(const std::filesystem::path& path, bool streams = false);
+
+// Reads a whole file of at most `max_bytes`, checked by check_input_file first.
 std::string read_text_file(const std::filesystem::path& path, size_t max_bytes = kMaxJsonBytes, bool streams = false);
 
 // Parses `text`; FormatError "<where>: invalid JSON: ..." when it is not well-formed.

@@ -28,4 +28,9 @@ struct ModelDir {
 // Throws IoError / FormatError / ConfigError naming the file and the problem.
 ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides& overrides = {});
 
+// The files of `dir` a model is read from, those present: config.json, generation_config.json,
+// tokenizer.json, tokenizer_config.json, the safetensors index and every *.safetensors (so a
+// result is never written over one).
+std::vector<std::filesystem::path> model_dir_files(const std::filesystem::path& dir);
+
 }  // namespace pert

@@ -5,7 +5,11 @@ namespace pert {
 
 // The cores not busy right now (src/threads.cpp: why that, not all of them).
 int default_threads();
-// threads > 0: exactly that many; 0: OMP_NUM_THREADS when set, else default_threads().
+// The most threads pert runs (each costs a stack and a share of every barrier; more than a few
+// times the cores only slows it down).
+inline constexpr int kMaxThreads = 1024;
+// threads > 0: exactly that many; 0: OMP_NUM_THREADS when set, else default_threads(). Error
+// "threads: must be from 0 to 1024 ..." outside [0, kMaxThreads].
 void set_threads(int threads);
 
 // libgomp's spin before a waiting thread sleeps, as pert sets it when the user has set neither

@@ -35,6 +35,11 @@ class Tokenizer {
   // those tokens, as HF does; false: they are text, as SentencePiece does. Throws Error when
   // `text` is not valid UTF-8 or a regex gives up on it (naming the tokenizer file).
   std::vector<int> encode(std::string_view text, bool add_special = false, bool parse_special = true) const;
+  // Characters encode() has dropped so far (over every call, any thread): a character with no
+  // piece, no <unk> token and no byte fallback is left out, as HF's tokenizers leave it out, so
+  // the ids are of another text. A front end compares the count before and after encoding a
+  // text and says so (pert::dropped_note).
+  size_t dropped_characters() const;
   // Text of `ids` through the decoder, special tokens skipped (HF's skip_special_tokens).
   std::string decode(const std::vector<int>& ids) const;
 
@@ -75,6 +80,10 @@ class StreamDecoder {
 
   std::string advance(bool final);
 };
+
+// "TEXT: 3 characters that the tokenizer cannot encode (no piece, no <unk>, no byte fallback) were
+// left out, as HF's tokenizers leave them out: the ids are of the text without them"; "" for 0.
+std::string dropped_note(size_t dropped, const std::string& text_name);
 
 // Whether `s` is well-formed UTF-8; `bad_at` receives the offset of the first bad byte.
 bool valid_utf8(std::string_view s, size_t* bad_at = nullptr);

@@ -166,7 +166,7 @@ void add_bench(CLI::App& app) {
                   "Thread counts to test, e.g. 1,2: every test at each (default: as -t elsewhere, the " +
                       std::to_string(omp_get_num_procs()) + " cores less those busy at the start)")
       ->delimiter(',')
-      ->check(int_in(1, 1024));
+      ->check(int_in(1, kMaxThreads));
   a->config.add_to(*cmd);
   CLI::Option* output = cmd->add_option("-o,--output", a->output, "Output format: md (a Markdown table), json or csv")
                             ->check(CLI::IsMember({"md", "json", "csv"}))

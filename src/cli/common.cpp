@@ -12,6 +12,8 @@
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
+#include "pert/model_dir.hpp"
+#include "pert/output_file.hpp"
 
 namespace pert::cli {
 
@@ -19,7 +21,7 @@ void ConfigFlags::add_to(CLI::App& app, bool with_files) {
   if (with_files)
     app.add_option("--config", files,
                    "JSON merged over config.json (RFC 7386 merge patch); repeatable, applied in order")
-        ->check(CLI::ExistingFile)
+        ->check(input_file())
         ->allow_extra_args(false);
   app.add_option("--set", sets,
                  "Set one config value: key.path=value (value is JSON, else a string; null removes); "
@@ -135,6 +137,19 @@ CLI::Validator not_empty() {
                         "NONEMPTY");
 }
 
+CLI::Validator input_file(bool streams) {
+  return CLI::Validator(
+      [streams](std::string& input) -> std::string {
+        try {
+          check_input_file(input, streams);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "FILE");
+}
+
 CLI::Validator writable_file() {
   return CLI::Validator(
       [](std::string& input) -> std::string {
@@ -149,6 +164,11 @@ CLI::Validator writable_file() {
         if (::access(dir.c_str(), W_OK | X_OK) != 0)
           return "cannot write " + input + ": directory " + dir.string() + " is not writable";
         if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) return "cannot write " + input + ": not writable";
+        try {
+          write_target(path);  // a link it would not follow: refused now, not after the work
+        } catch (const Error& e) {
+          return e.what();
+        }
         return "";
       },
       "FILE (writable)");
@@ -156,7 +176,7 @@ CLI::Validator writable_file() {
 
 void add_threads(CLI::App& app, int& threads) {
   app.add_option("-t,--threads", threads, "Threads (default: all " + std::to_string(omp_get_num_procs()) + " cores)")
-      ->check(int_in(1, 1024));
+      ->check(int_in(1, kMaxThreads));
 }
 
 void add_quiet(CLI::App& app, bool& quiet) {
@@ -175,20 +195,24 @@ bool JsonFlags::write(const nlohmann::json& j) const {
   return to_stdout;
 }
 
+void note_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name) {
+  const std::string note = dropped_note(tokenizer.dropped_characters() - before, text_name);
+  if (!note.empty()) std::fprintf(stderr, "pert: warning: %s\n", printable(note).c_str());
+}
+
+std::vector<NamedPath> run_inputs(const std::vector<std::string>& model_dirs, const std::vector<std::string>& configs,
+                                  const std::string& text_file) {
+  std::vector<NamedPath> inputs;
+  if (!text_file.empty()) inputs.push_back({"-f", text_file});
+  for (const std::string& c : configs) inputs.push_back({"--config", c});
+  for (const std::string& dir : model_dirs)
+    for (const std::filesystem::path& f : model_dir_files(resolve_model_dir(dir)))
+      inputs.push_back({"model's " + f.filename().string(), f});
+  return inputs;
+}
+
 void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
-  const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (path == "-") {
-    std::cout << text << std::flush;
-    return;
-  }
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!(out << text) || !out.flush()) throw IoError(tmp.string() + ": cannot write");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(path.string() + ": cannot write (" + ec.message() + ")");
+  write_file(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace pert::cli

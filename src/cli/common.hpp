@@ -11,6 +11,7 @@
 #include "pert/config.hpp"
 #include "pert/loaded_model.hpp"
 #include "pert/model.hpp"
+#include "pert/output_file.hpp"
 #include "pert/progress.hpp"
 #include "pert/threads.hpp"
 #include "pert/tokenizer.hpp"
@@ -59,6 +60,9 @@ CLI::Validator real_in(double min, double max = kFloatMax, bool min_open = false
 // An output file that can be written: not a directory, in an existing directory that can be
 // written, and writable itself if it exists. "" and "-" (stdout) pass.
 CLI::Validator writable_file();
+// An input file that can be read (pert::check_input_file): not missing, a directory or a device;
+// a FIFO only with `streams` (-f <(zcat text.gz)).
+CLI::Validator input_file(bool streams = false);
 // A value that must not be empty (-m "": not "use the default" in disguise).
 CLI::Validator not_empty();
 
@@ -82,7 +86,16 @@ struct JsonFlags {
   bool write(const nlohmann::json& j) const;
 };
 
-// Writes `j` to `path` ("-": stdout) through a temporary file, so a reader never sees half.
+// Says on stderr that tokenizing `text_name` left characters out (pert::dropped_note), when the
+// tokenizer's count has grown past `before`.
+void note_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name);
+
+// What a run reads, named by flag, for pert::check_distinct_paths: the files of each model
+// directory (-m), each --config file and -f TEXT (when given).
+std::vector<NamedPath> run_inputs(const std::vector<std::string>& model_dirs, const std::vector<std::string>& configs,
+                                  const std::string& text_file = "");
+
+// Writes `j` to `path` ("-": stdout) by pert::write_file: whole or not at all (pert/output_file.hpp).
 void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 
 // Thrown by a subcommand that has finished its output but must exit with `code` (e.g. 130

@@ -8,7 +8,7 @@
 namespace pert::cli {
 
 void EvalFlags::add_to(CLI::App& app) {
-  app.add_option("-f,--file", text_file, "Text file to evaluate")->required()->check(CLI::ExistingFile);
+  app.add_option("-f,--file", text_file, "Text file to evaluate")->required()->check(input_file(/*streams=*/true));
   app.add_option("--mode", mode, "chunks: non-overlapping windows, every token scored (ALiBi paper); "
                                  "sliding: windows moved by --stride, the last stride tokens scored (YaRN paper); "
                                  "llama: as llama-perplexity, chunks of the text tokenized once, BOS in place of "

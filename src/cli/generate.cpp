@@ -10,6 +10,7 @@
 
 #include "common.hpp"
 #include "pert/error.hpp"
+#include "pert/output_file.hpp"
 #include "pert/text_generation.hpp"
 #include "pert/tokenizer.hpp"
 
@@ -92,7 +93,9 @@ void run_generate(GenerateArgs& a) {
   settings.cache_type = a.config.kv_type();
   settings.interrupt = &interrupted;
   const CatchInterrupt catch_interrupt;
+  const size_t dropped = m.tokenizer.dropped_characters();
   TextGeneration g(m, prompt_text, settings);  // errors come before any text
+  note_dropped(m.tokenizer, dropped, "the prompt");
 
   std::string text, piece;
   bool echoed = a.json || a.no_display_prompt;  // the prompt is echoed once it has run
@@ -104,6 +107,7 @@ void run_generate(GenerateArgs& a) {
     text += piece;
     echo();
     if (!a.json) std::cout << piece << std::flush;
+    if (stdout_failed()) finish_stdout();  // no reader or no room: stop now, not after -n tokens
   }
   echo();
   text += piece;  // held back to the end (an incomplete character)
@@ -146,7 +150,7 @@ void add_generate(CLI::App& app) {
   CLI::Option* prompt =
       cmd->add_option("-p,--prompt", a->prompt, "Prompt text (-: read it from stdin, as with no -p when stdin is a pipe)");
   cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from this file (one trailing newline dropped)")
-      ->check(CLI::ExistingFile)
+      ->check(input_file(/*streams=*/true))
       ->excludes(prompt);
   cmd->add_option("-n,--n-predict", a->n_predict,
                   "Tokens to generate at most (-1: until end of text or a full context, which then does not shift)")

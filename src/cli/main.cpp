@@ -2,6 +2,7 @@
 // here as one line on stderr and a non-zero exit.
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <exception>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 #include "common.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
+#include "pert/output_file.hpp"
 
 namespace {
 
@@ -60,13 +62,19 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  int code = 0;
   try {
-    app.parse(argc, argv);  // runs the chosen subcommand
+    try {
+      app.parse(argc, argv);  // runs the chosen subcommand
+    } catch (const pert::cli::ExitStatus& e) {  // the output is complete (e.g. interrupted: 130)
+      code = e.code;
+    }
+    pert::finish_stdout();  // a result that did not reach stdout (a full disk) is an error
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints help, the version, or the one-line error
     return e.get_exit_code() == 0 ? 0 : 2;
-  } catch (const pert::cli::ExitStatus& e) {  // the output is complete (e.g. interrupted: 130)
-    return e.code;
+  } catch (const pert::BrokenPipe&) {  // stdout's reader is gone (SIGPIPE ignored): quiet, as when it kills
+    return 128 + SIGPIPE;
   } catch (const pert::Error& e) {
     std::cerr << "pert: error: " << pert::printable(e.what()) << "\n";  // one line, whatever a file held
     return 1;
@@ -74,5 +82,5 @@ int main(int argc, char** argv) {
     std::cerr << "pert: internal error: " << pert::printable(e.what()) << "\n";
     return 3;
   }
-  return 0;
+  return code;
 }

@@ -23,11 +23,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "common.hpp"
 #include "pert/error.hpp"
+#include "pert/output_file.hpp"
 #include "pert/generate.hpp"
 
 namespace pert::cli {
@@ -176,12 +177,12 @@ std::string number(double v) {
 }
 
 void write_csv(const std::string& path, const json& cells) {
-  std::ofstream out(path);
+  std::ostringstream out;
   out << "length,depth,correct,trials,accuracy\n";
   for (const json& c : cells)
     out << c["length"].get<int>() << ',' << number(c["depth"]) << ',' << c["correct"].get<int>() << ','
         << c["trials"].get<int>() << ',' << number(c["accuracy"]) << "\n";
-  if (!out.flush()) throw IoError(path + ": cannot write");
+  write_file(path, out.str());
 }
 
 void print_table(const json& result) {
@@ -209,6 +210,8 @@ void print_table(const json& result) {
 }
 
 void run(const PasskeyArgs& a) {
+  check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}, {"--dump-prompts", a.dump_file}},
+                       run_inputs({a.model_dir}, a.config.files));
   set_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();

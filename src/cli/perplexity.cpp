@@ -21,12 +21,15 @@ struct PerplexityArgs {
 };
 
 void run(const PerplexityArgs& a) {
+  check_distinct_paths({{"--json-out", a.json.file}}, run_inputs({a.model_dir}, a.config.files, a.eval.text_file));
   set_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;
   const int bos = a.eval.bos(m.tokenizer, c.bos_token_id);
+  const size_t dropped = m.tokenizer.dropped_characters();
   const std::vector<int> tokens = a.eval.tokenize(m.tokenizer, bos);
+  note_dropped(m.tokenizer, dropped, a.eval.text_file);
   PerplexityOptions o = a.eval.options(n_ctx, bos);
   o.cache_type = a.config.kv_type();
   const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity", a.quiet);

@@ -2,10 +2,11 @@
 // the model's own positional scheme (RoPE's long-range decay, ALiBi's lines, xPos's decay).
 // tools/plot.py draws it.
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include "evaluate.hpp"
 #include "pert/error.hpp"
+#include "pert/output_file.hpp"
 
 namespace pert::cli {
 
@@ -22,6 +23,7 @@ void run(const PositionsArgs& a) {
   if (a.distance > 0 && a.query_pos >= 0 && a.distance > a.query_pos)  // before the model loads
     throw CLI::ValidationError("--distance", "must be at most --query-pos (" + std::to_string(a.query_pos) +
                                                  "): keys stop at position 0, got " + std::to_string(a.distance));
+  check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}}, run_inputs({a.model_dir}, a.config.files));
   const std::filesystem::path dir = resolve_model_dir(a.model_dir);
   const auto model = Model::load(dir, a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = model->config();
@@ -43,7 +45,7 @@ void run(const PositionsArgs& a) {
                                    {"per_head", c.n_heads == int(profile.size())},
                                    {"scores", profile}});
   if (!a.csv_file.empty()) {
-    std::ofstream out(a.csv_file);
+    std::ostringstream out;
     out << "distance";
     for (size_t h = 0; h < profile.size(); ++h) out << ",head" << h;
     out << "\n";
@@ -52,7 +54,7 @@ void run(const PositionsArgs& a) {
       for (const auto& row : profile) out << ',' << row[size_t(dlt)];
       out << "\n";
     }
-    if (!out.flush()) throw IoError(a.csv_file + ": cannot write");
+    write_file(a.csv_file, out.str());
   }
   if (json_on_stdout) return;
   std::printf("%s: %s\nattention logit (q·k/√d plus the scheme's bias and terms) for q = k = ones, query at position %d (trained length %d)%s\n\n", dir.string().c_str(),

@@ -92,13 +92,13 @@ std::vector<std::string> config_labels(const std::vector<std::string>& configs, 
   return labels;
 }
 
-// Cells grouped by model and config, lengths ascending (cells of separate sweeps into one file
-// too), written to the JSON and the CSV.
-void finish(const fs::path& out, const std::string& csv, json& sweep) {
-  order_cells(sweep["cells"]);
-  sweep["pert_version"] = PERT_VERSION;
-  write_json(out, sweep);
-  write_csv(csv.empty() ? fs::path(out).replace_extension(".csv") : fs::path(csv), sweep);
+// The CSV beside the JSON: --csv, or --out with .csv.
+fs::path csv_path(const SweepArgs& a) { return a.csv.empty() ? fs::path(a.out).replace_extension(".csv") : fs::path(a.csv); }
+
+// Refuses --out and the CSV naming one file, or one of `inputs`, before any work.
+void check_outputs(const SweepArgs& a, const std::vector<NamedPath>& inputs) {
+  check_distinct_paths({{"--out", a.out}, {a.csv.empty() ? "--csv (default: --out with .csv)" : "--csv", csv_path(a)}},
+                       inputs);
 }
 
 // One label, one config: rows of different content never share a name in a table or plot.
@@ -112,26 +112,68 @@ void check_labels(const json& cells, const std::string& where) {
   }
 }
 
-void run_merge(const SweepArgs& a) {
-  json merged;
+// `cells` added to `sweep` where it lacks them (one cell per key: the one there first stays).
+void add_cells(json& sweep, const json& cells, const std::string& where) {
   std::map<std::string, bool> seen;
+  for (const json& c : sweep["cells"]) seen[cell_key(c)] = true;
+  json both = sweep["cells"];
+  both.insert(both.end(), cells.begin(), cells.end());
+  check_same_weights(both, where);  // before a cell of other weights is dropped as a duplicate
+  for (const json& c : cells)
+    if (!seen[cell_key(c)]) {
+      seen[cell_key(c)] = true;
+      sweep["cells"].push_back(c);
+    }
+  check_labels(sweep["cells"], where);
+}
+
+// --out as it is now (another shard's cells included), or an empty sweep; its settings must be
+// `settings`. Call with the file's lock held.
+json read_out(const std::string& out, const json& settings) {
+  if (!fs::exists(out)) return {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
+  json sweep = read_sweep(out);
+  check_settings(sweep["settings"], settings, out);
+  sweep["settings"] = settings;  // the text as spelled now, its hash, every default written out
+  return sweep;
+}
+
+// Cells grouped by model and config, lengths ascending, written to the JSON and the CSV. Call
+// with the file's lock held.
+void finish(const SweepArgs& a, json& sweep) {
+  order_cells(sweep["cells"]);
+  sweep["pert_version"] = PERT_VERSION;
+  write_json(a.out, sweep);
+  write_csv(csv_path(a), sweep);
+}
+
+// Writers of one --out (the shards of a Slurm array, a rerun beside the first run) take turns:
+// each re-reads the file under its lock, adds the cells it made that the file lacks and replaces
+// it, so no writer's cells are lost. Returns what was written.
+json save(const SweepArgs& a, const json& settings, const json& made) {
+  const FileLock lock(a.out);
+  json sweep = read_out(a.out, settings);
+  add_cells(sweep, made, a.out);
+  finish(a, sweep);
+  return sweep;
+}
+
+// --merge: the parts' cells added to --out's (an existing --out keeps its own).
+void run_merge(const SweepArgs& a) {
+  std::vector<NamedPath> parts;
+  for (const std::string& file : a.merge) parts.push_back({"--merge", file});
+  check_outputs(a, parts);
+  const FileLock lock(a.out);
+  json merged;
+  if (fs::exists(a.out)) merged = read_sweep(a.out);
   for (const std::string& file : a.merge) {
     const json part = read_sweep(file);
     if (merged.is_null())
       merged = {{"pert_sweep", 1}, {"settings", part["settings"]}, {"cells", json::array()}};
     else
       check_settings(part["settings"], merged["settings"], file);
-    json both = merged["cells"];
-    both.insert(both.end(), part["cells"].begin(), part["cells"].end());
-    check_same_weights(both, file);  // before a cell of other weights is dropped as a duplicate
-    for (const json& c : part["cells"])
-      if (!seen[cell_key(c)]) {
-        seen[cell_key(c)] = true;
-        merged["cells"].push_back(c);
-      }
-    check_labels(merged["cells"], file);
+    add_cells(merged, part["cells"], file);
   }
-  finish(a.out, a.csv, merged);
+  finish(a, merged);
   std::cout << markdown_table(merged["cells"]);
 }
 
@@ -139,6 +181,10 @@ void run_sweep(const SweepArgs& a) {
   if (a.models.empty()) throw Error("sweep: give at least one -m MODEL_DIR (or --merge FILES)");
   if (a.lengths.empty()) throw Error("sweep: give --lengths, e.g. --lengths 128,256,512");
   if (a.eval.text_file.empty()) throw Error("sweep: give -f TEXT");
+  std::vector<std::string> config_files;
+  for (const std::string& c : a.configs)
+    if (c != kPlain) config_files.push_back(c);
+  check_outputs(a, run_inputs(a.models, config_files, a.eval.text_file));
   set_threads(a.threads);
   const auto [shard_k, shard_n] = a.shard.empty() ? std::pair{1, 1} : parse_shard(a.shard);
   const std::vector<std::string> configs =
@@ -178,14 +224,13 @@ void run_sweep(const SweepArgs& a) {
   settings["cache_type"] = a.overrides.cache_type;
   settings["set"] = a.overrides.sets;
   settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
-  json sweep = {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
-  std::map<std::string, bool> done;
-  if (fs::exists(a.out)) {
-    sweep = read_sweep(a.out);
-    check_settings(sweep["settings"], settings, a.out);
-    sweep["settings"] = settings;  // the text as spelled now, its hash, every default written out
-    for (const json& c : sweep["cells"]) done[cell_key(c)] = true;
+  json sweep;
+  {
+    const FileLock lock(a.out);
+    sweep = read_out(a.out, settings);
   }
+  std::map<std::string, bool> done;
+  for (const json& c : sweep["cells"]) done[cell_key(c)] = true;
   json planned = sweep["cells"];
   for (const std::string& c : configs)
     planned.push_back({{"model", "?"}, {"config", c}, {"label", label_of[c]}, {"config_hash", hash_of[c]}});
@@ -203,6 +248,7 @@ void run_sweep(const SweepArgs& a) {
   LoadedModel m;
   std::map<std::pair<std::string, int>, std::vector<int>> tokens_of;  // (model dir, BOS) -> the text's tokens
   int ran = 0;
+  json made = json::array();  // the cells this run made
   for (const Cell& cell : mine) {
     if (done[key_of(cell)]) continue;
     json c = {{"index", cell.index},          {"model", cell.model},
@@ -238,7 +284,11 @@ void run_sweep(const SweepArgs& a) {
       if (mc.trained_position.scheme) c["trained_position"] = mc.trained_position.scheme->label();
       const int bos = a.eval.bos(m.tokenizer, mc.bos_token_id);
       auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
-      if (tokens.empty()) tokens = a.eval.tokenize(m.tokenizer, bos);
+      if (tokens.empty()) {
+        const size_t dropped = m.tokenizer.dropped_characters();
+        tokens = a.eval.tokenize(m.tokenizer, bos);
+        note_dropped(m.tokenizer, dropped, a.eval.text_file + " (" + cell.model + ")");
+      }
       c["text_tokens"] = tokens.size();
       c["threads"] = omp_get_max_threads();
       try {
@@ -256,11 +306,12 @@ void run_sweep(const SweepArgs& a) {
         std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), e.what());
       }
     }
-    sweep["cells"].push_back(c);
+    made.push_back(c);
     ++ran;
-    finish(a.out, a.csv, sweep);  // after every cell, so an interrupted sweep resumes
+    sweep = save(a, settings, made);  // after every cell, so an interrupted sweep resumes
+    for (const json& other : sweep["cells"]) done[cell_key(other)] = true;  // cells other writers made meanwhile
   }
-  finish(a.out, a.csv, sweep);
+  sweep = save(a, settings, made);
   std::cout << markdown_table(sweep["cells"]);
 }
 
@@ -293,7 +344,9 @@ void add_sweep(CLI::App& app) {
             return parse_shard(s).second ? "" : "must be K/N with 1 <= K <= N, got '" + s + "'";
           },
           "K/N"));
-  cmd->add_option("--merge", a->merge, "Join these sweep files into --out instead of running")->expected(1, -1);
+  cmd->add_option("--merge", a->merge, "Add these sweep files' cells to --out's instead of running")
+      ->expected(1, -1)
+      ->check(input_file());
   add_threads(*cmd, a->threads);
   add_quiet(*cmd, a->quiet);
   cmd->callback([a] {

@@ -41,7 +41,9 @@ void run_tokenize(const TokenizeArgs& a) {
   const Tokenizer tok = Tokenizer::load_dir(resolve_model_dir(a.model_dir));
   const std::vector<std::string_view> inputs = a.lines ? split_lines(text) : std::vector<std::string_view>{text};
   std::vector<std::vector<int>> ids;
+  const size_t dropped = tok.dropped_characters();
   for (std::string_view input : inputs) ids.push_back(tok.encode(input, a.add_special, !a.no_parse_special));
+  note_dropped(tok, dropped, a.file.empty() ? "--prompt" : a.file);
 
   if (a.json) {  // written as they are: a json array would hold 16 bytes more per id
     auto write_ids = [](const std::vector<int>& line) {
@@ -79,7 +81,7 @@ void add_tokenize(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("tokenize", "Text to token ids with a directory's tokenizer.json (no model needed)");
   cmd->add_option("-m,--model", a->model_dir, "Directory with tokenizer.json (and tokenizer_config.json) (default: models/default)")->check(not_empty());
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "Text to tokenize");
-  auto* file = cmd->add_option("-f,--file", a->file, "File to tokenize")->check(CLI::ExistingFile);
+  auto* file = cmd->add_option("-f,--file", a->file, "File to tokenize")->check(input_file(/*streams=*/true));
   prompt->excludes(file);
   cmd->add_flag("--lines", a->lines, "Tokenize each line on its own (split on \"\\n\" only)");
   cmd->add_flag("--add-special", a->add_special, "Add the special tokens the post-processor puts around a text (e.g. <s>)");

@@ -19,6 +19,7 @@
 
 #include "pert/error.hpp"
 #include "pert/evaluation.hpp"
+#include "pert/interrupt.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
 #include "pert/positions.hpp"
@@ -51,27 +52,64 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw Error(message);
 }
 
-// Token ids from any iterable of integers (a list, a numpy array), each in [0, vocab).
+// "(2, 2)": an array's shape as numpy writes it.
+std::string shape_text(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// Token ids from any iterable of integers (a list, a 1-D numpy array), each in [0, vocab).
+// `where`: "call: argument", e.g. "logits: ids".
 std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) {
   if (py::isinstance<py::str>(ids) || py::isinstance<py::bytes>(ids))
     throw Error(where + ": token ids expected, got a string (tokenize() it first)");
+  if (py::isinstance<py::array>(ids) && py::reinterpret_borrow<py::array>(ids).ndim() != 1)
+    throw Error(where + ": a 1-D sequence of token ids expected, got an array of shape " +
+                shape_text(py::reinterpret_borrow<py::array>(ids)));
   std::vector<int> out;
   try {
     for (py::handle item : py::iter(ids)) {
-      if (!PyIndex_Check(item.ptr()))  // int, numpy's integers; not 1.5
+      if (!PyIndex_Check(item.ptr()) || py::isinstance<py::array>(item))  // int, numpy's integer scalars; not 1.5
         throw Error(where + ": token ids must be integers, got " + std::string(py::repr(item)));
-      const long long id = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr())).cast<long long>();
+      PyObject* index = PyNumber_Index(item.ptr());
+      if (!index) throw py::error_already_set();
+      const long long id = py::reinterpret_steal<py::object>(index).cast<long long>();
       if (id < 0 || id >= vocab)
         throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                     std::to_string(vocab) + ")");
       out.push_back(int(id));
     }
-  } catch (py::error_already_set& e) {  // not iterable
+  } catch (py::error_already_set& e) {  // not iterable, or an integer that cannot be had
     throw Error(where + ": token ids expected (" + std::string(py::str(e.value())) + ")");
   } catch (py::cast_error&) {  // past a long long
     throw Error(where + ": a token id is outside the vocabulary [0, " + std::to_string(vocab) + ")");
   }
   return out;
+}
+
+// While it lives (made with the GIL held), pert's long loops look for Ctrl-C about every 100 ms
+// when the caller is Python's main thread (the only one signals reach): a pending signal's
+// exception (KeyboardInterrupt) stops the work and the call raises it.
+class PythonSignals {
+ public:
+  PythonSignals() {
+    const py::module_ threading = py::module_::import("threading");
+    if (!threading.attr("current_thread")().is(threading.attr("main_thread")())) return;
+    hook_.emplace([] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
+  }
+
+ private:
+  std::optional<InterruptHook> hook_;
+};
+
+// A UserWarning when encoding `text_name` left characters out (pert::dropped_note).
+void warn_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name) {
+  const std::string note = dropped_note(tokenizer.dropped_characters() - before, text_name);
+  if (!note.empty() && PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) < 0) throw py::error_already_set();
 }
 
 // A model with its tokenizer, shared by the sessions and generations made from it.
@@ -119,13 +157,14 @@ PyModel load(py::object dir_in, py::object config, py::object set, bool allow_sc
 // Runs `ids` from position 0 in a fresh state: every position's logits [T][vocab], written
 // straight into the array returned.
 py::array_t<float> logits(const PyModel& self, py::handle ids_in, const std::string& cache_type) {
-  const std::vector<int> ids = token_ids(ids_in, self.config().vocab_size, "logits");
+  const std::vector<int> ids = token_ids(ids_in, self.config().vocab_size, "logits: ids");
   require(!ids.empty(), "logits: no token ids");
   const CacheType cache = parse_cache_type(cache_type);
   const int T = int(ids.size()), V = self.config().vocab_size;
   py::array_t<float> out(std::vector<py::ssize_t>{T, V});
   float* data = out.mutable_data();
   {
+    const PythonSignals signals;
     py::gil_scoped_release release;
     InferenceState state(*self.m->model, T, std::min(T, 512), 1, cache);
     state.forward(ids.data(), T, 0, data, true);
@@ -158,12 +197,13 @@ struct PySession {
 
   py::array_t<float> eval(py::handle ids_in, std::optional<int> pos, bool all_logits) {
     const InUse in_use(busy, "session");
-    const std::vector<int> ids = token_ids(ids_in, state->vocab_size(), "eval");
+    const std::vector<int> ids = token_ids(ids_in, state->vocab_size(), "eval: ids");
     require(!ids.empty(), "eval: no token ids");
     const int n = int(ids.size()), V = state->vocab_size(), at = pos.value_or(state->n_past());
     require(at >= 0, "eval: pos must be >= 0, got " + std::to_string(at));
     py::array_t<float> out(all_logits ? std::vector<py::ssize_t>{n, V} : std::vector<py::ssize_t>{V});
     float* data = out.mutable_data();
+    const PythonSignals signals;
     py::gil_scoped_release release;
     state->forward(ids.data(), n, at, data, all_logits);
     return out;
@@ -184,6 +224,7 @@ struct PyGeneration {
   std::string next() {
     const InUse in_use(busy, "generation");
     std::string piece;
+    const PythonSignals signals;
     while (!finished && piece.empty()) {
       py::gil_scoped_release release;
       finished = !g->next(piece);
@@ -236,8 +277,13 @@ PyGeneration start_generation(const PyModel& self, const std::string& prompt, in
   s.sampling.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
   s.cache_type = parse_cache_type(cache_type);
   PyGeneration out{self.m, nullptr};
-  py::gil_scoped_release release;
-  out.g = std::make_unique<TextGeneration>(*self.m, prompt, s);
+  const size_t dropped = self.m->tokenizer.dropped_characters();
+  {
+    const PythonSignals signals;  // the prompt's prefill
+    py::gil_scoped_release release;
+    out.g = std::make_unique<TextGeneration>(*self.m, prompt, s);
+  }
+  warn_dropped(self.m->tokenizer, dropped, "prompt");
   return out;
 }
 
@@ -266,16 +312,22 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
   o.cache_type = parse_cache_type(cache_type);
   std::vector<int> ids;
-  if (!tokens.is_none()) ids = token_ids(tokens, c.vocab_size, "perplexity");
+  if (!tokens.is_none()) ids = token_ids(tokens, c.vocab_size, "perplexity: tokens");
   require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
   const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
   if (!file.is_none()) spec.text_file = path_text(file, "file");
   const bool callback = PyCallable_Check(progress.ptr()), bar_wanted = !callback && py::bool_(progress);
-  PerplexityResult r;
+  const size_t dropped = self.m->tokenizer.dropped_characters();
   {
     py::gil_scoped_release release;
     if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
     else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
+  }
+  warn_dropped(self.m->tokenizer, dropped, file.is_none() ? "text" : spec.text_file);
+  PerplexityResult r;
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
     std::optional<Progress> bar;
     if (bar_wanted)  // to sys.stderr, which a notebook shows (C's stderr it does not)
       bar.emplace("perplexity", "windows", false, [](const std::string& line) {
@@ -319,6 +371,16 @@ py::array_t<double> positions(const PyModel& self, std::optional<int> distance_i
   return out;
 }
 
+// Objects of `cls` are made only by pert (load, Model.session, Model.generate): Model.__new__(Model)
+// would give one whose C++ part was never made, and pybind11 hands a method such an object's
+// uninitialised memory. Its __new__ is a TypeError instead (pybind11 makes instances without it).
+void made_only_by(py::handle cls, const std::string& maker) {
+  const std::string name = py::str(cls.attr("__name__"));
+  cls.attr("__new__") = py::cpp_function([name, maker](py::args, py::kwargs) -> py::object {
+    throw py::type_error("pert." + name + " cannot be made directly; use " + maker);
+  });
+}
+
 }  // namespace
 
 }  // namespace pert::python
@@ -348,13 +410,16 @@ PYBIND11_MODULE(_pert, m) {
       .def_property_readonly("bos", [](const PyModel& s) { return s.config().bos_token_id; })
       .def("tokenize",
            [](const PyModel& s, const std::string& text, bool add_special) {
-             return s.m->tokenizer.encode(text, add_special);
+             const size_t dropped = s.m->tokenizer.dropped_characters();
+             std::vector<int> ids = s.m->tokenizer.encode(text, add_special);
+             warn_dropped(s.m->tokenizer, dropped, "text");
+             return ids;
            },
            py::arg("text"), py::arg("add_special") = false,
            "Token ids of a text (add_special: with the tokenizer's special tokens around it, e.g. <s> first)")
       .def("detokenize",
            [](const PyModel& s, py::handle ids) {
-             return s.m->tokenizer.decode(token_ids(ids, s.m->tokenizer.vocab_size(), "detokenize"));
+             return s.m->tokenizer.decode(token_ids(ids, s.m->tokenizer.vocab_size(), "detokenize: ids"));
            },
            py::arg("ids"), "Text of token ids (special tokens skipped)")
       .def("logits", &logits, py::arg("ids"), py::arg("cache_type") = "f32",
@@ -405,6 +470,10 @@ PYBIND11_MODULE(_pert, m) {
       .def_property_readonly("tokens", [](const PyGeneration& g) { return g.g->result().tokens; })
       .def_property_readonly("stop", [](const PyGeneration& g) { return g.result()["stop"]; })
       .def("result", &PyGeneration::result, "Prompt and generated tokens, stop reason, context shifts, timings");
+
+  made_only_by(m.attr("Model"), "pert.load(dir)");
+  made_only_by(m.attr("Session"), "Model.session()");
+  made_only_by(m.attr("Generation"), "Model.generate(prompt)");
 
   m.def("load", &load, py::arg("dir"), py::arg("config") = py::none(), py::arg("set") = py::none(),
         py::arg("allow_scheme_change") = false, py::arg("dtype") = "f32",

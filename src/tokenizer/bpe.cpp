@@ -94,8 +94,9 @@ void Bpe::encode(std::string_view word, std::vector<int>& out) const {
       return;
     }
   }
-  const size_t first = out.size();
+  const size_t first = out.size(), dropped_before = dropped();
   merge_word(word, out);
+  if (dropped() != dropped_before) return;  // (another thread's drop may keep a word out: harmless)
   std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() < kCacheEntries) cache_.emplace(std::move(key), std::vector<int>(out.begin() + long(first), out.end()));
 }
@@ -178,7 +179,10 @@ void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
         continue;
       }
     }
-    if (unk_ < 0) continue;  // HF drops a character it has no token for
+    if (unk_ < 0) {  // HF drops a character it has no token for
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     if (pending_unk >= 0 && !fuse_unk_) add(pending_unk);
     pending_unk = unk_;
   }

@@ -10,6 +10,7 @@
 //   post_processor TemplateProcessing ByteLevel BertProcessing RobertaProcessing Sequence
 //   added_tokens special lstrip rstrip single_word normalized
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -144,6 +145,8 @@ class Bpe {
   int max_id() const { return max_id_; }
   // Appends the ids of one pre-token.
   void encode(std::string_view word, std::vector<int>& out) const;
+  // Characters encode() has dropped so far: those with no piece, no <unk> and no byte fallback.
+  size_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
  private:
   std::unordered_map<std::string, int> ids_;
@@ -153,7 +156,8 @@ class Bpe {
   int unk_ = -1, max_id_ = -1;
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int>> cache_;  // pre-token -> ids
+  mutable std::unordered_map<std::string, std::vector<int>> cache_;  // pre-token -> ids (none dropped)
+  mutable std::atomic<size_t> dropped_{0};
 
   void merge_word(std::string_view word, std::vector<int>& out) const;
 };

@@ -226,6 +226,15 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special, bool
   return out;
 }
 
+size_t Tokenizer::dropped_characters() const { return d_->model ? d_->model->dropped() : 0; }
+
+std::string dropped_note(size_t dropped, const std::string& text_name) {
+  if (dropped == 0) return "";
+  return text_name + ": " + std::to_string(dropped) + (dropped == 1 ? " character" : " characters") +
+         " that the tokenizer cannot encode (no piece, no <unk>, no byte fallback) " + (dropped == 1 ? "was" : "were") +
+         " left out, as HF's tokenizers leave them out: the ids are of the text without them";
+}
+
 std::string Tokenizer::decode(const std::vector<int>& ids) const { return d_->decode(ids.data(), ids.size(), true); }
 
 std::string Tokenizer::token_text(int id) const {
