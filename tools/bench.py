@@ -24,6 +24,7 @@ import subprocess
 import sys
 
 import perplexity_rate  # sgemm_gflops, matrix_flops_per_token
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
@@ -99,7 +100,7 @@ def main():
               f"{100 * statistics.median(v):.0f}% ({100 * min(v):.0f}–{100 * max(v):.0f}%) of sgemm "
               f"(2048³, median {statistics.median(sgemm):.0f} GFLOP/s, {min(sgemm):.0f}–{max(sgemm):.0f})")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
+    with replaced(a.out) as f:
         json.dump({"date": date, "cpu": cpu_name(), "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds,
                    "repetitions": a.repetitions, "results": rows, "sgemm_gflops": sgemm,
                    "f32_prompt_of_sgemm": [{"shape": k[0], "cache_type": k[1], "test": k[2], "per_round": v}

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIANTS = ("default", "old", "passive")
@@ -87,7 +88,7 @@ def main():
             label = "idle" if state == "idle" else "one busy process"
             print(f"| {os.path.basename(m)} | {label} | {cell(d)} | {cell(o)} | {cell(p)} | {ratio:.2f}× |")
     if a.out:
-        with open(a.out, "w") as f:
+        with replaced(a.out) as f:
             json.dump({"cores": cores, "n": a.n, "rounds": a.rounds,
                        "samples": [{"model": m, "machine": s, "variant": v, "tokens_per_second": xs}
                                    for (m, s, v), xs in samples.items()]}, f, indent=1)

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama2c_tokenizer  # noqa: E402
 import safetensors_io  # noqa: E402
 import tokenizer_json  # noqa: E402
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 
 def read_llama2c(path):
@@ -118,7 +119,7 @@ def convert(checkpoint, tokenizer, out_dir, layout="half", dtype="F32"):
         config["rope_theta"] = 10000.0
     else:
         config["position"] = {"type": "rope", "base": 10000.0, "layout": "interleaved"}
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
+    with replaced(os.path.join(out_dir, "config.json")) as f:
         json.dump(config, f, indent=2)
         f.write("\n")
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+from outputs import replaced  # whole or not at all, as pert's own outputs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire"]
 
@@ -46,7 +48,7 @@ def main():
         samples.append(f"**{name}**: Once upon a time{story}".replace("\n", " "))
     text = open(os.path.join(ROOT, "models", "README.template.md")).read()
     text = text.replace("{{TABLE}}", "\n".join(rows)).replace("{{SAMPLES}}", "\n\n".join(samples))
-    with open(os.path.join(ROOT, "models", "README.md"), "w") as f:
+    with replaced(os.path.join(ROOT, "models", "README.md")) as f:
         f.write(text)
     print("\n".join(rows))
 

@@ -14,6 +14,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import train  # noqa: E402
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 
 def main():
@@ -23,7 +24,7 @@ def main():
     cfg = train.load_run_config(os.path.join(os.path.dirname(HERE), "configs", "train", "family.json"))
     _, val_stories = train.split(cfg)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w", encoding="utf-8") as f:
+    with replaced(a.out, encoding="utf-8") as f:
         f.write("\n\n".join(val_stories) + "\n")
     print(f"{a.out}: {len(val_stories)} held-out stories", file=sys.stderr)
 

@@ -29,6 +29,8 @@ import os
 import re
 import sys
 
+from outputs import replaced  # whole or not at all, as pert's own outputs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
@@ -204,7 +206,7 @@ def main():
         sys.exit(f"passkey_reference.py: {a.dump}: no prompts (write it with pert passkey --dump-prompts)")
     failures, cells = check(dump, a.spm)
     if a.json_out:
-        with open(a.json_out, "w") as f:
+        with replaced(a.json_out) as f:
             json.dump({"model_dir": dump["model_dir"], "cells": cells}, f, indent=2)
     for msg in failures:
         print("FAILED:", msg)

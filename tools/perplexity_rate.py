@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 import pert  # noqa: E402  (before numpy: pert sets libgomp's spin count before it loads)
 import numpy as np  # noqa: E402
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 
 def sgemm_gflops(n=2048, tries=3):
@@ -97,7 +98,7 @@ def main():
               f"{row['gflops']:.1f} | {100 * row['fraction_of_sgemm']:.0f}% "
               f"({100 * min(fractions):.0f}–{100 * max(fractions):.0f}%) |")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
+    with replaced(a.out) as f:
         json.dump({"date": datetime.date.today().isoformat(), "model": a.model, "threads": a.threads,
                    "rounds": a.rounds, "matrix_flops_per_token": flops, "sgemm_gflops": gemm, "results": rows}, f,
                   indent=2)

@@ -46,6 +46,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 
+from outputs import save_figure  # noqa: E402  (whole or not at all, as pert's own outputs)
+
 # Hues, one per family, in order of first appearance (tab10 without its grey, kept for L).
 HUES = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
         "#393b79", "#637939", "#843c39"]
@@ -173,8 +175,8 @@ def mark_trained(ax, lengths):
 def save(fig, prefix):
     """PREFIX.png and PREFIX.svg, without a date inside, so the same data gives the same files."""
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
-    fig.savefig(f"{prefix}.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(f"{prefix}.svg", bbox_inches="tight", metadata={"Date": None})
+    save_figure(fig, f"{prefix}.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
+    save_figure(fig, f"{prefix}.svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     print(f"plot.py: wrote {prefix}.png, {prefix}.svg")
 

@@ -20,6 +20,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from outputs import save_figure  # noqa: E402  (whole or not at all, as pert's own outputs)
+
 
 def load(path):
     try:
@@ -78,7 +80,7 @@ def main():
         ax.set_visible(False)
     fig.colorbar(im, ax=list(axes.flat), label="accuracy", fraction=0.05)
     fig.suptitle("pass-key retrieval", fontsize=10)
-    fig.savefig(a.out, dpi=120, bbox_inches="tight")
+    save_figure(fig, a.out, dpi=120, bbox_inches="tight")
     print(a.out)
     return 0
 

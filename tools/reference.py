@@ -34,6 +34,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_extend  # noqa: E402
 import safetensors_io  # noqa: E402
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 DT = torch.float64
 
@@ -551,7 +552,7 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
     config.update(extra_config or {})
     os.makedirs(out_dir, exist_ok=True)
     safetensors_io.save(os.path.join(out_dir, "model.safetensors"), t, dtype)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
+    with replaced(os.path.join(out_dir, "config.json")) as f:
         json.dump(config, f, indent=2)
 
 

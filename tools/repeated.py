@@ -12,6 +12,8 @@ a period back; one that is not can only be predicted. Su's ReRoPE posts test the
 import argparse
 import sys
 
+from outputs import replaced  # whole or not at all, as pert's own outputs
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -24,7 +26,7 @@ def main():
     stories = [s.strip() for s in open(src, encoding="utf-8").read().split("\n\n") if s.strip()]
     if not 1 <= k <= len(stories) or n < 1:
         sys.exit(f"repeated.py: K must be in [1, {len(stories)}] and N at least 1")
-    with open(out, "w", encoding="utf-8") as f:
+    with replaced(out, encoding="utf-8") as f:
         f.write("\n\n".join(stories[:k] * n) + "\n")
     print(f"{out}: {k} stories x {n}", file=sys.stderr)
 

@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from outputs import replaced, save_figure  # whole or not at all, as pert's own outputs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "SUMMARY: ")
 
@@ -80,7 +82,7 @@ def main():
     samples = [(t, m) for t, m in samples if t < wall]
 
     if a.csv:
-        with open(a.csv, "w") as f:
+        with replaced(a.csv) as f:
             f.write("seconds,rss_mb\n" + "".join(f"{t:.2f},{m:.1f}\n" for t, m in samples))
     if a.plot:
         import matplotlib
@@ -92,7 +94,7 @@ def main():
         ax.set_ylabel("resident MB")
         ax.set_title(f"pert generate -n {a.n} -c {a.c} ({os.path.basename(a.pert)})")
         fig.tight_layout()
-        fig.savefig(a.plot, metadata={"Software": None})
+        save_figure(fig, a.plot, metadata={"Software": None})
 
     failures = []
     if code != 0:

@@ -46,6 +46,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama2c_tokenizer  # noqa: E402
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own outputs)
 
 SPIECE = "\u2581"  # "▁"
 NORMAL, UNKNOWN, CONTROL, BYTE = "normal", "unknown", "control", "byte"
@@ -282,11 +283,9 @@ def build(pieces, length_tiebreak=True, warn=sys.stderr):
 
 def write(tokenizer, path):
     """Writes the object as HF does (UTF-8, not ASCII-escaped, indent 2)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with replaced(path, encoding="utf-8") as f:
         json.dump(tokenizer, f, ensure_ascii=False, indent=2)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def _named(path, make):

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WIKI = os.path.join(ROOT, "..", "shared", "data", "text", "wikitext-2.test.tokens.txt")
@@ -97,7 +98,7 @@ def main():
         print(f"| {r['tokenizer']} | {r['text']} | {r['startup_s']:.2f} | " + " | ".join(f"{x:.2f}" for x in r["mb_per_s"]) +
               f" | {r['mb_per_s'][-1] / r['mb_per_s'][0]:.2f} |")
     if a.out:
-        with open(a.out, "w") as f:
+        with replaced(a.out) as f:
             json.dump(rows, f, indent=1)
 
 

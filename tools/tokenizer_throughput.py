@@ -32,6 +32,7 @@ import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import hf_tokenizer_test as hft  # noqa: E402
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 
 def timed(cmd):
@@ -116,7 +117,7 @@ def main():
               f"{fmt(r['pert_MBps_cpu'])} | {fmt(r['hf_js_MBps_cpu'])} | "
               f"{fmt(r['pert_empty_wall_s'])} | {fmt(r['hf_js_empty_wall_s'])} |")
     if args.out:
-        with open(args.out, "w") as f:
+        with replaced(args.out) as f:
             json.dump({"input_bytes": size, "whole": args.whole, "method": "whole commands, median of runs; MB/s over (input - empty)",
                        "results": results}, f, indent=1)
     return 0

@@ -82,6 +82,7 @@ import safetensors_io  # noqa: E402
 import tokenizer_json  # noqa: E402
 import train_data  # noqa: E402
 from train_data import data_path, encode, split  # noqa: E402  (tests and heldout.py use them as train.*)
+from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 STOPPED = 3
 LOG_COLUMNS = ["step", "lr", "train_loss", "val_loss", "passkey_loss", "passkey_acc", "seconds"]
@@ -194,11 +195,10 @@ def load_checkpoint(path, device):
 
 
 def save_checkpoint(path, state):
-    """Atomic: a temporary file in the same directory, then renamed over the old one."""
+    """Whole or not at all (outputs.replaced): a killed run never leaves half a checkpoint."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with replaced(path, "wb") as f:
+        torch.save(state, f)
 
 
 class Progress:
@@ -404,7 +404,7 @@ def main():
     vl, pk_loss, pk_acc = evaluate()
     tensors = {k: v.detach().cpu().numpy() for k, v in W.items()}
     safetensors_io.save(os.path.join(out, "model.safetensors"), tensors, cfg["dtype"], {"format": "pt"})
-    with open(os.path.join(out, "config.json"), "w") as f:
+    with replaced(os.path.join(out, "config.json")) as f:
         json.dump(dict(hf, torch_dtype={"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[cfg["dtype"]]),
                   f, indent=2)
     shutil.copy(os.path.join(tok_dir, "tokenizer.json"), os.path.join(out, "tokenizer.json"))

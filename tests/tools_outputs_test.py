@@ -1,0 +1,100 @@
+"""tools/outputs.py, through which every tool writes its results (JSON, CSV, plots, checkpoints,
+models): whole or not at all, never through a planted name, devices and stdout in place, as
+pert's own outputs (tests/test_output_files.cpp). The full disk is tests/fault_inject.cpp,
+preloaded (ctest passes its path in PERT_FAULT_INJECT).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+sys.path.insert(0, TOOLS)
+from outputs import replaced, save_figure  # noqa: E402
+
+
+def write_json(path, value):
+    with replaced(path) as f:
+        json.dump(value, f)
+
+
+def test_a_full_disk_leaves_the_old_file_whole_and_no_temporary_file(tmp_path):
+    shim = os.environ.get("PERT_FAULT_INJECT")
+    if not shim:
+        pytest.skip("PERT_FAULT_INJECT not set (ctest sets it)")
+    out = tmp_path / "result.json"
+    out.write_text("older results\n")
+    code = f"import sys; sys.path.insert(0, {TOOLS!r}); from outputs import replaced\n" \
+           f"with replaced({str(out)!r}) as f: f.write('x' * 100000)"
+    for room in (0, 20):
+        env = dict(os.environ, LD_PRELOAD=shim, PERT_FAULT_DIR=str(tmp_path), PERT_FAULT_BYTES=str(room))
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert r.returncode != 0 and "No space left on device" in r.stderr, r.stderr
+        assert out.read_text() == "older results\n"
+        assert sorted(os.listdir(tmp_path)) == ["result.json"]
+
+
+def test_an_error_in_the_block_leaves_the_old_file(tmp_path):
+    out = tmp_path / "result.json"
+    out.write_text("older\n")
+    with pytest.raises(RuntimeError):
+        with replaced(out) as f:
+            f.write("half")
+            raise RuntimeError("stopped")
+    assert out.read_text() == "older\n" and os.listdir(tmp_path) == ["result.json"]
+
+
+def test_planted_names_are_never_followed_and_modes_are_kept(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name in ("result.json.tmp", ".result.json.tmp"):
+        os.symlink(victim, shared / name)
+    write_json(shared / "result.json", {"a": 1})
+    assert victim.read_text() == "precious\n"
+    assert not os.path.islink(shared / "result.json") and json.loads((shared / "result.json").read_text()) == {"a": 1}
+    os.chmod(shared / "result.json", 0o640)
+    write_json(shared / "result.json", {"a": 2})
+    assert os.stat(shared / "result.json").st_mode & 0o777 == 0o640
+
+
+def test_links_devices_and_stdout(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("{}")
+    link = tmp_path / "link.json"
+    os.symlink(real, link)
+    write_json(link, {"through": "link"})  # the caller's own link: its file replaced, the link kept
+    assert os.path.islink(link) and json.loads(real.read_text()) == {"through": "link"}
+    os.symlink(tmp_path / "nothing", tmp_path / "dangling")
+    with pytest.raises(OSError, match="a link to nothing"):
+        write_json(tmp_path / "dangling", {})
+    assert not (tmp_path / "nothing").exists()
+    write_json("/dev/null", {})  # in place, even as root
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    os.symlink("/proc/self/fd/1", tmp_path / "stdout")
+    code = f"import sys; sys.path.insert(0, {TOOLS!r}); from outputs import replaced\n" \
+           f"print('before', flush=True)\nwith replaced({str(tmp_path / 'stdout')!r}) as f: f.write('json\\n')\nprint('after')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout == "before\njson\nafter\n" and os.path.islink(tmp_path / "stdout")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    write_json(fifo, {"to": "fifo"})
+    assert json.loads(reader.communicate(timeout=10)[0]) == {"to": "fifo"} and not os.path.isfile(fifo)
+
+
+def test_figures_are_saved_whole_in_the_format_their_name_says(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3])
+    save_figure(fig, tmp_path / "plot.png")
+    save_figure(fig, tmp_path / "plot.svg")
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (tmp_path / "plot.svg").read_bytes()[:400]
+    assert sorted(os.listdir(tmp_path)) == ["plot.png", "plot.svg"]
+
