@@ -66,6 +66,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   std::set<std::string> scheme_tensors;
   for (const ExpectedTensor& t : position_tensors(md.config)) scheme_tensors.insert(t.name);
   for (const ExpectedTensor& e : expected_tensors(md.config)) {
+    check_interrupt();  // a large model's load (checked, converted, packed) can be stopped tensor by tensor
     const TensorView& view = *md.checkpoint.find(e.name);
     require_finite(view);  // at load, by name, rather than as NaN logits later
     // Matrices go to BF16 (BF16 checkpoints as stored) or Q8 when asked; vectors stay F32.

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "pert/error.hpp"
 
@@ -156,12 +157,20 @@ FileLock::FileLock(const fs::path& path) {
   }
   if (rc != 0) {
     const int error = errno;
+    if (error == ENOLCK || error == EOPNOTSUPP || error == ENOSYS) {  // no locks on this filesystem
+      unlocked_ = lock.string() + ": cannot lock (" + std::strerror(error) + ")";
+      return;
+    }
     ::close(fd_);
     throw IoError(lock.string() + ": cannot lock: " + std::strerror(error));
   }
 }
 
-FileLock::~FileLock() { ::close(fd_); }  // closing releases the lock
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+}
+
+FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)), unlocked_(std::move(other.unlocked_)) {}
 
 void check_distinct_paths(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
   // What identifies a file: its inode when it exists, else its canonical name; empty: exempt.

@@ -27,12 +27,19 @@ inline std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// pert with stdin read from `stdin_path` (a file or /dev/null: never a terminal).
-inline Run run_pert_stdin(const std::vector<std::string>& args, const std::string& stdin_path) {
-  TempDir io;
+// pert's command line, quoted for a shell.
+inline std::string pert_line(const std::vector<std::string>& args) {
   std::string cmd = quote(PERT_BINARY);
   for (const std::string& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote((io / "out").string()) + " 2>" + quote((io / "err").string()) + " <" + quote(stdin_path);
+  return cmd;
+}
+
+// A bash command line with stdin from `stdin_path` (a file or /dev/null: never a terminal): its
+// exit code and both streams (for what needs a shell: an environment, a pipe, two processes).
+inline Run run_shell(const std::string& command, const std::string& stdin_path = "/dev/null") {
+  TempDir io;
+  const std::string cmd = "bash -c " + quote(command) + " >" + quote((io / "out").string()) + " 2>" +
+                          quote((io / "err").string()) + " <" + quote(stdin_path);
   const int status = std::system(cmd.c_str());
   Run r;
   REQUIRE(WIFEXITED(status));
@@ -40,6 +47,11 @@ inline Run run_pert_stdin(const std::vector<std::string>& args, const std::strin
   r.out = slurp(io / "out");
   r.err = slurp(io / "err");
   return r;
+}
+
+// pert with stdin read from `stdin_path`.
+inline Run run_pert_stdin(const std::vector<std::string>& args, const std::string& stdin_path) {
+  return run_shell("exec " + pert_line(args), stdin_path);
 }
 
 inline Run run_pert(const std::vector<std::string>& args) { return run_pert_stdin(args, "/dev/null"); }

@@ -39,7 +39,8 @@ def main():
         for name, (kind, cells) in SWEEPS.items():
             path = os.path.join(ROOT, "models", "extrapolation", name)
             sweep = json.load(open(path))
-            table = subprocess.run([pert, "sweep", "--merge", path, "--out", os.path.join(tmp, "m.json")], check=True,
+            merged = os.path.join(tmp, "merged-" + name)  # a fresh file each: --merge adds to --out's cells
+            table = subprocess.run([pert, "sweep", "--merge", path, "--out", merged], check=True,
                                    capture_output=True, text=True, cwd=ROOT).stdout
             if table not in readme:
                 failures.append(f"{name}: README.md lacks the table `pert sweep --merge` prints:\n{table}")

@@ -528,7 +528,7 @@ TEST_CASE("catalogue: output paths that cannot be written, before the model load
            {{"positions", "-m", absent}, "--json-out"},
            {{"positions", "-m", absent}, "--csv"},
            {{"sweep", "-m", absent, "-f", text, "--lengths", "64"}, "--out"},
-           {{"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", ok}, "--csv"},
+           {{"sweep", "-m", absent, "-f", text, "--lengths", "64", "--out", ok + ".sweep"}, "--csv"},
            {{"passkey", "-m", absent, "--lengths", "64"}, "--json-out"},
            {{"passkey", "-m", absent, "--lengths", "64"}, "--csv"},
            {{"passkey", "-m", absent, "--lengths", "64"}, "--dump-prompts"},

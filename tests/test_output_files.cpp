@@ -16,27 +16,6 @@ namespace {
 const std::string kRope = std::string(PERT_SOURCE_DIR) + "/models/rope";
 const std::string kAlibi = std::string(PERT_SOURCE_DIR) + "/models/alibi";
 
-// A shell command line, its exit code and both streams (for what run_pert cannot say: an
-// environment, a pipe, stdout on a device, two processes at once).
-Run run_shell(const std::string& command) {
-  TempDir io;
-  const std::string cmd = "bash -c " + quote(command) + " >" + quote((io / "out").string()) + " 2>" +
-                          quote((io / "err").string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  REQUIRE(WIFEXITED(status));
-  r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(io / "out");
-  r.err = slurp(io / "err");
-  return r;
-}
-
-std::string pert_line(const std::vector<std::string>& args) {
-  std::string cmd = quote(PERT_BINARY);
-  for (const std::string& a : args) cmd += " " + quote(a);
-  return cmd;
-}
-
 // pert with writes under `dir` failing once `bytes` bytes are written there (a full disk).
 Run run_on_full_disk(const std::vector<std::string>& args, const fs::path& dir, long bytes) {
   return run_shell("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" LD_PRELOAD=" +
@@ -102,7 +81,7 @@ TEST_CASE("output files: a full disk leaves every older file whole and no tempor
   CHECK(json::parse(slurp(sweep))["cells"].size() == 3);
 }
 
-TEST_CASE("output files: stdout that cannot be written is an error; a closed pipe stays quiet", "[output]") {
+TEST_CASE("output files: stdout that cannot be written is an error, and a closed pipe stays quiet", "[output]") {
   const TempDir inputs;
   const fs::path text = make_text(inputs);
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -111,6 +90,9 @@ TEST_CASE("output files: stdout that cannot be written is an error; a closed pip
            {"perplexity", "-m", kRope, "-f", text.string(), "-q", "-t", "1", "--chunks", "1"},
            {"generate", "-m", kRope, "-p", "Once upon a time", "-n", "400", "-t", "1", "--ignore-eos"},
            {"inspect", kRope, "--json"},
+           {"bench", "-m", kRope, "-p", "16", "-n", "4", "-r", "1", "-t", "1", "-q"},
+           {"sweep", "--help"},
+           {"--version"},
        }) {
     INFO(args[0]);
     const Run r = run_shell(pert_line(args) + " >/dev/full");
@@ -281,7 +263,7 @@ TEST_CASE("output files: stdout's link and FIFOs are written in place", "[output
   }
 }
 
-TEST_CASE("output files: devices are refused as inputs before anything is read; pipes still work", "[output]") {
+TEST_CASE("output files: devices are refused as inputs before anything is read, and pipes still work", "[output]") {
   const TempDir dir;
   const fs::path text = make_text(dir);
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -302,7 +284,7 @@ TEST_CASE("output files: devices are refused as inputs before anything is read; 
   CHECK(json::parse(piped.out)["windows"] == 1);
 }
 
-TEST_CASE("output files: characters a tokenizer cannot encode are dropped, and pert says so once", "[output]") {
+TEST_CASE("output files: characters a tokenizer cannot encode are dropped and pert says so once", "[output]") {
   const TempDir dir;
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) fs::copy_file(fs::path(kRope) / f, dir / f);
   json tok = json::parse(slurp(dir / "tokenizer.json"));

@@ -33,16 +33,21 @@ std::filesystem::path write_target(const std::filesystem::path& path);
 // An exclusive lock on `path`'s companion lock file, PATH.lock (made beside the file write_file
 // replaces, never through a link), held until destroyed: writers that re-read, merge and replace
 // one file one at a time. POSIX record locks (fcntl), which NFS and Lustre share between
-// machines. The lock file stays after use (removing it would race with the next writer).
+// machines. The lock file stays after use (removing it would race with the next writer). A
+// filesystem that has no locks at all (ENOLCK, an NFS mount without lockd) leaves the file
+// unlocked and says why in unlocked(), for the front end to warn that writers must not share it.
 class FileLock {
  public:
   explicit FileLock(const std::filesystem::path& path);
   ~FileLock();
+  FileLock(FileLock&& other) noexcept;
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
+  const std::string& unlocked() const { return unlocked_; }  // "" when the lock is held
 
  private:
   int fd_ = -1;
+  std::string unlocked_;
 };
 
 // A path as a front end names it: `what` is its flag or keyword ("--out", "csv=").

@@ -108,6 +108,7 @@ void run(const BenchArgs& a) {
   else if (format == "csv")
     std::printf("model,params,precision,cache_type,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
   std::fflush(stdout);
+  if (stdout_failed()) finish_stdout();  // nowhere to write the rows: stop before the first test
   for (int threads : thread_counts) {
     set_threads(threads);
     for (const Test& t : tests) {
@@ -133,6 +134,7 @@ void run(const BenchArgs& a) {
         std::printf("%s,%lld,%s,%s,%d,%s,%d,%d,%d,%.6f,%.6f\n", csv_field(model_name).c_str(), params, precision.c_str(),
                     kv, threads, test.c_str(), t.prompt ? t.n : 0, t.prompt ? 0 : t.n, t.depth, mean, sd);
       std::fflush(stdout);
+      if (stdout_failed()) finish_stdout();
     }
   }
   if (format == "json")

@@ -68,11 +68,11 @@ int main(int argc, char** argv) {
       app.parse(argc, argv);  // runs the chosen subcommand
     } catch (const pert::cli::ExitStatus& e) {  // the output is complete (e.g. interrupted: 130)
       code = e.code;
+    } catch (const CLI::ParseError& e) {
+      app.exit(e);  // prints help, the version, or the one-line error
+      code = e.get_exit_code() == 0 ? 0 : 2;
     }
     pert::finish_stdout();  // a result that did not reach stdout (a full disk) is an error
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);  // prints help, the version, or the one-line error
-    return e.get_exit_code() == 0 ? 0 : 2;
   } catch (const pert::BrokenPipe&) {  // stdout's reader is gone (SIGPIPE ignored): quiet, as when it kills
     return 128 + SIGPIPE;
   } catch (const pert::Error& e) {

@@ -146,11 +146,23 @@ void finish(const SweepArgs& a, json& sweep) {
   write_csv(csv_path(a), sweep);
 }
 
+// --out's lock; where its filesystem has none, a warning (once) that writers must not share it.
+FileLock locked(const std::string& out) {
+  FileLock lock(out);
+  static bool warned = false;
+  if (!lock.unlocked().empty() && !warned) {
+    warned = true;
+    std::fprintf(stderr, "pert: warning: %s: two sweeps writing this --out at once could lose cells; give each its own\n",
+                 lock.unlocked().c_str());
+  }
+  return lock;
+}
+
 // Writers of one --out (the shards of a Slurm array, a rerun beside the first run) take turns:
 // each re-reads the file under its lock, adds the cells it made that the file lacks and replaces
 // it, so no writer's cells are lost. Returns what was written.
 json save(const SweepArgs& a, const json& settings, const json& made) {
-  const FileLock lock(a.out);
+  const FileLock lock = locked(a.out);
   json sweep = read_out(a.out, settings);
   add_cells(sweep, made, a.out);
   finish(a, sweep);
@@ -162,7 +174,7 @@ void run_merge(const SweepArgs& a) {
   std::vector<NamedPath> parts;
   for (const std::string& file : a.merge) parts.push_back({"--merge", file});
   check_outputs(a, parts);
-  const FileLock lock(a.out);
+  const FileLock lock = locked(a.out);
   json merged;
   if (fs::exists(a.out)) merged = read_sweep(a.out);
   for (const std::string& file : a.merge) {
@@ -226,7 +238,7 @@ void run_sweep(const SweepArgs& a) {
   settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
   json sweep;
   {
-    const FileLock lock(a.out);
+    const FileLock lock = locked(a.out);
     sweep = read_out(a.out, settings);
   }
   std::map<std::string, bool> done;

@@ -146,6 +146,7 @@ PyModel load(py::object dir_in, py::object config, py::object set, bool allow_sc
   const WeightType type = parse_weight_type(dtype);
   auto loaded = std::make_shared<LoadedModel>();
   {
+    const PythonSignals signals;
     py::gil_scoped_release release;
     *loaded = load_model(dir, o, type);
   }
@@ -319,6 +320,7 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   const bool callback = PyCallable_Check(progress.ptr()), bar_wanted = !callback && py::bool_(progress);
   const size_t dropped = self.m->tokenizer.dropped_characters();
   {
+    const PythonSignals signals;
     py::gil_scoped_release release;
     if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
     else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
@@ -411,7 +413,12 @@ PYBIND11_MODULE(_pert, m) {
       .def("tokenize",
            [](const PyModel& s, const std::string& text, bool add_special) {
              const size_t dropped = s.m->tokenizer.dropped_characters();
-             std::vector<int> ids = s.m->tokenizer.encode(text, add_special);
+             std::vector<int> ids;
+             {
+               const PythonSignals signals;
+               py::gil_scoped_release release;
+               ids = s.m->tokenizer.encode(text, add_special);
+             }
              warn_dropped(s.m->tokenizer, dropped, "text");
              return ids;
            },

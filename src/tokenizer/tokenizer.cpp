@@ -5,6 +5,7 @@
 
 #include "internal.hpp"
 #include "pert/error.hpp"
+#include "pert/interrupt.hpp"
 #include "pert/json_util.hpp"
 
 namespace pert {
@@ -202,7 +203,10 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special, bool
   const Piece whole{std::string(text), true};
   if (d.raw_matcher.empty()) raw_parts.push_back({whole, -1});
   else d.raw_matcher.split(whole, d.added, parse_special, raw_parts);
-  const tokenizer::PieceSink encode_piece = [&](Piece& p) { d.model->encode(p.text, out); };
+  const tokenizer::PieceSink encode_piece = [&](Piece& p) {
+    check_interrupt();  // a text of hundreds of megabytes can be stopped word by word
+    d.model->encode(p.text, out);
+  };
   for (auto& [part, token] : raw_parts) {
     if (token >= 0) {
       out.push_back(d.added[size_t(token)].id);
