@@ -348,6 +348,11 @@ def test_arrays_that_are_not_one_dimensional_are_refused_naming_their_shape(stor
         (lambda: stories.logits([np.array([1, 2])]), "token ids must be integers"),
         (lambda: stories.logits([[1, 2]]), "token ids must be integers"),
         (lambda: stories.logits(np.array([1.0, 2.0])), "token ids must be integers"),
+        (lambda: stories.logits(np.array([2**64 - 1], dtype=np.uint64)), "token id 18446744073709551615 is outside"),
+        (lambda: stories.logits(np.array([-3, 1])), "token id -3 is outside"),
+        (lambda: stories.logits(np.ones(30_000_000, dtype=np.int32)), "logits: the array of 30000000 x 512 logits "
+                                                                        "needs"),  # refused before numpy allocates it
+        (lambda: s.eval(np.ones(17, dtype=np.int64)), "eval: 17 ids exceed the context size 16 of this session"),
     ]
     for call, what in cases:
         with pytest.raises(pert.Error) as e:

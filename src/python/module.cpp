@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "pert/error.hpp"
@@ -22,6 +23,7 @@
 #include "pert/interrupt.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
+#include "pert/memory.hpp"
 #include "pert/positions.hpp"
 #include "pert/progress.hpp"
 #include "pert/text_generation.hpp"
@@ -59,14 +61,39 @@ std::string shape_text(const py::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
+// "token id 512 is outside the vocabulary [0, 512)" unless 0 <= id < vocab.
+template <class Int>
+void check_id(Int id, int vocab, const std::string& where) {
+  bool negative = false;
+  if constexpr (std::is_signed_v<Int>) negative = id < 0;
+  if (negative || id >= Int(vocab))
+    throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+// A numpy array of integers as token ids, at numpy's speed.
+template <class Int>
+std::vector<int> array_ids(const py::array& a, int vocab, const std::string& where) {
+  const auto ids = py::array_t<Int, py::array::c_style | py::array::forcecast>::ensure(a);
+  std::vector<int> out(size_t(ids.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    check_id(ids.data()[i], vocab, where);
+    out[i] = int(ids.data()[i]);
+  }
+  return out;
+}
+
 // Token ids from any iterable of integers (a list, a 1-D numpy array), each in [0, vocab).
 // `where`: "call: argument", e.g. "logits: ids".
 std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) {
   if (py::isinstance<py::str>(ids) || py::isinstance<py::bytes>(ids))
     throw Error(where + ": token ids expected, got a string (tokenize() it first)");
-  if (py::isinstance<py::array>(ids) && py::reinterpret_borrow<py::array>(ids).ndim() != 1)
-    throw Error(where + ": a 1-D sequence of token ids expected, got an array of shape " +
-                shape_text(py::reinterpret_borrow<py::array>(ids)));
+  if (py::isinstance<py::array>(ids)) {
+    const auto a = py::reinterpret_borrow<py::array>(ids);
+    if (a.ndim() != 1)
+      throw Error(where + ": a 1-D sequence of token ids expected, got an array of shape " + shape_text(a));
+    if (a.dtype().kind() == 'i') return array_ids<long long>(a, vocab, where);
+    if (a.dtype().kind() == 'u') return array_ids<unsigned long long>(a, vocab, where);
+  }
   std::vector<int> out;
   try {
     for (py::handle item : py::iter(ids)) {
@@ -75,9 +102,7 @@ std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) 
       PyObject* index = PyNumber_Index(item.ptr());
       if (!index) throw py::error_already_set();
       const long long id = py::reinterpret_steal<py::object>(index).cast<long long>();
-      if (id < 0 || id >= vocab)
-        throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                    std::to_string(vocab) + ")");
+      check_id(id, vocab, where);
       out.push_back(int(id));
     }
   } catch (py::error_already_set& e) {  // not iterable, or an integer that cannot be had
@@ -162,6 +187,8 @@ py::array_t<float> logits(const PyModel& self, py::handle ids_in, const std::str
   require(!ids.empty(), "logits: no token ids");
   const CacheType cache = parse_cache_type(cache_type);
   const int T = int(ids.size()), V = self.config().vocab_size;
+  require_memory(double(T) * V * sizeof(float), "logits: the array of " + std::to_string(T) + " x " + std::to_string(V) +
+                                                     " logits", "; give fewer ids, or use a session");
   py::array_t<float> out(std::vector<py::ssize_t>{T, V});
   float* data = out.mutable_data();
   {
@@ -202,6 +229,8 @@ struct PySession {
     require(!ids.empty(), "eval: no token ids");
     const int n = int(ids.size()), V = state->vocab_size(), at = pos.value_or(state->n_past());
     require(at >= 0, "eval: pos must be >= 0, got " + std::to_string(at));
+    require(n <= state->n_ctx(), "eval: " + std::to_string(n) + " ids exceed the context size " +
+                                     std::to_string(state->n_ctx()) + " of this session");  // before an array that large
     py::array_t<float> out(all_logits ? std::vector<py::ssize_t>{n, V} : std::vector<py::ssize_t>{V});
     float* data = out.mutable_data();
     const PythonSignals signals;
