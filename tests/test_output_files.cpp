@@ -42,7 +42,7 @@ bool is_link(const fs::path& p) { return fs::is_symlink(fs::symlink_status(p)); 
 
 }  // namespace
 
-TEST_CASE("output files: a full disk leaves every older file whole and no temporary file", "[output]") {
+TEST_CASE("output files: a full disk leaves every older file whole and no temporary file", "[catalogue][output]") {
   const TempDir inputs, out;
   const fs::path text = make_text(inputs);
   const std::string sweep = (out / "s.json").string(), csv = (out / "s.csv").string();
@@ -81,7 +81,7 @@ TEST_CASE("output files: a full disk leaves every older file whole and no tempor
   CHECK(json::parse(slurp(sweep))["cells"].size() == 3);
 }
 
-TEST_CASE("output files: stdout that cannot be written is an error, and a closed pipe stays quiet", "[output]") {
+TEST_CASE("output files: stdout that cannot be written is an error, and a closed pipe stays quiet", "[catalogue][output]") {
   const TempDir inputs;
   const fs::path text = make_text(inputs);
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -109,7 +109,7 @@ TEST_CASE("output files: stdout that cannot be written is an error, and a closed
   }
 }
 
-TEST_CASE("output files: shards writing one --out at once keep every cell", "[output]") {
+TEST_CASE("output files: shards writing one --out at once keep every cell", "[catalogue][output]") {
   const TempDir inputs, out;
   const fs::path text = make_text(inputs);
   const std::string sweep = (out / "s.json").string();
@@ -140,7 +140,7 @@ TEST_CASE("output files: shards writing one --out at once keep every cell", "[ou
   CHECK_THAT(again.err, Catch::Matchers::Contains("0 to run"));
 }
 
-TEST_CASE("output files: an output naming another output or an input is refused before any work", "[output]") {
+TEST_CASE("output files: an output naming another output or an input is refused before any work", "[catalogue][output]") {
   const TempDir inputs, out;
   const fs::path text = make_text(inputs);
   const std::string t = text.string(), r_json = (out / "r.json").string(), r_csv = (out / "r.csv").string();
@@ -179,7 +179,7 @@ TEST_CASE("output files: an output naming another output or an input is refused 
   }
 }
 
-TEST_CASE("output files: names planted in a shared directory are never followed", "[output]") {
+TEST_CASE("output files: names planted in a shared directory are never followed", "[catalogue][output]") {
   const TempDir dir, elsewhere;
   const fs::path victim = elsewhere / "victim";
   write_file(victim, "precious\n");
@@ -235,7 +235,7 @@ TEST_CASE("output files: names planted in a shared directory are never followed"
   }
 }
 
-TEST_CASE("output files: stdout's link and FIFOs are written in place", "[output]") {
+TEST_CASE("output files: stdout's link and FIFOs are written in place", "[catalogue][output]") {
   const TempDir dir;
   SECTION("a link to /proc/self/fd/1 (and /dev/stdout) sends the JSON to stdout") {
     const fs::path link = dir / "stdout";
@@ -263,7 +263,7 @@ TEST_CASE("output files: stdout's link and FIFOs are written in place", "[output
   }
 }
 
-TEST_CASE("output files: devices are refused as inputs before anything is read, and pipes still work", "[output]") {
+TEST_CASE("output files: devices are refused as inputs before anything is read, and pipes still work", "[catalogue][output]") {
   const TempDir dir;
   const fs::path text = make_text(dir);
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -284,7 +284,7 @@ TEST_CASE("output files: devices are refused as inputs before anything is read, 
   CHECK(json::parse(piped.out)["windows"] == 1);
 }
 
-TEST_CASE("output files: characters a tokenizer cannot encode are dropped and pert says so once", "[output]") {
+TEST_CASE("output files: characters a tokenizer cannot encode are dropped and pert says so once", "[catalogue][output]") {
   const TempDir dir;
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) fs::copy_file(fs::path(kRope) / f, dir / f);
   json tok = json::parse(slurp(dir / "tokenizer.json"));
