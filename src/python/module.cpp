@@ -61,6 +61,12 @@ std::string shape_text(const py::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
+// A [rows, vocab] float32 array checked against the memory left before numpy allocates it.
+void require_array_memory(const std::string& call, int rows, int vocab, const std::string& advice) {
+  require_memory(double(rows) * vocab * sizeof(float),
+                 call + ": the array of " + std::to_string(rows) + " x " + std::to_string(vocab) + " logits", advice);
+}
+
 // "token id 512 is outside the vocabulary [0, 512)" unless 0 <= id < vocab.
 template <class Int>
 void check_id(Int id, int vocab, const std::string& where) {
@@ -187,8 +193,7 @@ py::array_t<float> logits(const PyModel& self, py::handle ids_in, const std::str
   require(!ids.empty(), "logits: no token ids");
   const CacheType cache = parse_cache_type(cache_type);
   const int T = int(ids.size()), V = self.config().vocab_size;
-  require_memory(double(T) * V * sizeof(float), "logits: the array of " + std::to_string(T) + " x " + std::to_string(V) +
-                                                     " logits", "; give fewer ids, or use a session");
+  require_array_memory("logits", T, V, "; give fewer ids, or use a session");
   py::array_t<float> out(std::vector<py::ssize_t>{T, V});
   float* data = out.mutable_data();
   {
@@ -231,6 +236,8 @@ struct PySession {
     require(at >= 0, "eval: pos must be >= 0, got " + std::to_string(at));
     require(n <= state->n_ctx(), "eval: " + std::to_string(n) + " ids exceed the context size " +
                                      std::to_string(state->n_ctx()) + " of this session");  // before an array that large
+    if (all_logits)
+      require_array_memory("eval", n, V, "; give fewer ids, or all_logits=False");
     py::array_t<float> out(all_logits ? std::vector<py::ssize_t>{n, V} : std::vector<py::ssize_t>{V});
     float* data = out.mutable_data();
     const PythonSignals signals;
