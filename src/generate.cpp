@@ -48,6 +48,9 @@ int Generation::next() {
     } else if (state_.n_past() == n_ctx && options_.n_predict < 0) {  // no shift: the context is spent
       stop("context");
     } else {
+      if (state_.n_past() < int(context_.size()))  // a re-encode stopped midway (check_interrupt): finish it
+        state_.forward(context_.data() + state_.n_past(), int(context_.size()) - state_.n_past(), state_.n_past(),
+                       logits_.data(), false);
       if (state_.n_past() == n_ctx) {  // full: drop the older half of what follows n_keep
         if (options_.n_keep > n_ctx - 2)
           throw Error("generate: the context of " + std::to_string(n_ctx) + " is full and keeping " +

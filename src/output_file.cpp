@@ -1,11 +1,14 @@
 #include "pert/output_file.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -62,28 +65,65 @@ void write_in_place(const fs::path& path, std::string_view text) {
   if (error || closed) cannot_write(path, error ? error : closed);
 }
 
-// SIGINT, SIGTERM and SIGHUP held back while this lives (delivered when it ends).
-class HoldSignals {
+// The temporary file a signal must remove (any thread may take a process's signal: OpenMP's
+// workers too, so blocking it on this thread would not do).
+char pending_temporary[PATH_MAX];
+std::atomic<bool> temporary_armed{false};
+
+extern "C" void remove_temporary_and_die(int sig) {
+  if (temporary_armed.load()) ::unlink(pending_temporary);  // async-signal-safe
+  ::raise(sig);  // SA_RESETHAND: the default action, as if pert had not been here
+}
+
+// While it lives, SIGINT, SIGTERM and SIGHUP, where they would end pert (their default action),
+// first remove `temporary`; a signal with a handler of its own or ignored is left alone.
+class RemoveOnSignal {
  public:
-  HoldSignals() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
-    pthread_sigmask(SIG_BLOCK, &set, &old_);
+  explicit RemoveOnSignal(const std::string& temporary) {
+    if (temporary.size() >= sizeof pending_temporary) return;
+    std::memcpy(pending_temporary, temporary.c_str(), temporary.size() + 1);
+    temporary_armed.store(true);
+    struct sigaction sa {};
+    sa.sa_handler = remove_temporary_and_die;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    for (int i = 0; i < 3; ++i) {
+      struct sigaction old {};
+      installed_[i] = ::sigaction(kSignals[i], nullptr, &old) == 0 && old.sa_handler == SIG_DFL &&
+                      ::sigaction(kSignals[i], &sa, nullptr) == 0;
+    }
   }
-  ~HoldSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  HoldSignals(const HoldSignals&) = delete;
-  HoldSignals& operator=(const HoldSignals&) = delete;
+  ~RemoveOnSignal() {
+    for (int i = 0; i < 3; ++i)
+      if (installed_[i]) ::signal(kSignals[i], SIG_DFL);
+    temporary_armed.store(false);
+  }
+  RemoveOnSignal(const RemoveOnSignal&) = delete;
+  RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
 
  private:
-  sigset_t old_;
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  bool installed_[3] = {false, false, false};
 };
 
+// The process's umask, read without setting it (umask(2) cannot be read without a write, which
+// another thread creating a file meanwhile would see).
 mode_t umask_now() {
-  const mode_t m = ::umask(0);
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned mask = 0;
+  bool found = false;
+  while (f && !found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "Umask: %o", &mask) == 1;
+  if (f) std::fclose(f);
+  if (found) return mode_t(mask);
+  const mode_t m = ::umask(022);  // no /proc: the only way there is
   ::umask(m);
   return m;
 }
+
+// A filesystem without permission bits (vfat, some FUSE mounts) refuses chmod: not a reason to
+// fail a write.
+bool chmod_unsupported(int error) { return error == EPERM || error == ENOTSUP || error == ENOSYS || error == EINVAL; }
 
 // `target` (a regular file or a new name) replaced by a complete temporary file.
 void replace_atomically(const fs::path& target, std::string_view text) {
@@ -91,12 +131,13 @@ void replace_atomically(const fs::path& target, std::string_view text) {
   std::string name = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
   struct stat old {};
   const bool existed = ::stat(target.c_str(), &old) == 0;
-  const HoldSignals hold;
   // mkostemp creates with O_EXCL: a planted name (a link included) makes it try another.
   const int fd = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0) cannot_write(target, errno);
+  const RemoveOnSignal remove_on_signal(name);
   int error = 0;
-  if (::fchmod(fd, existed ? (old.st_mode & 07777) : (0666 & ~umask_now())) != 0) error = errno;
+  if (::fchmod(fd, existed ? (old.st_mode & 07777) : (0666 & ~umask_now())) != 0 && !chmod_unsupported(errno))
+    error = errno;
   if (existed && ::geteuid() == 0) (void)!::fchown(fd, old.st_uid, old.st_gid);  // root keeps a user's file theirs
   if (!error) error = write_all(fd, text);
   if (!error && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) error = errno;  // EINVAL: cannot sync, fine
@@ -123,6 +164,33 @@ fs::path write_target(const fs::path& path) {
   const fs::path real = fs::canonical(path, ec);
   if (ec) cannot_write(path, ec.value());
   return real;
+}
+
+void check_writable(const fs::path& path) {
+  const std::string head = "cannot write " + path.string() + ": ";
+  fs::path target;
+  try {
+    target = write_target(path);
+  } catch (const Error& e) {  // "PATH: cannot write: a link ..."
+    const std::string why = e.what();
+    throw IoError(head + why.substr(why.rfind(": cannot write: ") + 16));
+  }
+  struct stat st {};
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) throw IoError(head + "it is a directory");
+  if (exists && !S_ISREG(st.st_mode)) {  // written in place: its directory does not matter
+    if (::access(target.c_str(), W_OK) != 0) throw IoError(head + "not writable");
+    return;
+  }
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  struct stat d {};
+  if (::stat(dir.c_str(), &d) != 0) throw IoError(head + "directory " + dir.string() + " does not exist");
+  if (!S_ISDIR(d.st_mode)) throw IoError(head + dir.string() + " is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) throw IoError(head + "directory " + dir.string() + " is not writable");
+  if (exists && ::access(target.c_str(), W_OK) != 0) throw IoError(head + "not writable");
+  const uid_t me = ::geteuid();
+  if (exists && (d.st_mode & S_ISVTX) && me != 0 && st.st_uid != me && d.st_uid != me)
+    throw IoError(head + "another user's file in a sticky directory (" + dir.string() + "), which only they can replace");
 }
 
 void write_file(const fs::path& path, std::string_view text) {
@@ -207,13 +275,20 @@ bool stdout_failed() {
   return failed;
 }
 
+// Whether stdout is a pipe or socket whose reader has gone (poll says POLLERR): the errno of an
+// earlier failed write may be long overwritten.
+bool reader_gone() {
+  struct pollfd p {1, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
 void finish_stdout() {
   const bool failed_before = stdout_failed();
   std::clearerr(stdout);
   errno = 0;
   if (std::fflush(stdout) != 0) stdout_error = errno ? errno : EIO;  // what is buffered, or tried again
   else if (!failed_before) return;
-  if (stdout_error == EPIPE) throw BrokenPipe{};
+  if (stdout_error == EPIPE || reader_gone()) throw BrokenPipe{};
   throw IoError("stdout: cannot write: " + std::string(std::strerror(stdout_error ? stdout_error : EIO)));
 }
 

@@ -1,7 +1,9 @@
 // A full disk for one directory, for tests that cannot mount a small tmpfs: loaded with
 // LD_PRELOAD, it lets writes to files under $PERT_FAULT_DIR add up to $PERT_FAULT_BYTES bytes
 // (default 0) and then fails them with ENOSPC, as a filesystem that has run out of room does
-// (a write that crosses the limit is cut short there). Other files are written as usual.
+// (a write that crosses the limit is cut short there). Other files are written as usual. With
+// $PERT_FAULT_DELAY_MS each of those writes first waits that long (a slow disk), so a test can
+// signal a process in the middle of writing a file.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@ bool watched(int fd) {
 
 extern "C" ssize_t write(int fd, const void* buf, size_t count) {
   if (!watched(fd)) return real_write()(fd, buf, count);
+  if (const char* delay = std::getenv("PERT_FAULT_DELAY_MS")) usleep(useconds_t(std::atol(delay)) * 1000);
   const char* limit_text = std::getenv("PERT_FAULT_BYTES");
   const long long limit = limit_text ? std::atoll(limit_text) : 0;
   const long long room = limit - written.load();

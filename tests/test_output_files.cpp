@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <set>
 
 #include "cli_util.hpp"
@@ -16,11 +17,16 @@ namespace {
 const std::string kRope = std::string(PERT_SOURCE_DIR) + "/models/rope";
 const std::string kAlibi = std::string(PERT_SOURCE_DIR) + "/models/alibi";
 
-// pert with writes under `dir` failing once `bytes` bytes are written there (a full disk).
+// The environment that makes writes under `dir` fail once `bytes` bytes are written there (a full
+// disk), each after `delay_ms` (a slow disk).
+std::string faulty_disk(const fs::path& dir, long bytes, int delay_ms = 0) {
+  return "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" LD_PRELOAD=" +
+         quote(PERT_FAULT_INJECT) + " PERT_FAULT_DIR=" + quote(dir.string()) + " PERT_FAULT_BYTES=" +
+         std::to_string(bytes) + " PERT_FAULT_DELAY_MS=" + std::to_string(delay_ms) + " ";
+}
+
 Run run_on_full_disk(const std::vector<std::string>& args, const fs::path& dir, long bytes) {
-  return run_shell("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" LD_PRELOAD=" +
-                   quote(PERT_FAULT_INJECT) + " PERT_FAULT_DIR=" + quote(dir.string()) +
-                   " PERT_FAULT_BYTES=" + std::to_string(bytes) + " " + pert_line(args));
+  return run_shell(faulty_disk(dir, bytes) + pert_line(args));
 }
 
 std::set<std::string> names_in(const fs::path& dir) {
@@ -79,6 +85,23 @@ TEST_CASE("output files: a full disk leaves every older file whole and no tempor
   const Run resumed = run_pert({"sweep", "-m", kRope, "-f", text.string(), "--lengths", "32,64,128", "--out", sweep, "-q", "-t", "1"});
   CHECK(resumed.exit_code == 0);
   CHECK(json::parse(slurp(sweep))["cells"].size() == 3);
+}
+
+TEST_CASE("output files: a signal that ends pert while it writes a file removes the temporary file", "[catalogue][output]") {
+  const TempDir out;
+  write_file(out / "p.json", "older\n");
+  for (const std::string sig : {"TERM", "INT", "HUP"}) {
+    INFO("SIG" << sig);
+    // The write waits 3 s (a slow disk); the signal comes once the temporary file exists. Job
+    // control (set -m), or a background job would ignore SIGINT.
+    const Run r = run_shell("set -m; " + faulty_disk(out.path, 1L << 30, 3000) +
+                            pert_line({"positions", "-m", kRope, "--json-out", (out / "p.json").string()}) +
+                            " >/dev/null & pid=$!; for i in $(seq 200); do ls -A " + quote(out.path.string()) +
+                            " | grep -q '^[.]p[.]json[.]' && break; sleep 0.05; done; kill -" + sig + " $pid; wait $pid");
+    CHECK(r.exit_code == 128 + (sig == "TERM" ? SIGTERM : sig == "INT" ? SIGINT : SIGHUP));
+    CHECK(names_in(out.path) == std::set<std::string>{"p.json"});
+    CHECK(slurp(out / "p.json") == "older\n");
+  }
 }
 
 TEST_CASE("output files: stdout that cannot be written is an error, and a closed pipe stays quiet", "[catalogue][output]") {
@@ -222,13 +245,19 @@ TEST_CASE("output files: names planted in a shared directory are never followed"
   if (::geteuid() == 0) {
     SECTION("another user's link is not followed (root only: lchown)") {
       fs::create_symlink(victim, result);
-      REQUIRE(::lchown(result.c_str(), 65534, 65534) == 0);
+      if (::lchown(result.c_str(), 65534, 65534) != 0) {
+        WARN("lchown refused here (a rootless container): skipped");
+        return;
+      }
       require_refusal(positions_to(result), {result.string(), "a link owned by another user; not followed"}, 2);
       CHECK(slurp(victim) == "precious\n");
     }
     SECTION("a character device is written in place, never replaced (root only: mknod)") {
       const fs::path null = dir / "null";
-      REQUIRE(::mknod(null.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0);
+      if (::mknod(null.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+        WARN("mknod refused here (a rootless container): skipped");
+        return;
+      }
       REQUIRE(positions_to(null).exit_code == 0);
       CHECK(fs::is_character_file(fs::symlink_status(null)));
     }

@@ -333,8 +333,14 @@ def test_the_readme_example_runs(tmp_path):
 
 # --- hostile calls: an error, never a crash of the interpreter (issue: a notebook never dies) -----
 
+def memory_available():
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+
+
 def test_arrays_that_are_not_one_dimensional_are_refused_naming_their_shape(stories):
     s = stories.session(n_ctx=16)
+    too_many = memory_available() // (4 * stories.vocab_size) * 3 // 2  # ids whose logits need 1.5x the memory left
     cases = [
         (lambda: stories.logits(np.array([[1, 2], [3, 4]])), "logits: ids: a 1-D sequence of token ids expected, "
                                                                "got an array of shape (2, 2)"),
@@ -350,8 +356,8 @@ def test_arrays_that_are_not_one_dimensional_are_refused_naming_their_shape(stor
         (lambda: stories.logits(np.array([1.0, 2.0])), "token ids must be integers"),
         (lambda: stories.logits(np.array([2**64 - 1], dtype=np.uint64)), "token id 18446744073709551615 is outside"),
         (lambda: stories.logits(np.array([-3, 1])), "token id -3 is outside"),
-        (lambda: stories.logits(np.ones(30_000_000, dtype=np.int32)), "logits: the array of 30000000 x 512 logits "
-                                                                        "needs"),  # refused before numpy allocates it
+        (lambda: stories.logits(np.ones(too_many, dtype=np.int32)), f"logits: the array of {too_many} x 512 logits "
+                                                                      "needs"),  # refused before numpy allocates it
         (lambda: s.eval(np.ones(17, dtype=np.int64)), "eval: 17 ids exceed the context size 16 of this session"),
     ]
     for call, what in cases:

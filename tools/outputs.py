@@ -16,8 +16,10 @@ output_file.hpp; README "Results are never lost"):
         fig.savefig(f, format="png")
 """
 import contextlib
+import errno
 import os
 import stat
+import sys
 import tempfile
 
 
@@ -40,6 +42,17 @@ def target(path):
     return os.path.realpath(path)
 
 
+def _umask():
+    """The umask, read without setting it where /proc tells it (another thread may be creating a file)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
 def _standard_stream(st):
     """1 or 2 when `st` is the file stdout or stderr is, else None."""
     for fd in (1, 2):
@@ -60,7 +73,8 @@ def replaced(path, mode="w", **open_args):
     except FileNotFoundError:
         st = None
     stream = _standard_stream(st) if st is not None else None
-    if stream is not None:  # stdout's or stderr's file (/dev/stdout, a link to it): written there
+    if stream is not None:  # stdout's or stderr's file (/dev/stdout, a link to it): written there, in order
+        (sys.stdout if stream == 1 else sys.stderr).flush()
         with os.fdopen(os.dup(stream), mode, **open_args) as f:
             yield f
         return
@@ -72,18 +86,23 @@ def replaced(path, mode="w", **open_args):
     folder, name = os.path.split(os.path.abspath(real))
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)  # O_EXCL: nothing planted is followed
     try:
-        if st is not None:
-            os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, mode, **open_args) as f:
+        try:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+            if st is not None and os.geteuid() == 0:
+                os.fchown(fd, st.st_uid, st.st_gid)  # root keeps a user's file theirs
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL):  # no permission bits here
+                raise
+        f = os.fdopen(fd, mode, **open_args)
+        fd = None  # the file object owns it now
+        with f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, real)
     except BaseException:
+        if fd is not None:
+            os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
@@ -98,7 +117,6 @@ def save_figure(fig, path, **savefig_args):
 def main():
     import argparse
     import shutil
-    import sys
     ap = argparse.ArgumentParser(description="Writes standard input to FILE whole or not at all: to a temporary file "
                                              "beside it, renamed over it when complete (devices and stdout in place). "
                                              "For shell scripts: COMMAND | tools/outputs.py result.txt")

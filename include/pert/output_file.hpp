@@ -16,15 +16,21 @@ namespace pert {
 //       place; it is never replaced by a regular file.
 //   a new name or a regular file: a temporary file is made in the same directory with exclusive
 //       creation (a name planted there, a link included, is never followed), written, synced and
-//       renamed over `path`. On any failure (a full disk, a signal-free error) the old file is left
-//       as it was and the temporary file is removed. SIGINT, SIGTERM and SIGHUP wait until the
-//       rename is done, so they never leave the temporary file behind either.
+//       renamed over `path`. On any failure (a full disk, a read-only directory) the old file is left
+//       as it was and the temporary file is removed. SIGINT, SIGTERM and SIGHUP that end pert
+//       meanwhile remove it first (only SIGKILL can leave a .NAME.XXXXXX file behind).
 //   a link to a regular file: the file it leads to is replaced as above (the link stays), when
 //       the link is the caller's own or root's; a link of another user is not followed (as the
 //       kernel's protected_symlinks), nor is a link to nothing.
 // An existing file keeps its permission bits; a new one gets 0666 less the umask.
 // Throws IoError "PATH: cannot write: REASON".
 void write_file(const std::filesystem::path& path, std::string_view text);
+
+// What can be known before any work of whether write_file(path) will succeed, checked where it
+// will write: a link is resolved as write_file resolves it; a device, FIFO or stdout must be
+// writable itself; a file to be replaced needs a directory that exists and can be written, and
+// (in a sticky directory such as /tmp) must be the caller's. IoError "cannot write PATH: REASON".
+void check_writable(const std::filesystem::path& path);
 
 // The file write_file(path) would replace: `path`, or where a link at `path` leads. Throws as
 // write_file does for a link it would not follow.

@@ -153,19 +153,9 @@ CLI::Validator input_file(bool streams) {
 CLI::Validator writable_file() {
   return CLI::Validator(
       [](std::string& input) -> std::string {
-        namespace fs = std::filesystem;
         if (input.empty() || input == "-") return "";
-        const fs::path path = input;
-        std::error_code ec;
-        if (fs::is_directory(path, ec)) return "cannot write " + input + ": it is a directory";
-        const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-        if (!fs::exists(dir, ec)) return "cannot write " + input + ": directory " + dir.string() + " does not exist";
-        if (!fs::is_directory(dir, ec)) return "cannot write " + input + ": " + dir.string() + " is not a directory";
-        if (::access(dir.c_str(), W_OK | X_OK) != 0)
-          return "cannot write " + input + ": directory " + dir.string() + " is not writable";
-        if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) return "cannot write " + input + ": not writable";
         try {
-          write_target(path);  // a link it would not follow: refused now, not after the work
+          check_writable(input);
         } catch (const Error& e) {
           return e.what();
         }

@@ -113,18 +113,25 @@ void check_labels(const json& cells, const std::string& where) {
 }
 
 // `cells` added to `sweep` where it lacks them (one cell per key: the one there first stays).
-void add_cells(json& sweep, const json& cells, const std::string& where) {
-  std::map<std::string, bool> seen;
-  for (const json& c : sweep["cells"]) seen[cell_key(c)] = true;
+// Returns how many of `cells` were left out although their result differs from the one kept.
+int add_cells(json& sweep, const json& cells, const std::string& where) {
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < sweep["cells"].size(); ++i) at.emplace(cell_key(sweep["cells"][i]), i);
   json both = sweep["cells"];
   both.insert(both.end(), cells.begin(), cells.end());
   check_same_weights(both, where);  // before a cell of other weights is dropped as a duplicate
-  for (const json& c : cells)
-    if (!seen[cell_key(c)]) {
-      seen[cell_key(c)] = true;
+  int differing = 0;
+  for (const json& c : cells) {
+    const auto [it, added] = at.emplace(cell_key(c), sweep["cells"].size());
+    if (added) {
       sweep["cells"].push_back(c);
+    } else {
+      const json& kept = sweep["cells"][it->second];
+      differing += kept.value("ppl", json()) != c.value("ppl", json()) || kept.value("error", json()) != c.value("error", json());
     }
+  }
   check_labels(sweep["cells"], where);
+  return differing;
 }
 
 // --out as it is now (another shard's cells included), or an empty sweep; its settings must be
@@ -147,7 +154,7 @@ void finish(const SweepArgs& a, json& sweep) {
 }
 
 // --out's lock; where its filesystem has none, a warning (once) that writers must not share it.
-FileLock locked(const std::string& out) {
+FileLock sweep_lock(const std::string& out) {
   FileLock lock(out);
   static bool warned = false;
   if (!lock.unlocked().empty() && !warned) {
@@ -162,7 +169,7 @@ FileLock locked(const std::string& out) {
 // each re-reads the file under its lock, adds the cells it made that the file lacks and replaces
 // it, so no writer's cells are lost. Returns what was written.
 json save(const SweepArgs& a, const json& settings, const json& made) {
-  const FileLock lock = locked(a.out);
+  const FileLock lock = sweep_lock(a.out);
   json sweep = read_out(a.out, settings);
   add_cells(sweep, made, a.out);
   finish(a, sweep);
@@ -174,7 +181,7 @@ void run_merge(const SweepArgs& a) {
   std::vector<NamedPath> parts;
   for (const std::string& file : a.merge) parts.push_back({"--merge", file});
   check_outputs(a, parts);
-  const FileLock lock = locked(a.out);
+  const FileLock lock = sweep_lock(a.out);
   json merged;
   if (fs::exists(a.out)) merged = read_sweep(a.out);
   for (const std::string& file : a.merge) {
@@ -183,7 +190,9 @@ void run_merge(const SweepArgs& a) {
       merged = {{"pert_sweep", 1}, {"settings", part["settings"]}, {"cells", json::array()}};
     else
       check_settings(part["settings"], merged["settings"], file);
-    add_cells(merged, part["cells"], file);
+    if (const int differing = add_cells(merged, part["cells"], file))
+      std::fprintf(stderr, "pert: warning: %s: %d of its cells differ from the ones %s has already, which were kept\n",
+                   file.c_str(), differing, fs::exists(a.out) ? a.out.c_str() : "the files before it");
   }
   finish(a, merged);
   std::cout << markdown_table(merged["cells"]);
@@ -238,7 +247,7 @@ void run_sweep(const SweepArgs& a) {
   settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
   json sweep;
   {
-    const FileLock lock = locked(a.out);
+    const FileLock lock = sweep_lock(a.out);
     sweep = read_out(a.out, settings);
   }
   std::map<std::string, bool> done;

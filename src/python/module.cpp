@@ -119,14 +119,18 @@ std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) 
   return out;
 }
 
+unsigned long main_thread = 0;  // Python's main thread (threading.main_thread().ident), set at import
+
 // While it lives (made with the GIL held), pert's long loops look for Ctrl-C about every 100 ms
 // when the caller is Python's main thread (the only one signals reach): a pending signal's
 // exception (KeyboardInterrupt) stops the work and the call raises it.
 class PythonSignals {
  public:
   PythonSignals() {
-    const py::module_ threading = py::module_::import("threading");
-    if (!threading.attr("current_thread")().is(threading.attr("main_thread")())) return;
+    if (PyThread_get_thread_ident() != main_thread) return;
+    // Once now, too: a call shorter than the hook's period (a generated token, whose caller may be
+    // C code such as "".join, which runs no Python between tokens) would never look.
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     hook_.emplace([] {
       py::gil_scoped_acquire gil;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -428,6 +432,7 @@ PYBIND11_MODULE(_pert, m) {
   using namespace pert::python;
   m.doc() = "pert: positional-encoding runtime for transformers (the compiled part; import pert)";
   m.attr("__version__") = PERT_VERSION;
+  main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   const auto error = py::register_exception<Error>(m, "Error", PyExc_Exception);
   // Registered after Error, so tried first: a config that would replace the trained scheme.
   py::register_exception<SchemeChangeError>(m, "SchemeChangeError", error.ptr());

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "internal.hpp"
+#include "pert/interrupt.hpp"
 #include "pert/json_util.hpp"
 
 namespace pert::tokenizer {
@@ -161,8 +162,13 @@ void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
   sym.clear();
   sym.reserve(word.size());  // at most a symbol a byte
   auto add = [&](int id) { sym.push_back({id, int(sym.size()) - 1, int(sym.size()) + 1}); };
+  // One word may be a whole text (no pre-tokenizer): Ctrl-C is looked for every 65536 steps.
+  size_t steps = 0;
+  auto step = [&] {
+    if ((++steps & 0xffff) == 0) check_interrupt();
+  };
   int pending_unk = -1;  // HF holds an <unk> back to fuse it with the next unknown character
-  for (size_t i = 0; i < word.size();) {
+  for (size_t i = 0; i < word.size(); step()) {
     const size_t at = i;
     const char32_t c = utf8_decode(word, i);
     const auto known = char_ids_.find(c);
@@ -201,9 +207,9 @@ void Bpe::merge_word(std::string_view word, std::vector<int>& out) const {
   auto consider = [&](int i) {
     if (const auto* m = merge_at(i)) queue.push(m->first, i);
   };
-  for (int i = 0; i < int(sym.size()); ++i) consider(i);
+  for (int i = 0; i < int(sym.size()); ++i, step()) consider(i);
   int rank = 0, pos = 0;
-  while (queue.pop(rank, pos)) {
+  for (; queue.pop(rank, pos); step()) {
     const auto* m = merge_at(pos);
     if (!m || m->first != rank) continue;  // stale
     Symbol& left = sym[size_t(pos)];

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "internal.hpp"
+#include "pert/interrupt.hpp"
 #include "pert/tokenizer.hpp"
 
 namespace pert::tokenizer {
@@ -64,7 +65,7 @@ void Regex::for_each_match(std::string_view s, const MatchSink& sink) const {
   if (!valid_utf8(s)) throw Error(where_ + ": regex applied to text that is not UTF-8");
   MatchState& state = match_state();
   const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
-  size_t pos = 0, last_end = std::string_view::npos;
+  size_t pos = 0, last_end = std::string_view::npos, matches = 0;
   while (pos <= s.size()) {
     // One match may rightly scan the rest of the text (\s*[\r\n]+ backtracking over a run of
     // spaces), so the limit grows with what is left: runaway backtracking is still stopped.
@@ -80,6 +81,7 @@ void Regex::for_each_match(std::string_view s, const MatchSink& sink) const {
       pos = start + utf8_char_len(s, start);
       continue;
     }
+    if ((++matches & 0xffff) == 0) check_interrupt();  // a pre-tokenizer's split of a whole text
     sink(start, end);
     last_end = end;
     pos = end;
@@ -103,8 +105,11 @@ Pattern::Pattern(const json& j, const Source& src, const std::string& key) {
 void Pattern::for_each_match(std::string_view s, const MatchSink& sink) const {
   if (regex_) return regex_->for_each_match(s, sink);
   if (literal_.empty()) return;  // HF: an empty string matches nothing
-  for (size_t at = s.find(literal_); at != std::string_view::npos; at = s.find(literal_, at + literal_.size()))
+  size_t matches = 0;
+  for (size_t at = s.find(literal_); at != std::string_view::npos; at = s.find(literal_, at + literal_.size())) {
+    if ((++matches & 0xffff) == 0) check_interrupt();  // a normalizer's Replace over a whole text
     sink(at, at + literal_.size());
+  }
 }
 
 std::string replace_all(std::string_view s, const Pattern& p, const std::string& content) {
