@@ -266,14 +266,33 @@ def test_a_session_used_by_two_threads_at_once_is_an_error(stories):
     thread.start()
     refused = 0
     while thread.is_alive():  # runs only while the worker has released the GIL, inside eval
-        try:
-            s.eval([1], pos=0)
-        except pert.Error as e:
-            assert str(e) == "session: in use by another thread"
-            refused += 1
+        for touch in (lambda: s.eval([1], pos=0), lambda: s.n_past):
+            try:
+                touch()
+            except pert.Error as e:
+                assert str(e) == "session: in use by another thread"
+                refused += 1
         time.sleep(0.001)
     thread.join()
-    assert refused >= 1 and s.n_past == 4000
+    assert refused >= 2 and s.n_past == 4000
+
+
+def test_a_generation_read_by_another_thread_while_it_runs_is_an_error(stories):
+    g = stories.generate("Once upon a time", n_predict=3000, n_ctx=1024, ignore_eos=True, temp=0)
+    pieces = []
+    worker = threading.Thread(target=lambda: pieces.extend(g))
+    worker.start()
+    refused = 0
+    while worker.is_alive() and refused < 20:
+        for touch in (lambda: g.tokens, lambda: g.result(), lambda: g.stop):
+            try:
+                touch()
+            except pert.Error as e:
+                assert str(e) == "generation: in use by another thread"
+                refused += 1
+        time.sleep(0.001)
+    worker.join()
+    assert refused >= 1 and len(g.tokens) == 3000 and g.stop == "length"
 
 
 def rss_bytes():

@@ -275,6 +275,7 @@ struct PyGeneration {
   }
 
   py::dict result() const {
+    require(!busy, "generation: in use by another thread");  // its tokens are being appended to
     const GenerateResult& r = g->result();
     py::dict d;
     d["prompt_tokens"] = g->prompt();
@@ -509,14 +510,18 @@ PYBIND11_MODULE(_pert, m) {
            py::arg("n_keep"), py::arg("n_discard"),
            "Drops cached positions [n_keep, n_keep + n_discard) and moves the rest back (llama.cpp's context shift); "
            "False, touching nothing, when the scheme's positions are baked into the cache")
-      .def_property_readonly("n_past", [](const PySession& s) { return s.state->n_past(); })
+      .def_property_readonly("n_past", [](const PySession& s) {
+        require(!s.busy, "session: in use by another thread");  // its count is being changed
+        return s.state->n_past();
+      })
       .def_property_readonly("n_ctx", [](const PySession& s) { return s.state->n_ctx(); });
 
   py::class_<PyGeneration>(m, "Generation", "Text pieces as they are generated (Model.generate)")
       .def("__iter__", [](PyGeneration& g) -> PyGeneration& { return g; })
       .def("__next__", &PyGeneration::next)
-      .def_property_readonly("tokens", [](const PyGeneration& g) { return g.g->result().tokens; })
-      .def_property_readonly("stop", [](const PyGeneration& g) { return g.result()["stop"]; })
+      // py::object, not the accessor dict[...] returns: that would outlive its dict.
+      .def_property_readonly("tokens", [](const PyGeneration& g) { return py::object(g.result()["tokens"]); })
+      .def_property_readonly("stop", [](const PyGeneration& g) { return py::object(g.result()["stop"]); })
       .def("result", &PyGeneration::result, "Prompt and generated tokens, stop reason, context shifts, timings");
 
   made_only_by(m.attr("Model"), "pert.load(dir)");
