@@ -125,9 +125,34 @@ mode_t umask_now() {
 // fail a write.
 bool chmod_unsupported(int error) { return error == EPERM || error == ENOTSUP || error == ENOSYS || error == EINVAL; }
 
+// The directory a file is (to be) made in.
+fs::path directory_of(const fs::path& file) { return file.parent_path().empty() ? fs::path(".") : file.parent_path(); }
+
+// Where a link at `path` leads when write_file may follow it; "" with `refusal` set when it may
+// not (another user's link, a link to nothing); `path` itself when it is no link or leads to a
+// file written in place.
+fs::path follow_link(const fs::path& path, std::string& refusal) {
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) return path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    refusal = "a link to nothing (" + std::string(std::strerror(errno)) + "); not followed";
+    return {};
+  }
+  if (!S_ISREG(st.st_mode)) return path;  // written in place
+  if (link.st_uid != ::geteuid() && link.st_uid != 0) {
+    refusal = "a link owned by another user; not followed";
+    return {};
+  }
+  std::error_code ec;
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) refusal = ec.message();
+  return real;
+}
+
 // `target` (a regular file or a new name) replaced by a complete temporary file.
 void replace_atomically(const fs::path& target, std::string_view text) {
-  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const fs::path dir = directory_of(target);
   std::string name = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
   struct stat old {};
   const bool existed = ::stat(target.c_str(), &old) == 0;
@@ -152,29 +177,17 @@ void replace_atomically(const fs::path& target, std::string_view text) {
 }  // namespace
 
 fs::path write_target(const fs::path& path) {
-  struct stat link {};
-  if (::lstat(path.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) return path;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw IoError(path.string() + ": cannot write: a link to nothing (" + std::strerror(errno) + "); not followed");
-  if (!S_ISREG(st.st_mode)) return path;  // written in place
-  if (link.st_uid != ::geteuid() && link.st_uid != 0)
-    throw IoError(path.string() + ": cannot write: a link owned by another user; not followed");
-  std::error_code ec;
-  const fs::path real = fs::canonical(path, ec);
-  if (ec) cannot_write(path, ec.value());
-  return real;
+  std::string refusal;
+  const fs::path target = follow_link(path, refusal);
+  if (!refusal.empty()) throw IoError(path.string() + ": cannot write: " + refusal);
+  return target;
 }
 
 void check_writable(const fs::path& path) {
   const std::string head = "cannot write " + path.string() + ": ";
-  fs::path target;
-  try {
-    target = write_target(path);
-  } catch (const Error& e) {  // "PATH: cannot write: a link ..."
-    const std::string why = e.what();
-    throw IoError(head + why.substr(why.rfind(": cannot write: ") + 16));
-  }
+  std::string refusal;
+  const fs::path target = follow_link(path, refusal);
+  if (!refusal.empty()) throw IoError(head + refusal);
   struct stat st {};
   const bool exists = ::stat(target.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) throw IoError(head + "it is a directory");
@@ -182,7 +195,7 @@ void check_writable(const fs::path& path) {
     if (::access(target.c_str(), W_OK) != 0) throw IoError(head + "not writable");
     return;
   }
-  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const fs::path dir = directory_of(target);
   struct stat d {};
   if (::stat(dir.c_str(), &d) != 0) throw IoError(head + "directory " + dir.string() + " does not exist");
   if (!S_ISDIR(d.st_mode)) throw IoError(head + dir.string() + " is not a directory");

@@ -259,21 +259,30 @@ def test_the_gil_is_released_while_pert_computes(stories):
     assert result["r"]["windows"] == 8 and ticks >= 10
 
 
-def test_a_session_used_by_two_threads_at_once_is_an_error(stories):
-    s = stories.session(n_ctx=4096)
-    ids = (stories.tokenize("Once upon a time there was a big red dog.") * 400)[:4000]
-    thread = threading.Thread(target=s.eval, args=(ids,), kwargs={"pos": 0})
-    thread.start()
+def refusals_while_busy(worker, touches, message, most=None):
+    """Starts `worker` and, while it computes (the only time this thread runs: pert has released
+    the GIL), calls each of `touches`, every one of which must succeed or raise pert.Error(message);
+    returns how many raised (stopping at `most`), once the worker is done."""
+    worker.start()
     refused = 0
-    while thread.is_alive():  # runs only while the worker has released the GIL, inside eval
-        for touch in (lambda: s.eval([1], pos=0), lambda: s.n_past):
+    while worker.is_alive() and (most is None or refused < most):
+        for touch in touches:
             try:
                 touch()
             except pert.Error as e:
-                assert str(e) == "session: in use by another thread"
+                assert str(e) == message
                 refused += 1
         time.sleep(0.001)
-    thread.join()
+    worker.join()
+    return refused
+
+
+def test_a_session_used_by_two_threads_at_once_is_an_error(stories):
+    s = stories.session(n_ctx=4096)
+    ids = (stories.tokenize("Once upon a time there was a big red dog.") * 400)[:4000]
+    worker = threading.Thread(target=s.eval, args=(ids,), kwargs={"pos": 0})
+    refused = refusals_while_busy(worker, (lambda: s.eval([1], pos=0), lambda: s.n_past),
+                                  "session: in use by another thread")
     assert refused >= 2 and s.n_past == 4000
 
 
@@ -281,17 +290,8 @@ def test_a_generation_read_by_another_thread_while_it_runs_is_an_error(stories):
     g = stories.generate("Once upon a time", n_predict=3000, n_ctx=1024, ignore_eos=True, temp=0)
     pieces = []
     worker = threading.Thread(target=lambda: pieces.extend(g))
-    worker.start()
-    refused = 0
-    while worker.is_alive() and refused < 20:
-        for touch in (lambda: g.tokens, lambda: g.result(), lambda: g.stop):
-            try:
-                touch()
-            except pert.Error as e:
-                assert str(e) == "generation: in use by another thread"
-                refused += 1
-        time.sleep(0.001)
-    worker.join()
+    refused = refusals_while_busy(worker, (lambda: g.tokens, lambda: g.result(), lambda: g.stop),
+                                  "generation: in use by another thread", most=20)
     assert refused >= 1 and len(g.tokens) == 3000 and g.stop == "length"
 
 
