@@ -1,16 +1,15 @@
 #include "pert/loaded_model.hpp"
 
 #include "pert/error.hpp"
+#include "pert/gguf.hpp"
 #include "pert/json_util.hpp"
 
 namespace pert {
 
 LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
   LoadedModel m{dir, Model::load(dir, overrides, type), {}, {}};
-  const std::filesystem::path tok_path = dir / "tokenizer.json";
-  if (!std::filesystem::exists(tok_path))
-    throw IoError(tok_path.string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
-  m.tokenizer = Tokenizer::load_dir(dir);
+  const std::filesystem::path tok_path = m.model->gguf() ? dir : dir / "tokenizer.json";
+  m.tokenizer = m.model->gguf() ? Tokenizer::from_gguf(*m.model->gguf()) : load_tokenizer(dir);
   const ModelConfig& c = m.model->config();
   if (c.trained_position.scheme && c.trained_position.scheme->identity() != c.position.scheme->identity())
     m.note = dir.string() + " was trained with " + c.trained_position.scheme->identity() + " positions; running " +
@@ -20,6 +19,13 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
     throw ConfigError(tok_path.string() + ": " + std::to_string(m.tokenizer.vocab_size()) +
                       " tokens, but the model has " + std::to_string(model_vocab));
   return m;
+}
+
+Tokenizer load_tokenizer(const std::filesystem::path& model) {
+  if (is_gguf_file(model)) return Tokenizer::from_gguf(GgufFile(model));
+  if (!std::filesystem::exists(model / "tokenizer.json"))
+    throw IoError((model / "tokenizer.json").string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
+  return Tokenizer::load_dir(model);
 }
 
 std::string read_utf8_file(const std::filesystem::path& path) {

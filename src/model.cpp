@@ -14,19 +14,66 @@
 #include "pert/memory.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/ops.hpp"
+#include "pert/quants.hpp"
 #include "pert/safetensors.hpp"
 
 namespace pert {
 
-const char* weight_type_name(WeightType type) {
-  return type == WeightType::BF16 ? "BF16" : type == WeightType::Q8 ? "Q8" : "F32";
+namespace {
+struct WeightTypeName {
+  WeightType type;
+  const char* flag;  // --dtype
+  const char* name;  // in tables
+  BlockType blocks;  // the GGML type, for Q8_0 ... Q6_K
+};
+const WeightTypeName kWeightTypes[] = {
+    {WeightType::Auto, "auto", "auto", BlockType::F32},  {WeightType::F32, "f32", "F32", BlockType::F32},
+    {WeightType::BF16, "bf16", "BF16", BlockType::BF16}, {WeightType::Q8, "q8", "Q8", BlockType::Q8_0},
+    {WeightType::Q8_0, "q8_0", "Q8_0", BlockType::Q8_0}, {WeightType::Q4_0, "q4_0", "Q4_0", BlockType::Q4_0},
+    {WeightType::Q4_1, "q4_1", "Q4_1", BlockType::Q4_1}, {WeightType::Q5_0, "q5_0", "Q5_0", BlockType::Q5_0},
+    {WeightType::Q5_1, "q5_1", "Q5_1", BlockType::Q5_1}, {WeightType::Q4_K, "q4_k", "Q4_K", BlockType::Q4_K},
+    {WeightType::Q5_K, "q5_k", "Q5_K", BlockType::Q5_K}, {WeightType::Q6_K, "q6_k", "Q6_K", BlockType::Q6_K},
+};
+const WeightTypeName& entry(WeightType type) {
+  for (const WeightTypeName& e : kWeightTypes)
+    if (e.type == type) return e;
+  return kWeightTypes[0];
+}
+// GGML's blocks for the types quantized at load into them.
+bool is_block_type(WeightType type) { return type >= WeightType::Q8_0; }
+
+// The type a row of K values is quantized to: `wanted`, or where K is not whole blocks of it,
+// what llama-quantize falls back to (K-quants to a type with blocks of 32, then F16).
+BlockType block_type_for(BlockType wanted, int K) {
+  BlockType t = wanted;
+  if (K % block_type_info(t).block_size != 0)
+    t = t == BlockType::Q4_K ? BlockType::Q5_0 : t == BlockType::Q5_K ? BlockType::Q5_1 : t == BlockType::Q6_K ? BlockType::Q8_0 : t;
+  return K % block_type_info(t).block_size == 0 ? t : BlockType::F16;
+}
+}  // namespace
+
+const char* weight_type_name(WeightType type) { return entry(type).name; }
+
+const std::vector<std::string>& weight_type_flags() {
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> out;
+    for (const WeightTypeName& e : kWeightTypes) out.push_back(e.flag);
+    return out;
+  }();
+  return flags;
+}
+
+std::string resolved_dtype(const std::string& flag, const std::filesystem::path& model) {
+  return flag == "auto" && !is_gguf_file(model) ? "f32" : flag;
 }
 
 WeightType parse_weight_type(const std::string& name) {
-  if (name == "f32") return WeightType::F32;
-  if (name == "bf16") return WeightType::BF16;
-  if (name == "q8") return WeightType::Q8;
-  throw Error("dtype: must be f32, bf16 or q8, got '" + name + "'");
+  std::string all;
+  for (const WeightTypeName& e : kWeightTypes) {
+    if (name == e.flag) return e.type;
+    all += (all.empty() ? "" : ", ") + std::string(e.flag);
+  }
+  throw Error("dtype: must be one of " + all + ", got '" + name + "'");
 }
 
 namespace {
@@ -60,7 +107,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   const ModelDir md = open_model_dir(dir, overrides);
   auto m = std::make_unique<Model>();
   m->config_ = md.config;
-  m->type_ = type;
+  m->type_ = type == WeightType::Auto && !md.gguf ? WeightType::F32 : type;  // a directory stores F32/F16/BF16
+  m->gguf_ = md.gguf;
   // The positional scheme's own tensors (tables, biases, its projections) stay F32: schemes read
   // them as floats (TensorLookup).
   std::set<std::string> scheme_tensors;
@@ -72,15 +120,36 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     // Matrices go to BF16 (BF16 checkpoints as stored) or Q8 when asked; vectors stay F32.
     const bool matrix = e.shape.size() == 2 && !scheme_tensors.count(e.name);
     const std::vector<RowSlice> slices = row_slices(md.config, e);
-    if (type == WeightType::BF16 && matrix) {
+    const int K = matrix ? int(e.shape[1]) : 0;
+    const bool in_place = matrix && type == WeightType::Auto && md.checkpoint.storage() &&
+                          (view.blocks || view.dtype != DType::F32);  // a GGUF file's F16/BF16/quantized rows
+    if (in_place) {
+      const BlockType stored = view.blocks ? view.blocks->type : view.dtype == DType::F16 ? BlockType::F16 : BlockType::BF16;
+      const size_t row_bytes = block_row_bytes(stored, K);
+      for (const RowSlice& part : slices)
+        m->block_weights_[part.name] = {view.data + size_t(part.row0) * row_bytes, stored, row_bytes};
+      m->storage_ = md.checkpoint.storage();
+      continue;  // its pages stay: the products read them
+    }
+    if (matrix && is_block_type(type)) {
+      const BlockType blocks = block_type_for(entry(type).blocks, K);
+      const std::vector<float> f = read_f32(view);
+      const size_t row_bytes = block_row_bytes(blocks, K);
+      for (const RowSlice& part : slices) {
+        std::vector<uint8_t>& q = m->block_tensors_[part.name];
+        q.resize(size_t(part.rows) * row_bytes);
+        for (int64_t r = 0; r < part.rows; ++r)
+          quantize_row(blocks, f.data() + size_t(part.row0 + r) * size_t(K), q.data() + size_t(r) * row_bytes, K);
+        m->block_weights_[part.name] = {q.data(), blocks, row_bytes};
+      }
+    } else if (type == WeightType::BF16 && matrix) {
       std::vector<uint16_t> rows(size_t(view.numel));  // [N][K] as stored, or rounded
-      if (view.dtype == DType::BF16) {
+      if (view.dtype == DType::BF16 && !view.blocks) {
         std::memcpy(rows.data(), view.data, view.nbytes);
       } else {
         const std::vector<float> f = read_f32(view);
         for (size_t i = 0; i < f.size(); ++i) rows[i] = f32_to_bf16(f[i]);
       }
-      const int K = int(e.shape[1]);
       for (const RowSlice& part : slices) {
         std::vector<uint16_t>& packed = m->bf16_tensors_[part.name];
         packed.resize(bf16_packed_size(int(part.rows), K));
@@ -88,7 +157,6 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
       }
     } else if (type == WeightType::Q8 && matrix) {
       const std::vector<float> f = read_f32(view);
-      const int K = int(e.shape[1]);
       for (const RowSlice& part : slices) {
         Q8Tensor& q = m->q8_tensors_[part.name];
         q.packed.resize(q8_packed_size(int(part.rows), K));
@@ -142,6 +210,11 @@ const float* Model::tensor(const std::string& name) const {
 }
 
 Weight Model::weight(const std::string& name) const {
+  if (auto b = block_weights_.find(name); b != block_weights_.end()) {
+    Weight w;
+    w.blocks = b->second;
+    return w;
+  }
   auto it = bf16_tensors_.find(name);
   if (it != bf16_tensors_.end()) return {nullptr, it->second.data()};
   auto q = q8_tensors_.find(name);
@@ -153,6 +226,8 @@ void Model::embedding(int token, float* out) const {
   const size_t d = size_t(config_.hidden_size);
   if (embed.f32) {
     std::memcpy(out, embed.f32 + size_t(token) * d, sizeof(float) * d);
+  } else if (embed.blocks.data) {
+    dequantize_row(embed.blocks.type, embed.blocks.data + size_t(token) * embed.blocks.row_stride, out, int64_t(d));
   } else if (embed.q8) {
     for (size_t i = 0; i < d; ++i) out[i] = q8_value_at(embed.q8, embed.q8_scales, int(d), token, int(i));
   } else {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "pert/error.hpp"
+#include "pert/gguf_model.hpp"
 #include "pert/json_util.hpp"
 
 namespace pert {
@@ -79,18 +80,57 @@ static void check_trained_scheme(const nlohmann::json& raw, const std::filesyste
                           "--allow-scheme-change runs it anyway)");
 }
 
+namespace {
+// The config (config.json, or a GGUF file's metadata read as one) with the overrides over it.
+void read_config(ModelDir& m, const nlohmann::json& raw, const std::filesystem::path& path, const ConfigOverrides& overrides) {
+  m.config_json = apply_overrides(raw, overrides);
+  const std::string source = path.string() + (overrides.empty() ? "" : " (with overrides)");
+  m.config = parse_model_config(m.config_json, source);
+  m.config.trained_position = m.config.position;
+  if (!overrides.empty()) check_trained_scheme(raw, path, overrides, m.config);
+}
+
+// Every tensor the config needs, with its shape, and no other.
+void check_tensors(ModelDir& m, const char* config_name) {
+  std::set<std::string> expected_names;
+  for (const ExpectedTensor& e : expected_tensors(m.config)) {
+    expected_names.insert(e.name);
+    const TensorView* t = m.checkpoint.find(e.name);
+    if (!t) throw ConfigError(m.checkpoint.source() + ": missing tensor '" + e.name + "'");
+    if (t->shape != e.shape)
+      throw ConfigError(t->file + ": tensor '" + e.name + "' has shape " + shape_str(t->shape) + ", but " + config_name +
+                        " implies " + shape_str(e.shape));
+  }
+  m.checks.push_back("all " + std::to_string(expected_names.size()) + " tensors the config needs are present with the right shapes");
+  for (const auto& [name, t] : m.checkpoint.tensors())
+    if (!expected_names.count(name) && !is_derived_buffer(name))
+      throw ConfigError(t->file + ": unexpected tensor '" + printable(name) + "' (this config does not use it)");
+  m.checks.push_back("no unexpected tensors");
+}
+
+ModelDir open_gguf(const std::filesystem::path& path, const ConfigOverrides& overrides) {
+  ModelDir m;
+  m.dir = path;
+  m.gguf = std::make_shared<const GgufFile>(path);
+  m.checks.push_back("GGUF v" + std::to_string(m.gguf->header().version) + ": " +
+                     std::to_string(m.gguf->header().keys.size()) + " keys and " +
+                     std::to_string(m.gguf->header().tensors.size()) + " tensors, every offset and size inside the file");
+  read_config(m, gguf_config_json(*m.gguf), path, overrides);
+  m.checks.push_back("metadata read as config.json, which validates" + std::string(overrides.empty() ? "" : " (after overrides)"));
+  m.checkpoint = gguf_checkpoint(m.gguf, m.config);
+  check_tensors(m, "the metadata");
+  return m;
+}
+}  // namespace
+
 ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides& overrides) {
+  if (is_gguf_file(dir)) return open_gguf(dir, overrides);
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw IoError(dir.string() + ": not a model directory");
+  if (!std::filesystem::is_directory(dir, ec)) throw IoError(dir.string() + ": not a model directory or GGUF file");
   ModelDir m;
   m.dir = dir;
   const std::filesystem::path config_path = dir / "config.json";
-  const nlohmann::json raw = read_json_file(config_path);
-  m.config_json = apply_overrides(raw, overrides);
-  const std::string source = config_path.string() + (overrides.empty() ? "" : " (with overrides)");
-  m.config = parse_model_config(m.config_json, source);
-  m.config.trained_position = m.config.position;
-  if (!overrides.empty()) check_trained_scheme(raw, config_path, overrides, m.config);
+  read_config(m, read_json_file(config_path), config_path, overrides);
   m.checks.push_back("config.json parses and validates" +
                      std::string(overrides.empty() ? "" : " (after overrides)"));
   // HF's generate stops at generation_config.json's eos_token_id (Llama 3 instruct lists three
@@ -114,20 +154,7 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
   m.checks.push_back(std::to_string(m.checkpoint.files().size()) +
                      " safetensors file(s): headers valid, tensors tile the data exactly");
 
-  std::set<std::string> expected_names;
-  for (const ExpectedTensor& e : expected_tensors(m.config)) {
-    expected_names.insert(e.name);
-    const TensorView* t = m.checkpoint.find(e.name);
-    if (!t) throw ConfigError(m.checkpoint.source() + ": missing tensor '" + e.name + "'");
-    if (t->shape != e.shape)
-      throw ConfigError(t->file + ": tensor '" + e.name + "' has shape " + shape_str(t->shape) +
-                        ", but config.json implies " + shape_str(e.shape));
-  }
-  m.checks.push_back("all " + std::to_string(expected_names.size()) + " tensors the config needs are present with the right shapes");
-  for (const auto& [name, t] : m.checkpoint.tensors())
-    if (!expected_names.count(name) && !is_derived_buffer(name))
-      throw ConfigError(t->file + ": unexpected tensor '" + printable(name) + "' (this config does not use it)");
-  m.checks.push_back("no unexpected tensors");
+  check_tensors(m, "config.json");
   return m;
 }
 
@@ -135,6 +162,7 @@ std::vector<std::filesystem::path> model_dir_files(const std::filesystem::path& 
   namespace fs = std::filesystem;
   std::vector<fs::path> files;
   std::error_code ec;
+  if (is_gguf_file(dir)) return {dir};
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name == "config.json" || name == "generation_config.json" || name == "tokenizer.json" ||

@@ -1,11 +1,10 @@
 #include "pert/safetensors.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -174,37 +173,8 @@ SafetensorsHeader parse_safetensors(const uint8_t* bytes, size_t size, const std
   return out;
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path.string()) {
-  // Non-blocking: a FIFO in place of the weights must not hang open(); fstat then refuses it.
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw IoError(path_ + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw IoError(path_ + ": not a regular file");
-  }
-  size_ = size_t(st.st_size);
-  if (size_ > 0) {
-    map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map_ == MAP_FAILED) {
-      map_ = nullptr;
-      ::close(fd);
-      throw IoError(path_ + ": mmap failed: " + std::strerror(errno));
-    }
-  }
-  ::close(fd);
-  static const uint8_t empty = 0;
-  try {
-    header_ = parse_safetensors(map_ ? static_cast<const uint8_t*>(map_) : &empty, size_, path_);
-  } catch (...) {
-    if (map_) ::munmap(map_, size_);
-    throw;
-  }
-}
-
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(map_, size_);
-}
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
+    : file_(path), header_(parse_safetensors(file_.data(), file_.size(), file_.path())) {}
 
 Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
@@ -256,6 +226,15 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
   return ck;
 }
 
+Checkpoint Checkpoint::of_views(std::vector<TensorView> views, std::string source, std::shared_ptr<const void> storage) {
+  Checkpoint ck;
+  ck.views_ = std::move(views);
+  ck.source_ = std::move(source);
+  ck.storage_ = std::move(storage);
+  for (const TensorView& t : ck.views_) ck.by_name_[t.name] = &t;
+  return ck;
+}
+
 const TensorView* Checkpoint::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
@@ -275,6 +254,7 @@ void widen16(const uint8_t* src, float* out, size_t n, Convert convert) {
 void read_f32(const TensorView& t, float* out) {
   const size_t n = size_t(t.numel);
   if (n == 0) return;  // an empty tensor may come with a null `out`
+  if (t.blocks) return dequantize_row(t.blocks->type, t.data, out, t.numel);
   switch (t.dtype) {
     case DType::F32: std::memcpy(out, t.data, n * 4); break;
     case DType::F16: widen16(t.data, out, n, f16_to_f32); break;
@@ -282,11 +262,35 @@ void read_f32(const TensorView& t, float* out) {
   }
 }
 
+namespace {
+// A quantized block's values are its small integers times its F16 scales (d, and dmin or m):
+// they are finite exactly when the scales are, which costs 2 to 4 bytes a block to check.
+int64_t nonfinite_block_scales(const BlockTypeInfo& type, const uint8_t* data, size_t nbytes) {
+  std::vector<size_t> scales;  // byte offsets of the F16 scales in a block
+  switch (type.type) {
+    case BlockType::F32: case BlockType::F16: case BlockType::BF16: return 0;  // views of these carry a DType
+    case BlockType::Q4_0: case BlockType::Q5_0: case BlockType::Q8_0: scales = {0}; break;
+    case BlockType::Q4_1: case BlockType::Q5_1: case BlockType::Q4_K: case BlockType::Q5_K: scales = {0, 2}; break;
+    case BlockType::Q6_K: scales = {type.block_bytes - 2}; break;
+  }
+  int64_t bad = 0;
+  for (size_t b = 0; b + type.block_bytes <= nbytes; b += type.block_bytes)
+    for (size_t at : scales) {
+      uint16_t h;
+      std::memcpy(&h, data + b + at, 2);
+      bad += (h & 0x7c00) == 0x7c00;
+    }
+  return bad;
+}
+}  // namespace
+
 void require_finite(const TensorView& t) {
   // NaN and ±Inf are the values whose exponent bits are all ones, in every dtype read here.
   const size_t n = size_t(t.numel);
   int64_t bad = 0;
-  if (t.dtype == DType::F32) {
+  if (t.blocks) {
+    bad = nonfinite_block_scales(*t.blocks, t.data, t.nbytes);
+  } else if (t.dtype == DType::F32) {
     for (size_t i = 0; i < n; ++i) {
       uint32_t u;
       std::memcpy(&u, t.data + 4 * i, 4);

@@ -1,6 +1,6 @@
 // Test harness: runs a model over token ids and writes every position's logits as raw F32
 // [T][vocab], so the Python reference tests can compare them.
-//   pert_logits MODEL_DIR IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]... [--dtype f32|bf16|q8]
+//   pert_logits MODEL IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]... [--dtype auto|f32|bf16|q8|q4_k...]
 //               [--cache-type f32|bf16|f16|q8]
 // --chunk N feeds the ids N at a time through the KV cache (1 = token-by-token decode);
 // without it the whole sequence is one prefill. --window N cuts the ids into windows of N,
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   std::string model_dir, ids_file, out_file;
   int chunk = 0, ctx = 0, window = 0;
   std::vector<std::string> sets;
-  std::string dtype = "f32", cache_type = "f32";
+  std::string dtype = "auto", cache_type = "f32";
   app.add_option("model_dir", model_dir)->required();
   app.add_option("ids_file", ids_file, "whitespace-separated token ids")->required();
   app.add_option("out_file", out_file)->required();
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   app.add_option("--ctx", ctx);
   app.add_option("--window", window);
   app.add_option("--set", sets)->allow_extra_args(false);
-  app.add_option("--dtype", dtype, "weights as pert's --dtype")->check(CLI::IsMember({"f32", "bf16", "q8"}));
+  app.add_option("--dtype", dtype, "weights as pert's --dtype")->check(CLI::IsMember(pert::weight_type_flags()));
   app.add_option("--cache-type", cache_type, "KV cache as pert's --cache-type")
       ->check(CLI::IsMember({"f32", "bf16", "f16", "q8"}));
   CLI11_PARSE(app, argc, argv);

@@ -367,9 +367,11 @@ def rmsnorm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def forward(config, W, ids):
+def forward(config, W, ids, inputs=None):
     """Logits [..., T, vocab] for token ids [..., T] (a list, or a [B, T] tensor), causal, in the
-    weights' dtype (float64 from load_model_dir; float32 when train.py trains through it)."""
+    weights' dtype (float64 from load_model_dir; float32 when train.py trains through it).
+    inputs(name, h): what the matrix `name` (HF's name without ".weight"; "lm_head" for the
+    output, tied or not) multiplies instead of h, e.g. h rounded as a runtime quantizes it."""
     d = config["hidden_size"]
     H = config["num_attention_heads"]
     KV = config.get("num_key_value_heads") or H
@@ -434,7 +436,7 @@ def forward(config, W, ids):
     trained = config.get("original_max_position_embeddings") or config.get("max_position_embeddings", 2048)
 
     def linear(h, name):  # h @ W.T (+ the bias when the checkpoint has one)
-        out = h @ W[name + ".weight"].T
+        out = (inputs(name, h) if inputs else h) @ W[name + ".weight"].T
         return out + W[name + ".bias"] if name + ".bias" in W else out
 
     for i in range(config["num_hidden_layers"]):
@@ -488,7 +490,7 @@ def forward(config, W, ids):
         x = x + linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj")
     x = rmsnorm(x, W["model.norm.weight"], eps)
     head = W["model.embed_tokens.weight"] if config.get("tie_word_embeddings", False) else W["lm_head.weight"]
-    return x @ head.T
+    return (inputs("lm_head", x) if inputs else x) @ head.T
 
 
 # ----------------------------------------------------------------------------- random models

@@ -23,7 +23,10 @@ struct LoadedModel {
   std::string note;
 };
 LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& overrides,
-                       WeightType type = WeightType::F32);
+                       WeightType type = WeightType::Auto);
+
+// A model's tokenizer alone: a directory's tokenizer.json, or a GGUF file's metadata.
+Tokenizer load_tokenizer(const std::filesystem::path& model);
 
 // A file's text, refused (naming the file) when it is not valid UTF-8.
 std::string read_utf8_file(const std::filesystem::path& path);

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "pert/config.hpp"
+#include "pert/gguf.hpp"
 #include "pert/kv_cache.hpp"
 #include "pert/ops.hpp"
 #include "pert/positions.hpp"
+#include "pert/quants.hpp"
 
 namespace pert {
 
@@ -34,23 +36,34 @@ struct LayerWeights {
   const float *q_norm = nullptr, *k_norm = nullptr;  // [head_dim] each (ModelConfig::qk_norm)
 };
 
-// What the matrices are kept and multiplied in: F32 (exact against the reference), BF16 (half
-// the memory traffic) or Q8 (blocks of 32 int8 with an F16 scale, ~0.27 of F32's bytes); norms
-// and positional tables stay F32.
-enum class WeightType { F32, BF16, Q8 };
-const char* weight_type_name(WeightType type);
-// "f32", "bf16" or "q8" (--dtype); pert::Error "dtype: ..." for anything else.
+// What the matrices are kept and multiplied in; norms and positional tables stay F32.
+//   Auto  as stored: a GGUF file's matrices in their own blocks (Q4_K, F16, ...), read in place
+//         from the mapping; a safetensors model's in F32
+//   F32   exact against the reference; BF16: half the memory traffic
+//   Q8    pert's 8-bit packing: Q8_0's numbers (blocks of 32 int8, one F16 scale each, ~0.27 of
+//         F32's bytes) laid out 16 rows side by side for the VNNI/AVX2 kernels (ops.hpp)
+//   Q8_0 ... Q6_K  GGML's blocks (quants.hpp), quantized at load (or kept, when the file has them)
+enum class WeightType { F32, BF16, Q8, Auto, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+const char* weight_type_name(WeightType type);  // "F32", "Q4_K", "auto" ...
+// The --dtype spellings: "auto", "f32", "bf16", "q8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+// "q4_k", "q5_k", "q6_k"; pert::Error "dtype: ..." for anything else.
 WeightType parse_weight_type(const std::string& name);
+const std::vector<std::string>& weight_type_flags();  // those spellings, in that order
+// What --dtype `flag` means for `model`, as results record it: "auto" is "f32" for a model
+// directory (it stores nothing quantized) and stays "auto" for a GGUF file.
+std::string resolved_dtype(const std::string& flag, const std::filesystem::path& model);
 
 class Model {
  public:
-  // Opens, validates and loads a model directory; weights are converted once to `type`.
+  // Opens, validates and loads a model directory or GGUF file; weights are converted once to
+  // `type` (Auto: kept as stored where pert multiplies that type).
   static std::unique_ptr<Model> load(const std::filesystem::path& dir, const ConfigOverrides& overrides = {},
-                                     WeightType type = WeightType::F32);
+                                     WeightType type = WeightType::Auto);
 
   const ModelConfig& config() const { return config_; }
   WeightType weight_type() const { return type_; }
   const float* tensor(const std::string& name) const;  // F32 data of a loaded F32 tensor
+  const GgufFile* gguf() const { return gguf_.get(); }  // the file it was loaded from, if a GGUF file
   void embedding(int token, float* out) const;          // out[d] = the token's embedding row
 
   Weight embed;                       // [vocab][d]
@@ -70,6 +83,10 @@ class Model {
     std::vector<uint16_t> scales;  // F16
   };
   std::map<std::string, Q8Tensor> q8_tensors_;
+  std::map<std::string, std::vector<uint8_t>> block_tensors_;  // quantized at load: GGML blocks, [N] rows
+  std::map<std::string, BlockMatrix> block_weights_;           // into block_tensors_ or the GGUF mapping
+  std::shared_ptr<const void> storage_;                        // the GGUF mapping, while block_weights_ use it
+  std::shared_ptr<const GgufFile> gguf_;
 };
 
 // `n_seq` sequences run in step (same positions, separate caches; one is the usual case,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pert/kv_cache.hpp"
+#include "pert/quants.hpp"
 
 namespace pert {
 
@@ -22,12 +23,15 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 // of 32 columns, each row's block with one F16 scale d = max|w|/127 and q = round(w/d) in
 // [-127, 127] (llama.cpp's Q8_0); per 16 rows and block the quads of 4 columns, each holding the
 // 16 rows' quads side by side as bytes q + 128, [⌈N/16⌉][⌈K/32⌉][8][16][4], and the scales
-// [⌈N/16⌉][⌈K/32⌉][16], padding q = 0 and d = 0 (src/ops_q8.cpp).
+// [⌈N/16⌉][⌈K/32⌉][16], padding q = 0 and d = 0 (src/ops_q8.cpp). Or GGML's blocks as a GGUF
+// file (or --dtype q4_k ...) holds them, row after row (`blocks`, quants.hpp; its data null when
+// unused): matmul and matmul_shared multiply on them with matmul_blocks.
 struct Weight {
   const float* f32 = nullptr;
   const uint16_t* bf16 = nullptr;
   const uint8_t* q8 = nullptr;
   const uint16_t* q8_scales = nullptr;
+  BlockMatrix blocks = {};
 };
 size_t bf16_packed_size(int N, int K);
 void pack_bf16(uint16_t* packed, const uint16_t* rows, int N, int K);  // rows: [N][K] BF16

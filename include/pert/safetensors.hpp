@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "pert/mapped_file.hpp"
+#include "pert/quants.hpp"
+
 namespace pert {
 
 enum class DType { F32, F16, BF16 };
@@ -34,6 +37,9 @@ struct TensorView {
   const uint8_t* data = nullptr;  // inside the mapping; not necessarily aligned
   size_t nbytes = 0;
   std::string file;  // the file that holds it, for error messages
+  // A GGUF tensor in GGML blocks (Q4_K, ...): data holds the rows as blocks and `dtype` is
+  // unused; null for F32/F16/BF16 (either format).
+  const BlockTypeInfo* blocks = nullptr;
 };
 
 // Refuses headers larger than this (the reference implementation's limit).
@@ -54,36 +60,38 @@ SafetensorsHeader parse_safetensors(const uint8_t* bytes, size_t size, const std
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path);
-  ~SafetensorsFile();
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   const std::vector<TensorView>& tensors() const { return header_.tensors; }
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
-  size_t file_size() const { return size_; }
+  size_t file_size() const { return file_.size(); }
 
  private:
-  std::string path_;
-  void* map_ = nullptr;
-  size_t size_ = 0;
+  MappedFile file_;
   SafetensorsHeader header_;
 };
 
 // All tensors of one model directory: `model.safetensors`, or the shards that
-// `model.safetensors.index.json` names. Tensor names are unique across shards.
+// `model.safetensors.index.json` names. Tensor names are unique across shards. Or a GGUF
+// file's tensors under HF names (gguf_model.hpp), kept alive by `storage`.
 class Checkpoint {
  public:
   static Checkpoint open(const std::filesystem::path& model_dir);
+  static Checkpoint of_views(std::vector<TensorView> views, std::string source, std::shared_ptr<const void> storage);
 
   const TensorView* find(const std::string& name) const;
   const std::map<std::string, const TensorView*>& tensors() const { return by_name_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   // Where to say a tensor is missing: the single file, or the index.
   const std::string& source() const { return source_; }
+  // What the views of of_views point into (a mapped GGUF file, rows reordered at open); null
+  // for safetensors, whose files() hold their data.
+  const std::shared_ptr<const void>& storage() const { return storage_; }
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<TensorView> views_;
+  std::shared_ptr<const void> storage_;
   std::map<std::string, const TensorView*> by_name_;
   std::string source_;
 };

@@ -17,6 +17,7 @@ namespace pert {
 namespace tokenizer {
 struct Data;
 }
+class GgufFile;
 
 class Tokenizer {
  public:
@@ -29,6 +30,10 @@ class Tokenizer {
   static Tokenizer load_dir(const std::filesystem::path& dir);
   // The same as load from the text of a tokenizer.json; `where` names it in errors.
   static Tokenizer parse(std::string_view text, const std::string& where);
+  // The tokenizer a GGUF file carries (llama.cpp's tokenizer.ggml.* metadata), read as the
+  // tokenizer.json it translates to (src/tokenizer/gguf_vocab.cpp). Throws FormatError naming
+  // the file and the key.
+  static Tokenizer from_gguf(const GgufFile& file);
 
   // Token ids of `text`. `add_special`: with the post-processor's special tokens around it
   // (e.g. <s> first). `parse_special`: special added tokens written in the text ("<s>") are

@@ -14,6 +14,7 @@
 
 #include "evaluate.hpp"
 #include "pert/error.hpp"
+#include "pert/gguf_model.hpp"
 #include "pert/model_dir.hpp"
 #include "sweep_file.hpp"
 
@@ -97,7 +98,8 @@ void run(const BenchArgs& a) {
     set_threads(0);
     thread_counts.push_back(omp_get_max_threads());
   }
-  const std::string model_name = dir.filename().string(), precision = weight_type_name(model->weight_type());
+  const std::string model_name = dir.filename().string(), precision =
+      model->gguf() && model->weight_type() == WeightType::Auto ? gguf_file_type(*model->gguf()) : weight_type_name(model->weight_type());
   const CacheType cache = a.config.kv_type();
   const char* kv = cache_type_name(cache);
 
@@ -148,7 +150,7 @@ void run(const BenchArgs& a) {
 void add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt-processing and generation speed, as llama-bench");
-  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
+  cmd->add_option("-m,--model", a->model_dir, "Model directory or GGUF file (default: models/default)")->check(not_empty());
   cmd->add_option("-p,--n-prompt", a->prompt, "Prompt lengths to test, e.g. 128,512 (0: none)")
       ->delimiter(',')
       ->check(int_in(0, 1 << 20))

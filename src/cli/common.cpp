@@ -35,9 +35,10 @@ void ConfigFlags::add_to(CLI::App& app, bool with_files) {
 
 void ConfigFlags::add_precision(CLI::App& app) {
   app.add_option("--dtype", dtype,
-                 "Weights kept and multiplied in f32 (exact), bf16 (half the memory traffic) or q8 (8-bit blocks "
-                 "of 32 with an F16 scale, as llama.cpp's Q8_0; x quantized alike)")
-      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
+                 "Weights kept and multiplied as stored (auto: a GGUF file's own types, else f32), in f32 (exact), "
+                 "bf16 (half the memory traffic), q8 (Q8_0's numbers in pert's packing), or GGML's blocks "
+                 "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized at load)")
+      ->check(CLI::IsMember(weight_type_flags()))
       ->capture_default_str();
   app.add_option("--cache-type", cache_type,
                  "KV cache kept in f32 (exact), bf16, f16 (half the bytes) or q8 (blocks of 32 int8 with an F16 "

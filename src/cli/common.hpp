@@ -23,7 +23,7 @@ struct ConfigFlags {
   std::vector<std::string> files;
   std::vector<std::string> sets;
   bool allow_scheme_change = false;
-  std::string dtype = "f32";
+  std::string dtype = "auto";
   std::string cache_type = "f32";
 
   // --config (unless `with_files` is false: sweep's --config means rows), --set,

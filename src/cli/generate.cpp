@@ -146,7 +146,7 @@ void run_generate(GenerateArgs& a) {
 void add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout");
-  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
+  cmd->add_option("-m,--model", a->model_dir, "Model directory or GGUF file (default: models/default)")->check(not_empty());
   CLI::Option* prompt =
       cmd->add_option("-p,--prompt", a->prompt, "Prompt text (-: read it from stdin, as with no -p when stdin is a pipe)");
   cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from this file (one trailing newline dropped)")

@@ -1,5 +1,5 @@
-// pert inspect MODEL_DIR: the resolved config, the positional scheme in words, the tensors,
-// and every check that passed.
+// pert inspect MODEL: the resolved config, the positional scheme in words, the tensors, and
+// every check that passed; for a GGUF file its metadata too, and the memory it runs in.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -33,6 +33,17 @@ std::vector<const TensorView*> tensors_in_order(const ModelDir& m) {
   return out;
 }
 
+const char* type_name(const TensorView& t) { return t.blocks ? t.blocks->name : dtype_name(t.dtype); }
+
+// Resident memory of a run: the weights as the given --dtype keeps them (a GGUF file's own
+// blocks are read in place from the mapping: its size), and the F32 KV cache per 1,000 positions.
+nlohmann::json memory_estimate(const ModelDir& m, const ModelConfig& c) {
+  size_t weights = 0;
+  for (const auto& [name, t] : m.checkpoint.tensors()) weights += t->nbytes;
+  const double kv_per_1000 = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 4.0 * 1000;
+  return {{"weight_bytes", weights}, {"kv_cache_bytes_per_1000_positions", kv_per_1000}};
+}
+
 void run_inspect(const InspectArgs& args) {
   ModelDir m = open_model_dir(args.model_dir, args.config.overrides());
   const ModelConfig& c = m.config;
@@ -52,13 +63,19 @@ void run_inspect(const InspectArgs& args) {
   if (args.json) {
     nlohmann::json tensors = nlohmann::json::array();
     for (const TensorView* t : tensors_in_order(m))
-      tensors.push_back({{"name", t->name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape},
+      tensors.push_back({{"name", t->name}, {"dtype", type_name(*t)}, {"shape", t->shape},
                          {"bytes", t->nbytes}, {"file", t->file}});
     nlohmann::json out = {{"model_dir", m.dir.string()},   {"config", to_json(c)},
                           {"position", position},          {"trained_position", trained},
                           {"position_label", position_label(c)}, {"tensors", tensors},
                           {"parameters", params},          {"ignored_config_keys", ignored},
-                          {"checks", m.checks}};
+                          {"checks", m.checks}, {"memory", memory_estimate(m, c)}};
+    if (m.gguf) {
+      nlohmann::json meta = nlohmann::json::object();
+      for (const std::string& key : m.gguf->header().keys) meta[printable(key)] = gguf_value_json(*m.gguf->find(key));
+      out["gguf"] = {{"version", m.gguf->header().version}, {"alignment", m.gguf->header().alignment},
+                     {"file_bytes", m.gguf->file_size()}, {"metadata", meta}, {"config_json", m.config_json}};
+    }
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -75,6 +92,16 @@ void run_inspect(const InspectArgs& args) {
     std::printf("position   %s\n", position.c_str());
   }
   std::printf("parameters %lld (%.3f M)\n", (long long)params, params / 1e6);
+  const nlohmann::json memory = memory_estimate(m, c);
+  std::printf("memory     weights %.1f MiB%s; KV cache %.1f MiB per 1000 positions (f32; --cache-type f16 halves it)\n",
+              memory["weight_bytes"].get<double>() / 1048576.0, m.gguf ? " as stored, read in place (--dtype auto)" : " as stored",
+              memory["kv_cache_bytes_per_1000_positions"].get<double>() / 1048576.0);
+  if (m.gguf) {
+    std::printf("\nGGUF v%u metadata (%zu keys):\n", m.gguf->header().version, m.gguf->header().keys.size());
+    for (const std::string& key : m.gguf->header().keys)
+      std::printf("  %-44s %-16s %s\n", printable(key).c_str(), m.gguf->find(key)->type_name().c_str(),
+                  gguf_value_text(*m.gguf->find(key)).c_str());
+  }
   std::printf("\nresolved config:\n%s\n", to_json(c).dump(2).c_str());
   if (!ignored.empty()) {
     std::printf("\nignored config keys:");
@@ -85,7 +112,7 @@ void run_inspect(const InspectArgs& args) {
   for (const auto& [name, t] : m.checkpoint.tensors()) width = std::max(width, name.size());
   std::printf("\n%-*s  %-5s  %-14s  %9s\n", int(width), "name", "dtype", "shape", "MiB");
   for (const TensorView* t : tensors_in_order(m))
-    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), printable(t->name).c_str(), dtype_name(t->dtype),
+    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), printable(t->name).c_str(), type_name(*t),
                 shape_str(t->shape).c_str(), t->nbytes / 1048576.0);
   std::printf("\nchecks passed:\n");
   for (const auto& check : m.checks) std::printf("  ok  %s\n", check.c_str());
@@ -95,8 +122,8 @@ void run_inspect(const InspectArgs& args) {
 
 void add_inspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Validate a model directory and show its config, positions and tensors");
-  cmd->add_option("model_dir", args->model_dir, "Model directory (config.json + safetensors)")->required();
+  CLI::App* cmd = app.add_subcommand("inspect", "Validate a model directory or GGUF file and show its config, positions and tensors");
+  cmd->add_option("model_dir", args->model_dir, "Model directory (config.json + safetensors) or GGUF file")->required();
   args->config.add_to(*cmd);
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->callback([args] { run_inspect(*args); });

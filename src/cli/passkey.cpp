@@ -277,7 +277,7 @@ void run(const PasskeyArgs& a) {
                  {"seed", a.seed},
                  {"answer_tokens", kAnswerTokens},
                  {"threads", omp_get_max_threads()},
-                 {"dtype", a.config.dtype},
+                 {"dtype", resolved_dtype(a.config.dtype, m.dir)},
                  {"cache_type", a.config.cache_type},
                  {"cells", cells}};
   if (!a.dump_file.empty()) {
@@ -307,7 +307,7 @@ void add_passkey(CLI::App& app) {
       "mid-sentence. Depth: the fraction of filler tokens before the key, the sentence boundary nearest to it. Trial i "
       "has the same key and filler start in every cell (both drawn from --seed). Correct iff the answer's first run of "
       "digits starts with the key.");
-  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
+  cmd->add_option("-m,--model", a->model_dir, "Model directory or GGUF file (default: models/default)")->check(not_empty());
   cmd->add_option("--lengths", a->lengths, "Prompt lengths in tokens, BOS included")
       ->delimiter(',')
       ->required()

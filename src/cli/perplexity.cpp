@@ -35,7 +35,7 @@ void run(const PerplexityArgs& a) {
   const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity", a.quiet);
 
   const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
-  if (a.json.wanted() && a.json.write(perplexity_report(m.dir.string(), c, a.eval, o, tokens.size(), a.config.dtype,
+  if (a.json.wanted() && a.json.write(perplexity_report(m.dir.string(), c, a.eval, o, tokens.size(), resolved_dtype(a.config.dtype, m.dir),
                                                          a.config.cache_type, r)))
     return;
   std::printf("%s: %s\n", m.dir.string().c_str(), describe_position(c).c_str());
@@ -63,7 +63,7 @@ void run(const PerplexityArgs& a) {
 void add_perplexity(CLI::App& app) {
   auto a = std::make_shared<PerplexityArgs>();
   CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of a text at a context length, and NLL by position");
-  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
+  cmd->add_option("-m,--model", a->model_dir, "Model directory or GGUF file (default: models/default)")->check(not_empty());
   cmd->add_option("-c,--ctx-size", a->n_ctx, "Context length: positions per window, BOS included (default: the trained length)")
       ->check(int_in(0));
   a->eval.add_to(*cmd);

@@ -84,7 +84,7 @@ void run(const PositionsArgs& a) {
 void add_positions(CLI::App& app) {
   auto a = std::make_shared<PositionsArgs>();
   CLI::App* cmd = app.add_subcommand("positions", "The positional scheme's attention logit against distance (q = k = ones)");
-  cmd->add_option("-m,--model", a->model_dir, "Model directory (default: models/default)")->check(not_empty());
+  cmd->add_option("-m,--model", a->model_dir, "Model directory or GGUF file (default: models/default)")->check(not_empty());
   // Bounded (kMaxProfileDistance): the profile holds every key's position vector.
   cmd->add_option("--distance", a->distance, "Largest distance (default: the trained length - 1, at most 131072)")
       ->check(int_in(1, kMaxProfileDistance));

@@ -14,6 +14,7 @@
 #include "evaluate.hpp"
 #include "sweep_file.hpp"
 #include "pert/error.hpp"
+#include "pert/gguf.hpp"
 #include "pert/json_util.hpp"
 
 namespace pert::cli {
@@ -241,7 +242,9 @@ void run_sweep(const SweepArgs& a) {
 
   json settings = a.eval.settings();
   settings["text_hash"] = content_hash(a.eval.text_file);
-  settings["dtype"] = a.overrides.dtype;
+  // "auto" is recorded as "f32" unless a model is a GGUF file (whose own types it then means).
+  const bool gguf = std::any_of(a.models.begin(), a.models.end(), [](const std::string& m) { return is_gguf_file(m); });
+  settings["dtype"] = a.overrides.dtype == "auto" && !gguf ? "f32" : a.overrides.dtype;
   settings["cache_type"] = a.overrides.cache_type;
   settings["set"] = a.overrides.sets;
   settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
@@ -341,7 +344,7 @@ void run_sweep(const SweepArgs& a) {
 void add_sweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
   CLI::App* cmd = app.add_subcommand("sweep", "Perplexity of every model x config x length, as a table, JSON and CSV");
-  cmd->add_option("-m,--model", a->models, "Model directory (repeatable)")->allow_extra_args(false)->check(not_empty());
+  cmd->add_option("-m,--model", a->models, "Model directory or GGUF file (repeatable)")->allow_extra_args(false)->check(not_empty());
   cmd->add_option("--config", a->configs,
                   "Config override file, one row per file and model (repeatable; 'plain': config.json as is; "
                   "default: plain)")

@@ -6,6 +6,7 @@
 #include "common.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
+#include "pert/loaded_model.hpp"
 #include "pert/tokenizer.hpp"
 
 namespace pert::cli {
@@ -38,7 +39,7 @@ void run_tokenize(const TokenizeArgs& a) {
   } else if (!valid_utf8(text, &bad)) {
     throw Error("--prompt: not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
-  const Tokenizer tok = Tokenizer::load_dir(resolve_model_dir(a.model_dir));
+  const Tokenizer tok = load_tokenizer(resolve_model_dir(a.model_dir));
   const std::vector<std::string_view> inputs = a.lines ? split_lines(text) : std::vector<std::string_view>{text};
   std::vector<std::vector<int>> ids;
   const size_t dropped = tok.dropped_characters();
@@ -79,7 +80,7 @@ void run_tokenize(const TokenizeArgs& a) {
 void add_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Text to token ids with a directory's tokenizer.json (no model needed)");
-  cmd->add_option("-m,--model", a->model_dir, "Directory with tokenizer.json (and tokenizer_config.json) (default: models/default)")->check(not_empty());
+  cmd->add_option("-m,--model", a->model_dir, "Directory with tokenizer.json (and tokenizer_config.json), or a GGUF file (default: models/default)")->check(not_empty());
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "Text to tokenize");
   auto* file = cmd->add_option("-f,--file", a->file, "File to tokenize")->check(input_file(/*streams=*/true));
   prompt->excludes(file);

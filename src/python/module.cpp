@@ -187,7 +187,7 @@ PyModel load(py::object dir_in, py::object config, py::object set, bool allow_sc
   }
   if (!loaded->note.empty() && PyErr_WarnEx(PyExc_UserWarning, loaded->note.c_str(), 1) < 0)
     throw py::error_already_set();  // warnings turned into errors
-  return {loaded, dtype};
+  return {loaded, resolved_dtype(dtype, dir)};
 }
 
 // Runs `ids` from position 0 in a fresh state: every position's logits [T][vocab], written
@@ -529,6 +529,6 @@ PYBIND11_MODULE(_pert, m) {
   made_only_by(m.attr("Generation"), "Model.generate(prompt)");
 
   m.def("load", &load, py::arg("dir"), py::arg("config") = py::none(), py::arg("set") = py::none(),
-        py::arg("allow_scheme_change") = false, py::arg("dtype") = "f32",
+        py::arg("allow_scheme_change") = false, py::arg("dtype") = "auto",
         "Loads a model directory; config: a JSON merge-patch file or a dict; set: {\"key.path\": value}");
 }

@@ -27,6 +27,10 @@
 
 struct pcre2_real_code_8;
 
+namespace pert {
+class GgufFile;
+}
+
 namespace pert::tokenizer {
 
 using nlohmann::json;
@@ -208,6 +212,11 @@ class AddedTokenMatcher {
   std::vector<Node> nodes_ = std::vector<Node>(1);
   bool first_byte_[256] = {};
 };
+
+// --- gguf_vocab.cpp ----------------------------------------------------------------------------
+// The tokenizer.json document that means what a GGUF file's tokenizer.ggml.* metadata means to
+// llama.cpp. Throws FormatError naming the file and the GGUF key.
+json tokenizer_json_from_gguf(const GgufFile& file);
 
 // --- tokenizer.cpp ------------------------------------------------------------------------------
 struct Data {

@@ -4,20 +4,20 @@
 # the repository is never written). Exits non-zero when a harness finds a crash, leak or
 # timeout, printing the reproducer; save it as tests/fuzz/regressions/NAME/<what-it-is>.
 #
-#   bash tests/fuzz/run.sh [NAME ...]      NAME: safetensors config tokenizer_load tokenizer_text sweep
+#   bash tests/fuzz/run.sh [NAME ...]      NAME: safetensors config tokenizer_load tokenizer_text sweep gguf
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$PWD
 seconds=${FUZZ_SECONDS:-60}
 out=build-fuzz
 names=("$@")
-((${#names[@]})) || names=(safetensors config tokenizer_load tokenizer_text sweep)
+((${#names[@]})) || names=(safetensors config tokenizer_load tokenizer_text sweep gguf)
 
 # Library sources the harnesses need: the pert library's list in CMakeLists.txt (so the two
 # cannot drift apart) less the compute files, which use OpenMP and OpenBLAS (clang has no libomp
 # here), and what runs models on top of them; no parser reaches either.
 mapfile -t sources < <(sed -n '/^add_library(pert$/,/^)$/p' CMakeLists.txt | grep -o 'src/[^ ]*\.cpp' |
-  grep -vE '^src/(ops(_[a-z0-9]+)?|kv_cache|model|generate|perplexity|sampler|threads|loaded_model|evaluation|text_generation)\.cpp$')
+  grep -vE '^src/(ops(_[a-z0-9]+)?|quants_dot|kv_cache|model|generate|perplexity|sampler|threads|loaded_model|evaluation|text_generation)\.cpp$')
 ((${#sources[@]})) || { echo "tests/fuzz/run.sh: no library sources found in CMakeLists.txt" >&2; exit 1; }
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Iinclude -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)

@@ -1,0 +1,80 @@
+// GGML's block types (llama.cpp's weight formats, as GGUF files store them): each row of a
+// matrix is a run of blocks, each block `block_size` values in `block_bytes` bytes. pert reads
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K, multiplies on the blocks as
+// they are (never a dequantized F32 copy), and can quantize F32 rows into the quantized ones
+// (--dtype q4_k ... for safetensors models).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pert {
+
+// The numbers are GGML's (ggml_type), as a GGUF tensor info stores them.
+enum class BlockType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  BF16 = 30,
+};
+
+struct BlockTypeInfo {
+  BlockType type;
+  const char* name;    // "Q4_K", as llama.cpp prints it
+  int block_size;      // values a block
+  size_t block_bytes;  // bytes a block
+};
+
+// The types pert reads, or null for any other ggml_type number.
+const BlockTypeInfo* block_type_info(uint32_t ggml_type);
+const BlockTypeInfo& block_type_info(BlockType type);
+// GGML's name of any ggml_type number (also those pert does not read: "Q2_K", "IQ4_NL", ...),
+// or "type N" for numbers GGML does not define; for error messages.
+std::string ggml_type_name(uint32_t ggml_type);
+// Bytes of a row of n values (n a multiple of the block size).
+size_t block_row_bytes(BlockType type, int64_t n);
+
+// n values (a multiple of the block size) from blocks, and into blocks.
+void dequantize_row(BlockType type, const void* blocks, float* out, int64_t n);
+void quantize_row(BlockType type, const float* values, void* blocks, int64_t n);
+
+// A matrix W [N][K] in blocks: row n at data + n·row_stride, block_row_bytes(type, K) bytes.
+struct BlockMatrix {
+  const uint8_t* data = nullptr;
+  BlockType type = BlockType::F32;
+  size_t row_stride = 0;
+};
+
+// y[T][N] (+)= x[T][K] · W[N][K]ᵀ on the blocks. Quantized types: each row of x is quantized
+// once, per 32 values for the legacy types (as GGML's Q8_0/Q8_1, with F32 scales) and per 256 for
+// the K-quants (as GGML's Q8_K: F32 scale, int8 values, int16 sums per 16), each block's products
+// summed exactly in int32 and then scaled (src/quants_dot.cpp). F32/F16/BF16: F32 dot products,
+// the weights widened on the fly. Throws pert::Error when K is not a multiple of the block size.
+void matmul_blocks(float* y, const float* x, const BlockMatrix& w, int T, int K, int N, bool accumulate = false);
+
+// Several products of one x [T][K] (q, k and v; gate and up), x quantized once for all of them
+// and the products run in one parallel region.
+struct BlockProduct {
+  float* y;               // [T][N]
+  const BlockMatrix* w;   // [N][K]
+  int N;
+  bool accumulate = false;
+};
+void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, size_t count);
+
+// The kernel families this CPU can run, best first ("avx2", then "plain": the same integer sums
+// and the same float result in plain C++); select_block_kernel picks one (tests compare them),
+// throwing std::invalid_argument for a name not available.
+std::vector<std::string> block_kernels();
+const std::string& block_kernel();
+void select_block_kernel(const std::string& name);
+
+}  // namespace pert

@@ -1,0 +1,172 @@
+// The GGUF reader on hand-built files: every field read as the format defines it, and every
+// hostile count, length, type and offset refused with one line naming the file and the key or
+// tensor (tests/gguf_model_test.py runs whole models written by tools/to_gguf.py).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "pert/error.hpp"
+#include "pert/gguf.hpp"
+#include "pert/gguf_model.hpp"
+#include "test_util.hpp"
+
+using namespace pert;
+
+namespace {
+
+// GGUF bytes, field by field (little-endian).
+struct Bytes {
+  std::string b;
+  Bytes& u32(uint32_t v) { return raw(&v, 4); }
+  Bytes& u64(uint64_t v) { return raw(&v, 8); }
+  Bytes& f32(float v) { return raw(&v, 4); }
+  Bytes& str(const std::string& s) { return u64(s.size()).raw(s.data(), s.size()); }
+  Bytes& raw(const void* p, size_t n) {
+    b.append(static_cast<const char*>(p), n);
+    return *this;
+  }
+  Bytes& pad(size_t alignment) {
+    while (b.size() % alignment) b.push_back('\0');
+    return *this;
+  }
+};
+
+Bytes header(uint64_t tensors, uint64_t keys, uint32_t version = 3) {
+  Bytes h;
+  h.raw("GGUF", 4).u32(version).u64(tensors).u64(keys);
+  return h;
+}
+
+GgufHeader parse(const Bytes& bytes) {
+  return parse_gguf(reinterpret_cast<const uint8_t*>(bytes.b.data()), bytes.b.size(), "m.gguf");
+}
+
+// A file of two keys and two tensors: an F32 [2][3] and a Q8_0 row of 32.
+Bytes two_tensors(uint32_t version = 3) {
+  Bytes f = header(2, 2, version);
+  f.str("general.architecture").u32(8).str("llama");
+  f.str("tokenizer.ggml.tokens").u32(9).u32(8).u64(2).str("a").str("b");
+  f.str("w").u32(2).u64(3).u64(2).u32(0).u64(0);
+  f.str("q").u32(1).u64(32).u32(8).u64(32);
+  f.pad(32);
+  for (int i = 0; i < 6; ++i) f.f32(float(i));
+  f.pad(32);
+  const uint16_t d = 0x3c00;  // F16 1.0
+  f.raw(&d, 2);
+  for (int i = 0; i < 32; ++i) f.b.push_back(char(i - 16));
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("GGUF: versions 2 and 3 read field by field", "[gguf]") {
+  for (uint32_t version : {2u, 3u}) {
+    const Bytes f = two_tensors(version);
+    const GgufHeader h = parse(f);
+    CHECK(h.version == version);
+    CHECK(h.keys == std::vector<std::string>{"general.architecture", "tokenizer.ggml.tokens"});
+    CHECK(h.metadata.at("general.architecture").strings[0] == "llama");
+    const GgufValue& tokens = h.metadata.at("tokenizer.ggml.tokens");
+    CHECK(tokens.type_name() == "array of string");
+    CHECK(tokens.strings == std::vector<std::string_view>{"a", "b"});
+    REQUIRE(h.tensors.size() == 2);
+    CHECK(h.tensors[0].shape == std::vector<int64_t>{3, 2});
+    CHECK(h.tensors[0].nbytes == 24);
+    float v;
+    std::memcpy(&v, h.tensors[0].data + 20, 4);
+    CHECK(v == 5.0f);
+    CHECK(h.tensors[1].type->type == BlockType::Q8_0);
+    CHECK(h.tensors[1].nbytes == 34);
+    CHECK(h.tensors[1].data - reinterpret_cast<const uint8_t*>(f.b.data()) == int64_t(h.data_offset + 32));
+  }
+}
+
+TEST_CASE("GGUF: hostile headers are refused by name", "[gguf]") {
+  auto refused = [](const Bytes& f, const std::string& words) {
+    INFO(words);
+    REQUIRE_THROWS_AS(parse(f), FormatError);
+    try {
+      parse(f);
+    } catch (const FormatError& e) {
+      const std::string message = e.what();
+      CHECK(message.rfind("m.gguf: ", 0) == 0);
+      CHECK(message.find(words) != std::string::npos);
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  };
+  refused(Bytes().raw("GGML", 4), "no \"GGUF\" magic");
+  refused(header(0, 0, 1), "version 1 is not supported");
+  refused(header(0, 0, 0x03000000), "big-endian");
+  refused(header(uint64_t(1) << 40, 0), "tensor count 1099511627776");
+  refused(header(0, uint64_t(1) << 40), "key-value count");
+  // A string of 2^63 bytes.
+  refused(header(0, 1).u64(uint64_t(1) << 63), "key 0 needs 9223372036854775808 bytes");
+  refused(header(0, 1).str("k").u32(8).u64(uint64_t(1) << 63), "key 'k' needs");
+  refused(header(0, 1).str("k").u32(13), "value type is 13");
+  refused(header(0, 1).str("k").u32(9).u32(9), "array of arrays");
+  refused(header(0, 1).str("k").u32(9).u32(4).u64(uint64_t(1) << 62), "array of 4611686018427387904");
+  refused(header(0, 1).str("k").u32(9).u32(8).u64(1000000), "strings is longer than the file");
+  refused(header(0, 2).str("k").u32(4).u32(1).str("k").u32(4).u32(1), "key 'k' appears twice");
+  refused(header(0, 1).str("general.alignment").u32(4).u32(3), "not a power of two");
+  refused(header(0, 1).str("general.alignment").u32(6).f32(32), "is f32, expected u32");
+  refused(header(0, 1).str("k").u32(4), "truncated");
+  // Tensor infos.
+  refused(header(1, 0).str("t").u32(5), "5 dimensions");
+  refused(header(1, 0).str("t").u32(1).u64(0), "is zero");
+  refused(header(1, 0).str("t").u32(2).u64(uint64_t(1) << 40).u64(uint64_t(1) << 40), "overflow");
+  refused(header(1, 0).str("t").u32(1).u64(48).u32(12).u64(0), "not whole Q4_K blocks of 256");
+  refused(header(1, 0).str("t").u32(1).u64(4).u32(0).u64(3), "not a multiple of the alignment 32");
+  Bytes far = header(1, 0).str("t").u32(1).u64(4).u32(0).u64(uint64_t(-32));
+  far.pad(32).b.append(16, '\0');
+  refused(far, "tensor 't': 16 bytes at offset 18446744073709551584 of the data area, which holds 16");
+  refused(header(1, 0).str("t").u32(1).u64(4).u32(0).u64(0).pad(32), "tensor 't': 16 bytes at offset 0");
+  refused(header(2, 0).str("t").u32(1).u64(4).u32(0).u64(0).str("t").u32(1).u64(4).u32(0).u64(0), "appears twice");
+  // a: 8 F32 values (32 bytes) from 0; b from 32, or from 0 (inside a).
+  Bytes apart = header(2, 0).str("a").u32(1).u64(8).u32(0).u64(0).str("b").u32(1).u64(4).u32(0).u64(32);
+  apart.pad(32).b.append(64, '\0');
+  CHECK_NOTHROW(parse(apart));
+  Bytes overlapping = header(2, 0).str("a").u32(1).u64(8).u32(0).u64(0).str("b").u32(1).u64(4).u32(0).u64(0);
+  overlapping.pad(32).b.append(64, '\0');
+  refused(overlapping, "tensor 'b' overlaps tensor 'a'");
+}
+
+TEST_CASE("GGUF: a type pert does not read is listed, and refused when the model needs it", "[gguf]") {
+  Bytes f = header(1, 0).str("token_embd.weight").u32(2).u64(32).u64(4).u32(20).u64(0);  // IQ4_NL
+  f.pad(32).b.append(72, '\0');
+  const GgufHeader h = parse(f);
+  REQUIRE(h.tensors.size() == 1);
+  CHECK(h.tensors[0].type == nullptr);
+  CHECK(ggml_type_name(20) == "IQ4_NL");
+  CHECK(ggml_type_name(99).find("99") != std::string::npos);
+}
+
+TEST_CASE("GGUF: typed look-ups name the file and the key", "[gguf]") {
+  const TempDir dir;
+  const std::string path = (dir.path / "m.gguf").string();
+  const Bytes f = two_tensors();
+  std::ofstream(path, std::ios::binary).write(f.b.data(), std::streamsize(f.b.size()));
+  CHECK(is_gguf_file(path));
+  CHECK_FALSE(is_gguf_file(dir.path));
+  const GgufFile file(path);
+  CHECK(file.get_string("general.architecture") == "llama");
+  CHECK_FALSE(file.opt_int("llama.block_count").has_value());
+  CHECK_THROWS_WITH(file.get_int("llama.block_count"), path + ": key 'llama.block_count' is missing");
+  CHECK_THROWS_WITH(file.get_int("general.architecture"), path + ": key 'general.architecture' is string, expected an integer");
+  CHECK_THROWS_WITH(file.get_array("tokenizer.ggml.tokens", GgufKind::F32),
+                    path + ": key 'tokenizer.ggml.tokens' is array of string, expected an array of f32");
+  // Its metadata is not a model's: the first missing key is named.
+  CHECK_THROWS_WITH(gguf_config_json(file), Catch::Contains("tensor 'token_embd.weight' is missing"));
+}
+
+TEST_CASE("GGUF: tensor names map to HF's", "[gguf]") {
+  CHECK(hf_tensor_name("blk.12.attn_q.weight", Architecture::Llama) == "model.layers.12.self_attn.q_proj.weight");
+  CHECK(hf_tensor_name("blk.0.attn_k.bias", Architecture::Qwen2) == "model.layers.0.self_attn.k_proj.bias");
+  CHECK(hf_tensor_name("blk.3.ffn_up.weight", Architecture::Phi3) == "model.layers.3.mlp.gate_up_proj.weight");
+  CHECK(hf_tensor_name("blk.3.ffn_up.weight", Architecture::Qwen3) == "model.layers.3.mlp.up_proj.weight");
+  CHECK(hf_tensor_name("blk.1.attn_q_norm.weight", Architecture::Qwen3) == "model.layers.1.self_attn.q_norm.weight");
+  CHECK(hf_tensor_name("output.weight", Architecture::Llama) == "lm_head.weight");
+  for (const char* odd : {"blk..attn_q.weight", "blk.1.attn_q", "blk.1.attn_zzz.weight", "blk.1x.attn_q.weight", "foo"})
+    CHECK(hf_tensor_name(odd, Architecture::Llama).empty());
+}
