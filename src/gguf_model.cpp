@@ -79,6 +79,8 @@ json rope_scaling(const GgufFile& f, const std::string& a, int context, int rota
     factor = f.get_float(a + "rope.scale_linear");
   }
   const bool freqs = f.tensor("rope_freqs.weight") != nullptr;
+  // llama.cpp applies phi3's factor tables whenever the file has them, with or without the type.
+  if (type.empty() && f.tensor("rope_factors_long.weight")) type = "longrope";
   if (freqs && !type.empty() && type != "none")
     throw FormatError(f.path() + ": tensor 'rope_freqs.weight' and key '" + a + "rope.scaling.type' ('" + printable(type) +
                       "') are both set; pert reads one");
@@ -256,6 +258,8 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
   auto storage = std::make_shared<GgufStorage>();
   storage->file = file;
   const GgufFile& f = *file;
+  // The converter permuted q/k for general.architecture llama (also read as Mistral).
+  const bool permuted = architecture_of(f).architecture == Architecture::Llama;
   std::vector<TensorView> views;
   for (const GgufTensor& t : f.header().tensors) {
     // Read into the config (gguf_config_json), not tensors of the forward pass.
@@ -278,7 +282,7 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
     v.offset = t.offset;
     v.data = t.data;
     v.nbytes = t.nbytes;
-    if (config.architecture == Architecture::Llama) {
+    if (permuted) {
       const bool q = ends_with(v.name, "self_attn.q_proj.weight") || ends_with(v.name, "self_attn.q_proj.bias");
       const bool k = ends_with(v.name, "self_attn.k_proj.weight") || ends_with(v.name, "self_attn.k_proj.bias");
       if (q || k) {

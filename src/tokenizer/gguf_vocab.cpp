@@ -339,9 +339,8 @@ json tokenizer_json_from_gguf(const GgufFile& f) {
 }  // namespace tokenizer
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
-  // (Through the text of the document: tokenizer.cpp's reader takes text; its errors name the
-  // GGUF file, and the keys are the tokenizer.json ones this file wrote.)
-  return parse(tokenizer::tokenizer_json_from_gguf(file).dump(), file.path());
+  // Errors name the GGUF file (and the tokenizer.json keys this file wrote).
+  return from_document(tokenizer::tokenizer_json_from_gguf(file), file.path());
 }
 
 }  // namespace pert

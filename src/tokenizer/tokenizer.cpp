@@ -151,8 +151,7 @@ std::shared_ptr<Data> from_json(const json& j, const std::string& where) {
 
 Tokenizer::Tokenizer() : d_(std::make_shared<Data>()) {}
 
-Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
-  const json j = parse_json(text, where);
+Tokenizer Tokenizer::from_document(const json& j, const std::string& where) {
   Tokenizer t;
   try {
     t.d_ = tokenizer::from_json(j, where);
@@ -161,6 +160,8 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) {
   }
   return t;
 }
+
+Tokenizer Tokenizer::parse(std::string_view text, const std::string& where) { return from_document(parse_json(text, where), where); }
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) { return parse(read_text_file(path, kMaxTokenizerBytes), path.string()); }
 
