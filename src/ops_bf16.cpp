@@ -176,9 +176,16 @@ void matmul_widened(float* y, const float* x, const uint16_t* packed, int T, int
 }  // namespace
 
 void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products) {
-  bool all_q8 = true, all_f32 = T > 1;
-  for (const Projection& p : products) all_q8 = all_q8 && p.w->q8, all_f32 = all_f32 && p.w->f32;
+  bool all_q8 = true, all_f32 = T > 1, all_blocks = products.size() <= 4;
+  for (const Projection& p : products)
+    all_q8 = all_q8 && p.w->q8, all_f32 = all_f32 && p.w->f32, all_blocks = all_blocks && p.w->blocks.data;
   if (all_q8) return matmul_q8(x, T, K, products.begin(), products.size());
+  if (all_blocks) {  // x quantized once for all of them
+    BlockProduct blocks[4];
+    size_t n = 0;
+    for (const Projection& p : products) blocks[n++] = {p.y, &p.w->blocks, p.N, p.accumulate};
+    return matmul_blocks(x, T, K, blocks, n);
+  }
   if (all_f32) return matmul_f32(x, T, K, products.begin(), products.size());
   for (const Projection& p : products) matmul(p.y, x, *p.w, T, K, p.N, p.accumulate);
 }
@@ -186,6 +193,7 @@ void matmul_shared(const float* x, int T, int K, std::initializer_list<Projectio
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
   if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
   if (w.q8) return matmul_q8(y, x, w, T, K, N, accumulate);
+  if (w.blocks.data) return matmul_blocks(y, x, w.blocks, T, K, N, accumulate);
 #if !defined(__AVX512BF16__)
   if (T > 1) return matmul_widened(y, x, w.bf16, T, K, N, accumulate);
 #endif
