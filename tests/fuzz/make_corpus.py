@@ -214,3 +214,61 @@ write("sweep", "missing_result.json", sweep_file([{"model": "m", "config": "plai
 write("sweep", "wrong_types.json", sweep_file([dict(result, model="m", config="plain", length=64, ppl="high",
                                                    index="x", trained_length="L")]))
 write("sweep", "not_a_sweep.json", '{"pert_sweep": "1", "settings": [1, 2], "cells": {}}')
+
+# --- gguf: small whole models (llama SPM and gpt2 vocabularies, legacy and K-quant blocks) --
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(root, "tools"))
+import ggml_quants  # noqa: E402
+import gguf  # noqa: E402
+
+
+def gguf_bytes(metadata, tensors, version=3):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.gguf")
+        gguf.write_gguf(path, metadata, tensors, version=version)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def tiny_model(arch, d, types, vocab_kind="llama"):
+    """A one-layer `arch` model of width d with an 8-piece vocabulary; types: matrix -> GGML type."""
+    rng = np.random.default_rng(0)
+    a = arch + "."
+    meta = [("general.architecture", "string", arch), (a + "block_count", "u32", 1), (a + "context_length", "u32", 64),
+            (a + "embedding_length", "u32", d), (a + "feed_forward_length", "u32", d),
+            (a + "attention.head_count", "u32", 2), (a + "attention.head_count_kv", "u32", 1),
+            (a + "attention.layer_norm_rms_epsilon", "f32", 1e-5), (a + "rope.freq_base", "f32", 10000.0)]
+    pieces = ["<unk>", "<s>", "</s>", "▁a", "▁b", "a", "b", "▁"] if vocab_kind == "llama" else ["a", "b", "ab", "Ġ", "Ġa", "<|end|>", "c", "ca"]
+    meta += [("tokenizer.ggml.model", "string", vocab_kind), ("tokenizer.ggml.tokens", ("array", "string"), pieces)]
+    if vocab_kind == "llama":
+        meta += [("tokenizer.ggml.scores", ("array", "f32"), [0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0]),
+                 ("tokenizer.ggml.token_type", ("array", "i32"), [2, 3, 3, 1, 1, 1, 1, 1])]
+    else:
+        meta += [("tokenizer.ggml.pre", "string", "gpt-2"), ("tokenizer.ggml.merges", ("array", "string"), ["a b", "Ġ a", "c a"]),
+                 ("tokenizer.ggml.token_type", ("array", "i32"), [1, 1, 1, 1, 1, 3, 1, 1])]
+    kv = d // 2
+    shapes = {"token_embd.weight": (8, d), "blk.0.attn_norm.weight": (d,), "blk.0.attn_q.weight": (d, d),
+              "blk.0.attn_k.weight": (kv, d), "blk.0.attn_v.weight": (kv, d), "blk.0.attn_output.weight": (d, d),
+              "blk.0.ffn_norm.weight": (d,), "blk.0.ffn_gate.weight": (d, d), "blk.0.ffn_up.weight": (d, d),
+              "blk.0.ffn_down.weight": (d, d), "output_norm.weight": (d,)}
+    tensors = []
+    for name, shape in shapes.items():
+        kind = types.get(name.split(".")[-2], "F32") if len(shape) == 2 else "F32"
+        w = rng.standard_normal(shape).astype(np.float32) * 0.1
+        tensors.append((name, kind, list(reversed(shape)), ggml_quants.quantize(kind, w)))
+    return meta, tensors
+
+
+legacy = {"token_embd": "Q8_0", "attn_q": "Q4_0", "attn_k": "Q8_0", "attn_v": "F16", "attn_output": "Q5_1",
+          "ffn_gate": "Q4_1", "ffn_up": "Q5_0", "ffn_down": "BF16"}
+write("gguf", "llama_legacy_types", gguf_bytes(*tiny_model("llama", 32, legacy)))
+write("gguf", "qwen2_gpt2_vocab_v2", gguf_bytes(*tiny_model("qwen2", 32, {"attn_q": "Q8_0"}, "gpt2"), version=2))
+meta, tensors = tiny_model("llama", 256, {"attn_q": "Q4_K", "attn_k": "Q5_K", "attn_v": "Q6_K"})
+write("gguf", "llama_k_quants", gguf_bytes(meta, [t for t in tensors if t[1] != "F32" or len(t[2]) == 1]))
+write("gguf", "header_only", gguf_bytes([("general.architecture", "string", "llama")], []))
+write("gguf", "unknown_pre", gguf_bytes([("tokenizer.ggml.model", "string", "gpt2"), ("tokenizer.ggml.pre", "string", "nope"),
+                                         ("tokenizer.ggml.tokens", ("array", "string"), ["a"])], []))
