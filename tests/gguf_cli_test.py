@@ -117,3 +117,17 @@ def test_python_module_loads_a_gguf_file(files):
     env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
     r = subprocess.run(["/usr/bin/python3", "-c", code, MODEL, files["F32"]], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_broken_file_is_one_line_naming_it(files):
+    with open(files["Q8_0"], "rb") as f:
+        whole = f.read()
+    cases = {"truncated.gguf": whole[: len(whole) // 2], "header.gguf": whole[:40],
+             "no_arch.gguf": whole.replace(b"general.architecture", b"general.architecturX")}
+    for name, data in cases.items():
+        path = files["dir"] / name
+        path.write_bytes(data)
+        for args in (("inspect", str(path)), ("generate", "-m", str(path), "-p", "hi", "-n", "1")):
+            r = pert(*args, check=False)
+            lines = r.stderr.strip().split("\n")
+            assert r.returncode == 1 and len(lines) == 1 and str(path) in lines[0], (name, args, r.stderr)
