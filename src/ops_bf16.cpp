@@ -22,14 +22,6 @@
 
 namespace pert {
 
-uint16_t f32_to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
 size_t bf16_packed_size(int N, int K) { return size_t((N + 15) / 16) * 16 * size_t((K + 1) / 2) * 2; }
 
 void pack_bf16(uint16_t* packed, const uint16_t* rows, int N, int K) {

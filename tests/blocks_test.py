@@ -178,3 +178,40 @@ def test_matmul(tmp_path, type_name):
                                           f"bound {bound[worst]:.3g}")
             if raw is quantized:  # heavy-tailed random W: too few dominant terms for a statistical check
                 assert np.sqrt(np.mean(err ** 2)) <= rms, f"{what}: RMS error {np.sqrt(np.mean(err ** 2)):.3g} > {rms:.3g}"
+
+
+def x_as_pert_rounds_it(type_name, x):
+    """x [T][K] float32 rounded per block as pert's kernels round it, in the same float32
+    operations (d = max|x| / 127; q = rint(x * 127 / max|x|) for the K-quants, rint(x * (1 / d))
+    for the legacy types): the same integers, so no rounding can differ."""
+    size = x_block(type_name)
+    if not size:
+        return x.astype(np.float64)
+    T, K = x.shape
+    b = x.reshape(T, K // size, size)
+    amax = np.abs(b).max(2, keepdims=True)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.float32(127) / amax if size == 256 else np.float32(1) / d
+    inv = np.where(amax > 0, inv, np.float32(0)).astype(np.float32)
+    q = np.rint((b * inv).astype(np.float32))
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(T, K)
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+def test_matmul_exact_given_x_rounded_alike(tmp_path, type_name):
+    """With x rounded as pert rounds it, pert's product is the float64 one up to float32 sums:
+    |Δ| <= 1e-6 of Σ|w·x| (a wrong scale, nibble, sign or min would be ~1e-2 and more)."""
+    rng = np.random.default_rng(200 + ggml_quants.TYPES[type_name].number)
+    T, K, N = 7, 768, 40
+    raw = ggml_quants.quantize(type_name, rng.standard_normal((N, K)).astype(np.float32) * 0.05)
+    w = ggml_quants.dequantize(type_name, raw, N * K).reshape(N, K).astype(np.float64)
+    x = (rng.standard_normal((T, K)) * np.exp(rng.standard_normal((1, K)))).astype(np.float32)
+    (tmp_path / "w").write_bytes(raw)
+    x.astype("<f4").tofile(tmp_path / "x")
+    run("matmul", type_name, tmp_path / "w", tmp_path / "x", T, K, N, tmp_path / "y")
+    got = np.fromfile(tmp_path / "y", "<f4").reshape(T, N).astype(np.float64)
+    xr = x_as_pert_rounds_it(type_name, x)
+    want = xr @ w.T
+    scale = np.abs(xr) @ np.abs(w).T
+    assert np.all(np.abs(got - want) <= 1e-6 * scale), float(np.max(np.abs(got - want) / scale))

@@ -9,15 +9,16 @@ float64.
 pert multiplies a quantized matrix by x quantized per block of 32 values (the legacy types) or
 256 (the K-quants), d = max|x| / 127 and q = round(x / d), as llama.cpp quantizes activations
 (Q8_0 / Q8_K); the reference rounds the inputs of those matrices the same way, so what is
-compared is the arithmetic, not the activations' rounding: max |Δ logit| <= 1e-3 of the logit
-range, prefill and token-by-token decoding (measured: ~1e-7).
+compared is the model as read (names, row order, config, scaling, tokenizer-free ids), prefill
+and token-by-token decoding: measured ~1e-7 of the logit range at most positions.
 
 An activation within float32 noise of a rounding midpoint may round the other way in pert than
 in the float64 reference (pert's x differs from the reference's by ~1e-6 relative after float32
-sums of hundreds of products); that moves the logits of its position (and, before the last
-layer's attention, the later positions') by up to ~6e-3 of the range. So: at least 3/4 of the
-positions within 1e-3 (a rounding that differs touches a few; a kernel error, a wrong scale,
-nibble or sign, touches every one), and every position within 2e-2.
+sums of hundreds of products); that moves the logits of its position, and through the cache
+every later one, by up to ~6e-3 of the range, one flip being 1/127 of a block's largest value.
+So every position must be within 2e-2 of the range (a wrong tensor, row order or scaling is
+~1e-1 and more); the kernels themselves are checked exactly, given x rounded alike, by
+blocks_test.py (1e-6).
 
     gguf_model_test.py PERT_LOGITS [ARCH | ARCH_TYPE ...]     e.g. llama, qwen3_Q4_K_M
 """
@@ -73,12 +74,11 @@ def run_case(binary, arch, kind, work, failures):
     span = float(want.max() - want.min())
     for chunk, what in ((None, "prefill"), (1, "decode")):
         got = pert_logits(binary, gguf_path, ids, work, chunk=chunk)
-        by_position = np.sort(np.abs(got - want).max(axis=-1) / span)  # max |Δ| / range, ascending
-        quarter = len(ids) - (3 * len(ids) + 3) // 4
-        for tol, what_of, err in ((1e-3, "3/4 of positions", by_position[-quarter - 1]), (2e-2, "every position", by_position[-1])):
-            print(f"{arch:8s} {kind:7s} {what:8s} {what_of:17s} max|Δ| / logit range = {err:.2e}  (≤ {tol:g})")
-            if not err <= tol:
-                failures.append(f"{arch} {kind} {what} {what_of}")
+        by_position = np.abs(got - want).max(axis=-1) / span  # max |Δ| / range at each position
+        err, median = float(by_position.max()), float(np.median(by_position))
+        print(f"{arch:8s} {kind:7s} {what:8s} max|Δ| / logit range = {err:.2e} (≤ 2e-2), median position {median:.1e}")
+        if not err <= 2e-2:
+            failures.append(f"{arch} {kind} {what}")
 
 
 def main():

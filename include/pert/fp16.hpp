@@ -30,6 +30,15 @@ inline float f16_to_f32(uint16_t h) {
   return f32_from_bits(sign | (e << 23) | ((mant & 0x3ff) << 13));
 }
 
+// F32 -> BF16, rounding to nearest even; NaN stays NaN.
+inline uint16_t f32_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
 // F32 -> F16, rounding to nearest even; overflow gives infinity, NaN stays NaN.
 inline uint16_t f32_to_f16(float f) {
   uint32_t u;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "pert/fp16.hpp"
 #include "pert/kv_cache.hpp"
 #include "pert/quants.hpp"
 
@@ -78,8 +79,7 @@ std::vector<std::string> q8_kernels();
 const std::string& q8_kernel();
 void select_q8_kernel(const std::string& name);  // throws std::invalid_argument when not available
 
-// BF16 <-> F32: round to nearest even, and the exact widening.
-uint16_t f32_to_bf16(float x);
+// BF16 <-> F32: the exact widening (f32_to_bf16, rounding to nearest even: fp16.hpp).
 inline float bf16_to_f32_value(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;
   float f;
