@@ -105,6 +105,14 @@ GgufValue read_value(Cursor& in, const std::string& where) {
   return v;
 }
 
+// A float as an integer without undefined behaviour: truncated, clamped to int64's range, NaN 0.
+int64_t saturated(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  return int64_t(v);
+}
+
 std::string in_quotes(std::string_view name) { return "'" + printable(name) + "'"; }
 
 }  // namespace
@@ -137,8 +145,8 @@ int64_t GgufValue::int_at(uint64_t i) const {
       return u > uint64_t(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max() : int64_t(u);
     }
     case GgufKind::I64: return load<int64_t>(p);
-    case GgufKind::F32: return int64_t(load<float>(p));
-    case GgufKind::F64: return int64_t(load<double>(p));
+    case GgufKind::F32: return saturated(load<float>(p));
+    case GgufKind::F64: return saturated(load<double>(p));
     default: return 0;
   }
 }
