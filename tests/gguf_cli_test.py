@@ -107,6 +107,8 @@ def test_dtype_converts_a_gguf_model_like_a_directory(files):
 
 def test_python_module_loads_a_gguf_file(files):
     build = os.environ.get("PERT_BUILD_DIR", os.path.join(ROOT, "build"))
+    if not os.path.isdir(os.path.join(build, "python", "pert")):
+        pytest.skip("no Python module in this build (the sanitizer build has none)")
     code = ("import pert, numpy as np, sys\n"
             "a = pert.load(sys.argv[1]); b = pert.load(sys.argv[2])\n"
             "ids = a.tokenize('Once upon a time')\n"
