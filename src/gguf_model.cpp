@@ -84,12 +84,11 @@ json rope_scaling(const GgufFile& f, const std::string& a, int context, int rota
   if (freqs && !type.empty() && type != "none")
     throw FormatError(f.path() + ": tensor 'rope_freqs.weight' and key '" + a + "rope.scaling.type' ('" + printable(type) +
                       "') are both set; pert reads one");
-  if (freqs)  // Llama 3: each pair's frequency divided by its factor, nothing else
-    return {{"rope_type", "longrope"},
-            {"short_factor", factors(f, "rope_freqs.weight", rotary_dim / 2)},
-            {"long_factor", factors(f, "rope_freqs.weight", rotary_dim / 2)},
-            {"original_max_position_embeddings", context},
-            {"attention_factor", 1.0}};
+  if (freqs) {  // Llama 3: each pair's frequency divided by its factor, nothing else
+    const json list = factors(f, "rope_freqs.weight", rotary_dim / 2);
+    return {{"rope_type", "longrope"}, {"short_factor", list}, {"long_factor", list},
+            {"original_max_position_embeddings", context}, {"attention_factor", 1.0}};
+  }
   if (type.empty() || type == "none") return nullptr;
   const std::string orig_key = a + "rope.scaling.original_context_length";
   if (type == "linear") {
