@@ -5,9 +5,9 @@
 //   codes × x   vpmaddubsw: unsigned codes (0..63) by signed x, pairs summed into int16 (at most
 //               2·63·127, no saturation); Q8_0's signed codes go through as |w| and x·sign(w).
 //   scales      vpmaddwd by the sub-block's integer scale (K-quants) or by 1, into int32.
-//   blocks      the legacy types sum 4 blocks at once (hadd), scale them with one vfmadd into 4
-//               float lanes — the plain kernels' Lanes, lane for lane; the K-quants add their
-//               super-block's two int32 sums into Lanes as the plain kernels do.
+//   blocks      4 blocks (legacy) or super-blocks (K-quants) a step: their int32 totals summed
+//               at once (hadd) and scaled by one vfmadd into 4 float lanes — the plain kernels'
+//               Lanes, lane for lane, so both give the same float.
 #include "quants_blocks.hpp"
 
 #if defined(__x86_64__)
@@ -132,92 +132,137 @@ void legacy_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
   for (int r = 0; r < R; ++r) out[r] = lanes[r].sum();
 }
 
-// Q4_K (Five false) and Q5_K: per chunk of 64 values, the low nibbles are sub-block 2c and the
-// high ones 2c + 1 (Q5_K: qh's bits 2c and 2c + 1 on top, taken as qh shifts down by 2 a chunk).
-template <bool Five, int R>
-void q45k_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
-  constexpr size_t bytes = Five ? 176 : 144;
-  const int nb = x.K / QK_K, K = x.K;
-  const __m256i low4 = _mm256_set1_epi8(15), bit0 = _mm256_set1_epi8(1), bit1 = _mm256_set1_epi8(2);
-  Lanes lanes[R];
-  for (int s = 0; s < nb; ++s, w += bytes) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + 2 * bytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + 2 * bytes + 64), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + 2 * bytes + 128), _MM_HINT_T0);
-    uint8_t sc[8], mn[8];
-    scale_min_k4(w + 4, sc, mn);
-    const float d = load_f16(w), dmin = load_f16(w + 2);
-    const uint8_t* qs = w + (Five ? 48 : 16);
-    __m256i high = Five ? load256(w + 16) : _mm256_setzero_si256();
-    __m256i dot[R];
-    for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(qs + 32 * c);
-      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      if (Five) {
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(high, bit0), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(high, bit1), 3));
-        high = _mm256_srli_epi16(high, 2);
-      }
-      const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
-      for (int r = 0; r < R; ++r) {
-        const int8_t* qx = x.q + size_t(t0 + r) * K + size_t(s) * QK_K + 64 * c;
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(qx)), s_lo);
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(qx + 32)), s_hi);
-        dot[r] = _mm256_add_epi32(dot[r], _mm256_add_epi32(p_lo, p_hi));
-      }
-    }
-    // Σ_j m_j·(x's two sums of 16 in sub-block j): the mins repeated per 16.
-    const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    for (int r = 0; r < R; ++r) {
-      const size_t xs = size_t(t0 + r) * nb + size_t(s);
-      const int offset = hsum(_mm256_madd_epi16(load256(x.bsum + xs * 16), mins));
-      lanes[r].add(s, float(hsum(dot[r])), d * x.d[xs]);
-      lanes[r].add(s, float(-offset), dmin * x.d[xs]);
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = lanes[r].sum();
+// The F16 fields at `at` of four consecutive blocks `bytes` apart, as four floats.
+inline __m128 f16x4(const uint8_t* w, size_t bytes, size_t at) {
+  return _mm_cvtph_ps(_mm_setr_epi16(short(load_u16(w + at)), short(load_u16(w + bytes + at)),
+                                     short(load_u16(w + 2 * bytes + at)), short(load_u16(w + 3 * bytes + at)), 0, 0,
+                                     0, 0));
 }
 
-// Q6_K: per half (128 values) ql[64] and qh[32] give four parts of 32 values; part p is
-// sub-blocks 2p and 2p + 1 of the half, whose scales go to the low and high 128-bit lanes.
+// byte shuffles broadcasting int16 j of a 128-bit lane to all of it, j = 0..7
+alignas(32) const uint8_t kBroadcast16[8][32] = {
+#define PERT_B(j) {2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
+                   2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1,   \
+                   2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1}
+    PERT_B(0), PERT_B(1), PERT_B(2), PERT_B(3), PERT_B(4), PERT_B(5), PERT_B(6), PERT_B(7)
+#undef PERT_B
+};
+
+// One super-block of Q4_K (Five false) or Q5_K against R rows of x: per row, the int32 lanes of
+// Σ_j s_j·Σ c·qx (dot) and of Σ_j m_j·Σ_j qx (offset). Per chunk of 64 values the low nibbles
+// are sub-block 2c and the high ones 2c + 1 (Q5_K: qh's bits 2c and 2c + 1 on top, taken as qh
+// shifts down by 2 a chunk).
+template <bool Five, int R>
+inline void q45k_super(const uint8_t* w, const QuantizedX& x, size_t xs0, size_t nb, __m256i* dot, __m256i* offset) {
+  const __m256i low4 = _mm256_set1_epi8(15), bit0 = _mm256_set1_epi8(1), bit1 = _mm256_set1_epi8(2);
+  uint8_t sc[8], mn[8];
+  scale_min_k4(w + 4, sc, mn);
+  // the eight scales as int16 in both 128-bit lanes; the mins repeated per 16 values
+  const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc));
+  const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s8));
+  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+  const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+  const uint8_t* qs = w + (Five ? 48 : 16);
+  __m256i high = Five ? load256(w + 16) : _mm256_setzero_si256();
+  for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i q = load256(qs + 32 * c);
+    __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    if (Five) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(high, bit0), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(high, bit1), 3));
+      high = _mm256_srli_epi16(high, 2);
+    }
+    const __m256i s_lo = _mm256_shuffle_epi8(s16, load256(kBroadcast16[2 * c]));
+    const __m256i s_hi = _mm256_shuffle_epi8(s16, load256(kBroadcast16[2 * c + 1]));
+    for (int r = 0; r < R; ++r) {
+      const int8_t* qx = x.q + (xs0 + size_t(r) * nb) * QK_K + 64 * c;
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(qx)), s_lo);
+      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(qx + 32)), s_hi);
+      dot[r] = _mm256_add_epi32(dot[r], _mm256_add_epi32(p_lo, p_hi));
+    }
+  }
+  for (int r = 0; r < R; ++r) offset[r] = _mm256_madd_epi16(load256(x.bsum + (xs0 + size_t(r) * nb) * 16), mins);
+}
+
+// One super-block of Q6_K against R rows of x: per row, the int32 lanes of Σ_j s_j·Σ c·qx −
+// 32·Σ_j s_j·Σ_j qx. Per half (128 values) ql[64] and qh[32] give four parts of 32 values; part
+// p is sub-blocks 2p and 2p + 1 of the half, whose scales go to the low and high 128-bit lanes.
 template <int R>
-void q6k_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
-  const int nb = x.K / QK_K, K = x.K;
+inline void q6k_super(const uint8_t* w, const QuantizedX& x, size_t xs0, size_t nb, __m256i* dot) {
   const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30);
   // byte pattern picking int16 0 of each dword for the low lane and int16 1 for the high one
   const __m256i pick = _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302, 0x0100010001000100, 0x0100010001000100);
-  Lanes lanes[R];
-  for (int s = 0; s < nb; ++s, w += 210) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + 420), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + 420 + 64), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + 420 + 128), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + 420 + 192), _MM_HINT_T0);
-    const __m256i scales = _mm256_cvtepi8_epi16(load128(w + 192));  // 16 int16
-    const float d = load_f16(w + 208);
-    __m256i dot[R];
-    for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = load256(w + 64 * h), ql1 = load256(w + 64 * h + 32), qh = load256(w + 128 + 32 * h);
-      const __m256i part[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45))};
-      for (int p = 0; p < 4; ++p) {
-        const __m256i sp = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(4 * h + p)), pick);
-        for (int r = 0; r < R; ++r) {
-          const int8_t* qx = x.q + size_t(t0 + r) * K + size_t(s) * QK_K + 128 * h + 32 * p;
-          dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(_mm256_maddubs_epi16(part[p], load256(qx)), sp));
-        }
+  const __m256i scales = _mm256_cvtepi8_epi16(load128(w + 192));  // 16 int16
+  for (int r = 0; r < R; ++r)  // from −32·Σ_j s_j·Σ_j qx
+    dot[r] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                _mm256_madd_epi16(load256(x.bsum + (xs0 + size_t(r) * nb) * 16), scales)), 5);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = load256(w + 64 * h), ql1 = load256(w + 64 * h + 32), qh = load256(w + 128 + 32 * h);
+    const __m256i part[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+        _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45))};
+    for (int p = 0; p < 4; ++p) {
+      const __m256i sp = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(4 * h + p)), pick);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* qx = x.q + (xs0 + size_t(r) * nb) * QK_K + 128 * h + 32 * p;
+        dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(_mm256_maddubs_epi16(part[p], load256(qx)), sp));
       }
     }
+  }
+}
+
+// The K-quant kernels: four super-blocks a step, their int32 totals (hsum4) scaled into the four
+// float lanes by one vfmadd (two for Q4_K/Q5_K: the scales, then the mins), as the plain
+// kernels add them lane by lane; the last nb % 4 super-blocks one at a time.
+template <BlockType Type, int R>
+void k_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
+  constexpr bool six = Type == BlockType::Q6_K, five = Type == BlockType::Q5_K;
+  constexpr size_t bytes = six ? 210 : five ? 176 : 144;
+  constexpr size_t d_at = six ? 208 : 0;
+  const size_t nb = size_t(x.K / QK_K);
+  const size_t xs0 = size_t(t0) * nb;  // x's super-block (t0, 0)
+  __m256i dot[4][R], offset[4][R];
+  __m128 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
+  size_t s = 0;
+  for (; s + 4 <= nb; s += 4, w += 4 * bytes) {
+    for (int u = 0; u < 4; ++u) {
+      const uint8_t* b = w + u * bytes;
+      _mm_prefetch(reinterpret_cast<const char*>(b + 4 * bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + 4 * bytes + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + 4 * bytes + 128), _MM_HINT_T0);
+      if (six) {
+        q6k_super<R>(b, x, xs0 + s + u, nb, dot[u]);
+      } else {
+        q45k_super<five, R>(b, x, xs0 + s + u, nb, dot[u], offset[u]);
+      }
+    }
+    const __m128 d = f16x4(w, bytes, d_at);
     for (int r = 0; r < R; ++r) {
-      const size_t xs = size_t(t0 + r) * nb + size_t(s);
-      const int offset = hsum(_mm256_madd_epi16(load256(x.bsum + xs * 16), scales));  // Σ_j s_j·Σ_j x
-      lanes[r].add(s, float(hsum(dot[r]) - 32 * offset), d * x.d[xs]);
+      const __m128 dx = _mm_loadu_ps(x.d + xs0 + size_t(r) * nb + s);
+      acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4(dot[0][r], dot[1][r], dot[2][r], dot[3][r])), _mm_mul_ps(d, dx), acc[r]);
+      if (!six) {
+        const __m128i m = hsum4(offset[0][r], offset[1][r], offset[2][r], offset[3][r]);
+        acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_sub_epi32(_mm_setzero_si128(), m)),
+                              _mm_mul_ps(f16x4(w, bytes, 2), dx), acc[r]);
+      }
+    }
+  }
+  Lanes lanes[R];
+  for (int r = 0; r < R; ++r) _mm_storeu_ps(lanes[r].v, acc[r]);
+  for (; s < nb; ++s, w += bytes) {
+    if (six) {
+      q6k_super<R>(w, x, xs0 + s, nb, dot[0]);
+    } else {
+      q45k_super<five, R>(w, x, xs0 + s, nb, dot[0], offset[0]);
+    }
+    for (int r = 0; r < R; ++r) {
+      const float dx = x.d[xs0 + size_t(r) * nb + s];
+      lanes[r].add(int(s), float(hsum(dot[0][r])), load_f16(w + d_at) * dx);
+      if (!six) lanes[r].add(int(s), float(-hsum(offset[0][r])), load_f16(w + 2) * dx);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = lanes[r].sum();
@@ -265,10 +310,10 @@ void float_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
 }
 
 template <BlockType T, int R> struct Legacy { static void run(const uint8_t* w, const QuantizedX& x, int t0, float* o) { legacy_avx2<T, R>(w, x, t0, o); } };
-template <bool Five, int R> struct Q45K { static void run(const uint8_t* w, const QuantizedX& x, int t0, float* o) { q45k_avx2<Five, R>(w, x, t0, o); } };
-template <int R> struct Q6K { static void run(const uint8_t* w, const QuantizedX& x, int t0, float* o) { q6k_avx2<R>(w, x, t0, o); } };
+template <BlockType T, int R> struct KQuant { static void run(const uint8_t* w, const QuantizedX& x, int t0, float* o) { k_avx2<T, R>(w, x, t0, o); } };
 template <BlockType T, int R> struct Float { static void run(const uint8_t* w, const QuantizedX& x, int t0, float* o) { float_avx2<T, R>(w, x, t0, o); } };
 
+template <BlockType T> KernelSet k_quant() { return {{KQuant<T, 1>::run, KQuant<T, 2>::run, KQuant<T, 3>::run, KQuant<T, 4>::run}}; }
 template <BlockType T> KernelSet legacy() { return {{Legacy<T, 1>::run, Legacy<T, 2>::run, Legacy<T, 3>::run, Legacy<T, 4>::run}}; }
 template <BlockType T> KernelSet floats() { return {{Float<T, 1>::run, Float<T, 2>::run, Float<T, 3>::run, Float<T, 4>::run}}; }
 
@@ -286,9 +331,9 @@ KernelSet avx2_kernels(int ggml_type) {
     case BlockType::Q4_1: return legacy<BlockType::Q4_1>();
     case BlockType::Q5_0: return legacy<BlockType::Q5_0>();
     case BlockType::Q5_1: return legacy<BlockType::Q5_1>();
-    case BlockType::Q4_K: return {{Q45K<false, 1>::run, Q45K<false, 2>::run, Q45K<false, 3>::run, Q45K<false, 4>::run}};
-    case BlockType::Q5_K: return {{Q45K<true, 1>::run, Q45K<true, 2>::run, Q45K<true, 3>::run, Q45K<true, 4>::run}};
-    case BlockType::Q6_K: return {{Q6K<1>::run, Q6K<2>::run, Q6K<3>::run, Q6K<4>::run}};
+    case BlockType::Q4_K: return k_quant<BlockType::Q4_K>();
+    case BlockType::Q5_K: return k_quant<BlockType::Q5_K>();
+    case BlockType::Q6_K: return k_quant<BlockType::Q6_K>();
   }
   return {};
 }
