@@ -236,53 +236,16 @@ void Model::embedding(int token, float* out) const {
 }
 
 InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq, CacheType cache_type)
-    : model_(model), c_(model.config()), extend_(model.config()), narrow_(cache_type != CacheType::F32), n_ctx_(n_ctx),
-      n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
+    : model_(model), c_(model.config()), n_ctx_(n_ctx), n_batch_(std::min(n_batch, n_ctx)), n_seq_(n_seq) {
   if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(n_batch));
   if (n_seq < 1) throw Error("sequence count must be at least 1, got " + std::to_string(n_seq));
   position_ = make_position_encoding(c_, [&](const std::string& name) { return model.tensor(name); });
+  attention_ = std::make_unique<Attention>(c_, *position_, n_ctx, n_batch_, n_seq, cache_type);
   const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
   const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_) * size_t(n_seq);
-  // Checked before allocating: a hostile context size or config gets an error, never an
-  // allocation that fails (or that the sanitizer build reports as a crash).
-  far_ = extend_.pattern && extend_.pattern->remaps();
-  far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_->rotates_keys_on_read();
-  const bool keys_read = position_->rotates_keys_on_read();
-  const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && keys_read;
-  const double cached = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim);  // K, V (far K) caches
-  const double threads = omp_get_max_threads();
-  const double per_position = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 +
-                              double(kv_dim) * (keys_read + far_keys_read) +                // keys read
-                              threads * kQueryBlock * (1 + far_) +                           // scores
-                              (narrow_ ? (threads * (2.0 + far_) + 1.0) * c_.head_dim : 0.0);  // rows widened, shifted
   const double activations = double(B) * (4.0 * double(d) + 2.0 * double(c_.intermediate_size) + 4.0 * double(q_dim));
-  require_memory(4.0 * (per_position * n_ctx + activations),
-                 "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
-                     " positions",
-                 " (the KV cache grows with it); pass a smaller -c");
-  const size_t cache_rows = size_t(n_seq) * size_t(c_.n_layers) * size_t(c_.n_kv_heads) * size_t(n_ctx);
-  try {
-    k_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
-    v_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
-  } catch (const std::bad_alloc&) {
-    throw Error("a KV cache for a context of " + std::to_string(n_ctx) + " needs " +
-                std::to_string(size_t(2 * double(cache_rows) * c_.head_dim * cache_bytes_per_value(cache_type, c_.head_dim)) >> 20) +
-                " MiB, more than is free; pass a smaller -c");
-  }
-  position_->reserve(n_ctx);
-  if (keys_read) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
-  if (narrow_ && position_->can_shift()) shift_rows_.assign(size_t(n_ctx) * size_t(c_.head_dim), 0.0f);
-  if (far_) {
-    q_far_.resize(B * q_dim);
-    far_query_pos_.resize(size_t(n_batch_));
-    for (int n = 0; n < n_ctx; ++n) far_key_pos_.push_back(extend_.pattern->far_key(n));
-  }
-  if (far_key_cache_) {
-    k_far_.resize(B * kv_dim);
-    k_far_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
-  }
-  if (far_keys_read) keys_far_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  require_memory(4.0 * activations, "a batch of " + std::to_string(B) + " positions");
   x_.resize(B * d);
   xb_.resize(B * d);
   q_.resize(B * q_dim);
@@ -291,11 +254,6 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   v_.resize(B * kv_dim);
   gate_.resize(B * size_t(c_.intermediate_size));
   up_.resize(B * size_t(c_.intermediate_size));
-  attention_scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_, narrow_);
-}
-
-size_t InferenceState::layer_row(int s, int l) const {
-  return (size_t(s) * size_t(c_.n_layers) + size_t(l)) * size_t(c_.n_kv_heads) * size_t(n_ctx_);
 }
 
 void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
@@ -310,7 +268,7 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
-  attention_scratch_->fit_threads();
+  attention_->fit_threads();
   n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)
   // Chunks of at most n_batch positions, all of one length class (see PositionEncoding).
   for (int done = 0, chunk; done < n; done += chunk) {
@@ -328,20 +286,7 @@ bool InferenceState::shift(int n_keep, int n_discard) {
   if (n_keep < 0 || n_discard < 1 || n_discard > n_past_ - n_keep)  // (n_keep + n_discard may overflow)
     throw Error("context shift: cannot drop [" + std::to_string(n_keep) + ", " + std::to_string(int64_t(n_keep) + n_discard) +
                 ") of " + std::to_string(n_past_) + " cached positions");
-  const int hd = c_.head_dim, n_move = n_past_ - n_keep - n_discard;
-  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
-  if (!position_->can_shift() || extend_.pattern) return false;
-  const int heads = n_seq_ * c_.n_layers * c_.n_kv_heads;  // every (sequence, layer, kv head)
-  for (int i = 0; i < heads; ++i) {
-    const size_t keep = size_t(i) * size_t(n_ctx_) + size_t(n_keep);  // the head's first moved-to row
-    for (KvCache* cache : {&k_cache_, &v_cache_}) cache->move(keep, keep + size_t(n_discard), size_t(n_move));
-    if (narrow_ && n_move > 0) {  // re-rotated in F32, rounded again (as llama.cpp's K-shift of a quantized cache)
-      k_cache_.load(shift_rows_.data(), keep, size_t(n_move));
-      position_->shift_keys(shift_rows_.data(), n_move, 1, hd, ptrdiff_t(n_move) * hd, n_discard);
-      k_cache_.store(keep, shift_rows_.data(), size_t(n_move));
-    }
-  }
-  if (!narrow_) position_->shift_keys(k_cache_.f32(size_t(n_keep)), n_move, heads, hd, kv_head_stride, n_discard);
+  if (!attention_->shift(n_keep, n_discard, n_past_)) return false;
   n_past_ -= n_discard;
   return true;
 }
@@ -349,29 +294,23 @@ bool InferenceState::shift(int n_keep, int n_discard) {
 void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos0, int length, float* logits,
                                    size_t logits_stride, bool all_logits) {
   const ModelConfig& c = c_;
-  const int d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size, S = n_seq_, rows = S * n;
-  const int q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
-  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  const int d = c.hidden_size, ff = c.intermediate_size, S = n_seq_, rows = S * n;
+  const int q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  PositionEncoding& pe = *position_;
-  pe.begin_forward(length, pos0, n);
-  for (int t = 0; far_ && t < n; ++t) far_query_pos_[size_t(t)] = extend_.pattern->far_query(pos0 + t);
+  position_->begin_forward(length, pos0, n);
+  attention_->begin(pos0, n);
 
   // x [S][n][d]: token embeddings, plus absolute positions for the schemes that add them.
   for (int s = 0; s < S; ++s) {
     for (int t = 0; t < n; ++t) model_.embedding(tokens[size_t(s) * stride + t], &x_[(size_t(s) * n + t) * d]);
-    pe.add_to_embeddings(&x_[size_t(s) * n * d], pos0, n);
+    position_->add_to_embeddings(&x_[size_t(s) * n * d], pos0, n);
   }
 
-  const AttentionShape shape{n, pos0, c.n_heads, c.n_kv_heads, hd, kv_head_stride};
-  const float scale = score_scale(pe, hd);
   for (int l = 0; l < c.n_layers; ++l) {
     check_interrupt();  // a long prefill, and every window or token, can be stopped between layers
     const LayerWeights& w = model_.layers[size_t(l)];
-    AttentionShape layer_shape = shape;
-    layer_shape.layer = l;
-    layer_shape.window = c.sliding_window.empty() ? 0 : c.sliding_window[size_t(l)];
-    // The projections see all S·n rows at once: that is what running sequences in step buys.
+    // h = x + o_proj(attn(rmsnorm(x))); the projections see all S·n rows at once (what running
+    // sequences in step buys), attention each sequence's own cache.
     rmsnorm(xb_.data(), x_.data(), w.attn_norm, rows, d, eps);
     matmul_shared(xb_.data(), rows, d, {{q_.data(), &w.wq, q_dim}, {k_.data(), &w.wk, kv_dim}, {v_.data(), &w.wv, kv_dim}});
     if (w.bq) {
@@ -380,67 +319,16 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
       add_rows(v_.data(), w.bv, rows, kv_dim);
     }
     if (w.q_norm) {  // q_ and k_ are [rows][heads][hd]: one RMSNorm per head vector
-      rmsnorm(q_.data(), q_.data(), w.q_norm, rows * c.n_heads, hd, eps);
-      rmsnorm(k_.data(), k_.data(), w.k_norm, rows * c.n_kv_heads, hd, eps);
+      rmsnorm(q_.data(), q_.data(), w.q_norm, rows * c.n_heads, c.head_dim, eps);
+      rmsnorm(k_.data(), k_.data(), w.k_norm, rows * c.n_kv_heads, c.head_dim, eps);
     }
-    for (int s = 0; s < S; ++s) {
-      float* q = &q_[size_t(s) * n * q_dim];    // [n][q_dim]
-      float* k = &k_[size_t(s) * n * kv_dim];   // [n][kv_dim]
-      const float* v = &v_[size_t(s) * n * kv_dim];
-      const size_t row0 = layer_row(s, l);  // this layer's cache rows: [kv_head][n_ctx]
-      auto cache_row = [&](int h, int pos) { return row0 + size_t(h) * n_ctx_ + size_t(pos); };
-      float* q_far = far_ ? &q_far_[size_t(s) * n * q_dim] : nullptr;  // [n][q_dim]
-      if (far_) {  // the far pass's queries (and keys) from the unrotated ones
-        std::copy(q, q + size_t(n) * q_dim, q_far);
-        pe.rotate_at(q_far, far_query_pos_.data(), n, c.n_heads, q_dim, hd);
-        if (far_key_cache_) {
-          float* k_far = &k_far_[size_t(s) * n * kv_dim];
-          std::copy(k, k + size_t(n) * kv_dim, k_far);
-          pe.rotate_at(k_far, &far_key_pos_[size_t(pos0)], n, c.n_kv_heads, kv_dim, hd);
-          for (int t = 0; t < n; ++t)
-            for (int h = 0; h < c.n_kv_heads; ++h) k_far_cache_.store(cache_row(h, pos0 + t), k_far + size_t(t) * kv_dim + size_t(h) * hd);
-        }
-      }
-      if (pe.rotates()) {
-        pe.rotate(q, pos0, n, c.n_heads, q_dim, hd, true);
-        if (!pe.rotates_keys_on_read()) pe.rotate(k, pos0, n, c.n_kv_heads, kv_dim, hd, false);
-      }
-      for (int t = 0; t < n; ++t)
-        for (int h = 0; h < c.n_kv_heads; ++h) {
-          const size_t src = size_t(t) * kv_dim + size_t(h) * hd;
-          k_cache_.store(cache_row(h, pos0 + t), k + src);
-          v_cache_.store(cache_row(h, pos0 + t), v + src);
-        }
-      for (int t = 0; t < n && !extend_.scales.empty(); ++t) {  // log-n: a factor on query m's scores
-        const float f = float(extend_.query_scale(pos0 + t));
-        if (f == 1.0f) continue;
-        for (int i = 0; i < q_dim; ++i) q[size_t(t) * q_dim + i] *= f;
-        for (int i = 0; far_ && i < q_dim; ++i) q_far[size_t(t) * q_dim + i] *= f;
-      }
-      // The cached rows [0, pos0 + n) of every kv head, widened to F32 into `out` ([kv_head][n_ctx][hd]).
-      auto read = [&](const KvCache& cache, std::vector<float>& out) {
-        for (int h = 0; h < c.n_kv_heads; ++h) cache.load(&out[size_t(h) * kv_head_stride], cache_row(h, 0), size_t(pos0 + n));
-        return KvRows::of(out.data(), hd);
-      };
-      KvRows keys = k_cache_.rows(row0);
-      if (pe.rotates_keys_on_read()) {  // rotate every cached key for this length class
-        keys = read(k_cache_, keys_read_);
-        pe.rotate(keys_read_.data(), 0, pos0 + n, c.n_kv_heads, hd, kv_head_stride, false);
-      }
-      layer_shape.pattern = extend_.pattern;
-      if (far_) {
-        layer_shape.q_far = q_far;
-        layer_shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys : k_far_cache_.rows(row0);
-        if (!keys_far_read_.empty()) {
-          layer_shape.keys_far = read(k_cache_, keys_far_read_);
-          pe.rotate_at(keys_far_read_.data(), far_key_pos_.data(), pos0 + n, c.n_kv_heads, hd, kv_head_stride);
-        }
-      }
-      attention(&att_[size_t(s) * n * q_dim], q, keys, v_cache_.rows(row0), layer_shape, scale, pe, *attention_scratch_);
-    }
+    for (int s = 0; s < S; ++s)
+      attention_->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
+                        &att_[size_t(s) * n * q_dim]);
     matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
     if (w.bo) add_rows(x_.data(), w.bo, rows, d);
 
+    // out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))
     rmsnorm(xb_.data(), x_.data(), w.ffn_norm, rows, d, eps);
     matmul_shared(xb_.data(), rows, d, {{gate_.data(), &w.w_gate, ff}, {up_.data(), &w.w_up, ff}});
     if (w.b_gate) {
@@ -453,6 +341,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   }
   n_past_ = pos0 + n;
   if (!logits) return;
+  // logits = lm_head(rmsnorm(x)) of the last position, or of every position
   const int first = all_logits ? 0 : n - 1, out_rows = n - first;
   for (int s = 0; s < S; ++s) {
     rmsnorm(xb_.data(), &x_[(size_t(s) * n + first) * d], model_.final_norm, out_rows, d, eps);

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "pert/attention.hpp"
 #include "pert/config.hpp"
 #include "pert/gguf.hpp"
-#include "pert/kv_cache.hpp"
 #include "pert/ops.hpp"
 #include "pert/positions.hpp"
 #include "pert/quants.hpp"
@@ -92,8 +92,8 @@ class Model {
 // `n_seq` sequences run in step (same positions, separate caches; one is the usual case,
 // several let short windows share each matrix product): KV cache
 // [seq][layer][kv_head][position][head_dim] for `n_ctx` positions, the positional scheme's
-// tables, and scratch for up to `n_batch` tokens per sequence per step. The cache keeps keys
-// and values in `cache_type` (kv_cache.hpp); attention widens what it reads of a narrower one.
+// tables, and scratch for up to `n_batch` tokens per sequence per step. The caches and all of
+// attention are the Attention's (attention.hpp), which keeps keys and values in `cache_type`.
 class InferenceState {
  public:
   InferenceState(const Model& model, int n_ctx, int n_batch = 512, int n_seq = 1,
@@ -118,7 +118,7 @@ class InferenceState {
   int vocab_size() const { return c_.vocab_size; }
   int n_batch() const { return n_batch_; }
   int n_seq() const { return n_seq_; }
-  CacheType cache_type() const { return k_cache_.type(); }
+  CacheType cache_type() const { return attention_->cache_type(); }
   int max_positions() const { return position_->max_positions(); }  // 0: any (PositionEncoding)
 
  private:
@@ -130,30 +130,13 @@ class InferenceState {
   const Model& model_;
   const ModelConfig& c_;
   std::unique_ptr<PositionEncoding> position_;
-  Extensions extend_;
-  bool far_ = false;              // the pattern remaps: a far pass with its own queries (and keys)
-  bool far_key_cache_ = false;    // ... whose keys are cached apart (static rotation)
-  bool narrow_ = false;           // the cache is not F32 (shift re-rotates it through shift_rows_)
+  std::unique_ptr<Attention> attention_;  // every layer's: the caches, rotations, the kernel
   int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
 
-  // The first cache row of (sequence s, layer l): rows are [seq][layer][kv_head][n_ctx].
-  size_t layer_row(int s, int l) const;
-
-  KvCache k_cache_, v_cache_;             // [seq][layer][kv_head][n_ctx] rows of head_dim
-  std::vector<float> keys_read_;          // [kv_head][n_ctx][head_dim]: keys rotated when read
-  std::vector<float> shift_rows_;         // [n_ctx][head_dim]: one kv head's keys re-rotated by shift() (narrow_ only)
-  std::vector<float> x_, xb_;             // [seq][n_batch][d]
-  std::vector<float> q_, att_;            // [seq][n_batch][n_heads·head_dim]
-  std::vector<float> k_, v_;              // [seq][n_batch][n_kv_heads·head_dim]
-  std::vector<float> gate_, up_;          // [seq][n_batch][ffn]
-  // The far pass (an "extend" pattern that remaps; empty otherwise):
-  std::vector<float> q_far_;              // [seq][n_batch][n_heads·head_dim]: queries at far_query(m)
-  std::vector<float> k_far_;              // [seq][n_batch][n_kv_heads·head_dim]: new keys at far_key(n)
-  KvCache k_far_cache_;                   // like k_cache_: keys at far_key(n), static rotations
-  std::vector<float> keys_far_read_;      // like keys_read_: keys at far_key(n), length-dependent rotations
-  std::vector<double> far_query_pos_;     // [n_batch]
-  std::vector<double> far_key_pos_;       // [n_ctx]: far_key(n) for every slot
-  std::unique_ptr<AttentionScratch> attention_scratch_;
+  std::vector<float> x_, xb_;    // [seq][n_batch][d]
+  std::vector<float> q_, att_;   // [seq][n_batch][n_heads·head_dim]
+  std::vector<float> k_, v_;     // [seq][n_batch][n_kv_heads·head_dim]
+  std::vector<float> gate_, up_; // [seq][n_batch][ffn]
 };
 
 }  // namespace pert

@@ -8,12 +8,9 @@
 #include <vector>
 
 #include "pert/fp16.hpp"
-#include "pert/kv_cache.hpp"
 #include "pert/quants.hpp"
 
 namespace pert {
-
-class PositionEncoding;
 
 // y[T][N] = x[T][K] · W[N][K]ᵀ, or y += ... when `accumulate`: GEMV for T = 1, matmul_f32 for T > 1.
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate = false);
@@ -117,48 +114,5 @@ inline float exp_nonpositive(float x0) {
   __builtin_memcpy(&scale, &bits, 4);
   return x0 != x0 ? x0 : x0 < -87.0f ? 0.0f : p * scale;  // NaN stays NaN; e^-inf = 0
 }
-
-// Causal multi-head attention for T queries at positions pos0..pos0+T-1 over keys/values
-// 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads). With a
-// sliding window W the query at m sees only keys m − W < n <= m. An "extend" method (`pattern`,
-// positions.hpp) may narrow the keys further (first_key), keep sinks, and have pairs n < near(m)
-// scored from the far queries and keys (q_far · keys_far) instead: the kernel never names it.
-class ExtensionConfig;
-struct AttentionShape {
-  int T, pos0;
-  int n_heads, n_kv_heads, head_dim;
-  ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
-  int layer = 0;             // which layer's bias weights (schemes with weights per layer)
-  int window = 0;            // 0: every earlier key
-  const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
-  const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
-  KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
-};
-// q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
-// CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
-// them in registers (or widens each block of keys, for schemes whose terms read them).
-// Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
-// Prefill works per (head, block of kQueryBlock queries); decoding (T = 1) per (head, block of
-// kKeyBlock keys), each block's softmax partial (max, sum, unnormalised output) merged at the
-// end (split-K, as flash-decoding), so a long cache spreads over all threads whatever the heads.
-inline constexpr int kQueryBlock = 64;
-inline constexpr int kKeyBlock = 256;
-
-// Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
-// `far`: room for a second score block (a pattern that remaps).
-// `narrow`: room to widen keys, values (and far keys) from a narrower cache, per thread: a
-// prefill block's key ranges (up to n_ctx rows) or a decoding block's kKeyBlock rows.
-struct AttentionScratch {
-  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false);
-  void fit_threads();  // grows `scores` (and `widened`) when the thread count was raised since
-  size_t per_thread;           // kQueryBlock·n_ctx, twice that with `far`
-  size_t widened_rows;         // rows per slot: max(n_ctx, kKeyBlock) with `narrow`, else 0
-  size_t widened_per_thread;   // (2 + far) slots of widened_rows × head_dim
-  std::vector<float> scores;   // [threads][per_thread]
-  std::vector<float> widened;  // [threads][keys, values, far keys][widened_rows][head_dim]
-  std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉ + 1][head_dim + 2]: output, max, sum
-};
-void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
-               float scale, const PositionEncoding& position, AttentionScratch& scratch);
 
 }  // namespace pert

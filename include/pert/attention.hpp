@@ -1,0 +1,119 @@
+// Attention: where each query looks and how positions enter its scores. One unit owns it all
+// (src/attention/): the K/V caches and the far pass's keys, when keys are rotated (as stored, or
+// on every read for length-dependent schemes), log-n's query scale, the context shift and the
+// kernel. The positional scheme (positions.hpp, src/positions/) and the "extend" methods
+// (src/extend/) are its plug-ins: it asks them questions and never names one.
+//
+//   Attention   per inference state: the caches and the steps of one layer (attention.cpp)
+//   attention() the kernel: scores, mask and bias, softmax, weighted sum (kernel.cpp)
+//   KvCache     the cache's storage in F32, BF16, F16 or Q8 (kv_cache.hpp, kv_cache.cpp)
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "pert/config.hpp"
+#include "pert/kv_cache.hpp"
+#include "pert/positions.hpp"
+
+namespace pert {
+
+// Causal multi-head attention for T queries at positions pos0..pos0+T-1 over keys/values
+// 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads). With a
+// sliding window W the query at m sees only keys m − W < n <= m. An "extend" method (`pattern`,
+// positions.hpp) may narrow the keys further (first_key), keep sinks, and have pairs n < near(m)
+// scored from the far queries and keys (q_far · keys_far) instead: the kernel never names it.
+struct AttentionShape {
+  int T, pos0;
+  int n_heads, n_kv_heads, head_dim;
+  ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
+  int layer = 0;             // which layer's bias weights (schemes with weights per layer)
+  int window = 0;            // 0: every earlier key
+  const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
+  const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
+  KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
+};
+// q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
+// CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
+// them in registers (or widens each block of keys, for schemes whose terms read them).
+// Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
+// Prefill works per (head, block of kQueryBlock queries); decoding (T = 1) per (head, block of
+// kKeyBlock keys), each block's softmax partial (max, sum, unnormalised output) merged at the
+// end (split-K, as flash-decoding), so a long cache spreads over all threads whatever the heads.
+inline constexpr int kQueryBlock = 64;
+inline constexpr int kKeyBlock = 256;
+
+// Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
+// `far`: room for a second score block (a pattern that remaps).
+// `narrow`: room to widen keys, values (and far keys) from a narrower cache, per thread: a
+// prefill block's key ranges (up to n_ctx rows) or a decoding block's kKeyBlock rows.
+struct AttentionScratch {
+  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false);
+  void fit_threads();  // grows `scores` (and `widened`) when the thread count was raised since
+  size_t per_thread;           // kQueryBlock·n_ctx, twice that with `far`
+  size_t widened_rows;         // rows per slot: max(n_ctx, kKeyBlock) with `narrow`, else 0
+  size_t widened_per_thread;   // (2 + far) slots of widened_rows × head_dim
+  std::vector<float> scores;   // [threads][per_thread]
+  std::vector<float> widened;  // [threads][keys, values, far keys][widened_rows][head_dim]
+  std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉ + 1][head_dim + 2]: output, max, sum
+};
+void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
+               float scale, const PositionEncoding& position, AttentionScratch& scratch);
+
+
+// The attention of every layer of one inference state (model.hpp): `n_seq` sequences in step,
+// each with a cache of `n_ctx` positions per layer and kv head, and up to `n_batch` new
+// positions per step. The caches and buffers are sized here, once; layer() allocates nothing.
+class Attention {
+ public:
+  Attention(const ModelConfig& config, PositionEncoding& position, int n_ctx, int n_batch, int n_seq,
+            CacheType cache_type);
+  ~Attention();
+
+  // Before each step of n positions from pos0 (one length class: begin_forward has run).
+  void begin(int pos0, int n);
+
+  // Layer `layer` of sequence `seq` for the step's positions: q [n][n_heads·head_dim] and
+  // k [n][n_kv_heads·head_dim] as projected (rotated and scaled here, in place), v likewise;
+  // the keys and values join the cache, and out [n][n_heads·head_dim] gets each query's mix of
+  // the values it sees.
+  void layer(int seq, int layer, float* q, float* k, const float* v, float* out);
+
+  // Context shift (InferenceState::shift) of the n_past cached positions; false, touching
+  // nothing, when the positions cannot move.
+  bool shift(int n_keep, int n_discard, int n_past);
+
+  CacheType cache_type() const { return k_cache_.type(); }
+  void fit_threads();  // the kernel's scratch, after the thread count was raised
+
+ private:
+  size_t layer_row(int seq, int layer) const;  // the first cache row of (seq, layer)
+  void far_queries_and_keys(float* q, const float* k, float* q_far, size_t row0);
+  void store(const float* k, const float* v, size_t row0);
+  void scale_queries(float* q, float* q_far) const;
+  KvRows keys_for_step(size_t row0, std::vector<float>& buffer, const KvCache& cache, const double* far_positions);
+
+  const ModelConfig& c_;
+  PositionEncoding& position_;
+  Extensions extend_;
+  bool far_ = false;            // the pattern remaps: a far pass with its own queries (and keys)
+  bool far_key_cache_ = false;  // ... whose keys are cached apart (static rotation)
+  bool narrow_ = false;         // the cache is not F32 (shift re-rotates it through shift_rows_)
+  int n_ctx_, n_batch_, n_seq_;
+  int pos0_ = 0, n_ = 0;        // the step begin() announced
+  float scale_ = 1.0f;          // on q·k: 1/sqrt(score terms · head_dim)
+
+  KvCache k_cache_, v_cache_;          // [seq][layer][kv_head][n_ctx] rows of head_dim
+  std::vector<float> keys_read_;       // [kv_head][n_ctx][head_dim]: keys rotated when read
+  std::vector<float> shift_rows_;      // [n_ctx][head_dim]: one kv head's keys re-rotated by shift() (narrow_ only)
+  // The far pass (an "extend" pattern that remaps; empty otherwise):
+  std::vector<float> q_far_;           // [n_batch][n_heads·head_dim]: queries at far_query(m)
+  std::vector<float> k_far_;           // [n_batch][n_kv_heads·head_dim]: new keys at far_key(n)
+  KvCache k_far_cache_;                // like k_cache_: keys at far_key(n), static rotations
+  std::vector<float> keys_far_read_;   // like keys_read_: keys at far_key(n), length-dependent rotations
+  std::vector<double> far_query_pos_;  // [n_batch]
+  std::vector<double> far_key_pos_;    // [n_ctx]: far_key(n) for every slot
+  std::unique_ptr<AttentionScratch> scratch_;
+};
+
+}  // namespace pert

@@ -1,0 +1,183 @@
+// One layer's attention for a step of n new positions, in the order it happens (Attention::layer):
+//   1. far queries and keys   an "extend" pattern that remaps scores some pairs at other
+//                             positions: copies of q (and k) rotated to far_query(m) (far_key(n))
+//   2. rotate                 the scheme rotates q, and k as stored, unless its rotation depends
+//                             on the length (dynamic NTK, LongRoPE): keys are then cached
+//                             unrotated and every cached key is rotated for this step (5)
+//   3. store                  k and v join the cache (rounded there when it is narrower)
+//   4. scale queries          log-n's factor on query m's scores, on q (and q_far)
+//   5. keys for the step      the cache's keys, or those rotated for this length
+//   6. the kernel             kernel.cpp: scores, mask and bias, softmax, weighted sum
+#include "pert/attention.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "pert/error.hpp"
+#include "pert/memory.hpp"
+
+namespace pert {
+
+Attention::Attention(const ModelConfig& config, PositionEncoding& position, int n_ctx, int n_batch, int n_seq,
+                     CacheType cache_type)
+    : c_(config), position_(position), extend_(config), narrow_(cache_type != CacheType::F32), n_ctx_(n_ctx),
+      n_batch_(n_batch), n_seq_(n_seq) {
+  const size_t hd = size_t(c_.head_dim), q_dim = size_t(c_.n_heads) * hd, kv_dim = size_t(c_.n_kv_heads) * hd;
+  far_ = extend_.pattern && extend_.pattern->remaps();
+  far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_.rotates_keys_on_read();
+  const bool keys_read = position_.rotates_keys_on_read();
+  const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && keys_read;
+  scale_ = score_scale(position_, c_.head_dim);
+  // Checked before allocating: a hostile context size or config gets an error, never an
+  // allocation that fails (or that the sanitizer build reports as a crash).
+  const double cached = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim);  // K, V (far K) caches
+  const double threads = omp_get_max_threads();
+  const double per_position = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 +
+                              double(kv_dim) * (keys_read + far_keys_read) +                // keys read
+                              threads * kQueryBlock * (1 + far_) +                           // scores
+                              (narrow_ ? (threads * (2.0 + far_) + 1.0) * c_.head_dim : 0.0);  // rows widened, shifted
+  const double far_buffers = far_ ? double(n_batch) * double(q_dim + kv_dim) : 0.0;
+  require_memory(4.0 * (per_position * n_ctx + far_buffers),
+                 "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
+                     " positions",
+                 " (the KV cache grows with it); pass a smaller -c");
+  const size_t cache_rows = size_t(n_seq) * size_t(c_.n_layers) * size_t(c_.n_kv_heads) * size_t(n_ctx);
+  try {
+    k_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
+    v_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
+  } catch (const std::bad_alloc&) {
+    throw Error("a KV cache for a context of " + std::to_string(n_ctx) + " needs " +
+                std::to_string(size_t(2 * double(cache_rows) * c_.head_dim * cache_bytes_per_value(cache_type, c_.head_dim)) >> 20) +
+                " MiB, more than is free; pass a smaller -c");
+  }
+  position_.reserve(n_ctx);
+  if (keys_read) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  if (narrow_ && position_.can_shift()) shift_rows_.assign(size_t(n_ctx) * hd, 0.0f);
+  if (far_) {
+    q_far_.resize(size_t(n_batch) * q_dim);
+    far_query_pos_.resize(size_t(n_batch));
+    for (int n = 0; n < n_ctx; ++n) far_key_pos_.push_back(extend_.pattern->far_key(n));
+  }
+  if (far_key_cache_) {
+    k_far_.resize(size_t(n_batch) * kv_dim);
+    k_far_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
+  }
+  if (far_keys_read) keys_far_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
+  scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_, narrow_);
+}
+
+Attention::~Attention() = default;
+
+void Attention::fit_threads() { scratch_->fit_threads(); }
+
+size_t Attention::layer_row(int seq, int layer) const {
+  return (size_t(seq) * size_t(c_.n_layers) + size_t(layer)) * size_t(c_.n_kv_heads) * size_t(n_ctx_);
+}
+
+void Attention::begin(int pos0, int n) {
+  pos0_ = pos0, n_ = n;
+  for (int t = 0; far_ && t < n; ++t) far_query_pos_[size_t(t)] = extend_.pattern->far_query(pos0 + t);
+}
+
+void Attention::layer(int seq, int layer, float* q, float* k, const float* v, float* out) {
+  const int hd = c_.head_dim, q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
+  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  const size_t row0 = layer_row(seq, layer);  // this layer's cache rows: [kv_head][n_ctx]
+  float* q_far = far_ ? q_far_.data() : nullptr;  // [n][q_dim]
+  if (far_) far_queries_and_keys(q, k, q_far, row0);  // 1.
+  if (position_.rotates()) {  // 2.
+    position_.rotate(q, pos0_, n_, c_.n_heads, q_dim, hd, true);
+    if (!position_.rotates_keys_on_read()) position_.rotate(k, pos0_, n_, c_.n_kv_heads, kv_dim, hd, false);
+  }
+  store(k, v, row0);  // 3.
+  scale_queries(q, q_far);  // 4.
+
+  AttentionShape shape{n_, pos0_, c_.n_heads, c_.n_kv_heads, hd, kv_head_stride};
+  shape.layer = layer;
+  shape.window = c_.sliding_window.empty() ? 0 : c_.sliding_window[size_t(layer)];
+  shape.pattern = extend_.pattern;
+  // 5. keys as this step's queries see them
+  const KvRows keys = position_.rotates_keys_on_read() ? keys_for_step(row0, keys_read_, k_cache_, nullptr)
+                                                       : k_cache_.rows(row0);
+  if (far_) {
+    shape.q_far = q_far;
+    shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys
+                     : !keys_far_read_.empty()            ? keys_for_step(row0, keys_far_read_, k_cache_, far_key_pos_.data())
+                                                          : k_far_cache_.rows(row0);
+  }
+  attention(out, q, keys, v_cache_.rows(row0), shape, scale_, position_, *scratch_);  // 6.
+}
+
+// Step 1: the far pass's queries (and keys, cached apart when their rotation is static) from
+// the unrotated ones.
+void Attention::far_queries_and_keys(float* q, const float* k, float* q_far, size_t row0) {
+  const int hd = c_.head_dim, q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
+  std::copy(q, q + size_t(n_) * q_dim, q_far);
+  position_.rotate_at(q_far, far_query_pos_.data(), n_, c_.n_heads, q_dim, hd);
+  if (!far_key_cache_) return;
+  float* k_far = k_far_.data();
+  std::copy(k, k + size_t(n_) * kv_dim, k_far);
+  position_.rotate_at(k_far, &far_key_pos_[size_t(pos0_)], n_, c_.n_kv_heads, kv_dim, hd);
+  for (int t = 0; t < n_; ++t)
+    for (int h = 0; h < c_.n_kv_heads; ++h)
+      k_far_cache_.store(row0 + size_t(h) * n_ctx_ + size_t(pos0_ + t), k_far + size_t(t) * kv_dim + size_t(h) * hd);
+}
+
+// Step 3: rows (h, pos0 + t) of the layer's K and V caches.
+void Attention::store(const float* k, const float* v, size_t row0) {
+  const int hd = c_.head_dim, kv_dim = c_.n_kv_heads * hd;
+  for (int t = 0; t < n_; ++t)
+    for (int h = 0; h < c_.n_kv_heads; ++h) {
+      const size_t src = size_t(t) * kv_dim + size_t(h) * hd, row = row0 + size_t(h) * n_ctx_ + size_t(pos0_ + t);
+      k_cache_.store(row, k + src);
+      v_cache_.store(row, v + src);
+    }
+}
+
+// Step 4: log-n's factor on query m's scores, as a factor on q (and q_far).
+void Attention::scale_queries(float* q, float* q_far) const {
+  const int q_dim = c_.n_heads * c_.head_dim;
+  for (int t = 0; t < n_ && !extend_.scales.empty(); ++t) {
+    const float f = float(extend_.query_scale(pos0_ + t));
+    if (f == 1.0f) continue;
+    for (int i = 0; i < q_dim; ++i) q[size_t(t) * q_dim + i] *= f;
+    for (int i = 0; q_far && i < q_dim; ++i) q_far[size_t(t) * q_dim + i] *= f;
+  }
+}
+
+// Step 5 for a length-dependent rotation: the cached rows [0, pos0 + n) of every kv head,
+// widened to F32 into `buffer` ([kv_head][n_ctx][hd]) and rotated at their positions (or at
+// `far_positions`, the far keys').
+KvRows Attention::keys_for_step(size_t row0, std::vector<float>& buffer, const KvCache& cache,
+                                const double* far_positions) {
+  const int hd = c_.head_dim, n_keys = pos0_ + n_;
+  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  for (int h = 0; h < c_.n_kv_heads; ++h)
+    cache.load(&buffer[size_t(h) * kv_head_stride], row0 + size_t(h) * n_ctx_, size_t(n_keys));
+  if (far_positions)
+    position_.rotate_at(buffer.data(), far_positions, n_keys, c_.n_kv_heads, hd, kv_head_stride);
+  else
+    position_.rotate(buffer.data(), 0, n_keys, c_.n_kv_heads, hd, kv_head_stride, false);
+  return KvRows::of(buffer.data(), hd);
+}
+
+bool Attention::shift(int n_keep, int n_discard, int n_past) {
+  if (!position_.can_shift() || extend_.pattern) return false;
+  const int hd = c_.head_dim, n_move = n_past - n_keep - n_discard;
+  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  const int heads = n_seq_ * c_.n_layers * c_.n_kv_heads;  // every (sequence, layer, kv head)
+  for (int i = 0; i < heads; ++i) {
+    const size_t keep = size_t(i) * size_t(n_ctx_) + size_t(n_keep);  // the head's first moved-to row
+    for (KvCache* cache : {&k_cache_, &v_cache_}) cache->move(keep, keep + size_t(n_discard), size_t(n_move));
+    if (narrow_ && n_move > 0) {  // re-rotated in F32, rounded again (as llama.cpp's K-shift of a quantized cache)
+      k_cache_.load(shift_rows_.data(), keep, size_t(n_move));
+      position_.shift_keys(shift_rows_.data(), n_move, 1, hd, ptrdiff_t(n_move) * hd, n_discard);
+      k_cache_.store(keep, shift_rows_.data(), size_t(n_move));
+    }
+  }
+  if (!narrow_) position_.shift_keys(k_cache_.f32(size_t(n_keep)), n_move, heads, hd, kv_head_stride, n_discard);
+  return true;
+}
+
+}  // namespace pert

@@ -1,0 +1,276 @@
+// The attention kernel (attention.hpp), as the formula reads, in four named steps:
+//   1. scores       q·k · scale over the keys a query sees; pairs the "extend" pattern places far
+//                   are scored from the far queries and keys instead (q_far · k_far)
+//   2. mask, bias   keys a query does not see get −inf; the scheme adds its bias and terms
+//   3. softmax      per query, over its keys
+//   4. weighted sum out = P·V
+// Prefill runs them per (head, block of kQueryBlock queries) as small GEMMs over the block's key
+// columns; decoding (one query) per (head, block of kKeyBlock keys), merging the blocks' softmax
+// partials at the end (split-K, as flash-decoding), so a long cache spreads over all threads.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "pert/attention.hpp"
+#include "pert/ops.hpp"
+#include "pert/positions.hpp"
+
+namespace pert {
+
+AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far, bool narrow)
+    : per_thread(size_t(kQueryBlock) * size_t(n_ctx) * (far ? 2 : 1)),
+      widened_rows(narrow ? size_t(std::max(n_ctx, kKeyBlock)) : 0),
+      widened_per_thread(widened_rows * size_t(head_dim) * (far ? 3 : 2)),
+      partials(size_t(n_heads) * size_t((n_ctx + kKeyBlock - 1) / kKeyBlock + 1) * size_t(head_dim + 2)) {
+  fit_threads();
+}
+
+void AttentionScratch::fit_threads() {
+  const size_t threads = size_t(omp_get_max_threads());
+  if (scores.size() < threads * per_thread) scores.resize(threads * per_thread);
+  if (widened.size() < threads * widened_per_thread) widened.resize(threads * widened_per_thread);
+}
+
+namespace {
+
+// Which keys a query sees and how each pair is scored, from the layer's sliding window and
+// the "extend" pattern: keys [0, sinks) and [lo(m), m]; pairs n < near(m) from the far pass.
+struct KeyRule {
+  int window;
+  const ExtensionConfig* pattern;
+  bool masks() const { return pattern && pattern->masks(); }
+  bool remaps() const { return pattern && pattern->remaps(); }
+  int lo(int m) const {
+    const int l = window > 0 ? std::max(0, m - window + 1) : 0;
+    return masks() ? std::max(l, pattern->first_key(m)) : l;
+  }
+  int sinks() const { return masks() ? pattern->sinks() : 0; }
+  int near(int m) const { return remaps() ? pattern->near_first(m) : 0; }
+  int far_query(int m) const { return int(pattern->far_query(m)); }  // for bias schemes, whose far keys are the keys
+};
+
+// ---- prefill ----
+
+// The keys a block of queries at positions [p0, hi) sees, side by side as the columns of its
+// score matrix: the sinks [0, sinks), then the range [lo, hi) from the first query's first key.
+struct BlockColumns {
+  int lo, hi, sinks, cols;
+  BlockColumns(const KeyRule& rule, int p0, int hi_)
+      : lo(rule.lo(p0)), hi(hi_), sinks(std::min(rule.sinks(), lo)), cols(sinks + hi_ - lo) {}
+  int col(int n) const { return n < sinks ? n : sinks + n - lo; }
+  // Calls f(first key, count) on each of the block's key ranges within [from, to).
+  template <class F>
+  void ranges(int from, int to, F f) const {
+    for (const auto& [a, z] : {std::pair{0, sinks}, std::pair{lo, hi}})
+      if (std::max(a, from) < std::min(z, to)) f(std::max(a, from), std::min(z, to) - std::max(a, from));
+  }
+};
+
+// Keys, values or far keys of one kv head as F32 rows: the cache's own, or a narrower cache's
+// rows of the block's ranges widened into a buffer at their columns. Either way row n + 1
+// follows row n within a range, so row(n0) starts a range's GEMM operand.
+struct F32Rows {
+  const float* base = nullptr;  // the cache's kv head (F32), or the buffer by column
+  bool by_col = false;
+  int hd = 0;
+  const float* row(const BlockColumns& c, int n) const { return base + ptrdiff_t(by_col ? c.col(n) : n) * hd; }
+};
+F32Rows f32_rows(const KvRows& src, ptrdiff_t head, const BlockColumns& c, int to, float* buffer, int hd) {
+  if (src.type == CacheType::F32) return {src.f32 + head * hd, false, hd};
+  c.ranges(0, to, [&](int n0, int count) { src.at(head + n0).read(count, buffer + size_t(c.col(n0)) * hd); });
+  return {buffer, true, hd};
+}
+
+// One head's block of nq queries from row t0 (position p0), and what its steps read.
+struct QueryBlock {
+  const AttentionShape& s;
+  const KeyRule& rule;
+  const PositionEncoding& position;
+  float scale;
+  int h, t0, nq, p0;
+  BlockColumns c;
+  size_t q_at;  // the block's first query in q (rows n_heads·head_dim apart)
+  F32Rows keys, values, keys_far;
+
+  // Step 1 for queries `q` over keys `k` in [from, to): dst [nq][cols] at the keys' columns.
+  void scores(float* dst, const float* q, const F32Rows& k, int from, int to) const {
+    const int q_stride = s.n_heads * s.head_dim;
+    c.ranges(from, to, [&](int n0, int count) {
+      gemm_nt(dst + c.col(n0), c.cols, q + q_at, q_stride, nq, s.head_dim, k.row(c, n0), count, scale, false);
+    });
+  }
+
+  // Step 2 for query i (position m): its row of scores masked to the keys it sees, far pairs
+  // taken from the far scores, and the scheme's bias and terms added.
+  void mask_and_bias(float* row, const float* far_row, int i, const float* q) const {
+    const int m = p0 + i, near = rule.near(m);
+    const bool terms = position.has_bias() || position.has_relative_terms();
+    const size_t q_row = q_at + size_t(i) * size_t(s.n_heads * s.head_dim);
+    // m sees keys n < all sinks and n >= rule.lo(m): in the block's columns, a hole [hole0, hole1)
+    const int hole0 = std::max(c.lo, rule.sinks()), hole1 = std::max(hole0, rule.lo(m));
+    auto seen = [&](int n0, int count, auto f) {  // f on the parts of [n0, n0 + count) m sees
+      if (n0 < hole0) f(n0, std::min(n0 + count, hole0) - n0);
+      if (n0 + count > hole1) f(std::max(n0, hole1), n0 + count - std::max(n0, hole1));
+    };
+    if (hole0 < hole1) std::fill(row + c.col(hole0), row + c.col(hole1), -std::numeric_limits<float>::infinity());
+    c.ranges(0, near, [&](int n0, int count) {  // far pairs
+      seen(n0, count, [&](int v0, int n) {
+        std::copy(far_row + c.col(v0), far_row + c.col(v0) + n, row + c.col(v0));
+        if (terms)
+          add_position_terms(position, row + c.col(v0), s.layer, h, rule.far_query(m), s.q_far + q_row,
+                             keys_far.row(c, v0), v0, n, scale);
+      });
+    });
+    if (terms)
+      c.ranges(near, m + 1, [&](int n0, int count) {
+        seen(n0, count, [&](int v0, int n) {
+          add_position_terms(position, row + c.col(v0), s.layer, h, m, q + q_row, keys.row(c, v0), v0, n, scale);
+        });
+      });
+  }
+
+  // Step 4: out (the block's rows) = P·V over the same columns, the sinks' GEMM first.
+  void weighted_sum(float* out, const float* p) const {
+    const int q_stride = s.n_heads * s.head_dim;
+    float* ob = out + size_t(t0) * q_stride + size_t(h) * s.head_dim;
+    bool first = true;
+    c.ranges(0, c.hi, [&](int n0, int count) {
+      gemm_nn(ob, q_stride, p + c.col(n0), c.cols, nq, count, values.row(c, n0), s.head_dim, s.head_dim, !first);
+      first = false;
+    });
+  }
+};
+
+void attention_prefill(float* out, const float* q, const KvRows& key_rows, const KvRows& value_rows,
+                       const AttentionShape& s, float scale, const PositionEncoding& position,
+                       AttentionScratch& scratch) {
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
+  const KeyRule rule{s.window, s.pattern};
+  const bool remaps = rule.remaps();
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int h = 0; h < s.n_heads; ++h)
+    for (int b = 0; b < n_blocks; ++b) {
+      const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0, p0 = s.pos0 + t0;
+      const int thread = omp_get_thread_num();
+      float* scores = scratch.scores.data() + size_t(thread) * scratch.per_thread;  // [nq][cols]
+      float* far = scores + scratch.per_thread / 2;  // [nq][cols], remaps only (per_thread is then twice the block)
+      const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
+      // the thread's slots for widened keys, values and far keys (a narrower cache)
+      auto slot = [&](int i) {
+        return scratch.widened_per_thread
+                   ? scratch.widened.data() + size_t(thread) * scratch.widened_per_thread + size_t(i) * scratch.widened_rows * size_t(hd)
+                   : nullptr;
+      };
+      const BlockColumns c(rule, p0, p0 + nq);
+      const QueryBlock block{s, rule, position, scale, h, t0, nq, p0, c, size_t(t0) * s.n_heads * hd + size_t(h) * hd,
+                             f32_rows(key_rows, head, c, c.hi, slot(0), hd),
+                             f32_rows(value_rows, head, c, c.hi, slot(1), hd),
+                             remaps ? f32_rows(s.keys_far, head, c, rule.near(c.hi - 1), slot(2), hd) : F32Rows{}};
+      // 1. scores: near where some query of the block is near, far where some is far
+      block.scores(scores, q, block.keys, rule.near(p0), c.hi);
+      if (remaps) block.scores(far, s.q_far, block.keys_far, 0, rule.near(c.hi - 1));
+      for (int i = 0; i < nq; ++i) {
+        float* row = scores + size_t(i) * c.cols;
+        block.mask_and_bias(row, far + size_t(i) * c.cols, i, q);  // 2.
+        const int seen = c.col(p0 + i) + 1;
+        softmax(row, seen);  // 3.
+        std::fill(row + seen, row + c.cols, 0.0f);
+      }
+      block.weighted_sum(out, scores);  // 4.
+    }
+}
+
+// ---- decoding ----
+
+// One query (T = 1) over the keys it sees, split into blocks of kKeyBlock keys (the sinks' own
+// blocks first, then the window's); each block leaves its partial [hd + 2]: Σ e^(s − max)·v,
+// max, Σ e^(s − max).
+void attention_decode(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
+                      float scale, const PositionEncoding& position, AttentionScratch& scratch) {
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
+  const KeyRule rule{s.window, s.pattern};
+  const int lo = rule.lo(pos), sinks = std::min(rule.sinks(), lo), near = rule.near(pos);
+  const int sink_blocks = (sinks + kKeyBlock - 1) / kKeyBlock;
+  const int n_blocks = sink_blocks + (pos + 1 - lo + kKeyBlock - 1) / kKeyBlock;
+  const int max_blocks = int(scratch.partials.size()) / (s.n_heads * (hd + 2));
+  const bool terms = position.has_bias() || position.has_relative_terms();
+  // A narrower cache's keys are read in registers, unless a scheme's terms read the keys too.
+  auto fused = [&](const KvRows& k) { return k.type != CacheType::F32 && !position.has_relative_terms(); };
+  float* const scores_all = scratch.scores.data();
+  float* const partials = scratch.partials.data();  // [n_heads][max_blocks][hd + 2]
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int h = 0; h < s.n_heads; ++h)
+    for (int b = 0; b < n_blocks; ++b) {
+      const int thread = omp_get_thread_num();
+      float* scores = scores_all + size_t(thread) * scratch.per_thread;  // [kKeyBlock]
+      // widened keys, values (and far keys) of a narrower cache, in the thread's slots
+      float *wk = nullptr, *wf = nullptr;
+      if (scratch.widened_per_thread) {
+        wk = scratch.widened.data() + size_t(thread) * scratch.widened_per_thread;
+        wf = wk + 2 * scratch.widened_rows * size_t(hd);
+      }
+      const int key0 = b < sink_blocks ? b * kKeyBlock : lo + (b - sink_blocks) * kKeyBlock;
+      const int nk = std::min((b < sink_blocks ? sinks : pos + 1) - key0, kKeyBlock);
+      const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
+      float* partial = partials + (size_t(h) * max_blocks + b) * size_t(hd + 2);
+      // 1–2. scores with bias and terms: keys [key0, split) scored far, [split, key0 + nk) near
+      const int split = std::clamp(near, key0, key0 + nk), n_far = split - key0, n_near = nk - n_far;
+      if (n_far > 0) {
+        const float* kb = s.keys_far.at(head + key0).read(n_far, wf);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, kb, hd, s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
+        if (terms)
+          add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
+                             scale);
+      }
+      if (n_near > 0 && fused(keys)) {
+        keys.at(head + split).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
+        if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
+      } else if (n_near > 0) {
+        const float* kb = keys.at(head + split).read(n_near, wk);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, kb, hd, q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
+        if (terms)
+          add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);
+      }
+      // 3. the block's softmax, unnormalised
+      const float max = *std::max_element(scores, scores + nk);
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int i = 0; i < nk; ++i) sum += (scores[i] = exp_nonpositive(scores[i] - max));
+      // 4. the block's weighted sum
+      if (values.type != CacheType::F32) {
+        values.at(head + key0).weighted_sum(scores, nk, partial);
+      } else {
+        cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, values.f32 + (head + key0) * hd, hd, scores, 1, 0.0f, partial, 1);
+      }
+      partial[hd] = max;
+      partial[hd + 1] = sum;
+    }
+  // Merge: out = Σ_b e^(max_b − M) · out_b / Σ_b e^(max_b − M) · sum_b, M the largest max.
+  for (int h = 0; h < s.n_heads; ++h) {
+    const float* p = partials + size_t(h) * max_blocks * size_t(hd + 2);
+    float M = p[hd];
+    for (int b = 1; b < n_blocks; ++b) M = std::max(M, p[size_t(b) * (hd + 2) + hd]);
+    float* o = out + size_t(h) * hd;
+    std::fill(o, o + hd, 0.0f);
+    float total = 0.0f;
+    for (int b = 0; b < n_blocks; ++b, p += hd + 2) {
+      const float w = exp_nonpositive(p[hd] - M);
+      total += w * p[hd + 1];
+      for (int i = 0; i < hd; ++i) o[i] += w * p[i];
+    }
+    for (int i = 0; i < hd; ++i) o[i] /= total;
+  }
+}
+
+}  // namespace
+
+void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
+               float scale, const PositionEncoding& position, AttentionScratch& scratch) {
+  if (s.T == 1) return attention_decode(out, q, keys, values, s, scale, position, scratch);
+  attention_prefill(out, q, keys, values, s, scale, position, scratch);
+}
+
+}  // namespace pert
