@@ -155,6 +155,24 @@ TEST_CASE("conventions: generate -n -1 runs until the context is full, without a
   CHECK_THAT(r.err, Catch::Matchers::Contains("| 0 context shifts | stop: context |"));
 }
 
+TEST_CASE("conventions: generate says once when the context will shift or is past the trained length", "[cli][conventions]") {
+  const std::vector<std::string> base = {"generate", "-m", kRope, "-p", "Once upon a time", "--temp", "0", "-t", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_pert(args);
+  };
+  const Run shifts = with({"-n", "200"});  // the default context is the trained length, 128
+  REQUIRE(shifts.exit_code == 0);
+  CHECK_THAT(shifts.err, Catch::Matchers::Contains("pert: note: the context of 128 (the trained length) fills after"));
+  const Run past = with({"-n", "8", "-c", "256"});
+  REQUIRE(past.exit_code == 0);
+  CHECK_THAT(past.err, Catch::Matchers::Contains("pert: note: -c 256 is past the 128 positions the model was trained on"));
+  const Run fits = with({"-n", "100"});
+  REQUIRE(fits.exit_code == 0);
+  CHECK_THAT(fits.err, !Catch::Matchers::Contains("note:"));
+}
+
 TEST_CASE("conventions: generate --no-display-prompt writes only the continuation", "[cli][conventions]") {
   const std::vector<std::string> args = {"generate", "-m", kRope, "-p", "Once upon a time", "-n", "8", "--temp", "0", "-t", "1"};
   const Run shown = run_pert(args);
@@ -246,8 +264,10 @@ TEST_CASE("conventions: Ctrl-C stops generate after the current token, with its 
   REQUIRE(WIFEXITED(status));  // not killed by the signal: it finished its output
   CHECK(WEXITSTATUS(status) == 130);
   CHECK_THAT(out, Catch::Matchers::StartsWith("Once upon a time") && Catch::Matchers::EndsWith("\n"));
-  REQUIRE(lines_of(err).size() == 1);
-  CHECK_THAT(err, Catch::Matchers::StartsWith("pert: prompt ") && Catch::Matchers::Contains("| stop: interrupted |"));
+  const std::vector<std::string> lines = lines_of(err);  // the context note (it would shift), then the stats
+  REQUIRE(lines.size() == 2);
+  CHECK_THAT(lines[0], Catch::Matchers::StartsWith("pert: note: the context of 128"));
+  CHECK_THAT(lines[1], Catch::Matchers::StartsWith("pert: prompt ") && Catch::Matchers::Contains("| stop: interrupted |"));
 }
 
 TEST_CASE("conventions: llama.cpp's single-dash flags are unknown options, on every subcommand", "[cli][conventions]") {
@@ -297,7 +317,13 @@ TEST_CASE("conventions: --json is a flag everywhere, --json-out FILE writes a fi
   REQUIRE(table.exit_code == 0);
   CHECK_THAT(table.out, Catch::Matchers::Contains("| distance |"));
   CHECK(json::parse(slurp(file)) == p);
-  for (const char* cmd : {"perplexity", "positions", "generate", "bench", "inspect", "tokenize", "passkey"}) {
+  // sweep: the sweep file's JSON (cells, settings) on stdout instead of the table.
+  const std::string out = (tmp / "s.json").string();
+  const json s = json_of(run_pert({"sweep", "-m", kRope, "-f", text, "--lengths", "32", "--out", out, "-t", "1", "--json"}));
+  REQUIRE(s["cells"].size() == 1);
+  CHECK(s["cells"][0]["ppl"].get<double>() > 1.0);
+  CHECK(json::parse(slurp(out))["cells"] == s["cells"]);
+  for (const char* cmd : {"perplexity", "positions", "generate", "bench", "inspect", "tokenize", "passkey", "sweep"}) {
     INFO(cmd);
     const Run help = run_pert({cmd, "--help"});
     REQUIRE(help.exit_code == 0);

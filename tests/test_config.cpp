@@ -368,8 +368,8 @@ TEST_CASE("config overrides: merge-patch files, then --set in order", "[config]"
     CHECK(out["position"]["max_bias"] == 16);
   }
   SECTION("errors") {
-    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"position.type"}}), ConfigError, "--set 'position.type'", "key.path=value");
-    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"=3"}}), ConfigError, "--set '=3'");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"position.type"}}), ConfigError, "`set` 'position.type'", "key.path=value");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"=3"}}), ConfigError, "`set` '=3'");
     REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"position..type=x"}}), ConfigError, "empty key");
     REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"position.=x"}}), ConfigError, "empty key");
     REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {"hidden_size.x=1"}}), ConfigError, "'hidden_size' is 16, not an object");
@@ -381,7 +381,7 @@ TEST_CASE("config overrides: merge-patch files, then --set in order", "[config]"
     REQUIRE_THROWS_NAMING(apply_overrides(base, {{tmp / "list.json"}, {}}), ConfigError, "list.json", "JSON object");
     // Found by tests/fuzz (regressions/config): nesting that would recurse through the stack.
     const std::string deep = "position=" + std::string(10000, '[') + std::string(10000, ']');
-    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {deep}}), FormatError, "--set position", "nested deeper than 64");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {deep}}), FormatError, "`set position`", "nested deeper than 64");
     std::string long_path = "position";
     for (int i = 0; i < 100; ++i) long_path += ".a";
     REQUIRE_THROWS_NAMING(apply_overrides(base, {{}, {long_path + "=1"}}), ConfigError, "101 keys", "deeper than 64");

@@ -96,8 +96,8 @@ TEST_CASE("model dir: overrides may rescale the trained scheme, not replace it",
   CHECK(ntk.config.trained_position.scheme->label() == "rope");
   CHECK_NOTHROW(open_model_dir(tmp.path, {{}, {"rope_theta=500000", "extend={\"logn\":{}}"}}));
   REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"position.type=alibi", "rope_theta=null"}}), SchemeChangeError,
-                        cfg, "trained with rope positions", "--set position.type=alibi --set rope_theta=null",
-                        "would run it with alibi", "--allow-scheme-change");
+                        cfg, "trained with rope positions", "`set position.type=alibi` `set rope_theta=null`",
+                        "would run it with alibi", "`allow_scheme_change` runs it anyway");
   // xPos's decay is part of what an xPos model learned: dropping it is a change of scheme too.
   json xpos = tiny_config();
   xpos["position"] = {{"type", "rope"}, {"xpos", json::object()}};

@@ -111,7 +111,7 @@ TEST_CASE("output files: stdout that cannot be written is an error, and a closed
            {"tokenize", "-m", kRope, "-f", text.string(), "--json"},
            {"positions", "-m", kRope},
            {"perplexity", "-m", kRope, "-f", text.string(), "-q", "-t", "1", "--chunks", "1"},
-           {"generate", "-m", kRope, "-p", "Once upon a time", "-n", "400", "-t", "1", "--ignore-eos"},
+           {"generate", "-m", kRope, "-p", "Once upon a time", "-n", "100", "-t", "1", "--ignore-eos"},  // within the context: no note
            {"inspect", kRope, "--json"},
            {"bench", "-m", kRope, "-p", "16", "-n", "4", "-r", "1", "-t", "1", "-q"},
            {"sweep", "--help"},

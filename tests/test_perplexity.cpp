@@ -230,9 +230,9 @@ TEST_CASE("perplexity: progress once per window, and bad options or short text a
   evaluate_perplexity(*model, tokens, o, [&](int done, int total, double) { calls.push_back({done, total}); });
   CHECK(calls == std::vector<std::pair<int, int>>{{1, 5}, {2, 5}, {3, 5}, {4, 5}, {5, 5}});
 
-  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(1, PerplexityMode::Chunks, 0, 1)), Error, "-c", "1");
-  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(0, PerplexityMode::Chunks, 0, -1)), Error, "-c");
-  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(8, PerplexityMode::Sliding, 8, 1)), Error, "--stride",
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(1, PerplexityMode::Chunks, 0, 1)), Error, "`n_ctx`", "1");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(0, PerplexityMode::Chunks, 0, -1)), Error, "`n_ctx`");
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(8, PerplexityMode::Sliding, 8, 1)), Error, "`stride`",
                         "8");
   CHECK_NOTHROW(evaluate_perplexity(*model, tokens, opts(8, PerplexityMode::Sliding, 7, 1)));
   REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(6), opts(8, PerplexityMode::Chunks, 0, 1)), Error, "6 tokens",
@@ -302,10 +302,10 @@ TEST_CASE("perplexity: llama mode's chunks, scored count and BOS in place of the
 
   // llama-perplexity refuses a text of fewer than 2 * n_ctx tokens, and -c 2 scores nothing
   CHECK_NOTHROW(evaluate_perplexity(*model, text(16), opts(8, M::Llama, 0, 1)));
-  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(15), opts(8, M::Llama, 0, 1)), Error, "--mode llama",
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(15), opts(8, M::Llama, 0, 1)), Error, "`mode` llama",
                         "2 * c = 16", "15");
   REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(7), opts(8, M::Llama, 0, 1)), Error, "7 tokens");
-  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(40), opts(2, M::Llama, 0, 1)), Error, "--mode llama",
+  REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, text(40), opts(2, M::Llama, 0, 1)), Error, "`mode` llama",
                         "at least 3", "2");
 }
 

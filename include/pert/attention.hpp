@@ -1,8 +1,8 @@
 // Attention: where each query looks and how positions enter its scores. One unit owns it all
 // (src/attention/): the K/V caches and the far pass's keys, when keys are rotated (as stored, or
 // on every read for length-dependent schemes), log-n's query scale, the context shift and the
-// kernel. The positional scheme (positions.hpp, src/positions/) and the "extend" methods
-// (src/extend/) are its plug-ins: it asks them questions and never names one.
+// kernel. The positional scheme (positions.hpp, src/attention/positions/) and the "extend" methods
+// (src/attention/extend/) are its plug-ins: it asks them questions and never names one.
 //
 //   Attention   per inference state: the caches and the steps of one layer (attention.cpp)
 //   attention() the kernel: scores, mask and bias, softmax, weighted sum (kernel.cpp)

@@ -14,7 +14,7 @@ class SchemeConfig;     // positions.hpp: a scheme's own typed block
 class ExtensionConfig;  // positions.hpp: an attention-time method of the "extend" block
 
 // The "position" block (or the HF RoPE keys it stands for): its type picks a scheme from the
-// registry (src/positions/registry.cpp), and that scheme's file parses, validates, describes
+// registry (src/attention/registry.cpp), and that scheme's file parses, validates, describes
 // and builds the rest. The config layer knows only the type.
 struct PositionConfig {
   std::shared_ptr<const SchemeConfig> scheme;  // set by parse_model_config
@@ -66,7 +66,7 @@ struct ConfigOverrides {
   // Merge patches given as JSON (the Python module's config=dict), applied after the files.
   std::vector<nlohmann::json> patches = {};
   bool empty() const { return files.empty() && patches.empty() && sets.empty(); }
-  std::string describe() const;  // "--config a.json --set x=1", as given
+  std::string describe() const;  // "`config` a.json `set x=1`", as given (error.hpp: fields)
 };
 
 // Applies overrides to a raw config. A --set value replaces what is at its path (null

@@ -17,11 +17,11 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 
 // A weight matrix [N][K] kept in F32, in BF16 packed for `vdpbf16ps`, or in 8 bits (the
 // model's --dtype). BF16: per block of 16 rows, the ⌈K/2⌉ column pairs, each holding the 16
-// rows' pairs side by side, [⌈N/16⌉][⌈K/2⌉][16][2], zero-padded (src/ops_bf16.cpp). Q8: blocks
+// rows' pairs side by side, [⌈N/16⌉][⌈K/2⌉][16][2], zero-padded (src/kernels/ops_bf16.cpp). Q8: blocks
 // of 32 columns, each row's block with one F16 scale d = max|w|/127 and q = round(w/d) in
 // [-127, 127] (llama.cpp's Q8_0); per 16 rows and block the quads of 4 columns, each holding the
 // 16 rows' quads side by side as bytes q + 128, [⌈N/16⌉][⌈K/32⌉][8][16][4], and the scales
-// [⌈N/16⌉][⌈K/32⌉][16], padding q = 0 and d = 0 (src/ops_q8.cpp). Or GGML's blocks as a GGUF
+// [⌈N/16⌉][⌈K/32⌉][16], padding q = 0 and d = 0 (src/kernels/ops_q8.cpp). Or GGML's blocks as a GGUF
 // file (or --dtype q4_k ...) holds them, row after row (`blocks`, quants.hpp; its data null when
 // unused): matmul and matmul_shared multiply on them with matmul_blocks.
 struct Weight {

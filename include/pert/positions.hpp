@@ -4,7 +4,7 @@
 //   3. add a bias to attention scores by (query, key, head)   (alibi, t5, and per layer kerple, fire)
 //   4. add terms that read the query and key vectors as well  (Transformer-XL, DeBERTa)
 // The model and the attention kernel call these hooks and never name a scheme. Each scheme
-// lives in its own file under src/positions/ and has one entry in the registry (registry.cpp).
+// lives in its own file under src/attention/positions/ and has one entry in the registry (registry.cpp).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -122,7 +122,7 @@ enum class SchemeKind {
 };
 
 // A scheme's own block of the config, parsed and validated by the scheme's file (one parse
-// function registered in src/positions/registry.cpp), which also says what the block means,
+// function registered in src/attention/registry.cpp), which also says what the block means,
 // which tensors the scheme adds to the model and how to build its encoder.
 class SchemeConfig {
  public:
@@ -150,7 +150,7 @@ const T& PositionConfig::as() const {
 // An attention-time method of the config's "extend" block (Self-Extend, ReRoPE, StreamingLLM,
 // blockwise attention, log-n): which keys query m sees, at which positions the scheme encodes
 // a (query m, key n) pair, and a factor on query m's scores. Each lives in its own file under
-// src/extend/, registered once; the attention kernel and the model ask these questions and never
+// src/attention/extend/, registered once; the attention kernel and the model ask these questions and never
 // name a method. Positions are 0-based, n <= m; every function is pure.
 //   visible(m, n)   n < sinks()  or  n >= first_key(m)
 //   encoded at      (m, n) when n >= near_first(m), else (far_query(m), far_key(n))

@@ -56,7 +56,7 @@ struct BlockMatrix {
 // y[T][N] (+)= x[T][K] · W[N][K]ᵀ on the blocks. Quantized types: each row of x is quantized
 // once, per 32 values for the legacy types (as GGML's Q8_0/Q8_1, with F32 scales) and per 256 for
 // the K-quants (as GGML's Q8_K: F32 scale, int8 values, int16 sums per 16), each block's products
-// summed exactly in int32 and then scaled (src/quants_dot.cpp). F32/F16/BF16: F32 dot products,
+// summed exactly in int32 and then scaled (src/kernels/quants_dot.cpp). F32/F16/BF16: F32 dot products,
 // the weights widened on the fly. Throws pert::Error when K is not a multiple of the block size.
 void matmul_blocks(float* y, const float* x, const BlockMatrix& w, int T, int K, int N, bool accumulate = false);
 

@@ -1,4 +1,4 @@
-// RoPE's config block (scheme "rope", src/positions/rope_config.cpp): base, rotary dims, pair
+// RoPE's config block (scheme "rope", src/attention/positions/rope_config.cpp): base, rotary dims, pair
 // layout, the scalings that stretch it past the trained length, and xPos.
 #pragma once
 #include <vector>

@@ -3,7 +3,7 @@
 
 namespace pert {
 
-// The cores not busy right now (src/threads.cpp: why that, not all of them).
+// The cores not busy right now (src/runtime/threads.cpp: why that, not all of them).
 int default_threads();
 // The most threads pert runs (each costs a stack and a share of every barrier; more than a few
 // times the cores only slows it down).
@@ -13,7 +13,7 @@ inline constexpr int kMaxThreads = 1024;
 void set_threads(int threads);
 
 // libgomp's spin before a waiting thread sleeps, as pert sets it when the user has set neither
-// OMP_WAIT_POLICY nor GOMP_SPINCOUNT (src/threads.cpp: why). libgomp reads it once, when it is
+// OMP_WAIT_POLICY nor GOMP_SPINCOUNT (src/runtime/threads.cpp: why). libgomp reads it once, when it is
 // loaded, so it must be in the environment before that: the CLI from .preinit_array, the Python
 // module's __init__.py before it imports the extension.
 inline constexpr const char* kGompSpinCount = "10000";

@@ -41,7 +41,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, int 
   require_memory(4.0 * (per_position * n_ctx + far_buffers),
                  "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
                      " positions",
-                 " (the KV cache grows with it); pass a smaller -c");
+                 " (the KV cache grows with it); pass a smaller `n_ctx`");
   const size_t cache_rows = size_t(n_seq) * size_t(c_.n_layers) * size_t(c_.n_kv_heads) * size_t(n_ctx);
   try {
     k_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
@@ -49,7 +49,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, int 
   } catch (const std::bad_alloc&) {
     throw Error("a KV cache for a context of " + std::to_string(n_ctx) + " needs " +
                 std::to_string(size_t(2 * double(cache_rows) * c_.head_dim * cache_bytes_per_value(cache_type, c_.head_dim)) >> 20) +
-                " MiB, more than is free; pass a smaller -c");
+                " MiB, more than is free; pass a smaller `n_ctx`");
   }
   position_.reserve(n_ctx);
   if (keys_read) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);

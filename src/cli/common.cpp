@@ -73,9 +73,36 @@ std::filesystem::path resolve_model_dir(const std::string& given) {
                 "build/models/stories260K, then pass -m build/models/stories260K");
 }
 
+namespace {
+std::string& subcommand() {
+  static std::string name;
+  return name;
+}
+}  // namespace
+
+void set_subcommand(const std::string& name) { subcommand() = name; }
+
+std::string cli_words(const std::string& message) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"n_ctx", "-c"},          {"n_keep", "--keep"},        {"stride", "--stride"},
+      {"mode", "--mode"},       {"max_windows", "--chunks"}, {"n_buckets", "--buckets"},
+      {"max_distance", "--distance"}, {"query_pos", "--query-pos"},
+      {"allow_scheme_change", "--allow-scheme-change"},      {"config", "--config"},
+      {"set", "--set"},
+  };
+  const bool by_lengths = subcommand() == "sweep" || subcommand() == "passkey";  // their lengths set the context
+  return render_fields(message, [&](const std::string& field) -> std::string {
+    if (field.rfind("set ", 0) == 0) return "--" + field;  // `set K=V`
+    if (field == "n_ctx" && by_lengths) return "--lengths";
+    for (const auto& [name, flag] : kFlags)
+      if (field == name) return flag;
+    return "";
+  });
+}
+
 LoadedModel load_cli_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type) {
   LoadedModel m = load_model(dir, overrides, type);
-  if (!m.note.empty()) std::fprintf(stderr, "pert: note: %s\n", m.note.c_str());
+  if (!m.note.empty()) std::fprintf(stderr, "pert: note: %s\n", cli_words(m.note).c_str());
   return m;
 }
 
@@ -166,7 +193,9 @@ CLI::Validator writable_file() {
 }
 
 void add_threads(CLI::App& app, int& threads) {
-  app.add_option("-t,--threads", threads, "Threads (default: all " + std::to_string(omp_get_num_procs()) + " cores)")
+  app.add_option("-t,--threads", threads,
+                 "Threads (default: the " + std::to_string(omp_get_num_procs()) +
+                     " cores less those busy at the start, or OMP_NUM_THREADS)")
       ->check(int_in(1, kMaxThreads));
 }
 

@@ -44,6 +44,12 @@ std::filesystem::path resolve_model_dir(const std::string& given);
 // pert::load_model, its note (a scheme other than the trained one) printed on stderr.
 LoadedModel load_cli_model(const std::filesystem::path& dir, const ConfigOverrides& overrides, WeightType type);
 
+// A library message (error.hpp) in this subcommand's words: each `field` as its flag (n_ctx as
+// -c, or as --lengths where the lengths set the context; `set K=V` as --set K=V ...).
+// main() names the subcommand before it runs.
+void set_subcommand(const std::string& name);
+std::string cli_words(const std::string& message);
+
 // Flag checks for ->check(), run while the command line is parsed, so before any work. A bad
 // value is a usage error (exit 2) that CLI11 prefixes with the flag's name, e.g.
 // "--ctx-size: must be an integer >= 0, got -1": bounds as written, never a 300-digit double.

@@ -78,6 +78,19 @@ nlohmann::json probs_json(const TokenProbs& probs, int id, const Tokenizer& tok)
   return {{"id", id}, {"token", tok.token_text(id)}, {"prob", probs.p}, {"top_probs", top}};
 }
 
+// Once on stderr, before any text: a context past the trained length (the output then shows
+// how the scheme extrapolates), or a run that will fill the context and shift it (the text
+// may then lose its thread, or start over).
+void note_context(const GenerateArgs& a, const ModelConfig& c, const TextGeneration& g) {
+  const int n_ctx = g.n_ctx(), trained = c.max_position_embeddings, prompt = int(g.prompt().size());
+  if (n_ctx > trained)
+    std::fprintf(stderr, "pert: note: -c %d is past the %d positions the model was trained on\n", n_ctx, trained);
+  else if (a.n_predict >= 0 && int64_t(prompt) + a.n_predict - 1 > n_ctx)
+    std::fprintf(stderr,
+                 "pert: note: the context of %d%s fills after %d new tokens; then it shifts (half of it is dropped)\n",
+                 n_ctx, a.n_ctx > 0 ? "" : " (the trained length)", std::max(0, n_ctx - prompt + 1));
+}
+
 void run_generate(GenerateArgs& a) {
   const std::string prompt_text = read_prompt(a);
   set_threads(a.threads);
@@ -96,6 +109,7 @@ void run_generate(GenerateArgs& a) {
   const size_t dropped = m.tokenizer.dropped_characters();
   TextGeneration g(m, prompt_text, settings);  // errors come before any text
   note_dropped(m.tokenizer, dropped, "the prompt");
+  note_context(a, m.model->config(), g);
 
   std::string text, piece;
   bool echoed = a.json || a.no_display_prompt;  // the prompt is echoed once it has run

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   pert::cli::add_bench(app);
   pert::cli::add_tokenize(app);
   pert::cli::add_passkey(app);
+  if (argc > 1) pert::cli::set_subcommand(argv[1]);
   if (argc > 1 && argv[1][0] != '-') {
     const auto subs = app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); });
     if (subs.empty()) {
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   } catch (const pert::BrokenPipe&) {  // stdout's reader is gone (SIGPIPE ignored): quiet, as when it kills
     return 128 + SIGPIPE;
   } catch (const pert::Error& e) {
-    std::cerr << "pert: error: " << pert::printable(e.what()) << "\n";  // one line, whatever a file held
+    std::cerr << "pert: error: " << pert::printable(pert::cli::cli_words(e.what())) << "\n";  // one line, whatever a file held
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "pert: internal error: " << pert::printable(e.what()) << "\n";

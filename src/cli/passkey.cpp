@@ -163,10 +163,8 @@ void check_lengths(const LoadedModel& m, const Sentences& s, const PasskeyArgs& 
   }
   try {  // the largest cache, refused here if it cannot be had
     InferenceState(*m.model, longest + kAnswerTokens - 1, 512, 1, a.config.kv_type());
-  } catch (const Error& e) {  // the state's advice names generate's -c: here the flag is --lengths
-    std::string why = e.what();
-    if (const size_t at = why.rfind("; pass a smaller -c"); at != std::string::npos) why.resize(at);
-    throw Error("--lengths " + std::to_string(longest) + ": " + why);
+  } catch (const Error& e) {  // its advice names `n_ctx`, which passkey's words make --lengths
+    throw Error("--lengths " + std::to_string(longest) + ": " + e.what());
   }
 }
 

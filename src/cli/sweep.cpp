@@ -29,7 +29,7 @@ struct SweepArgs {
   std::vector<int> lengths;
   std::string out, csv, shard;
   int threads = 0;
-  bool quiet = false;
+  bool quiet = false, json = false;
   ConfigFlags overrides;  // --set, --allow-scheme-change and --dtype for every cell
   EvalFlags eval;
 };
@@ -147,6 +147,14 @@ json read_out(const std::string& out, const json& settings) {
 
 // Cells grouped by model and config, lengths ascending, written to the JSON and the CSV. Call
 // with the file's lock held.
+// What stdout gets at the end: the cells as a Markdown table, or with --json the whole sweep.
+void print(const SweepArgs& a, const json& sweep) {
+  if (a.json)
+    write_json("-", sweep);
+  else
+    std::cout << markdown_table(sweep["cells"]);
+}
+
 void finish(const SweepArgs& a, json& sweep) {
   order_cells(sweep["cells"]);
   sweep["pert_version"] = PERT_VERSION;
@@ -196,7 +204,7 @@ void run_merge(const SweepArgs& a) {
                    file.c_str(), differing, fs::exists(a.out) ? a.out.c_str() : "the files before it");
   }
   finish(a, merged);
-  std::cout << markdown_table(merged["cells"]);
+  print(a, merged);
 }
 
 void run_sweep(const SweepArgs& a) {
@@ -290,7 +298,7 @@ void run_sweep(const SweepArgs& a) {
       try {
         m = load_cli_model(cell.model, o, a.overrides.weight_type());
       } catch (const SchemeChangeError& e) {
-        load_error = e.what();
+        load_error = cli_words(e.what());
       }
       loaded_key = cell.model + "\n" + cell.config;
     }
@@ -326,8 +334,8 @@ void run_sweep(const SweepArgs& a) {
           std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
                        ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
       } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
-        c["error"] = e.what();
-        std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), e.what());
+        c["error"] = cli_words(e.what());
+        std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), c["error"].get<std::string>().c_str());
       }
     }
     made.push_back(c);
@@ -336,7 +344,7 @@ void run_sweep(const SweepArgs& a) {
     for (const json& other : sweep["cells"]) done[cell_key(other)] = true;  // cells other writers made meanwhile
   }
   sweep = save(a, settings, made);
-  std::cout << markdown_table(sweep["cells"]);
+  print(a, sweep);
 }
 
 }  // namespace
@@ -361,6 +369,7 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--out", a->out, "Sweep file (JSON); cells already in it are skipped")
       ->required()
       ->check(writable_file());
+  cmd->add_flag("--json", a->json, "Write the sweep (what --out holds) as JSON to stdout instead of the table");
   cmd->add_option("--csv", a->csv, "CSV file (default: --out with .csv)")->check(writable_file());
   cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array")
       ->check(CLI::Validator(

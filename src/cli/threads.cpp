@@ -1,4 +1,4 @@
-// The CLI's part of pert's thread defaults (src/threads.cpp says why): libgomp's spin count,
+// The CLI's part of pert's thread defaults (src/runtime/threads.cpp says why): libgomp's spin count,
 // which libgomp reads in its constructor, so this runs from .preinit_array: before any shared
 // library's constructor.
 #include <cstdlib>

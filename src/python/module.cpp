@@ -141,6 +141,31 @@ class PythonSignals {
   std::optional<InterruptHook> hook_;
 };
 
+// A library message (error.hpp) in Python's words: each `field` as the keyword that sets it
+// (n_keep as keep, max_windows as chunks, `set K=V` as set={"K": V} ...).
+std::string python_words(const std::string& message) {
+  static const std::pair<const char*, const char*> kKeywords[] = {
+      {"n_keep", "keep"},         {"max_windows", "chunks"},  {"n_buckets", "buckets"},
+      {"max_distance", "distance"}, {"allow_scheme_change", "allow_scheme_change=True"},
+  };
+  return render_fields(message, [](const std::string& field) -> std::string {
+    if (field.rfind("set ", 0) == 0) {  // `set K=V`: V as JSON reads it, else a string
+      const size_t eq = field.find('=');
+      const std::string key = field.substr(4, eq == std::string::npos ? std::string::npos : eq - 4);
+      std::string value = eq == std::string::npos ? "" : field.substr(eq + 1);
+      const nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
+      value = v.is_discarded() || v.is_string() ? "'" + (v.is_string() ? v.get<std::string>() : value) + "'"
+              : v.is_null()                      ? "None"
+              : v.is_boolean()                   ? (v.get<bool>() ? "True" : "False")
+                                                 : v.dump();
+      return "set={'" + key + "': " + value + "}";
+    }
+    for (const auto& [name, keyword] : kKeywords)
+      if (field == name) return keyword;
+    return "";  // the others are the keywords' own names (n_ctx, stride, mode, query_pos, config)
+  });
+}
+
 // A UserWarning when encoding `text_name` left characters out (pert::dropped_note).
 void warn_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name) {
   const std::string note = dropped_note(tokenizer.dropped_characters() - before, text_name);
@@ -185,7 +210,7 @@ PyModel load(py::object dir_in, py::object config, py::object set, bool allow_sc
     py::gil_scoped_release release;
     *loaded = load_model(dir, o, type);
   }
-  if (!loaded->note.empty() && PyErr_WarnEx(PyExc_UserWarning, loaded->note.c_str(), 1) < 0)
+  if (!loaded->note.empty() && PyErr_WarnEx(PyExc_UserWarning, python_words(loaded->note).c_str(), 1) < 0)
     throw py::error_already_set();  // warnings turned into errors
   return {loaded, resolved_dtype(dtype, dir)};
 }
@@ -434,9 +459,18 @@ PYBIND11_MODULE(_pert, m) {
   m.doc() = "pert: positional-encoding runtime for transformers (the compiled part; import pert)";
   m.attr("__version__") = PERT_VERSION;
   main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  const auto error = py::register_exception<Error>(m, "Error", PyExc_Exception);
-  // Registered after Error, so tried first: a config that would replace the trained scheme.
-  py::register_exception<SchemeChangeError>(m, "SchemeChangeError", error.ptr());
+  // pert.Error and its pert.SchemeChangeError, their messages in Python's words.
+  static py::exception<Error> error(m, "Error", PyExc_Exception);
+  static py::exception<SchemeChangeError> scheme_change(m, "SchemeChangeError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const SchemeChangeError& e) {
+      scheme_change(python_words(e.what()).c_str());
+    } catch (const Error& e) {
+      error(python_words(e.what()).c_str());
+    }
+  });
 
   m.def("set_threads", &set_threads, py::arg("threads"),
         "Threads pert runs on: > 0 exactly that many; 0 the CLI's default (OMP_NUM_THREADS, else the cores not busy now)");

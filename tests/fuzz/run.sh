@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses with clang (ASan + UBSan) into build-fuzz/ and fuzzes each
-# for FUZZ_SECONDS (default 60) on a scratch copy of its seed corpus (tests/fuzz/corpus/NAME;
-# the repository is never written). Exits non-zero when a harness finds a crash, leak or
-# timeout, printing the reproducer; save it as tests/fuzz/regressions/NAME/<what-it-is>.
+# for FUZZ_SECONDS (default 60), as many at once as there are cores, on a scratch copy of its
+# seed corpus (tests/fuzz/corpus/NAME; the repository is never written). Exits non-zero when a
+# harness finds a crash, leak or timeout, printing the reproducer; save it as
+# tests/fuzz/regressions/NAME/<what-it-is>.
 #
 #   bash tests/fuzz/run.sh [NAME ...]      NAME: safetensors config tokenizer_load tokenizer_text sweep gguf
 set -euo pipefail
@@ -17,41 +18,59 @@ names=("$@")
 # cannot drift apart) less the compute files, which use OpenMP and OpenBLAS (clang has no libomp
 # here), and what runs models on top of them; no parser reaches either.
 mapfile -t sources < <(sed -n '/^add_library(pert$/,/^)$/p' CMakeLists.txt | grep -o 'src/[^ ]*\.cpp' |
-  grep -vE '^src/(ops(_[a-z0-9]+)?|quants_(dot|avx2)|kv_cache|model|generate|perplexity|sampler|threads|loaded_model|evaluation|text_generation)\.cpp$')
+  grep -vE '^src/(kernels/(ops(_[a-z0-9]+)?|quants_(dot|avx2))|attention/(attention|kernel|kv_cache)|model/(model|loaded_model)|tasks/[a-z_]+|runtime/threads)\.cpp$')
 ((${#sources[@]})) || { echo "tests/fuzz/run.sh: no library sources found in CMakeLists.txt" >&2; exit 1; }
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Iinclude -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)
 
+cores=$(nproc)
+# Runs "$@" in the background, at most $cores at once.
+limited() {
+  while (($(jobs -rp | wc -l) >= cores)); do wait -n || true; done
+  "$@" &
+}
+
 mkdir -p "$out/obj"
-objects=()
+objects=() pids=()
 for src in "${sources[@]}"; do  # library objects: -fsanitize=fuzzer-no-link, no main
   obj=$out/obj/$(echo "$src" | tr / _).o
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find include -newer "$obj" -print -quit)" ]; then
-    clang++ "${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -c "$src" -o "$obj"
+    rm -f "$obj"
+    limited clang++ "${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -c "$src" -o "$obj"
   fi
   objects+=("$obj")
 done
+wait
+for obj in "${objects[@]}"; do [ -f "$obj" ] || { echo "tests/fuzz/run.sh: $obj did not compile" >&2; exit 1; }; done
 
-status=0
-for name in "${names[@]}"; do
-  extra=()
+# One harness: built, then fuzzed on a scratch copy of its corpus; its line of results and its
+# exit code left in its work folder.
+fuzz_one() {
+  local name=$1 extra=() work=$out/work/$1 rc=0
   [ "$name" = sweep ] && extra=(src/cli/sweep_file.cpp)  # the reader is the CLI's
-  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${extra[@]}" "${objects[@]}" \
-    $(pkg-config --libs libpcre2-8 libutf8proc) -o "$out/fuzz_$name"
-  work=$out/work/$name
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${extra[@]}" "${objects[@]}" \
+    $(pkg-config --libs libpcre2-8 libutf8proc) -o "$out/fuzz_$name" || { echo 1 >"$work/rc"; return; }
   cp -r tests/fuzz/corpus/"$name"/. "$work/corpus/"
-  log=$work/log.txt
-  rc=0
+  local log=$work/log.txt
   "$out/fuzz_$name" "$work/corpus" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/" >"$log" 2>&1 || rc=$?
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 || echo "cov: ?")
+  echo "$rc" >"$work/rc"
+}
+
+for name in "${names[@]}"; do limited fuzz_one "$name"; done  # as many at once as there are cores
+wait
+status=0
+for name in "${names[@]}"; do
+  work=$out/work/$name log=$out/work/$name/log.txt
+  rc=$(cat "$work/rc" 2>/dev/null || echo 1)
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$' || echo "?")
+  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$' || echo "?")
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" 2>/dev/null | tail -1 || echo "cov: ?")
   echo "fuzz $name: $runs runs in ${seconds}s, $speed execs/s, $cov, exit $rc"
   if ((rc)); then
     status=1
-    grep -E 'ERROR|FUZZ FINDING|SUMMARY|uncaught|deadly' "$log" | head -5 || true
+    grep -E 'ERROR|FUZZ FINDING|SUMMARY|uncaught|deadly' "$log" 2>/dev/null | head -5 || true
     for f in "$work"/artifacts/*; do [ -e "$f" ] && echo "  reproducer: $f (log: $log)"; done
   fi
 done

@@ -1,0 +1,102 @@
+// distance_profile: the scheme's own hooks applied to constant vectors, so the picture is
+// drawn by the code that runs the model; an "extend" method's far positions, mask (keys the
+// query does not see: -inf) and query factor included.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pert/error.hpp"
+#include "pert/memory.hpp"
+#include "pert/positions.hpp"
+
+namespace pert {
+
+std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const TensorLookup& tensors, int query_pos,
+                                                  int max_distance, int layer) {
+  if (query_pos < 0 || query_pos >= std::numeric_limits<int>::max() || max_distance < 0 || max_distance > query_pos)
+    throw Error("`max_distance` " + std::to_string(max_distance) + " and `query_pos` " + std::to_string(query_pos) +
+                ": need 0 <= distance <= query position < 2^31 - 1");
+  const int n_keys = query_pos + 1, hd = c.head_dim, d = c.hidden_size;
+  // [n_keys][d] position vectors, or [n_keys][hd] keys twice (and far ones), and the rows out.
+  // Position vectors [n_keys][d], or keys (and far keys) [n_keys][hd] with the scheme's cos,
+  // sin and scale tables; rows of doubles out.
+  require_memory(4.0 * n_keys * (std::max(double(d), 4.0 * hd) + 2.0 * hd) + 8.0 * c.n_heads * (max_distance + 1.0),
+                 "`query_pos` " + std::to_string(query_pos) + " (a profile over " + std::to_string(n_keys) + " keys)",
+                 "; pass a smaller `query_pos` or `max_distance`");
+  std::unique_ptr<PositionEncoding> pe = make_position_encoding(c, tensors);
+  std::vector<std::vector<double>> out;
+  const Extensions extend(c);
+  const ExtensionConfig* pattern = extend.pattern;
+  const double query_scale = extend.query_scale(query_pos);
+  auto finish = [&](std::vector<double>& row) {  // row[delta]: the factor, and the mask
+    for (int delta = 0; delta < int(row.size()); ++delta) {
+      const int n = query_pos - delta;
+      row[size_t(delta)] *= query_scale;
+      if (pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos))
+        row[size_t(delta)] = -std::numeric_limits<double>::infinity();
+    }
+    for (double v : row)
+      if (std::isnan(v) || v == std::numeric_limits<double>::infinity())  // -inf is a masked key
+        throw Error("positions: non-finite attention logit at query position " + std::to_string(query_pos) +
+                    " (the config's values overflow float)");
+    out.push_back(row);
+  };
+
+  // Hook 1: positions added to (zero) embeddings; what they add is the position vector.
+  std::vector<float> p(size_t(n_keys) * size_t(d), 0.0f);  // [n_keys][d]
+  pe->begin_forward(pe->length_class(query_pos), 0, n_keys);
+  pe->add_to_embeddings(p.data(), 0, n_keys);
+  if (std::any_of(p.begin(), p.end(), [](float v) { return v != 0.0f; })) {
+    const float* q = &p[size_t(query_pos) * d];
+    std::vector<double> row;
+    for (int delta = 0; delta <= max_distance; ++delta) {
+      const float* k = &p[size_t(query_pos - delta) * d];
+      double dot = 0;
+      for (int i = 0; i < d; ++i) dot += double(q[i]) * k[i];
+      row.push_back(dot / std::sqrt(double(d)));
+    }
+    finish(row);
+    return out;
+  }
+
+  // Hooks 2 and 3: rotated ones, then the bias, per head, exactly as the attention kernel; pairs
+  // the pattern places at far positions from ones rotated there.
+  std::vector<float> q(size_t(hd), 1.0f), k(size_t(n_keys) * size_t(hd), 1.0f);  // [hd], [n_keys][hd]
+  std::vector<float> q_far = q, k_far = k;
+  const bool far = pattern && pattern->remaps();
+  const int near = far ? std::max(0, pattern->near_first(query_pos)) : 0;  // keys below are far
+  if (pe->rotates()) {
+    pe->rotate(q.data(), query_pos, 1, 1, hd, hd, true);
+    pe->rotate(k.data(), 0, n_keys, 1, hd, hd, false);
+    if (far) {
+      const double at = pattern->far_query(query_pos);
+      std::vector<double> key_at;
+      for (int n = 0; n < n_keys; ++n) key_at.push_back(pattern->far_key(n));
+      pe->rotate_at(q_far.data(), &at, 1, 1, hd, hd);
+      pe->rotate_at(k_far.data(), key_at.data(), n_keys, 1, hd, hd);
+    }
+  }
+  std::vector<float> scores(static_cast<size_t>(n_keys));  // [n_keys]
+  const float scale = score_scale(*pe, hd);
+  for (int h = 0; h < c.n_heads; ++h) {
+    for (int j = 0; j < n_keys; ++j) {
+      const bool is_far = j < near;
+      const float* qv = is_far ? q_far.data() : q.data();
+      const float* kv = (is_far ? k_far.data() : k.data()) + size_t(j) * hd;
+      double dot = 0;
+      for (int i = 0; i < hd; ++i) dot += double(qv[size_t(i)]) * kv[i];
+      scores[size_t(j)] = float(dot * scale);
+    }
+    if (near > 0)
+      add_position_terms(*pe, scores.data(), layer, h, int(pattern->far_query(query_pos)), q_far.data(), k_far.data(), 0,
+                         near, scale);
+    add_position_terms(*pe, scores.data() + near, layer, h, query_pos, q.data(), k.data() + size_t(near) * hd, near,
+                       n_keys - near, scale);
+    std::vector<double> row;
+    for (int delta = 0; delta <= max_distance; ++delta) row.push_back(scores[size_t(query_pos - delta)]);
+    finish(row);
+  }
+  return out;
+}
+
+}  // namespace pert

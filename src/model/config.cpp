@@ -1,0 +1,252 @@
+#include "pert/config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "config_fields.hpp"
+#include "../attention/plugins.hpp"
+#include "pert/error.hpp"
+#include "pert/json_util.hpp"
+
+namespace pert {
+
+using nlohmann::json;
+
+namespace {
+
+// Keys of HF's configs (and pert's "position") that pert reads.
+const std::set<std::string> kReadKeys = {
+    "vocab_size",        "hidden_size",          "intermediate_size",  "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim",           "max_position_embeddings",
+    "rms_norm_eps",      "tie_word_embeddings",  "bos_token_id",       "eos_token_id",
+    "rope_theta",        "rope_scaling",         "partial_rotary_factor", "original_max_position_embeddings",
+    "hidden_act",        "attention_bias",       "mlp_bias",           "position",
+    "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
+    "max_window_layers", "layer_types",          "rope_parameters",    "extend"};
+
+// HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
+// into pert's "position" block so one validator serves both.
+json position_from_hf(const json& config, const std::string& source) {
+  // transformers v5 writes rope_theta, partial_rotary_factor and the scaling as one
+  // "rope_parameters" object: read it as the v4 keys it stands for.
+  if (config.contains("rope_parameters") && !config["rope_parameters"].is_null()) {
+    const json& rp = config["rope_parameters"];
+    if (!rp.is_object() || !rp.contains("rope_type"))
+      throw ConfigError(source + ": rope_parameters must be an object with a \"rope_type\" (per-layer-type RoPE is not supported), got " + json_brief(rp));
+    for (const char* key : {"rope_scaling", "rope_theta"})
+      if (config.contains(key) && !config[key].is_null())
+        throw ConfigError(source + ": rope_parameters is set together with " + key + "; keep one");
+    json v4 = config, scaling = rp;
+    v4.erase("rope_parameters");
+    for (const char* key : {"rope_theta", "partial_rotary_factor"})
+      if (scaling.contains(key)) {
+        v4[key] = scaling[key];
+        scaling.erase(key);
+      }
+    v4["rope_scaling"] = scaling;
+    return position_from_hf(v4, source);
+  }
+  json pos = {{"type", "rope"}};
+  if (config.contains("rope_theta") && !config["rope_theta"].is_null()) pos["base"] = config["rope_theta"];
+  if (config.contains("partial_rotary_factor") && !config["partial_rotary_factor"].is_null())
+    pos["partial_rotary_factor"] = config["partial_rotary_factor"];  // resolved below, needs head_dim
+  if (!config.contains("rope_scaling") || config["rope_scaling"].is_null()) return pos;
+  const json& hf = config["rope_scaling"];
+  if (!hf.is_object()) throw ConfigError(source + ": rope_scaling must be an object or null, got " + json_brief(hf));
+  json scaling = hf;
+  std::string type;
+  for (const char* key : {"rope_type", "type"})
+    if (scaling.contains(key)) {
+      if (!scaling[key].is_string())
+        throw ConfigError(source + ": rope_scaling." + key + " must be a string, got " + json_brief(scaling[key]));
+      if (type.empty()) type = scaling[key].get<std::string>();
+      scaling.erase(key);
+    }
+  if (type.empty()) throw ConfigError(source + ": rope_scaling has no \"rope_type\"");
+  if (type == "default") return pos;
+  if (type == "su") type = "longrope";  // HF's legacy name
+  scaling["type"] = type;
+  pos["scaling"] = scaling;
+  return pos;
+}
+
+void parse_position(const json& obj, int trained, const std::string& source, ModelConfig& mc) {
+  if (!obj.is_object()) throw ConfigError(source + ": position must be an object, got " + json_brief(obj));
+  Fields f(obj, source, "position.");
+  const std::string type = f.string("type");
+  mc.position.scheme = parse_scheme(type, f, PluginContext{mc, trained});
+  f.reject_unknown("position type '" + type + "'");
+}
+
+std::vector<int> token_ids(Fields& f, const json& config, const char* key, int vocab) {
+  if (!f.has(key)) return {};
+  const json& v = config[key];
+  std::vector<int> ids;
+  for (const json& id : v.is_array() ? v : json::array({v})) {
+    if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= vocab)
+      f.fail(key, "must be a token id in [0, vocab_size = " + std::to_string(vocab) + "), got " + json_brief(id));
+    ids.push_back(id.get<int>());
+  }
+  return ids;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const json& config, const std::string& source) {
+  if (!config.is_object()) throw ConfigError(source + ": must be a JSON object");
+  ModelConfig mc;
+  Fields f(config, source, "");
+  mc.vocab_size = f.positive("vocab_size", kMaxCount);
+  mc.hidden_size = f.positive("hidden_size", kMaxDim);
+  mc.intermediate_size = f.positive("intermediate_size", kMaxDim);
+  mc.n_layers = f.positive("num_hidden_layers", kMaxLayers);
+  mc.n_heads = f.positive("num_attention_heads", kMaxDim);
+  mc.n_kv_heads = f.positive("num_key_value_heads", kMaxDim, mc.n_heads);
+  if (mc.n_kv_heads > mc.n_heads || mc.n_heads % mc.n_kv_heads)
+    f.fail("num_key_value_heads", "(" + std::to_string(mc.n_kv_heads) + ") must divide num_attention_heads (" +
+                                      std::to_string(mc.n_heads) + ")");
+  if (f.has("head_dim")) {
+    mc.head_dim = f.positive("head_dim", kMaxDim);
+  } else {
+    if (mc.hidden_size % mc.n_heads)
+      f.fail("num_attention_heads", "(" + std::to_string(mc.n_heads) + ") must divide hidden_size (" +
+                                        std::to_string(mc.hidden_size) + ") when head_dim is not given");
+    mc.head_dim = mc.hidden_size / mc.n_heads;
+  }
+  mc.max_position_embeddings = f.positive("max_position_embeddings", kMaxCount, 2048);  // HF's default
+  mc.rms_norm_eps = f.number("rms_norm_eps", 1e-6, [](double x) { return x > 0; }, "must be > 0");
+  mc.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  const std::vector<int> bos = token_ids(f, config, "bos_token_id", mc.vocab_size);
+  if (bos.size() > 1) f.fail("bos_token_id", "must be a single token id");
+  mc.bos_token_id = bos.empty() ? -1 : bos[0];
+  mc.eos_token_ids = token_ids(f, config, "eos_token_id", mc.vocab_size);
+
+  // Architecture variants pert does not compute must not load as silent garbage.
+  if (f.has("hidden_act") && f.string("hidden_act") != "silu")
+    f.fail("hidden_act", "must be \"silu\" (SwiGLU), got " + json_brief(config["hidden_act"]));
+  parse_architecture(f, mc);
+
+  const bool has_position = f.has("position");
+  for (const char* key : {"rope_scaling", "rope_parameters"})
+    if (has_position && config.contains(key) && !config[key].is_null())
+      f.fail(key, "is set together with \"position\"; keep one (`set " + std::string(key) + "=null`)");
+  // Phi-3 style configs give the pre-extension length at the top level.
+  const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
+  parse_position(has_position ? config["position"] : position_from_hf(config, source), trained, source, mc);
+  if (f.has("extend")) mc.extend = parse_extend(config["extend"], source, PluginContext{mc, trained});
+  return mc;
+}
+
+std::vector<std::string> ignored_config_keys(const json& config) {
+  std::vector<std::string> out;
+  if (!config.is_object()) return out;
+  const bool has_position = config.contains("position") && !config["position"].is_null();
+  for (const auto& [key, _] : config.items())
+    if (!kReadKeys.count(key) || (has_position && (key == "rope_theta" || key == "partial_rotary_factor")))
+      out.push_back(key);
+  return out;
+}
+
+json apply_overrides(json config, const ConfigOverrides& overrides) {
+  for (const auto& file : overrides.files) {
+    const json patch = read_json_file(file);
+    if (!patch.is_object()) throw ConfigError(file.string() + ": a config override must be a JSON object");
+    config.merge_patch(patch);
+  }
+  for (const json& patch : overrides.patches) {
+    if (!patch.is_object()) throw ConfigError("config: a config override must be a JSON object, got " + json_brief(patch));
+    config.merge_patch(patch);
+  }
+  for (const std::string& set : overrides.sets) {
+    const auto eq = set.find('=');
+    if (eq == std::string::npos || eq == 0) throw ConfigError("`set` '" + set + "': expected key.path=value");
+    const std::string path = set.substr(0, eq), text = set.substr(eq + 1);
+    std::vector<std::string> keys;
+    std::stringstream ss(path);
+    for (std::string k; std::getline(ss, k, '.');) {
+      if (k.empty()) throw ConfigError("`set` '" + set + "': empty key in '" + path + "'");
+      keys.push_back(k);
+    }
+    if (path.back() == '.') throw ConfigError("`set` '" + set + "': empty key in '" + path + "'");
+    if (keys.size() > size_t(kMaxJsonDepth))  // nested objects that deep would recurse in every copy
+      throw ConfigError("`set`: a key path of " + std::to_string(keys.size()) + " keys is deeper than " +
+                        std::to_string(kMaxJsonDepth) + " levels");
+    if (!kReadKeys.count(keys[0]) && !config.contains(keys[0]))
+      throw ConfigError("`set` '" + set + "': '" + keys[0] + "' is not a config key pert reads");
+    check_json_depth(text, "`set " + path + "`");
+    json value;
+    try {
+      value = json::parse(text);  // numbers, booleans, null, objects, lists ...
+    } catch (const json::exception&) {
+      value = text;  // ... and anything else is a string: --set position.type=alibi
+    }
+    if (!config.is_object()) throw ConfigError("`set` '" + set + "': the config is not a JSON object");
+    json* node = &config;
+    for (size_t i = 0; i + 1 < keys.size(); ++i) {
+      json& next = (*node)[keys[i]];
+      if (next.is_null()) next = json::object();
+      if (!next.is_object())
+        throw ConfigError("`set` '" + set + "': '" + keys[i] + "' is " + json_brief(next) + ", not an object");
+      node = &next;
+    }
+    if (value.is_null()) node->erase(keys.back());
+    else (*node)[keys.back()] = value;
+  }
+  return config;
+}
+
+json to_json(const PositionConfig& p) { return p.scheme->to_json(); }
+
+json to_json(const ModelConfig& c) {
+  json j = {{"architectures", {architecture_name(c.architecture)}},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.hidden_size},
+            {"intermediate_size", c.intermediate_size},
+            {"num_hidden_layers", c.n_layers},
+            {"num_attention_heads", c.n_heads},
+            {"num_key_value_heads", c.n_kv_heads},
+            {"head_dim", c.head_dim},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"rms_norm_eps", c.rms_norm_eps},
+            {"tie_word_embeddings", c.tie_word_embeddings},
+            {"bos_token_id", c.bos_token_id < 0 ? json() : json(c.bos_token_id)},
+            {"eos_token_id", c.eos_token_ids},
+            {"position", to_json(c.position)}};
+  if (c.qkv_bias) j["qkv_bias"] = true;
+  if (c.o_bias) j["o_bias"] = true;
+  if (c.mlp_bias) j["mlp_bias"] = true;
+  if (c.fused_projections) j["fused_projections"] = true;
+  if (c.qk_norm) j["qk_norm"] = true;
+  if (std::any_of(c.sliding_window.begin(), c.sliding_window.end(), [](int w) { return w > 0; }))
+    j["sliding_window"] = c.sliding_window;
+  for (const auto& e : c.extend) j["extend"][e->type()] = e->to_json();
+  return j;
+}
+
+std::string describe(const PositionConfig& p, int head_dim) { return p.scheme->describe(head_dim); }
+
+std::string position_label(const ModelConfig& c) {
+  std::string s = c.position.scheme ? c.position.scheme->label() : "?";
+  for (const auto& e : c.extend) s += std::string(" + ") + e->type();
+  return s;
+}
+
+std::string ConfigOverrides::describe() const {
+  std::string s;
+  for (const auto& f : files) s += (s.empty() ? "`config` " : " `config` ") + f.string();
+  for (const auto& p : patches) s += (s.empty() ? "`config` " : " `config` ") + p.dump();
+  for (const auto& v : sets) s += (s.empty() ? "`set " : " `set ") + v + "`";
+  return s;
+}
+
+std::string describe_position(const ModelConfig& c) {
+  std::string s = describe(c.position, c.head_dim);
+  for (const auto& e : c.extend) s += "; " + e->describe();
+  return s;
+}
+
+}  // namespace pert

@@ -1,0 +1,84 @@
+#include "pert/evaluation.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "pert/error.hpp"
+#include "pert/loaded_model.hpp"
+
+namespace pert {
+
+PerplexityMode parse_perplexity_mode(const std::string& name, const std::string& where) {
+  if (name == "chunks") return PerplexityMode::Chunks;
+  if (name == "sliding") return PerplexityMode::Sliding;
+  if (name == "llama") return PerplexityMode::Llama;
+  throw Error(where + ": must be chunks, sliding or llama, got '" + name + "'");
+}
+
+int EvalSpec::bos(const Tokenizer& tokenizer, int config_bos) const {
+  if (mode != "llama") return config_bos;
+  if (!tokenizer.suffix_special().empty())  // llama-perplexity asserts that the vocab adds no EOS
+    throw Error("`mode` llama: the tokenizer adds " + tokenizer.piece(tokenizer.suffix_special().front()) +
+                " after a text, which llama-perplexity refuses");
+  return tokenizer.prefix_special().empty() ? -1 : tokenizer.prefix_special().front();
+}
+
+std::vector<int> EvalSpec::tokenize(const Tokenizer& tokenizer, int bos) const {
+  if (mode == "llama") return tokenize_file_llama(tokenizer, text_file);
+  return tokenize_file(tokenizer, text_file, bos, split_docs);
+}
+
+std::vector<int> EvalSpec::tokenize_text(const Tokenizer& tokenizer, int bos, std::string_view text) const {
+  if (mode == "llama") return tokenize_text_llama(tokenizer, text);
+  return pert::tokenize_text(tokenizer, text, bos, split_docs);
+}
+
+PerplexityOptions EvalSpec::options(int n_ctx, int bos) const {
+  PerplexityOptions o;
+  o.n_ctx = n_ctx;
+  o.mode = parse_perplexity_mode(mode);
+  o.stride = stride;
+  o.max_windows = max_windows;
+  o.n_buckets = buckets;
+  o.bos = bos;
+  return o;
+}
+
+nlohmann::json EvalSpec::settings() const {
+  return {{"text", text_file}, {"mode", mode},         {"stride", stride},
+          {"chunks", max_windows}, {"buckets", buckets}, {"split_docs", split_docs}};
+}
+
+nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const PositionBucket& b : r.buckets)
+    buckets.push_back({{"first", b.first}, {"last", b.last}, {"tokens", b.tokens},
+                       {"nll", b.tokens ? nlohmann::json(b.nll) : nlohmann::json()}});
+  nlohmann::json j = {{"ppl", r.ppl},         {"ppl_stderr", r.ppl_stderr},
+                      {"nll", r.nll},         {"tokens", r.tokens},
+                      {"windows", r.windows}, {"stride", r.stride},
+                      {"seconds", r.seconds}, {"tokens_per_second", double(r.tokens) / std::max(r.seconds, 1e-9)},
+                      {"nll_by_position", buckets}};
+  if (mode == PerplexityMode::Llama) j["running_ppl"] = r.running_ppl;  // llama-perplexity's [i] figures
+  return j;
+}
+
+nlohmann::json perplexity_report(const std::string& model_dir, const ModelConfig& config, const EvalSpec& spec,
+                                 const PerplexityOptions& options, size_t text_tokens, const std::string& dtype,
+                                 const std::string& cache_type, const PerplexityResult& result) {
+  nlohmann::json j = {{"model_dir", model_dir},
+                      {"position", describe_position(config)},
+                      {"position_label", position_label(config)},
+                      {"trained_length", config.max_position_embeddings},
+                      {"n_ctx", options.n_ctx},
+                      {"text_tokens", text_tokens},
+                      {"threads", omp_get_max_threads()},
+                      {"dtype", dtype},
+                      {"cache_type", cache_type}};
+  j.update(spec.settings());
+  j.update(perplexity_json(result, options.mode));
+  return j;
+}
+
+}  // namespace pert
