@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The README's "Extrapolation" tables are what pert prints, and pert still prints them.
+"""The extrapolation results page's tables are what pert prints, and pert still prints them;
+the README's quick-start tables are those results.
 
     readme_extrapolation_test.py PERT
 
-For each sweep file under models/extrapolation/ that the README shows: the Markdown table that
-`pert sweep --merge FILE` prints must appear verbatim in README.md; then a few cells are run
-again from scratch with the README's flags (its text remade by tools/heldout.py or
+For each sweep file under models/extrapolation/ that docs/results/extrapolation.md shows: the
+Markdown table that `pert sweep --merge FILE` prints must appear verbatim there; then a few cells
+are run again from scratch with the page's flags (its text remade by tools/heldout.py or
 tools/wikitext_prefix.py) and must give the same perplexity as the file (to 1e-6 relative: same
-code, same threads' order of sums).
+code, same threads' order of sums). Every row of a sweep table in README.md's quick start must
+equal those files' cells (model, config label, length), to the two decimals it shows.
 """
 import json
 import os
@@ -27,10 +29,40 @@ SWEEPS = {  # file -> (text, cells re-run: (model, config, length))
 }
 
 
+def quick_start_failures():
+    """README.md's quick-start sweep tables against the committed sweeps' cells."""
+    cells = {}
+    for name in SWEEPS:
+        for c in json.load(open(os.path.join(ROOT, "models", "extrapolation", name)))["cells"]:
+            if "ppl" in c:
+                cells[(os.path.basename(c["model"]), c["label"], c["length"])] = c["ppl"]
+    failures, rows = [], 0
+    lengths = None
+    for line in open(os.path.join(ROOT, "README.md"), encoding="utf-8"):
+        line = line.strip()
+        if not line.startswith("|"):
+            lengths = None
+            continue
+        fields = [f.strip() for f in line.strip("|").split("|")]
+        if fields[:3] == ["model", "config", "positions"]:
+            lengths = [int(f.split()[0]) for f in fields[3:]]
+        elif lengths and not fields[0].startswith("---"):
+            for length, shown in zip(lengths, fields[3:]):
+                want = cells.get((fields[0], fields[1], length))
+                rows += 1
+                if want is None or f"{want:.2f}" != shown:
+                    failures.append(f"README.md: {fields[0]} {fields[1]} @{length} shows {shown}, "
+                                    f"the committed sweeps {want}")
+    if rows == 0:
+        failures.append("README.md: no quick-start sweep table found")
+    print(f"README.md quick start: {rows} values checked against models/extrapolation/")
+    return failures
+
+
 def main():
     pert = os.path.abspath(sys.argv[1])
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    failures = []
+    readme = open(os.path.join(ROOT, "docs", "results", "extrapolation.md"), encoding="utf-8").read()
+    failures = quick_start_failures()
     with tempfile.TemporaryDirectory() as tmp:
         texts = {}
         for kind, script in TEXTS.items():
@@ -43,7 +75,7 @@ def main():
             table = subprocess.run([pert, "sweep", "--merge", path, "--out", merged], check=True,
                                    capture_output=True, text=True, cwd=ROOT).stdout
             if table not in readme:
-                failures.append(f"{name}: README.md lacks the table `pert sweep --merge` prints:\n{table}")
+                failures.append(f"{name}: docs/results/extrapolation.md lacks the table `pert sweep --merge` prints:\n{table}")
             settings = sweep["settings"]
             for i, (model, config, length) in enumerate(cells):
                 if not os.path.isdir(os.path.join(ROOT, model)):

@@ -7,6 +7,7 @@ PERT_BUILD_DIR=build; needs the converted stories260K (tools/setup.sh) and model
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,8 +147,9 @@ def test_sweep_records_equal_pert_sweep(tmp_path):
     for r in records:
         c = by_key[(r["model"], r["label"], r["length"])]
         assert ("error" in r) == ("error" in c) == (r["model"] == models[1] and r["length"] == 256)
-        if "error" in r:  # past the learned table
-            assert r["error"] == c["error"]
+        if "error" in r:  # past the learned table: the same message, in each front end's words
+            assert "set={'position.beyond': 'clamp'}" in r["error"] and "--set position.beyond=clamp" in c["error"]
+            assert r["error"].replace("set={'position.beyond': 'clamp'}", "--set position.beyond=clamp") == c["error"]
         else:
             assert (r["ppl"], r["nll_by_position"]) == (c["ppl"], c["nll_by_position"])
 
@@ -207,7 +209,7 @@ def test_every_error_is_a_pert_error_naming_what_is_wrong(stories, tmp_path):
         (lambda: stories.session(n_ctx=8).eval([1], pos=3), "gap"),
         (lambda: stories.session().shift(0, 1), "context shift"),
         (lambda: stories.generate("Hi", temp=-1), "temp"),
-        (lambda: stories.generate("Hi", n_ctx=2, n_predict=5, keep=-1), "--keep"),
+        (lambda: stories.generate("Hi", n_ctx=2, n_predict=5, keep=-1), "a smaller keep"),
         (lambda: stories.perplexity(file=tmp_path / "none.txt"), "none.txt"),
         (lambda: stories.perplexity(text="too short", n_ctx=128), "fewer than one window"),
         (lambda: stories.perplexity(text="a", file=TEXT), "exactly one"),
@@ -222,13 +224,25 @@ def test_every_error_is_a_pert_error_naming_what_is_wrong(stories, tmp_path):
             call()
             print("did not raise:", what)
         assert what in str(e.value) and "\n" not in str(e.value), (what, str(e.value))
+        # Python's words: keywords, never the CLI's flags, nor the library's `field` marks
+        assert not re.search(r"(^|[\s(])--?[a-z]|`", str(e.value)), str(e.value)
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"caf\xe9 " * 100)
     with pytest.raises(pert.Error, match=r"bad\.txt: not valid UTF-8"):
         stories.perplexity(file=bad)
-    with pytest.raises(pert.SchemeChangeError, match="allow-scheme-change"):
+    with pytest.raises(pert.SchemeChangeError, match=r"config \{.*alibi.*\} would run it with alibi.*allow_scheme_change=True runs it anyway"):
         pert.load(STORIES, config={"position": {"type": "alibi"}})
     assert issubclass(pert.SchemeChangeError, pert.Error) and issubclass(pert.Error, Exception)
+
+
+def test_errors_name_python_keywords_where_the_cli_names_flags():
+    learned = pert.load(os.path.join(ROOT, "models", "learned"))
+    with pytest.raises(pert.Error, match=r"learned position table \(128 positions\); use "
+                                         r"set=\{'position.beyond': 'clamp'\} to reuse the last one"):
+        learned.logits([1] * 129)
+    with pytest.raises(pert.Error, match=r"n_ctx 256 is past the .* pass n_ctx 128 or less, or "
+                                         r"set=\{'position.beyond': 'clamp'\}"):
+        learned.generate("Once", n_ctx=256)
 
 
 def test_a_scheme_change_warns_and_sweep_records_it(stories):
@@ -236,7 +250,7 @@ def test_a_scheme_change_warns_and_sweep_records_it(stories):
         m = pert.load(STORIES, config={"position": {"type": "alibi"}}, allow_scheme_change=True)
     assert m.label.startswith("alibi")
     records = pert.sweep([STORIES], [64], configs=[{"position": {"type": "alibi"}}], text=open(TEXT).read(), chunks=1)
-    assert records[0]["label"] == "config 0" and "allow-scheme-change" in records[0]["error"]
+    assert records[0]["label"] == "config 0" and "allow_scheme_change=True" in records[0]["error"]
 
 
 # --- the GIL and memory ----------------------------------------------------------------------------
@@ -332,9 +346,22 @@ def test_thread_settings_are_the_clis():
     assert out[1] == "3"
 
 
-def test_the_readme_example_runs(tmp_path):
+def test_the_readme_snippet_runs(capsys):
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    block = readme.split("<!-- python-example")[1].split("```python\n")[1].split("```")[0]
+    block = readme.split("```python\n")[1].split("```")[0]
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        scope = {}
+        exec(block, scope)
+    finally:
+        os.chdir(cwd)
+    assert scope["r"]["ppl"] > 1 and capsys.readouterr().out.startswith(str(scope["r"]["ppl"]))
+
+
+def test_the_docs_example_runs(tmp_path, capsys):
+    page = open(os.path.join(ROOT, "docs", "python.md"), encoding="utf-8").read()
+    block = page.split("<!-- python-example")[1].split("```python\n")[1].split("```")[0]
     plot = tmp_path / "nll_by_position.png"
     import matplotlib
     matplotlib.use("Agg")
@@ -342,12 +369,14 @@ def test_the_readme_example_runs(tmp_path):
     os.chdir(ROOT)
     try:
         scope = {}
-        exec(block.replace('"nll_by_position.png"', repr(str(plot))), scope)
+        exec(block.replace('"build/nll_by_position.png"', repr(str(plot))), scope)
     finally:
         os.chdir(cwd)
     assert plot.stat().st_size > 10_000
     assert scope["logits"].shape == (len(scope["ids"]), scope["rope"].vocab_size) and scope["story"]
     assert scope["yarn"].label != scope["rope"].label
+    printed = capsys.readouterr().out  # what a newcomer sees: both PPLs, the next token, the story
+    assert printed.count(" at 512") == 2 and "next token after the prompt:" in printed and scope["story"] in printed
 
 
 # --- hostile calls: an error, never a crash of the interpreter (issue: a notebook never dies) -----

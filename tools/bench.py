@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pert's speed on the random-weight stories15M and stories110M shapes (README, section "Speed"),
+"""pert's speed on the random-weight stories15M and stories110M shapes (docs/speed.md),
 the way these noisy machines must be measured: rounds that alternate the models, each round one
 `pert bench` run of -r repetitions; the table gives the median over all runs and the spread.
 

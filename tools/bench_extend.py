@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What each "extend" method costs (README, section "Extrapolation", "Training-free extension past L"):
+"""What each "extend" method costs (docs/results/extrapolation.md, "Training-free extension past L"):
 `pert bench` at a depth (default 4096 cached tokens) under each configs/extend file and under
 plain RoPE, alternated round by round, each figure the median of all runs, and its cost as
 plain's t/s over the method's (1.00: free; > 1: slower).

@@ -1,5 +1,5 @@
 """Output files written whole or not at all, by the rules pert's own follow (include/pert/
-output_file.hpp; README "Results are never lost"):
+output_file.hpp; docs/robustness.md):
 
 - a new name or a regular file: written to a temporary file made beside it with exclusive creation
   (a name planted there, a link included, is never followed), synced, then renamed over it; on

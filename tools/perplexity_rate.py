@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What `pert perplexity` costs per token at a short and a long context, and how fast its matrix
-products run next to this machine's F32 GEMM rate (README, section "Speed"), measured in
+products run next to this machine's F32 GEMM rate (docs/speed.md), measured in
 alternation:
 
     /usr/bin/python3 tools/perplexity_rate.py [--rounds 5] [-m models/rope] [-c 128,2048] [-t 2]
