@@ -1,4 +1,4 @@
-// Unit tests of the 8-bit path (ops.hpp's Q8 layout, src/ops_q8.cpp): F32 -> F16 rounding, the
+// Unit tests of the 8-bit path (ops.hpp's Q8 layout, src/kernels/ops_q8.cpp): F32 -> F16 rounding, the
 // quantizer and packing, and every kernel this CPU has against a triple loop over the same
 // rounded values (the quantization written out again here, from its definition).
 #include <cmath>
