@@ -1,5 +1,5 @@
 // Unit tests of the numerical kernels (include/pert/ops.hpp), each against a naive double
-// precision version of the formula written here (DESIGN.md §1, §2).
+// precision version of the formula written here (docs/design.md).
 #include <omp.h>
 
 #include <cmath>

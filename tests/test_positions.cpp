@@ -1,4 +1,4 @@
-// Property tests of the positional schemes (DESIGN.md §3) through the public interface only:
+// Property tests of the positional schemes (docs/design.md) through the public interface only:
 // each check compares pert against an expectation computed here, from the cited formula.
 #include <cmath>
 #include <map>
@@ -71,7 +71,7 @@ std::vector<double> rising_factors(int n) {  // longrope factors, one per rotary
 
 }  // namespace
 
-// RoPE's defining property (Su et al., RoFormer §3.2; DESIGN.md §3): the score of a rotated
+// RoPE's defining property (Su et al., RoFormer §3.2; docs/design.md): the score of a rotated
 // pair depends only on the offset n − m, for every layout, partial rotary, scaling and xPos.
 TEST_CASE("positions: rope scores depend only on the relative position", "[positions]") {
   struct Case {
@@ -128,7 +128,7 @@ TEST_CASE("positions: rope scores depend only on the relative position", "[posit
 }
 
 // The documented exception: dynamic NTK changes the frequencies once the length passes L, so a
-// pair inside L and the same pair shifted past L score differently (DESIGN.md §3 "dynamic").
+// pair inside L and the same pair shifted past L score differently (docs/design.md "dynamic").
 TEST_CASE("positions: dynamic NTK past L is not shift invariant", "[positions]") {
   auto pe = make(config_with({{"type", "rope"}, {"scaling", {{"type", "dynamic"}, {"factor", 4.0}}}}));
   REQUIRE(pe->rotates_keys_on_read());
@@ -157,7 +157,7 @@ TEST_CASE("positions: rope rotation keeps the norm", "[positions]") {
   }
 }
 
-// RoFormer §3.2 in DESIGN.md §3's layouts: pair i, dims (i, i + r/2) for "half" and
+// RoFormer §3.2 in docs/design.md's layouts: pair i, dims (i, i + r/2) for "half" and
 // (2i, 2i + 1) for "interleaved", turns by m·θ_i with θ_i = base^(−2i/r); dims past r stay.
 TEST_CASE("positions: rope turns pair i by m times theta_i in the named layout", "[positions]") {
   for (const char* layout : {"half", "interleaved"})
@@ -181,7 +181,7 @@ TEST_CASE("positions: rope turns pair i by m times theta_i in the named layout",
     }
 }
 
-// The scaled frequencies (DESIGN.md §3, HF modeling_rope_utils.py), r = 16, base 10000, L = 64.
+// The scaled frequencies (docs/design.md, HF modeling_rope_utils.py), r = 16, base 10000, L = 64.
 // Llama3 bands and YaRN ramps worked by hand: wavelengths 2π·10000^(i/8) = 6.3, 19.9, 62.8,
 // 198.7, ...; YaRN's correction dims are (0, 3) for L = 64 and (2, 6) for L = 4096.
 TEST_CASE("positions: rope scaling frequencies", "[positions]") {
@@ -447,7 +447,7 @@ TEST_CASE("positions: bias over a block of keys is the slice of the full row", "
 }
 
 // Learned absolute positions (GPT-2 wpe): x_m += P[m]; past the table an error naming the
-// position and the clamp option, or with "beyond": "clamp" the last row (DESIGN.md §3).
+// position and the clamp option, or with "beyond": "clamp" the last row (docs/design.md).
 TEST_CASE("positions: learned table, its end, and clamping", "[positions]") {
   const int rows = 8, d = 16;
   std::vector<float> table(size_t(rows * d));

@@ -7,7 +7,7 @@ passkey` files.
 
 ratios: each row of the sweep (model × config) as its perplexity at every length divided by its
 perplexity at the trained length L, then the ALiBi paper's Table 2 (Press et al. 2022,
-WikiText-103, 247M parameters, L = 512; DESIGN.md §4) as the same ratios at its lengths
+WikiText-103, 247M parameters, L = 512; docs/design.md) as the same ratios at its lengths
 (L, 2L, 5L, 11L, 30L) for the four schemes it shares with the family. A row with no cell at L is
 left out (its ratios mean nothing). passkey: a row per file (its model, config label and
 scheme), a column per prompt length, each the accuracy over that length's depths and trials.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch reference for pert: the same llama-style decoder for every positional scheme.
 
-Written from the formulas of ../shared/DESIGN.md and their sources (HF transformers'
+Written from the formulas of docs/design.md and their sources (HF transformers'
 modeling_llama.py / modeling_rope_utils.py / T5Attention, Meta's llama, torchscale's xPos,
 the ALiBi paper's repository, the annotated Transformer), not from pert's C++. It computes in
 float64 so that it is the truth pert's float32 is measured against, and it runs the whole

@@ -1,6 +1,6 @@
 """Training-free length extension at attention time: config.json's "extend" block, for reference.py.
 
-Written from the methods' sources (../shared/DESIGN.md §5): Self-Extend (Jin et al. 2024, LongLM,
+Written from the methods' sources (docs/design.md): Self-Extend (Jin et al. 2024, LongLM,
 and llama.cpp's --grp-attn-n/-w), ReRoPE and Leaky ReRoPE (Su 2023, bojone/rerope), StreamingLLM's
 attention sinks (Xiao et al. 2024), xPos's blockwise causal attention (Sun et al. 2022) and log-n
 query scaling (Qwen-7B's use_logn_attn). Positions are 0-based: query m, key n <= m.

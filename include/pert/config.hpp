@@ -1,5 +1,5 @@
 // Model and positional-scheme configuration: parsed from an HF-style config.json (plus pert's
-// "position" block), with overrides, validated here and nowhere else (DESIGN.md §1, §3).
+// "position" block), with overrides, validated here and nowhere else (docs/design.md).
 #pragma once
 #include <filesystem>
 #include <memory>

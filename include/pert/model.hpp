@@ -1,4 +1,4 @@
-// A llama-style decoder (DESIGN.md §1): weights in F32, and an inference state holding the KV
+// A llama-style decoder (docs/design.md): weights in F32, and an inference state holding the KV
 // cache and every scratch buffer, so a forward pass allocates nothing.
 //
 //   h   = x + o_proj(attn(rmsnorm(x)))     (projections with biases where the architecture has them)

@@ -14,7 +14,7 @@
 
 namespace pert {
 
-// Every tensor a config needs, in forward-pass order (HF llama names, DESIGN.md §1).
+// Every tensor a config needs, in forward-pass order (HF llama names, docs/design.md).
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
 
 struct ModelDir {

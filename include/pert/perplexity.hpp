@@ -1,4 +1,4 @@
-// Perplexity of a token stream at a fixed context length (DESIGN.md §4), the two ways the
+// Perplexity of a token stream at a fixed context length (docs/design.md), the two ways the
 // long-context papers measure it, and llama.cpp's:
 //   chunks  (ALiBi paper): windows of n_ctx positions that do not overlap, each run from an
 //           empty cache with BOS first, every text token scored;

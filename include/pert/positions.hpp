@@ -1,4 +1,4 @@
-// The positional interface (DESIGN.md §2). A scheme implements the hooks it needs:
+// The positional interface (docs/design.md). A scheme implements the hooks it needs:
 //   1. add to the token embeddings at the input        (learned, sinusoidal)
 //   2. rotate queries and keys                         (rope family, xPos)
 //   3. add a bias to attention scores by (query, key, head)   (alibi, t5, and per layer kerple, fire)

@@ -1,4 +1,4 @@
-// pert passkey: the pass-key retrieval test of Mohtashami & Jaggi 2023 (DESIGN.md §5), as the
+// pert passkey: the pass-key retrieval test of Mohtashami & Jaggi 2023 (docs/design.md), as the
 // PI, YaRN, LongLoRA and Self-Extend papers run it: a key hidden at a depth of filler text, a
 // question at the end, the greedy answer checked; accuracy per (prompt length, depth).
 //
