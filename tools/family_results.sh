@@ -65,6 +65,6 @@ for c in "${configs[@]:1}"; do
 done
 family=()
 for n in "${NAMES[@]}"; do [ "$n" = learned ] || family+=("$OUT/passkey/$n.json"); done
-$PY tools/plot_passkey.py "${family[@]}" --cols 5 --out $OUT/passkey_family.png
+$PY tools/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
 $PY tools/paper_shapes.py ratios $OUT/family_wikitext.json
 $PY tools/paper_shapes.py passkey $OUT/passkey/*.json

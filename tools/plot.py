@@ -48,9 +48,12 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullForm
 
 from outputs import save_figure  # noqa: E402  (whole or not at all, as pert's own outputs)
 
-# Hues, one per family, in order of first appearance (tab10 without its grey, kept for L).
-HUES = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
-        "#393b79", "#637939", "#843c39"]
+# Hues, one per family, in order of first appearance, chosen to stay apart for colour-blind
+# readers: Okabe & Ito's six (their black is plain's, their yellow too light on white), then six
+# of Paul Tol's "muted". Past twelve families the hues come round again with the next dash
+# pattern. Grey is the trained length's line; black and its greys are the plain config's.
+HUES = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9",
+        "#882255", "#44AA99", "#332288", "#999933", "#AA4499", "#DDCC77"]
 DASHES = ["-", "--", ":", "-."]
 # Config families by name prefix; the longest match wins. Anything else: the name without a
 # trailing variant such as -x4, -k64, -g64.
@@ -105,15 +108,16 @@ def family_styles(keys):
     styles = [None] * len(keys)
     hue_of, next_hue = {}, 0
     for k in order:
+        round_ = 0  # how many times the hues have come round for this family
         if k == "plain":
             hue_of[k] = "#000000"
         else:
-            hue_of[k] = HUES[next_hue % len(HUES)]
+            hue_of[k], round_ = HUES[next_hue % len(HUES)], next_hue // len(HUES)
             next_hue += 1
         idx = members[k]
         for j, i in enumerate(idx):
             color = (0.45 * j / max(1, len(idx) - 1),) * 3 if k == "plain" else shade(hue_of[k], j, len(idx))
-            styles[i] = (color, DASHES[j % len(DASHES)])
+            styles[i] = (color, DASHES[(j + round_) % len(DASHES)])
     return styles
 
 

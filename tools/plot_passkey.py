@@ -6,9 +6,12 @@
 RESULT.json comes from `pert passkey ... --json-out FILE` (or `--json > FILE`, or
 --dump-prompts). One panel per file, side by side (--cols N: N to a row): x the prompt length in tokens, y the depth of
 the key (0 at the top: the start of the filler), colour the accuracy over the cell's trials
-(red 0 to green 1, the value written in each cell); a dashed line marks the trained length L
-where it falls inside the lengths (L is in the title). A panel's title is the model and its positional scheme
-(--titles replaces them in order). Prints the path written.
+(cividis, dark 0 to light 1, safe for colour-blind readers and in grey; the accuracy written in
+each cell as a percentage, dark on light cells and light on dark ones); a dashed line marks the
+trained length L where it falls inside the lengths (L is in the title). A panel's title is the
+model and, where it says more than the model's name, its positional scheme (--titles replaces
+them in order); the figure's title says what was run (trials per cell, greedy answers, seed).
+Prints the path written.
 """
 import argparse
 import json
@@ -19,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import PercentFormatter  # noqa: E402
 
 from outputs import save_figure  # noqa: E402  (whole or not at all, as pert's own outputs)
 
@@ -37,20 +41,29 @@ def load(path):
     return r, lengths, depths, grid
 
 
+def panel_title(r):
+    """The model's name, and its positional scheme where the name does not already say it."""
+    name = os.path.basename(os.path.normpath(r.get("model_dir", "?")))
+    label = r.get("position_label", "")
+    return name if not label or label == name else f"{name}: {label}"
+
+
 def panel(ax, r, lengths, depths, grid, title):
-    im = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    im = ax.imshow(grid, cmap="cividis", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
     ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel("depth of the key")
     for y, row in enumerate(grid):
-        for x, a in enumerate(row):
-            ax.text(x, y, f"{a:.2f}", ha="center", va="center", fontsize=8)
+        for x, a in enumerate(row):  # percent: short enough to read at page width
+            ax.text(x, y, f"{100 * a:.0f}", ha="center", va="center", fontsize=11,
+                    color="black" if a >= 0.5 else "white")
     L = r.get("trained_length")
     inside = [i for i, n in enumerate(lengths) if n <= L] if L else []
     if inside and len(inside) < len(lengths):  # between the last length within L and the first past it
-        ax.axvline(inside[-1] + 0.5, color="black", linestyle="--", linewidth=1)
-    ax.set_title(title + (f" (L = {L})" if L else ""), fontsize=9)
+        ax.axvline(inside[-1] + 0.5, color="white", linestyle="--", linewidth=1.5)  # seen on dark and light cells
+        ax.axvline(inside[-1] + 0.5, color="black", linestyle=(3, (3, 3)), linewidth=1.5)
+    ax.set_title(title + (f" (L = {L})" if L else ""), fontsize=11)
     return im
 
 
@@ -73,13 +86,17 @@ def main():
     fig, axes = plt.subplots(rows, cols, figsize=(1.5 + width * cols, 3.6 * rows), squeeze=False,
                              constrained_layout=True)
     for i, (r, lengths, depths, grid) in enumerate(data):
-        name = os.path.basename(os.path.normpath(r.get("model_dir", "?")))
-        title = titles[i] if titles else f"{name}: {r.get('position_label', '')}"
+        title = titles[i] if titles else panel_title(r)
         im = panel(axes[i // cols][i % cols], r, lengths, depths, grid, title)
     for ax in axes.flat[len(data):]:
         ax.set_visible(False)
-    fig.colorbar(im, ax=list(axes.flat), label="accuracy", fraction=0.05)
-    fig.suptitle("pass-key retrieval", fontsize=10)
+    bar = fig.colorbar(im, ax=list(axes.flat), label="accuracy", fraction=0.05)
+    bar.ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    trials = sorted({d[0].get("trials") for d in data if d[0].get("trials")})
+    seeds = sorted({d[0].get("seed") for d in data if d[0].get("seed") is not None})
+    what = ", ".join(filter(None, [f"{'/'.join(map(str, trials))} trials a cell" if trials else "",
+                                    "greedy answers", f"seed {'/'.join(map(str, seeds))}" if seeds else ""]))
+    fig.suptitle(f"pass-key retrieval, accuracy in % ({what})", fontsize=12)
     save_figure(fig, a.out, dpi=120, bbox_inches="tight")
     print(a.out)
     return 0
