@@ -2,9 +2,11 @@
 #include <cmath>
 #include <map>
 
+#include "pert/evaluation.hpp"
 #include "pert/generate.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/sampler.hpp"
+#include "pert/text_generation.hpp"
 #include "test_util.hpp"
 
 using namespace pert;
@@ -202,4 +204,38 @@ TEST_CASE("generate: shifts the context to go on past it, and stops at EOS", "[g
   CHECK(stopped.stop == "eos");
   CHECK(stopped.tokens.size() <= 5);
   CHECK(stopped.tokens.back() == r.tokens[4]);
+}
+
+// The tasks' settings check themselves and word their errors by field (error.hpp): each front
+// end renders the names as its flags or keywords (the CLI's and the module's tests).
+TEST_CASE("settings: generation and evaluation settings validate themselves, by field", "[settings]") {
+  TextGenerationSettings s;
+  CHECK_NOTHROW(validate(s));
+  auto with = [](auto change) {
+    TextGenerationSettings t;
+    change(t);
+    return t;
+  };
+  REQUIRE_THROWS_NAMING(validate(with([](auto& t) { t.n_predict = 0; })), Error, "`n_predict`", "got 0");
+  REQUIRE_THROWS_NAMING(validate(with([](auto& t) { t.n_keep = -2; })), Error, "`n_keep`", "got -2");
+  REQUIRE_THROWS_NAMING(validate(with([](auto& t) { t.sampling.temperature = -1; })), Error, "`temperature`", "got -1");
+  REQUIRE_THROWS_NAMING(validate(with([](auto& t) { t.sampling.temperature = NAN; })), Error, "`temperature`", "nan");
+  REQUIRE_THROWS_NAMING(validate(with([](auto& t) { t.sampling.top_p = 1.5f; })), Error, "`top_p`", "[0, 1]");
+  REQUIRE_THROWS_NAMING(validate(with([](auto& t) { t.sampling.repeat_penalty = 0; })), Error, "`repeat_penalty`");
+  REQUIRE_THROWS_NAMING(validate(with([](auto& t) { t.sampling.repeat_last_n = -1; })), Error, "`repeat_last_n`");
+
+  EvalSpec e;
+  CHECK_NOTHROW(e.validate());
+  e.stride = 8;
+  REQUIRE_THROWS_NAMING(e.validate(), Error, "`stride` only with `mode` sliding", "chunks");
+  e.mode = "sliding";
+  CHECK_NOTHROW(e.validate());
+  e.mode = "sideways";
+  REQUIRE_THROWS_NAMING(e.validate(), Error, "`mode`", "sideways");
+  e = EvalSpec{};
+  e.buckets = 0;
+  REQUIRE_THROWS_NAMING(e.options(16, -1), Error, "`buckets`", "got 0");  // options() checks first
+  e = EvalSpec{};
+  e.mode = "llama", e.split_docs = true;
+  REQUIRE_THROWS_NAMING(e.validate(), Error, "`split_docs` not with `mode` llama");
 }

@@ -30,6 +30,9 @@ struct EvalSpec {
   std::vector<int> tokenize(const Tokenizer& tokenizer, int bos) const;
   // A text given as a string, the same way (llama: no trailing newline dropped).
   std::vector<int> tokenize_text(const Tokenizer& tokenizer, int bos, std::string_view text) const;
+  // Every setting in range and the combinations that make sense, pert::Error worded by field
+  // (error.hpp) otherwise; options() checks it first.
+  void validate() const;
   PerplexityOptions options(int n_ctx, int bos) const;
   // The settings a result depends on (besides model, config and length), as JSON.
   nlohmann::json settings() const;

@@ -23,6 +23,10 @@ struct TextGenerationSettings {
   const volatile std::sig_atomic_t* interrupt = nullptr;
 };
 
+// Every setting in range (TextGeneration's constructor checks it first): pert::Error worded by
+// field (error.hpp) otherwise.
+void validate(const TextGenerationSettings& settings);
+
 class TextGeneration {
  public:
   // Checks the settings against the model and runs the prompt. pert::Error (naming the flag as

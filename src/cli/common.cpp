@@ -88,7 +88,10 @@ std::string cli_words(const std::string& message) {
       {"mode", "--mode"},       {"max_windows", "--chunks"}, {"n_buckets", "--buckets"},
       {"max_distance", "--distance"}, {"query_pos", "--query-pos"},
       {"allow_scheme_change", "--allow-scheme-change"},      {"config", "--config"},
-      {"set", "--set"},
+      {"set", "--set"},         {"temperature", "--temp"},   {"top_k", "--top-k"},
+      {"top_p", "--top-p"},     {"min_p", "--min-p"},        {"repeat_penalty", "--repeat-penalty"},
+      {"repeat_last_n", "--repeat-last-n"}, {"n_predict", "-n"}, {"buckets", "--buckets"},
+      {"split_docs", "--split-docs"},
   };
   const bool by_lengths = subcommand() == "sweep" || subcommand() == "passkey";  // their lengths set the context
   return render_fields(message, [&](const std::string& field) -> std::string {

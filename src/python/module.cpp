@@ -145,7 +145,7 @@ class PythonSignals {
 // (n_keep as keep, max_windows as chunks, `set K=V` as set={"K": V} ...).
 std::string python_words(const std::string& message) {
   static const std::pair<const char*, const char*> kKeywords[] = {
-      {"n_keep", "keep"},         {"max_windows", "chunks"},  {"n_buckets", "buckets"},
+      {"n_keep", "keep"},         {"max_windows", "chunks"},  {"n_buckets", "buckets"}, {"temperature", "temp"},
       {"max_distance", "distance"}, {"allow_scheme_change", "allow_scheme_change=True"},
   };
   return render_fields(message, [](const std::string& field) -> std::string {
@@ -318,17 +318,8 @@ struct PyGeneration {
 PyGeneration start_generation(const PyModel& self, const std::string& prompt, int n_predict, int n_ctx, int keep, float temp,
                       int top_k, float top_p, float min_p, float repeat_penalty, int repeat_last_n, long long seed,
                       bool ignore_eos, const std::string& cache_type) {
-  // The CLI's flag checks, by the same names.
-  require(n_predict == -1 || n_predict >= 1, "n_predict: must be -1 (until end of text or a full context) or >= 1, got " + std::to_string(n_predict));
-  require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length, at most 4096), got " + std::to_string(n_ctx));
-  require(keep >= -1, "keep: must be -1 (all) or >= 0, got " + std::to_string(keep));
-  require(std::isfinite(temp) && temp >= 0, "temp: must be a finite number >= 0, got " + number_text(temp));
-  require(top_k >= 0, "top_k: must be >= 0, got " + std::to_string(top_k));
-  require(top_p >= 0 && top_p <= 1, "top_p: must be a number in [0, 1], got " + number_text(top_p));
-  require(min_p >= 0 && min_p <= 1, "min_p: must be a number in [0, 1], got " + number_text(min_p));
-  require(std::isfinite(repeat_penalty) && repeat_penalty > 0,
-          "repeat_penalty: must be a finite number > 0, got " + number_text(repeat_penalty));
-  require(repeat_last_n >= 0, "repeat_last_n: must be >= 0, got " + std::to_string(repeat_last_n));
+  // The settings check themselves (validate(), by field; python_words names the keywords); the
+  // seed's -1 (random) is this front end's, as the CLI's -s -1.
   require(seed >= -1, "seed: must be -1 (random) or >= 0, got " + std::to_string(seed));
   TextGenerationSettings s;
   s.n_predict = n_predict;
@@ -368,13 +359,8 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   spec.max_windows = chunks;
   spec.buckets = buckets;
   spec.split_docs = split_docs;
-  parse_perplexity_mode(mode);
+  spec.validate();  // by field; python_words names the keywords
   require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
-  require(stride >= 0, "stride: must be >= 0, got " + std::to_string(stride));
-  require(stride == 0 || mode == "sliding", "stride: only with mode sliding (the mode is " + mode + ")");
-  require(chunks >= 0, "chunks: must be >= 0, got " + std::to_string(chunks));
-  require(buckets >= 1 && buckets <= (1 << 20), "buckets: must be from 1 to 1048576, got " + std::to_string(buckets));
-  require(!(split_docs && mode == "llama"), "split_docs: not with mode llama, which tokenizes the whole text once");
   const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
   PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
   o.cache_type = parse_cache_type(cache_type);

@@ -34,7 +34,18 @@ std::vector<int> EvalSpec::tokenize_text(const Tokenizer& tokenizer, int bos, st
   return pert::tokenize_text(tokenizer, text, bos, split_docs);
 }
 
+void EvalSpec::validate() const {
+  parse_perplexity_mode(mode, "`mode`");
+  auto fail = [](const std::string& what) { throw Error("perplexity: " + what); };
+  if (stride < 0) fail("`stride` must be >= 0, got " + std::to_string(stride));
+  if (stride != 0 && mode != "sliding") fail("`stride` only with `mode` sliding (the mode is " + mode + ")");
+  if (max_windows < 0) fail("`max_windows` must be >= 0, got " + std::to_string(max_windows));
+  if (buckets < 1 || buckets > (1 << 20)) fail("`buckets` must be from 1 to 1048576, got " + std::to_string(buckets));
+  if (split_docs && mode == "llama") fail("`split_docs` not with `mode` llama, which tokenizes the whole text once");
+}
+
 PerplexityOptions EvalSpec::options(int n_ctx, int bos) const {
+  validate();
   PerplexityOptions o;
   o.n_ctx = n_ctx;
   o.mode = parse_perplexity_mode(mode);

@@ -1,7 +1,9 @@
 #include "pert/text_generation.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 #include "pert/error.hpp"
 
@@ -49,8 +51,30 @@ InferenceState& checked(InferenceState& state, const LoadedModel& m, const std::
 
 }  // namespace
 
+void validate(const TextGenerationSettings& s) {
+  auto fail = [](const std::string& what) { throw Error("generate: " + what); };
+  auto number = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  const SamplerParams& p = s.sampling;
+  if (s.n_predict < -1 || s.n_predict == 0)
+    fail("`n_predict` must be -1 (until the end of text or a full context) or >= 1, got " + std::to_string(s.n_predict));
+  if (s.n_ctx < 0) fail("`n_ctx` must be >= 0 (0: the trained length, at most 4096), got " + std::to_string(s.n_ctx));
+  if (s.n_keep < -1) fail("`n_keep` must be -1 (all) or >= 0, got " + std::to_string(s.n_keep));
+  if (!(std::isfinite(p.temperature) && p.temperature >= 0))
+    fail("`temperature` must be a finite number >= 0, got " + number(p.temperature));
+  if (p.top_k < 0) fail("`top_k` must be >= 0, got " + std::to_string(p.top_k));
+  if (!(p.top_p >= 0 && p.top_p <= 1)) fail("`top_p` must be a number in [0, 1], got " + number(p.top_p));
+  if (!(p.min_p >= 0 && p.min_p <= 1)) fail("`min_p` must be a number in [0, 1], got " + number(p.min_p));
+  if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0))
+    fail("`repeat_penalty` must be a finite number > 0, got " + number(p.repeat_penalty));
+  if (p.repeat_last_n < 0) fail("`repeat_last_n` must be >= 0, got " + std::to_string(p.repeat_last_n));
+}
+
 TextGeneration::TextGeneration(const LoadedModel& m, std::string_view prompt_text, const TextGenerationSettings& s)
-    : prompt_(prompt_tokens(m.tokenizer, prompt_text)),
+    : prompt_((validate(s), prompt_tokens(m.tokenizer, prompt_text))),  // the settings checked before anything runs
       options_(generate_options(m, prompt_, s)),
       sampler_(s.sampling),
       state_(*m.model, context_size(m.model->config(), s.n_ctx), 512, 1, s.cache_type),
