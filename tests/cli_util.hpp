@@ -11,6 +11,10 @@
 
 #include "test_util.hpp"
 
+// Models of pert's family that the CLI tests run.
+inline const std::string kRope = PERT_SOURCE_DIR "/models/rope", kAlibi = PERT_SOURCE_DIR "/models/alibi",
+                         kLearned = PERT_SOURCE_DIR "/models/learned";
+
 struct Run {
   int exit_code = -1;
   std::string out, err;

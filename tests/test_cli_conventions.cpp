@@ -17,8 +17,6 @@
 
 namespace {
 
-const std::string kRope = PERT_SOURCE_DIR "/models/rope", kLearned = PERT_SOURCE_DIR "/models/learned";
-
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;
   std::istringstream in(s);

@@ -32,9 +32,9 @@ Blocks quantize_row(const float* v, int K, bool scale_to_f16) {
   return b;
 }
 
-struct Restore {  // leaves the kernel as it found it
+struct RestoreQ8Kernel {  // leaves the kernel as it found it
   std::string name = q8_kernel();
-  ~Restore() { select_q8_kernel(name); }
+  ~RestoreQ8Kernel() { select_q8_kernel(name); }
 };
 
 }  // namespace
@@ -89,7 +89,7 @@ TEST_CASE("q8: quantize_q8 packs d·round(w/d) per row and block of 32, d in F16
 // kernel (4 groups a call), T = 3, 5 and 17 the 4-row kernel's remainders, T = 130 three chunks of
 // rows (the last 2); N = 4096 runs threaded.
 TEST_CASE("q8: matmul matches a triple loop over the quantized values, every kernel", "[ops][q8]") {
-  Restore restore;
+  RestoreQ8Kernel restore;
   const std::vector<std::string> kernels = q8_kernels();
   REQUIRE(kernels.back() == "plain");
   for (const std::string& kernel : kernels) {
@@ -131,7 +131,7 @@ TEST_CASE("q8: matmul matches a triple loop over the quantized values, every ker
 // Products of one x in one call (q, k, v) are the separate products exactly: x is quantized once
 // and the work items of all three share one parallel region.
 TEST_CASE("q8: matmul_shared equals one matmul per weight, every kernel", "[ops][q8]") {
-  Restore restore;
+  RestoreQ8Kernel restore;
   const int K = 75;
   const std::vector<int> Ns = {41, 100, 16};
   std::vector<std::vector<uint8_t>> packed;

@@ -14,9 +14,6 @@
 
 namespace {
 
-const std::string kRope = std::string(PERT_SOURCE_DIR) + "/models/rope";
-const std::string kAlibi = std::string(PERT_SOURCE_DIR) + "/models/alibi";
-
 // The environment that makes writes under `dir` fail once `bytes` bytes are written there (a full
 // disk), each after `delay_ms` (a slow disk).
 std::string faulty_disk(const fs::path& dir, long bytes, int delay_ms = 0) {

@@ -11,7 +11,7 @@ using namespace pert;
 
 namespace {
 
-ModelConfig config_with(const json& position) {
+ModelConfig profile_config(const json& position) {
   json c = tiny_config();  // head_dim 4, 4 heads, hidden 16
   c["position"] = position;
   return parse_model_config(c, "test/config.json");
@@ -22,7 +22,7 @@ const TensorLookup kNoTensors = [](const std::string&) -> const float* { return 
 }  // namespace
 
 TEST_CASE("profile: NoPE is the constant sqrt(head_dim)", "[positions][profile]") {
-  const auto p = distance_profile(config_with({{"type", "none"}}), kNoTensors, 40, 40);
+  const auto p = distance_profile(profile_config({{"type", "none"}}), kNoTensors, 40, 40);
   REQUIRE(p.size() == 4);
   for (const auto& head : p) {
     REQUIRE(head.size() == 41);
@@ -31,7 +31,7 @@ TEST_CASE("profile: NoPE is the constant sqrt(head_dim)", "[positions][profile]"
 }
 
 TEST_CASE("profile: RoPE is sum over pairs of 2 cos(delta theta_i) / sqrt(hd), the same for every head", "[positions][profile]") {
-  const ModelConfig c = config_with({{"type", "rope"}, {"base", 100.0}});
+  const ModelConfig c = profile_config({{"type", "rope"}, {"base", 100.0}});
   const auto p = distance_profile(c, kNoTensors, 50, 30);
   for (int delta = 0; delta <= 30; ++delta) {
     double want = 0;
@@ -41,7 +41,7 @@ TEST_CASE("profile: RoPE is sum over pairs of 2 cos(delta theta_i) / sqrt(hd), t
 }
 
 TEST_CASE("profile: KERPLE is sqrt(hd) - r1 log(1 + r2 distance), with the layer's r1 and r2", "[positions][profile]") {
-  const ModelConfig c = config_with({{"type", "kerple"}});
+  const ModelConfig c = profile_config({{"type", "kerple"}});
   // Layer l, head h: r1 = 1 + l + h, r2 = 0.5 (h + 1).
   std::vector<std::vector<float>> r1, r2;
   for (int l = 0; l < c.n_layers; ++l) {
@@ -63,7 +63,7 @@ TEST_CASE("profile: KERPLE is sqrt(hd) - r1 log(1 + r2 distance), with the layer
 }
 
 TEST_CASE("profile: ALiBi is sqrt(hd) minus slope times distance, per head", "[positions][profile]") {
-  const ModelConfig c = config_with({{"type", "alibi"}});
+  const ModelConfig c = profile_config({{"type", "alibi"}});
   const auto p = distance_profile(c, kNoTensors, 20, 20);
   const std::vector<double> slopes = alibi_slopes(4, 8.0);
   for (int h = 0; h < 4; ++h)
@@ -71,7 +71,7 @@ TEST_CASE("profile: ALiBi is sqrt(hd) minus slope times distance, per head", "[p
 }
 
 TEST_CASE("profile: xPos weighs RoPE's pairs by zeta_i^(delta / scale_base)", "[positions][profile]") {
-  const auto p = distance_profile(config_with({{"type", "rope"}, {"xpos", {{"scale_base", 16.0}}}}), kNoTensors, 64, 64);
+  const auto p = distance_profile(profile_config({{"type", "rope"}, {"xpos", {{"scale_base", 16.0}}}}), kNoTensors, 64, 64);
   for (int delta = 0; delta <= 64; ++delta) {
     double want = 0;  // q scaled by zeta^(m/b), k by zeta^(-n/b): the product depends on m - n only
     for (int i = 0; i < 2; ++i)
@@ -81,7 +81,7 @@ TEST_CASE("profile: xPos weighs RoPE's pairs by zeta_i^(delta / scale_base)", "[
 }
 
 TEST_CASE("profile: sinusoidal is p(m).p(n)/sqrt(d), one row", "[positions][profile]") {
-  const auto p = distance_profile(config_with({{"type", "sinusoidal"}}), kNoTensors, 30, 10);
+  const auto p = distance_profile(profile_config({{"type", "sinusoidal"}}), kNoTensors, 30, 10);
   REQUIRE(p.size() == 1);
   for (int delta = 0; delta <= 10; ++delta) {
     double want = 0;  // sin a sin b + cos a cos b = cos(a - b) for each of the 8 pairs
@@ -91,6 +91,6 @@ TEST_CASE("profile: sinusoidal is p(m).p(n)/sqrt(d), one row", "[positions][prof
 }
 
 TEST_CASE("profile: bad distances are errors", "[positions][profile]") {
-  CHECK_THROWS_AS(distance_profile(config_with({{"type", "none"}}), kNoTensors, 10, 11), Error);
-  CHECK_THROWS_AS(distance_profile(config_with({{"type", "none"}}), kNoTensors, 10, -1), Error);
+  CHECK_THROWS_AS(distance_profile(profile_config({{"type", "none"}}), kNoTensors, 10, 11), Error);
+  CHECK_THROWS_AS(distance_profile(profile_config({{"type", "none"}}), kNoTensors, 10, -1), Error);
 }

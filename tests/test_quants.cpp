@@ -49,9 +49,9 @@ void put32(std::vector<uint8_t>& b, size_t at, uint32_t v) { std::memcpy(b.data(
 const uint8_t kScales12[12] = {1 | 2 << 6, 2 | 2 << 6, 3 | 3 << 6, 4 | 3 << 6, 0 | 1 << 6, 1 | 1 << 6,
                                2 | 3 << 6, 3 | 3 << 6, 1 | 1 << 4, 8 | 4 << 4, 2 | 0 << 4, 15 | 15 << 4};
 
-struct Restore {  // leaves the kernel as it found it
+struct RestoreBlockKernel {  // leaves the kernel as it found it
   std::string name = block_kernel();
-  ~Restore() { select_block_kernel(name); }
+  ~RestoreBlockKernel() { select_block_kernel(name); }
 };
 
 }  // namespace
@@ -271,7 +271,7 @@ TEST_CASE("quants: quantize then dequantize loses little, per type", "[quants]")
 TEST_CASE("quants: matmul_blocks matches the float64 product of the dequantized weights, every kernel", "[quants]") {
   // x is quantized per block (32 values, or 256 for the K-quants) with d = max|x| / 127, so each
   // x[k] is off by at most d/2: |error| <= Σ_k |w[k]|·d(k)/2, plus F32 rounding (1e-5 of Σ |w·x|).
-  Restore restore;
+  RestoreBlockKernel restore;
   for (const BlockType type : kAll) {
     const BlockTypeInfo& info = block_type_info(type);
     for (const int K : {is_k(type) ? 256 : 96, is_k(type) ? 1280 : 416}) {

@@ -9,7 +9,6 @@ using namespace pert;
 
 namespace {
 
-const std::string M = "\xe2\x96\x81";  // ▁
 
 json tiny_tokenizer() {
   json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};

@@ -40,7 +40,6 @@ json split(const json& pattern, const std::string& behavior, bool invert = false
   return {{"type", "Split"}, {"pattern", pattern}, {"behavior", behavior}, {"invert", invert}};
 }
 
-const std::string M = "\xe2\x96\x81";  // ▁
 
 // GPT-2's byte-level alphabet: printable bytes stand for themselves, the others get U+0100...
 std::string gpt2_char(int b) {

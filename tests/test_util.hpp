@@ -18,6 +18,9 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// SentencePiece's word-boundary mark, as the tokenizer tests spell pieces: M + "word".
+inline const std::string M = "\xe2\x96\x81";  // ▁ (U+2581)
+
 struct TempDir {
   fs::path path;
   TempDir() {

@@ -20,7 +20,7 @@ names=("$@")
 mapfile -t sources < <(sed -n '/^add_library(pert$/,/^)$/p' CMakeLists.txt | grep -o 'src/[^ ]*\.cpp' |
   grep -vE '^src/(kernels/(ops(_[a-z0-9]+)?|quants_(dot|avx2))|attention/(attention|kernel|kv_cache)|model/(model|loaded_model)|tasks/[a-z_]+|runtime/threads)\.cpp$')
 ((${#sources[@]})) || { echo "tests/fuzz/run.sh: no library sources found in CMakeLists.txt" >&2; exit 1; }
-flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+flags=(-std=c++17 -gline-tables-only -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Iinclude -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)
 
 cores=$(nproc)
@@ -53,7 +53,9 @@ fuzz_one() {
     $(pkg-config --libs libpcre2-8 libutf8proc) -o "$out/fuzz_$name" || { echo 1 >"$work/rc"; return; }
   cp -r tests/fuzz/corpus/"$name"/. "$work/corpus/"
   local log=$work/log.txt
-  "$out/fuzz_$name" "$work/corpus" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  # New inputs go to the scratch corpus; every past finding is run too, read-only.
+  local found=() && [ -d tests/fuzz/regressions/"$name" ] && found=(tests/fuzz/regressions/"$name")
+  "$out/fuzz_$name" "$work/corpus" "${found[@]}" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/" >"$log" 2>&1 || rc=$?
   echo "$rc" >"$work/rc"
 }
