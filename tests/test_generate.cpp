@@ -5,6 +5,7 @@
 #include "pert/evaluation.hpp"
 #include "pert/generate.hpp"
 #include "pert/model_dir.hpp"
+#include "pert/passkey.hpp"
 #include "pert/sampler.hpp"
 #include "pert/text_generation.hpp"
 #include "test_util.hpp"
@@ -208,7 +209,7 @@ TEST_CASE("generate: shifts the context to go on past it, and stops at EOS", "[g
 
 // The tasks' settings check themselves and word their errors by field (error.hpp): each front
 // end renders the names as its flags or keywords (the CLI's and the module's tests).
-TEST_CASE("settings: generation and evaluation settings validate themselves, by field", "[settings]") {
+TEST_CASE("settings: generation, evaluation and pass-key settings validate themselves, by field", "[settings]") {
   TextGenerationSettings s;
   CHECK_NOTHROW(validate(s));
   auto with = [](auto change) {
@@ -238,4 +239,16 @@ TEST_CASE("settings: generation and evaluation settings validate themselves, by 
   e = EvalSpec{};
   e.mode = "llama", e.split_docs = true;
   REQUIRE_THROWS_NAMING(e.validate(), Error, "`split_docs` not with `mode` llama");
+
+  PasskeySettings p;
+  REQUIRE_THROWS_NAMING(validate(p), Error, "`lengths` is empty");
+  p.lengths = {64, 1};
+  REQUIRE_THROWS_NAMING(validate(p), Error, "`lengths` must be at least 2", "got 1");
+  p.lengths = {64};
+  CHECK_NOTHROW(validate(p));
+  p.depths = {0.5, 1.25};
+  REQUIRE_THROWS_NAMING(validate(p), Error, "`depths` must be in [0, 1]", "got 1.25");
+  p.depths = {0.5};
+  p.trials = 0;
+  REQUIRE_THROWS_NAMING(validate(p), Error, "`trials`", "got 0");
 }

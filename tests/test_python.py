@@ -126,6 +126,18 @@ def test_perplexity_equals_the_cli(stories):
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
+def test_passkey_equals_the_cli():
+    rope = os.path.join(ROOT, "models", "rope")
+    want = cli_json("passkey", "-m", rope, "--lengths", "64,200", "--depths", "0,0.5,1", "--trials", "3", "-t", "1", "-q")
+    got = pert.passkey(rope, [64, 200], depths=[0, 0.5, 1], trials=3)
+    assert set(want) - set(got) == {"config", "set"}  # the CLI's flags, which Python passes to load()
+    for key in got:
+        assert got[key] == want[key], key
+    seen = []
+    pert.load(rope).passkey([64], depths=[0], trials=3, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
 def test_progress_goes_to_sys_stderr(stories, capsys):
     stories.perplexity(file=TEXT, n_ctx=128, chunks=3, progress=True)
     assert len(pert.sweep(STORIES, 64, file=TEXT, chunks=1, progress=True)) == 1  # one model, one length
@@ -218,6 +230,10 @@ def test_every_error_is_a_pert_error_naming_what_is_wrong(stories, tmp_path):
         (lambda: stories.positions(layer=99), "layer"),
         (lambda: stories.positions(distance=10, query_pos=5), "distance"),
         (lambda: pert.sweep([STORIES], [64], configs=[None, None], text="x"), "labels"),
+        (lambda: stories.passkey([20]), "lengths 20: too short for the key sentence"),
+        (lambda: stories.passkey([64], depths=[1.5]), "depths must be in [0, 1]"),
+        (lambda: stories.passkey([64], trials=0), "trials"),
+        (lambda: stories.passkey([64], cache_type="q4"), "q4"),
     ]
     for call, what in cases:
         with pytest.raises(pert.Error) as e:
@@ -243,6 +259,9 @@ def test_errors_name_python_keywords_where_the_cli_names_flags():
     with pytest.raises(pert.Error, match=r"n_ctx 256 is past the .* pass n_ctx 128 or less, or "
                                          r"set=\{'position.beyond': 'clamp'\}"):
         learned.generate("Once", n_ctx=256)
+    with pytest.raises(pert.Error, match=r"lengths 128: the prompt and its answer take 135 positions, .* give at "
+                                         r"most 121, or set=\{'position.beyond': 'clamp'\} to reuse the last one"):
+        learned.passkey([64, 128], trials=1)
 
 
 def test_a_scheme_change_warns_and_sweep_records_it(stories):
@@ -477,6 +496,7 @@ def test_ctrl_c_stops_every_long_call_within_a_second(stories):
         "tokenize a long text": lambda: rope.tokenize(open(TEXT, encoding="utf-8").read() * 1000),
         "generate": lambda: "".join(stories.generate("Once", n_predict=10**6, n_ctx=64, ignore_eos=True)),
         "sweep": lambda: pert.sweep([STORIES], [256], file=TEXT, mode="sliding", stride=1),
+        "passkey": lambda: rope.passkey([4096] * 20, trials=10),
     }
     for what, call in calls.items():
         took = interrupted_within(call)

@@ -91,9 +91,10 @@ std::string cli_words(const std::string& message) {
       {"set", "--set"},         {"temperature", "--temp"},   {"top_k", "--top-k"},
       {"top_p", "--top-p"},     {"min_p", "--min-p"},        {"repeat_penalty", "--repeat-penalty"},
       {"repeat_last_n", "--repeat-last-n"}, {"n_predict", "-n"}, {"buckets", "--buckets"},
-      {"split_docs", "--split-docs"},
+      {"split_docs", "--split-docs"}, {"lengths", "--lengths"},  {"depths", "--depths"},
+      {"trials", "--trials"},   {"seed", "--seed"},
   };
-  const bool by_lengths = subcommand() == "sweep" || subcommand() == "passkey";  // their lengths set the context
+  const bool by_lengths = subcommand() == "sweep";  // its lengths set the context
   return render_fields(message, [&](const std::string& field) -> std::string {
     if (field.rfind("set ", 0) == 0) return "--" + field;  // `set K=V`
     if (field == "n_ctx" && by_lengths) return "--lengths";
@@ -108,14 +109,6 @@ LoadedModel load_cli_model(const std::filesystem::path& dir, const ConfigOverrid
   if (!m.note.empty()) std::fprintf(stderr, "pert: note: %s\n", cli_words(m.note).c_str());
   return m;
 }
-
-namespace {
-std::string number_text(double v) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%g", v);
-  return s;
-}
-}  // namespace
 
 namespace {
 // int_in, with `special` (when `meaning` is not empty) allowed besides [min, max].

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pert/config.hpp"
+#include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
 #include "pert/model.hpp"
 #include "pert/output_file.hpp"

@@ -24,6 +24,7 @@
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
 #include "pert/memory.hpp"
+#include "pert/passkey.hpp"
 #include "pert/positions.hpp"
 #include "pert/progress.hpp"
 #include "pert/text_generation.hpp"
@@ -345,6 +346,38 @@ PyGeneration start_generation(const PyModel& self, const std::string& prompt, in
   return out;
 }
 
+// A long task's `progress=` keyword: True for a bar on sys.stderr (which a notebook shows; C's
+// stderr it does not), a function called with (done, total[, value]), or False. Made and called
+// with the GIL released.
+class ProgressOut {
+ public:
+  ProgressOut(const py::object& progress, const char* task, const char* unit) : progress_(progress) {
+    py::gil_scoped_acquire acquire;
+    callback_ = PyCallable_Check(progress.ptr());
+    if (!callback_ && py::bool_(progress))
+      bar_.emplace(task, unit, false, [](const std::string& line) {
+        py::gil_scoped_acquire acquire;
+        py::module_::import("sys").attr("stderr").attr("write")(line);
+      });
+  }
+  ~ProgressOut() {
+    if (bar_) bar_->finish();
+  }
+  void operator()(long long done, long long total, std::optional<double> value = std::nullopt) {
+    if (bar_) bar_->update(done, total);
+    if (callback_) {
+      py::gil_scoped_acquire acquire;
+      if (value) progress_(done, total, *value);
+      else progress_(done, total);
+    }
+  }
+
+ private:
+  const py::object& progress_;
+  bool callback_ = false;
+  std::optional<Progress> bar_;
+};
+
 // perplexity of a text (a string, a file, or token ids) at one context length, as `pert
 // perplexity --json` reports it.
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
@@ -369,7 +402,6 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
   const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
   if (!file.is_none()) spec.text_file = path_text(file, "file");
-  const bool callback = PyCallable_Check(progress.ptr()), bar_wanted = !callback && py::bool_(progress);
   const size_t dropped = self.m->tokenizer.dropped_characters();
   {
     const PythonSignals signals;
@@ -382,22 +414,29 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   {
     const PythonSignals signals;
     py::gil_scoped_release release;
-    std::optional<Progress> bar;
-    if (bar_wanted)  // to sys.stderr, which a notebook shows (C's stderr it does not)
-      bar.emplace("perplexity", "windows", false, [](const std::string& line) {
-        py::gil_scoped_acquire acquire;
-        py::module_::import("sys").attr("stderr").attr("write")(line);
-      });
-    r = evaluate_perplexity(*self.m->model, ids, o, [&](int done, int total, double ppl) {
-      if (bar) bar->update(done, total);
-      if (callback) {
-        py::gil_scoped_acquire acquire;
-        progress(done, total, ppl);
-      }
-    });
-    if (bar) bar->finish();
+    ProgressOut out(progress, "perplexity", "windows");
+    r = evaluate_perplexity(*self.m->model, ids, o, [&](int done, int total, double ppl) { out(done, total, ppl); });
   }
   return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
+}
+
+// Pass-key retrieval, as `pert passkey --json` reports it.
+py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,
+                   long long seed, const std::string& cache_type, const py::object& progress) {
+  PasskeySettings s;
+  s.lengths = std::move(lengths);
+  s.depths = std::move(depths);
+  s.trials = trials;
+  s.seed = seed;
+  s.cache_type = parse_cache_type(cache_type);
+  std::vector<PasskeyCell> cells;
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    ProgressOut out(progress, "passkey", "prompts");
+    cells = run_passkey(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
+  }
+  return to_python(passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells));
 }
 
 // The attention logit of q = k = ones against distance, [heads][distance + 1] (one row for
@@ -515,6 +554,10 @@ PYBIND11_MODULE(_pert, m) {
            py::arg("chunks") = 0, py::arg("buckets") = 16, py::arg("split_docs") = false,
            py::arg("cache_type") = "f32", py::arg("progress") = false,
            "Perplexity and NLL by position at one context length, as pert perplexity --json")
+      .def("passkey", &passkey, py::arg("lengths"), py::kw_only(),
+           py::arg("depths") = std::vector<double>{0, 0.25, 0.5, 0.75, 1}, py::arg("trials") = 5,
+           py::arg("seed") = 1234, py::arg("cache_type") = "f32", py::arg("progress") = false,
+           "Pass-key retrieval accuracy by prompt length and depth, as pert passkey --json")
       .def("positions", &positions, py::kw_only(), py::arg("distance") = py::none(),
            py::arg("query_pos") = py::none(), py::arg("layer") = 0,
            "The attention logit of q = k = ones against distance, float64 [heads, distance + 1]")

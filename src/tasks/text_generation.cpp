@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 
 #include "pert/error.hpp"
+#include "pert/json_util.hpp"
 
 namespace pert {
 
@@ -53,23 +53,18 @@ InferenceState& checked(InferenceState& state, const LoadedModel& m, const std::
 
 void validate(const TextGenerationSettings& s) {
   auto fail = [](const std::string& what) { throw Error("generate: " + what); };
-  auto number = [](double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%g", v);
-    return std::string(b);
-  };
   const SamplerParams& p = s.sampling;
   if (s.n_predict < -1 || s.n_predict == 0)
     fail("`n_predict` must be -1 (until the end of text or a full context) or >= 1, got " + std::to_string(s.n_predict));
   if (s.n_ctx < 0) fail("`n_ctx` must be >= 0 (0: the trained length, at most 4096), got " + std::to_string(s.n_ctx));
   if (s.n_keep < -1) fail("`n_keep` must be -1 (all) or >= 0, got " + std::to_string(s.n_keep));
   if (!(std::isfinite(p.temperature) && p.temperature >= 0))
-    fail("`temperature` must be a finite number >= 0, got " + number(p.temperature));
+    fail("`temperature` must be a finite number >= 0, got " + number_text(p.temperature));
   if (p.top_k < 0) fail("`top_k` must be >= 0, got " + std::to_string(p.top_k));
-  if (!(p.top_p >= 0 && p.top_p <= 1)) fail("`top_p` must be a number in [0, 1], got " + number(p.top_p));
-  if (!(p.min_p >= 0 && p.min_p <= 1)) fail("`min_p` must be a number in [0, 1], got " + number(p.min_p));
+  if (!(p.top_p >= 0 && p.top_p <= 1)) fail("`top_p` must be a number in [0, 1], got " + number_text(p.top_p));
+  if (!(p.min_p >= 0 && p.min_p <= 1)) fail("`min_p` must be a number in [0, 1], got " + number_text(p.min_p));
   if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0))
-    fail("`repeat_penalty` must be a finite number > 0, got " + number(p.repeat_penalty));
+    fail("`repeat_penalty` must be a finite number > 0, got " + number_text(p.repeat_penalty));
   if (p.repeat_last_n < 0) fail("`repeat_last_n` must be >= 0, got " + std::to_string(p.repeat_last_n));
 }
 

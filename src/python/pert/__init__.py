@@ -5,8 +5,9 @@
     m.logits(m.tokenize("Once upon a time"))          # numpy float32 [T, vocab]
     pert.perplexity(m, file="text.txt", n_ctx=512)     # a dict, as `pert perplexity --json`
     pert.sweep(["models/rope", "models/alibi"], [128, 512], file="text.txt")  # records
+    pert.passkey(m, [128, 512], trials=5)              # a dict, as `pert passkey --json`
 
-Errors are pert.Error carrying the CLI's one-line message. The compiled part is pert._pert;
+Errors are pert.Error carrying the library's one-line message, settings named by keyword. The compiled part is pert._pert;
 what is simpler in Python (sweep) is here.
 """
 import os as _os
@@ -20,7 +21,7 @@ if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
 from ._pert import (Error, Generation, Model, SchemeChangeError, Session,  # noqa: E402
                     __version__, load, set_threads, threads)
 
-__all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "sweep",
+__all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "passkey", "sweep",
            "set_threads", "threads", "__version__"]
 
 set_threads(0)  # as the CLI without -t: OMP_NUM_THREADS, else the cores not busy now
@@ -33,6 +34,11 @@ def _model(model):
 def perplexity(model, **kwargs):
     """Model.perplexity of a Model or a model directory (loaded as it is)."""
     return _model(model).perplexity(**kwargs)
+
+
+def passkey(model, lengths, **kwargs):
+    """Model.passkey of a Model or a model directory (loaded as it is)."""
+    return _model(model).passkey(lengths, **kwargs)
 
 
 def _label(config, index):
