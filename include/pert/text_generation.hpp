@@ -29,8 +29,8 @@ void validate(const TextGenerationSettings& settings);
 
 class TextGeneration {
  public:
-  // Checks the settings against the model and runs the prompt. pert::Error (naming the flag as
-  // the CLI spells it) when the context cannot hold the prompt or a shift would drop nothing.
+  // Checks the settings against the model and runs the prompt. pert::Error (worded by field)
+  // when the context cannot hold the prompt or a shift would drop nothing.
   // `m` must outlive it.
   TextGeneration(const LoadedModel& m, std::string_view prompt_text, const TextGenerationSettings& settings);
   TextGeneration(const TextGeneration&) = delete;
@@ -44,6 +44,8 @@ class TextGeneration {
   const std::vector<int>& prompt() const { return prompt_; }  // as run, the leading special tokens included
   int n_ctx() const { return state_.n_ctx(); }
   int n_keep() const { return options_.n_keep; }
+  // Whether the context fills before n_predict tokens are made, and shifts (never for n_predict < 0).
+  bool will_shift() const;
   const GenerateResult& result() const { return generation_.result(); }
 
  private:

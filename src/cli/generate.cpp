@@ -85,7 +85,7 @@ void note_context(const GenerateArgs& a, const ModelConfig& c, const TextGenerat
   const int n_ctx = g.n_ctx(), trained = c.max_position_embeddings, prompt = int(g.prompt().size());
   if (n_ctx > trained)
     std::fprintf(stderr, "pert: note: -c %d is past the %d positions the model was trained on\n", n_ctx, trained);
-  else if (a.n_predict >= 0 && int64_t(prompt) + a.n_predict - 1 > n_ctx)
+  else if (g.will_shift())
     std::fprintf(stderr,
                  "pert: note: the context of %d%s fills after %d new tokens; then it shifts (half of it is dropped)\n",
                  n_ctx, a.n_ctx > 0 ? "" : " (the trained length)", std::max(0, n_ctx - prompt + 1));

@@ -360,7 +360,7 @@ class ProgressOut {
         py::module_::import("sys").attr("stderr").attr("write")(line);
       });
   }
-  ~ProgressOut() {
+  void finish() {  // after the work; an interrupted one leaves its bar where it stopped
     if (bar_) bar_->finish();
   }
   void operator()(long long done, long long total, std::optional<double> value = std::nullopt) {
@@ -416,6 +416,7 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
     py::gil_scoped_release release;
     ProgressOut out(progress, "perplexity", "windows");
     r = evaluate_perplexity(*self.m->model, ids, o, [&](int done, int total, double ppl) { out(done, total, ppl); });
+    out.finish();
   }
   return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
 }
@@ -435,6 +436,7 @@ py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<do
     py::gil_scoped_release release;
     ProgressOut out(progress, "passkey", "prompts");
     cells = run_passkey(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
+    out.finish();
   }
   return to_python(passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells));
 }

@@ -32,6 +32,9 @@ GenerateOptions generate_options(const LoadedModel& m, const std::vector<int>& p
   return o;
 }
 
+// Whether some token of the generation is fed to a full cache, so the context shifts first.
+bool shifts(size_t prompt, int n_predict, int n_ctx) { return n_predict >= 0 && int64_t(prompt) + n_predict - 1 > n_ctx; }
+
 // Before any text streams out: a context the scheme cannot encode, and a shift that would have
 // nothing to drop (generate() drops half of what follows n_keep).
 InferenceState& checked(InferenceState& state, const LoadedModel& m, const std::vector<int>& prompt,
@@ -42,8 +45,7 @@ InferenceState& checked(InferenceState& state, const LoadedModel& m, const std::
     throw Error("`n_ctx` " + std::to_string(n_ctx) + " is past the " + c.position.scheme->label() + " position table (" +
                 std::to_string(max) + " positions); pass `n_ctx` " + std::to_string(max) + " or less" +
                 (c.position.type() == "learned" ? ", or `set position.beyond=clamp` to reuse the last one" : ""));
-  const bool shifts = o.n_predict >= 0 && int64_t(prompt.size()) + o.n_predict - 1 > n_ctx;  // some token is fed to a full cache
-  if (shifts && o.n_keep > n_ctx - 2)
+  if (shifts(prompt.size(), o.n_predict, n_ctx) && o.n_keep > n_ctx - 2)
     throw Error("`n_keep`: the context of " + std::to_string(n_ctx) + " fills up and keeping " +
                 std::to_string(o.n_keep) + " tokens leaves nothing to drop; use a larger `n_ctx` or a smaller `n_keep`");
   return state;
@@ -77,6 +79,8 @@ TextGeneration::TextGeneration(const LoadedModel& m, std::string_view prompt_tex
       generation_(checked(state_, m, prompt_, options_), prompt_, options_, sampler_) {
   stream_.prime(prompt_);  // the continuation is decoded as what follows the prompt (its leading space kept)
 }
+
+bool TextGeneration::will_shift() const { return shifts(prompt_.size(), options_.n_predict, state_.n_ctx()); }
 
 bool TextGeneration::next(std::string& piece) {
   const int token = generation_.next();
