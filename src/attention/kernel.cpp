@@ -16,6 +16,7 @@
 #include "pert/attention.hpp"
 #include "pert/ops.hpp"
 #include "pert/positions.hpp"
+#include "../kernels/parallel.hpp"
 
 namespace pert {
 
@@ -150,37 +151,35 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
   const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
   const KeyRule rule{s.window, s.pattern};
   const bool remaps = rule.remaps();
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int h = 0; h < s.n_heads; ++h)
-    for (int b = 0; b < n_blocks; ++b) {
-      const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0, p0 = s.pos0 + t0;
-      const int thread = omp_get_thread_num();
-      float* scores = scratch.scores.data() + size_t(thread) * scratch.per_thread;  // [nq][cols]
-      float* far = scores + scratch.per_thread / 2;  // [nq][cols], remaps only (per_thread is then twice the block)
-      const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
-      // the thread's slots for widened keys, values and far keys (a narrower cache)
-      auto slot = [&](int i) {
-        return scratch.widened_per_thread
-                   ? scratch.widened.data() + size_t(thread) * scratch.widened_per_thread + size_t(i) * scratch.widened_rows * size_t(hd)
-                   : nullptr;
-      };
-      const BlockColumns c(rule, p0, p0 + nq);
-      const QueryBlock block{s, rule, position, scale, h, t0, nq, p0, c, size_t(t0) * s.n_heads * hd + size_t(h) * hd,
-                             f32_rows(key_rows, head, c, c.hi, slot(0), hd),
-                             f32_rows(value_rows, head, c, c.hi, slot(1), hd),
-                             remaps ? f32_rows(s.keys_far, head, c, rule.near(c.hi - 1), slot(2), hd) : F32Rows{}};
-      // 1. scores: near where some query of the block is near, far where some is far
-      block.scores(scores, q, block.keys, rule.near(p0), c.hi);
-      if (remaps) block.scores(far, s.q_far, block.keys_far, 0, rule.near(c.hi - 1));
-      for (int i = 0; i < nq; ++i) {
-        float* row = scores + size_t(i) * c.cols;
-        block.mask_and_bias(row, far + size_t(i) * c.cols, i, q);  // 2.
-        const int seen = c.col(p0 + i) + 1;
-        softmax(row, seen);  // 3.
-        std::fill(row + seen, row + c.cols, 0.0f);
-      }
-      block.weighted_sum(out, scores);  // 4.
+  parallel_for_2d(s.n_heads, n_blocks, [&](int h, int b) {
+    const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0, p0 = s.pos0 + t0;
+    const int thread = omp_get_thread_num();
+    float* scores = scratch.scores.data() + size_t(thread) * scratch.per_thread;  // [nq][cols]
+    float* far = scores + scratch.per_thread / 2;  // [nq][cols], remaps only (per_thread is then twice the block)
+    const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
+    // the thread's slots for widened keys, values and far keys (a narrower cache)
+    auto slot = [&](int i) {
+      return scratch.widened_per_thread
+                 ? scratch.widened.data() + size_t(thread) * scratch.widened_per_thread + size_t(i) * scratch.widened_rows * size_t(hd)
+                 : nullptr;
+    };
+    const BlockColumns c(rule, p0, p0 + nq);
+    const QueryBlock block{s, rule, position, scale, h, t0, nq, p0, c, size_t(t0) * s.n_heads * hd + size_t(h) * hd,
+                           f32_rows(key_rows, head, c, c.hi, slot(0), hd),
+                           f32_rows(value_rows, head, c, c.hi, slot(1), hd),
+                           remaps ? f32_rows(s.keys_far, head, c, rule.near(c.hi - 1), slot(2), hd) : F32Rows{}};
+    // 1. scores: near where some query of the block is near, far where some is far
+    block.scores(scores, q, block.keys, rule.near(p0), c.hi);
+    if (remaps) block.scores(far, s.q_far, block.keys_far, 0, rule.near(c.hi - 1));
+    for (int i = 0; i < nq; ++i) {
+      float* row = scores + size_t(i) * c.cols;
+      block.mask_and_bias(row, far + size_t(i) * c.cols, i, q);  // 2.
+      const int seen = c.col(p0 + i) + 1;
+      softmax(row, seen);  // 3.
+      std::fill(row + seen, row + c.cols, 0.0f);
     }
+    block.weighted_sum(out, scores);  // 4.
+  });
 }
 
 // ---- decoding ----
@@ -201,53 +200,51 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
   auto fused = [&](const KvRows& k) { return k.type != CacheType::F32 && !position.has_relative_terms(); };
   float* const scores_all = scratch.scores.data();
   float* const partials = scratch.partials.data();  // [n_heads][max_blocks][hd + 2]
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int h = 0; h < s.n_heads; ++h)
-    for (int b = 0; b < n_blocks; ++b) {
-      const int thread = omp_get_thread_num();
-      float* scores = scores_all + size_t(thread) * scratch.per_thread;  // [kKeyBlock]
-      // widened keys, values (and far keys) of a narrower cache, in the thread's slots
-      float *wk = nullptr, *wf = nullptr;
-      if (scratch.widened_per_thread) {
-        wk = scratch.widened.data() + size_t(thread) * scratch.widened_per_thread;
-        wf = wk + 2 * scratch.widened_rows * size_t(hd);
-      }
-      const int key0 = b < sink_blocks ? b * kKeyBlock : lo + (b - sink_blocks) * kKeyBlock;
-      const int nk = std::min((b < sink_blocks ? sinks : pos + 1) - key0, kKeyBlock);
-      const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
-      float* partial = partials + (size_t(h) * max_blocks + b) * size_t(hd + 2);
-      // 1–2. scores with bias and terms: keys [key0, split) scored far, [split, key0 + nk) near
-      const int split = std::clamp(near, key0, key0 + nk), n_far = split - key0, n_near = nk - n_far;
-      if (n_far > 0) {
-        const float* kb = s.keys_far.at(head + key0).read(n_far, wf);
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, kb, hd, s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
-        if (terms)
-          add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
-                             scale);
-      }
-      if (n_near > 0 && fused(keys)) {
-        keys.at(head + split).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
-        if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
-      } else if (n_near > 0) {
-        const float* kb = keys.at(head + split).read(n_near, wk);
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, kb, hd, q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
-        if (terms)
-          add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);
-      }
-      // 3. the block's softmax, unnormalised
-      const float max = *std::max_element(scores, scores + nk);
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int i = 0; i < nk; ++i) sum += (scores[i] = exp_nonpositive(scores[i] - max));
-      // 4. the block's weighted sum
-      if (values.type != CacheType::F32) {
-        values.at(head + key0).weighted_sum(scores, nk, partial);
-      } else {
-        cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, values.f32 + (head + key0) * hd, hd, scores, 1, 0.0f, partial, 1);
-      }
-      partial[hd] = max;
-      partial[hd + 1] = sum;
+  parallel_for_2d(s.n_heads, n_blocks, [&](int h, int b) {
+    const int thread = omp_get_thread_num();
+    float* scores = scores_all + size_t(thread) * scratch.per_thread;  // [kKeyBlock]
+    // widened keys, values (and far keys) of a narrower cache, in the thread's slots
+    float *wk = nullptr, *wf = nullptr;
+    if (scratch.widened_per_thread) {
+      wk = scratch.widened.data() + size_t(thread) * scratch.widened_per_thread;
+      wf = wk + 2 * scratch.widened_rows * size_t(hd);
     }
+    const int key0 = b < sink_blocks ? b * kKeyBlock : lo + (b - sink_blocks) * kKeyBlock;
+    const int nk = std::min((b < sink_blocks ? sinks : pos + 1) - key0, kKeyBlock);
+    const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
+    float* partial = partials + (size_t(h) * max_blocks + b) * size_t(hd + 2);
+    // 1–2. scores with bias and terms: keys [key0, split) scored far, [split, key0 + nk) near
+    const int split = std::clamp(near, key0, key0 + nk), n_far = split - key0, n_near = nk - n_far;
+    if (n_far > 0) {
+      const float* kb = s.keys_far.at(head + key0).read(n_far, wf);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, kb, hd, s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
+      if (terms)
+        add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
+                           scale);
+    }
+    if (n_near > 0 && fused(keys)) {
+      keys.at(head + split).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
+      if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
+    } else if (n_near > 0) {
+      const float* kb = keys.at(head + split).read(n_near, wk);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, kb, hd, q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
+      if (terms)
+        add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);
+    }
+    // 3. the block's softmax, unnormalised
+    const float max = *std::max_element(scores, scores + nk);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < nk; ++i) sum += (scores[i] = exp_nonpositive(scores[i] - max));
+    // 4. the block's weighted sum
+    if (values.type != CacheType::F32) {
+      values.at(head + key0).weighted_sum(scores, nk, partial);
+    } else {
+      cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, values.f32 + (head + key0) * hd, hd, scores, 1, 0.0f, partial, 1);
+    }
+    partial[hd] = max;
+    partial[hd + 1] = sum;
+  });
   // Merge: out = Σ_b e^(max_b − M) · out_b / Σ_b e^(max_b − M) · sum_b, M the largest max.
   for (int h = 0; h < s.n_heads; ++h) {
     const float* p = partials + size_t(h) * max_blocks * size_t(hd + 2);

@@ -217,9 +217,7 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count) {
   int total = 0;
   for (size_t i = 0; i < count; ++i) total += products[i].N;
-#pragma omp parallel
-  {
-    const int threads = omp_get_num_threads(), me = omp_get_thread_num();
+  on_each_thread([&](int threads, int me) {
     const int slice = (total + 16 * threads - 1) / (16 * threads) * 16;
     const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
     int base = 0;  // the first column of product i
@@ -228,7 +226,7 @@ void matmul_f32(const float* x, int T, int K, const Projection* products, size_t
       const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + p.N) - base;
       if (n1 > n0) gemm_nt(p.y + n0, p.N, x, K, T, K, p.w->f32 + size_t(n0) * K, n1 - n0, 1.0f, p.accumulate);
     }
-  }
+  });
 }
 
 
