@@ -2,7 +2,8 @@
 """pert's logits against the PyTorch reference (tools/reference.py), one positional case at a time.
 
     reference_test.py --list
-    reference_test.py CASE PERT_LOGITS
+    reference_test.py CASE PERT_LOGITS [--prepared DIR]
+    reference_test.py --prepare DIR            # every case's model and reference logits, in one process
     reference_test.py --reference-only CASE    # the reference alone: finite and causal
     reference_test.py --sanity                 # the "extend" block against itself and its sources' loops
 
@@ -12,7 +13,10 @@ max |Δ| ≤ 1e-4 (float32 pert vs float64 reference):
   - token-by-token decode through the KV cache, and chunks of 7,
   - prefill against decode inside pert itself, and for length-dependent schemes (dynamic NTK,
     LongRoPE) decode steps past L against a fresh prefill of the same tokens.
-A case's make_model options may carry an "extend" block (the extend_* cases). --sanity needs no
+A case's make_model options may carry an "extend" block (the extend_* cases). --prepare writes each
+case's model, ids and reference logits under DIR/CASE once (torch is imported once, not per case:
+CTest runs it as the fixture of the reference_* tests), and CASE --prepared DIR reads them there
+with numpy alone; without --prepared a case prepares itself. --sanity needs no
 pert: it checks the reference's extend methods against plain attention where they change nothing,
 and against llama.cpp's group-attention loop and StreamingLLM's cache run token by token.
 """
@@ -134,6 +138,38 @@ CASES = {
     "extend_blockwise_t5": ({"type": "t5", "num_buckets": 16, "max_distance": 48},
                             {"extend": {"blockwise": {"block": 16}}}, False),
 }
+
+
+def reference_lengths(case):
+    """The prefixes whose reference logits a case's test reads: all T tokens, and for the
+    length-dependent schemes the lengths around L where decode is checked against prefill."""
+    return [T] + ([L - 1, L, L + 1, 2 * L + 3] if CASES[case][2] else [])
+
+
+def prepare(case, out, reference, np):
+    """The case's model (out/model), its ids (out/ids.json) and the reference's logits for every
+    prefix of reference_lengths (out/ref_N.npy)."""
+    _, config, W, ids = build(case, out, reference, np)
+    with reference.torch.no_grad():
+        for n in reference_lengths(case):
+            np.save(os.path.join(out, f"ref_{n}.npy"), reference.forward(config, W, ids[:n]).numpy())
+    with open(os.path.join(out, "ids.json"), "w") as f:
+        json.dump(ids, f)
+
+
+def prepare_all(out, reference, np):
+    """Every case prepared under out/CASE; written beside out first and then moved in, so a
+    reader never sees half of it."""
+    import shutil
+    fresh = out + ".new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    for case in CASES:
+        os.makedirs(os.path.join(fresh, case))
+        prepare(case, os.path.join(fresh, case), reference, np)
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(fresh, out)
+    print(f"{len(CASES)} cases prepared in {out}")
+    return 0
 
 
 def build(case, tmp, reference, np):
@@ -267,40 +303,25 @@ def relative_loops(reference, np, check):
         check(f"{kind}: relative terms vs a loop over pairs", np.where(causal, got, 0.0), want)
 
 
-def main():
-    if sys.argv[1] == "--list":
-        print(";".join(CASES))
-        return 0
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-    import numpy as np
-    import reference
-    from logits_check import Checker, pert_logits
-
-    if sys.argv[1] == "--sanity":
-        return sanity(reference, np, Checker)
-    reference_only = sys.argv[1] == "--reference-only"
-    case = sys.argv[2] if reference_only else sys.argv[1]
+def check_case(case, binary, prepared, np, Checker, pert_logits):
+    """pert's logits for the case against the reference's, read from prepared/CASE or, without
+    prepared, computed here first."""
     length_dependent = CASES[case][2]
     check = Checker(case)
     with tempfile.TemporaryDirectory() as tmp:
-        model, config, W, ids = build(case, tmp, reference, np)
-        prefix_ref = {}
+        data = os.path.join(prepared, case) if prepared else tmp
+        if not prepared:
+            import reference
+            prepare(case, tmp, reference, np)
+        with open(os.path.join(data, "ids.json")) as f:
+            ids = json.load(f)
+        model = os.path.join(data, "model")
 
-        def ref(b):  # reference logits for the first b tokens
-            if b not in prefix_ref:
-                with reference.torch.no_grad():
-                    prefix_ref[b] = reference.forward(config, W, ids[:b]).numpy()
-            return prefix_ref[b]
-
-        if reference_only:  # the reference alone: finite, and causal (a prefix's logits are the same)
-            check.tol = 1e-10
-            check("reference: finite", np.array(0.0 if np.isfinite(ref(T)).all() else np.inf), 0.0)
-            for n in (1, L - 1, L, L + 1, 2 * L + 3, T - 1):
-                check(f"reference: {n} tokens vs the first {n} of {T}", ref(n), ref(T)[:n])
-            return check.exit_code()
+        def ref(n):  # the reference's logits for the first n tokens
+            return np.load(os.path.join(data, f"ref_{n}.npy"))
 
         def run_pert(n, chunk=None):
-            return pert_logits(sys.argv[2], model, ids[:n], tmp, chunk)
+            return pert_logits(binary, model, ids[:n], tmp, chunk)
 
         prefill = run_pert(T)
         check("prefill vs reference", prefill, ref(T))
@@ -309,9 +330,37 @@ def main():
         check("chunks of 7 vs reference", run_pert(T, 7), ref(T))
         check("prefill vs decode (pert)", prefill, decode)
         if length_dependent:
-            for n in (L - 1, L, L + 1, 2 * L + 3):
+            for n in reference_lengths(case)[1:]:
                 check(f"decode step {n - 1} vs fresh prefill of {n} tokens", decode[:n], run_pert(n))
                 check(f"reference: {n} tokens vs the first {n} of {T}", ref(n), ref(T)[:n])
+    return check.exit_code()
+
+
+def main():
+    if sys.argv[1] == "--list":
+        print(";".join(CASES))
+        return 0
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+    import numpy as np
+    from logits_check import Checker, pert_logits
+
+    if sys.argv[1] not in ("--sanity", "--prepare", "--reference-only"):
+        prepared = sys.argv[4] if sys.argv[3:4] == ["--prepared"] else None
+        return check_case(sys.argv[1], sys.argv[2], prepared, np, Checker, pert_logits)
+    import reference
+    if sys.argv[1] == "--sanity":
+        return sanity(reference, np, Checker)
+    if sys.argv[1] == "--prepare":
+        return prepare_all(sys.argv[2], reference, np)
+    case = sys.argv[2]  # --reference-only: the reference alone, finite and causal (a prefix's logits are the same)
+    check = Checker(case, tol=1e-10)
+    with tempfile.TemporaryDirectory() as tmp:
+        _, config, W, ids = build(case, tmp, reference, np)
+        with reference.torch.no_grad():
+            ref = {n: reference.forward(config, W, ids[:n]).numpy() for n in (1, L - 1, L, L + 1, 2 * L + 3, T - 1, T)}
+        check("reference: finite", np.array(0.0 if np.isfinite(ref[T]).all() else np.inf), 0.0)
+        for n in (1, L - 1, L, L + 1, 2 * L + 3, T - 1):
+            check(f"reference: {n} tokens vs the first {n} of {T}", ref[n], ref[T][:n])
     return check.exit_code()
 
 
