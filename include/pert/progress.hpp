@@ -5,6 +5,9 @@
 
 namespace pert {
 
+// Seconds on the steady clock: what progress bars and generation timings subtract.
+double now_seconds();
+
 // A bar redrawn in place on a terminal, otherwise a plain line every 10% ("label: 3/10 windows
 // 2s, eta 5s"; a log gets no carriage returns), nothing when `quiet`. With a `sink`, the plain
 // lines go to it instead of stderr (the Python module: to sys.stderr, which a notebook shows).

@@ -9,11 +9,9 @@
 
 namespace pert {
 
-namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-}  // namespace
 
 Progress::Progress(std::string label, std::string unit, bool quiet, Sink sink)
     : label_(std::move(label)),

@@ -1,18 +1,12 @@
 #include "pert/generate.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "pert/error.hpp"
+#include "pert/progress.hpp"
 
 namespace pert {
-
-namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 Generation::Generation(InferenceState& state, const std::vector<int>& prompt, const GenerateOptions& options,
                        Sampler& sampler)

@@ -38,11 +38,34 @@ limited() {
   "$@" &
 }
 
+# The library's unity batches, by CMakeLists.txt's own UNITY_GROUP rules (pairs of a regex and
+# a batch): a batch's files compile as one object here too, the others alone.
+mapfile -t rules < <(sed -n '/^foreach(source IN LISTS PERT_LIBRARY_SOURCES)$/,/^endforeach()$/p' CMakeLists.txt |
+  sed -nE 's/.*source MATCHES "([^"]+)".*/\1/p; s/.*UNITY_GROUP ([a-z_]+).*/\1/p')
+((${#rules[@]} >= 2 && ${#rules[@]} % 2 == 0)) || { echo "tests/fuzz/run.sh: no UNITY_GROUP rules in CMakeLists.txt" >&2; exit 1; }
+declare -A batch=()  # batch name -> its files, in the library's order
+units=()             # what compiles to one object each: a file, or batch:NAME
+for src in "${sources[@]}"; do
+  name=""
+  for ((i = 0; i < ${#rules[@]}; i += 2)); do [[ $src =~ ${rules[i]} ]] && { name=${rules[i + 1]}; break; }; done
+  if [ -z "$name" ]; then units+=("$src"); continue; fi
+  [ -n "${batch[$name]:-}" ] || units+=("batch:$name")
+  batch[$name]+="$src "
+done
+
 mkdir -p "$out/obj"
-objects=() pids=()
-for src in "${sources[@]}"; do  # library objects: -fsanitize=fuzzer-no-link, no main
+objects=()
+for unit in "${units[@]}"; do  # library objects: -fsanitize=fuzzer-no-link, no main
+  if [[ $unit == batch:* ]]; then
+    files=(${batch[${unit#batch:}]})
+    src=$out/obj/unity_${unit#batch:}.cpp
+    printf '#include "%s"\n' "${files[@]/#/$root/}" >"$src.new"
+    cmp -s "$src.new" "$src" && rm "$src.new" || mv "$src.new" "$src"
+  else
+    files=("$unit") src=$unit
+  fi
   obj=$out/obj/$(echo "$src" | tr / _).o
-  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find include -newer "$obj" -print -quit)" ]; then
+  if [ ! -f "$obj" ] || [ -n "$(find "${files[@]}" "$src" include -newer "$obj" -print -quit)" ]; then
     rm -f "$obj"
     limited clang++ "${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -c "$src" -o "$obj"
   fi

@@ -13,7 +13,7 @@ namespace pert {
 
 namespace {
 
-std::string tensor_name(int layer, const std::string& which) {
+std::string fire_tensor(int layer, const std::string& which) {
   return "model.layers." + std::to_string(layer) + ".self_attn.fire." + which;
 }
 
@@ -23,7 +23,7 @@ class Fire final : public PositionEncoding {
       : width_(width), eps_(eps) {
     for (int l = 0; l < c.n_layers; ++l) {
       auto read = [&](const std::string& which, size_t n) {
-        const float* t = tensors(tensor_name(l, which));
+        const float* t = tensors(fire_tensor(l, which));
         return std::vector<float>(t, t + n);
       };
       const size_t w = size_t(width), h = size_t(c.n_heads);
@@ -68,12 +68,12 @@ struct FireConfig final : SchemeConfig {
   std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override {
     std::vector<ExpectedTensor> out;
     for (int l = 0; l < c.n_layers; ++l) {
-      out.push_back({tensor_name(l, "c"), {1}});
-      out.push_back({tensor_name(l, "threshold"), {1}});
-      out.push_back({tensor_name(l, "mlp.0.weight"), {width, 1}});
-      out.push_back({tensor_name(l, "mlp.0.bias"), {width}});
-      out.push_back({tensor_name(l, "mlp.2.weight"), {c.n_heads, width}});
-      out.push_back({tensor_name(l, "mlp.2.bias"), {c.n_heads}});
+      out.push_back({fire_tensor(l, "c"), {1}});
+      out.push_back({fire_tensor(l, "threshold"), {1}});
+      out.push_back({fire_tensor(l, "mlp.0.weight"), {width, 1}});
+      out.push_back({fire_tensor(l, "mlp.0.bias"), {width}});
+      out.push_back({fire_tensor(l, "mlp.2.weight"), {c.n_heads, width}});
+      out.push_back({fire_tensor(l, "mlp.2.bias"), {c.n_heads}});
     }
     return out;
   }

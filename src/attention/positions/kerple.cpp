@@ -13,7 +13,7 @@ namespace {
 
 constexpr size_t kMaxTable = size_t(1) << 22;  // 16 MB of tabulated biases
 
-std::string tensor_name(int layer, const char* which) {
+std::string kerple_tensor(int layer, const char* which) {
   return "model.layers." + std::to_string(layer) + ".self_attn.kerple_" + which;
 }
 
@@ -21,8 +21,8 @@ class Kerple final : public PositionEncoding {
  public:
   Kerple(const ModelConfig& c, const TensorLookup& tensors, double eps) : n_heads_(c.n_heads) {
     for (int l = 0; l < c.n_layers; ++l) {
-      const float* r1 = tensors(tensor_name(l, "r1"));
-      const float* r2 = tensors(tensor_name(l, "r2"));
+      const float* r1 = tensors(kerple_tensor(l, "r1"));
+      const float* r2 = tensors(kerple_tensor(l, "r2"));
       for (int h = 0; h < c.n_heads; ++h) {
         r1_.push_back(std::max(double(r1[h]), eps));
         r2_.push_back(std::max(double(r2[h]), eps));
@@ -74,7 +74,7 @@ struct KerpleConfig final : SchemeConfig {
   std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override {
     std::vector<ExpectedTensor> out;
     for (int l = 0; l < c.n_layers; ++l)
-      for (const char* which : {"r1", "r2"}) out.push_back({tensor_name(l, which), {c.n_heads}});
+      for (const char* which : {"r1", "r2"}) out.push_back({kerple_tensor(l, which), {c.n_heads}});
     return out;
   }
   std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const override {

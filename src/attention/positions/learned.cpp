@@ -33,7 +33,7 @@ class Learned final : public PositionEncoding {
   bool clamp_;
 };
 
-constexpr const char* kTable = "model.embed_positions.weight";  // [max_positions, hidden]
+constexpr const char* kPositionTable = "model.embed_positions.weight";  // [max_positions, hidden]
 
 struct LearnedConfig final : SchemeConfig {
   int max_positions = 0;      // rows of the table
@@ -48,9 +48,9 @@ struct LearnedConfig final : SchemeConfig {
     return "learned absolute embeddings (GPT-2 wpe), " + std::to_string(max_positions) +
            " positions added to the token embeddings; beyond them: " + (clamp_beyond ? "reuse the last row" : "error");
   }
-  std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override { return {{kTable, {max_positions, c.hidden_size}}}; }
+  std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override { return {{kPositionTable, {max_positions, c.hidden_size}}}; }
   std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const override {
-    return std::make_unique<Learned>(tensors(kTable), max_positions, c.hidden_size, clamp_beyond);
+    return std::make_unique<Learned>(tensors(kPositionTable), max_positions, c.hidden_size, clamp_beyond);
   }
 };
 }  // namespace

@@ -41,7 +41,7 @@ class T5 final : public PositionEncoding {
   int last_;
 };
 
-constexpr const char* kTable = "model.relative_attention_bias.weight";  // [num_buckets, n_heads]
+constexpr const char* kBiasTable = "model.relative_attention_bias.weight";  // [num_buckets, n_heads]
 
 struct T5Config final : SchemeConfig {
   int num_buckets = 32;
@@ -55,9 +55,9 @@ struct T5Config final : SchemeConfig {
     return "T5 relative bias (Raffel et al. 2020): learned per head, " + std::to_string(num_buckets) +
            " causal buckets, log-spaced up to distance " + std::to_string(max_distance);
   }
-  std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override { return {{kTable, {num_buckets, c.n_heads}}}; }
+  std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override { return {{kBiasTable, {num_buckets, c.n_heads}}}; }
   std::unique_ptr<PositionEncoding> make(const ModelConfig& c, const TensorLookup& tensors) const override {
-    return std::make_unique<T5>(tensors(kTable), c.n_heads, num_buckets, max_distance);
+    return std::make_unique<T5>(tensors(kBiasTable), c.n_heads, num_buckets, max_distance);
   }
 };
 }  // namespace
