@@ -147,6 +147,29 @@ def main():
               one_error_line(r) and full in r.stderr and "mode" in r.stderr, r.stderr)
         check("other settings: file untouched", open(full).read() == before)
 
+        # Buckets: log-spaced by default; a file made with --buckets N resumes with N when
+        # --buckets is not given (and files from before log buckets, with 16), not with another.
+        check("buckets: log by default", whole["settings"].get("buckets") == "log"
+              and [(b["first"], b["last"]) for b in cells[1]["nll_by_position"]][:3] == [(0, 1), (2, 2), (3, 3)],
+              whole["settings"])
+        equal = os.path.join(tmp, "equal.json")
+        r = sweep("--buckets", "16", out=equal, lengths=[64])
+        r = sweep(out=equal, lengths=[64, 128])
+        ecells = cells_of(equal)
+        check("buckets: resumed without --buckets keeps the file's 16", r.returncode == 0 and "2 to run" in r.stderr
+              and json.load(open(equal))["settings"]["buckets"] == 16
+              and all(len(c["nll_by_position"]) == 16 for c in ecells if "ppl" in c), r.stderr)
+        r = sweep("--buckets", "log", out=equal, lengths=[64])
+        check("buckets: --buckets log on that file is a one-line error naming it", r.returncode == 1 and
+              one_error_line(r) and equal in r.stderr and 'buckets = 16, not "log"' in r.stderr, r.stderr)
+        j = json.load(open(equal))
+        j["settings"]["buckets"] = "lin"
+        with open(equal, "w") as f:
+            json.dump(j, f)
+        r = sweep(out=equal, lengths=[64])
+        check("buckets: a file's bad value is a one-line error naming the file", r.returncode == 1 and
+              one_error_line(r) and equal + ": settings.buckets" in r.stderr, r.stderr)
+
         # One model however its directory is written, and each length once: no new cell to run.
         r = sweep("--lengths", "64,64,128,192", out=full, models=[MODELS[0] + "/", MODELS[0] + "/.", MODELS[1]])
         check("same model dir written twice, a length twice: 0 to run", r.returncode == 0 and "6 cells" in r.stderr

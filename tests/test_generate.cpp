@@ -234,8 +234,18 @@ TEST_CASE("settings: generation, evaluation and pass-key settings validate thems
   e.mode = "sideways";
   REQUIRE_THROWS_NAMING(e.validate(), Error, "`mode`", "sideways");
   e = EvalSpec{};
-  e.buckets = 0;
-  REQUIRE_THROWS_NAMING(e.options(16, -1), Error, "`buckets`", "got 0");  // options() checks first
+  CHECK(e.buckets == kLogBuckets);
+  CHECK(e.settings()["buckets"] == "log");
+  e.buckets = -1;
+  REQUIRE_THROWS_NAMING(e.options(16, -1), Error, "`buckets`", "got -1");  // options() checks first
+  e.buckets = 7;
+  CHECK(e.settings()["buckets"] == 7);
+  CHECK(buckets_from_json("log") == kLogBuckets);
+  CHECK(buckets_from_json(1048576) == 1048576);
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(1048577), nlohmann::json("Log"), nlohmann::json(2.5),
+                                    nlohmann::json(nullptr)})
+    REQUIRE_THROWS_NAMING(buckets_from_json(bad, "out.json: settings.buckets"), Error, "out.json: settings.buckets",
+                          "\"log\" or a count from 1 to 1048576");
   e = EvalSpec{};
   e.mode = "llama", e.split_docs = true;
   REQUIRE_THROWS_NAMING(e.validate(), Error, "`split_docs` not with `mode` llama");

@@ -152,6 +152,47 @@ TEST_CASE("perplexity: windows and text tokens per window", "[perplexity]") {
   CHECK(std::string(perplexity_mode_name(M::Llama)) == "llama");
 }
 
+TEST_CASE("perplexity: log-spaced buckets of four an octave", "[perplexity]") {
+  // round(2^(k/4)) from 2 on, written out: 2^(5/4) = 2.38, 2^(11/4) = 6.73, 2^(13/4) = 9.51, ...
+  const std::vector<int> at128 = {0, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 16, 19, 23, 27, 32, 38, 45, 54, 64, 76, 91, 108};
+  CHECK(bucket_starts(128, kLogBuckets) == at128);
+  std::vector<int> at1024 = at128;
+  for (int s : {128, 152, 181, 215, 256, 304, 362, 431, 512, 609, 724, 861}) at1024.push_back(s);
+  CHECK(bucket_starts(1024, kLogBuckets) == at1024);
+  CHECK(bucket_starts(2, kLogBuckets) == std::vector<int>{0});
+  CHECK(bucket_starts(3, kLogBuckets) == std::vector<int>{0, 2});
+  CHECK(bucket_starts(1 << 30, kLogBuckets).size() == 1 + 4 * 30 - 4 - 2);  // 2^1 .. 2^(29.75), less 1 and 2 twice
+  CHECK(bucket_starts(12, 5) == std::vector<int>{0, 3, 5, 8, 10});              // q * 5 / 12
+  CHECK(bucket_starts(12, 100).size() == 12);
+
+  // The default: one bucket per position, merged by those edges, is the same curve.
+  Threads one(1);
+  TempDir tmp;
+  auto model = small_model(tmp);
+  const std::vector<int> tokens = text(75);
+  PerplexityOptions o = opts(20, PerplexityMode::Chunks, 0, 1, kLogBuckets);
+  CHECK(PerplexityOptions().n_buckets == kLogBuckets);
+  const PerplexityResult got = evaluate_perplexity(*model, tokens, o);
+  o.n_buckets = 20;
+  const PerplexityResult each = evaluate_perplexity(*model, tokens, o);
+  const std::vector<std::pair<int, int>> spans = {{0, 1}, {2, 2},   {3, 3},   {4, 4},   {5, 5},   {6, 6}, {7, 7},
+                                                  {8, 9}, {10, 10}, {11, 12}, {13, 15}, {16, 18}, {19, 19}};
+  REQUIRE(got.buckets.size() == spans.size());
+  for (size_t b = 0; b < spans.size(); ++b) {
+    INFO("bucket " << b);
+    CHECK(got.buckets[b].first == spans[b].first);
+    CHECK(got.buckets[b].last == spans[b].second);
+    double sum = 0;
+    long long n = 0;
+    for (int q = spans[b].first; q <= spans[b].second; ++q) {
+      n += each.buckets[size_t(q)].tokens;
+      if (each.buckets[size_t(q)].tokens) sum += each.buckets[size_t(q)].nll * double(each.buckets[size_t(q)].tokens);
+    }
+    CHECK(got.buckets[b].tokens == n);
+    CHECK(got.buckets[b].nll == Approx(sum / double(n)).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("perplexity: equals a brute-force evaluation, chunks, sliding and llama, with and without BOS", "[perplexity]") {
   Threads one(1);
   TempDir tmp;

@@ -113,12 +113,16 @@ def test_generation_with_context_shifts_equals_the_cli(stories):
 
 
 def test_perplexity_equals_the_cli(stories):
-    for mode, extra in (("chunks", {}), ("sliding", {"stride": 64}), ("llama", {})):
-        flags = ["--stride", "64"] if extra else []
+    for mode, extra in (("chunks", {}), ("sliding", {"stride": 64}), ("llama", {}), ("chunks", {"buckets": 16})):
+        flags = [f"--{k}={v}" for k, v in extra.items()]
         want = cli_json("perplexity", "-m", STORIES, "-f", TEXT, "-c", "128", "--chunks", "6", "--mode", mode, *flags, "-t", "1")
         got = pert.perplexity(stories, file=TEXT, n_ctx=128, chunks=6, mode=mode, **extra)
-        for key in ("ppl", "ppl_stderr", "nll", "tokens", "windows", "stride", "nll_by_position", "text_tokens"):
+        for key in ("ppl", "ppl_stderr", "nll", "tokens", "windows", "stride", "nll_by_position", "text_tokens", "buckets"):
             assert got[key] == want[key], (mode, key)
+        # log-spaced by default (positions 0-1, 2, 3, ..., 108-127), else 16 of 8 positions each
+        spans = [(b["first"], b["last"]) for b in got["nll_by_position"]]
+        assert spans[:3] == ([(0, 1), (2, 2), (3, 3)] if "buckets" not in extra else [(0, 7), (8, 15), (16, 23)]), spans
+        assert got["buckets"] == extra.get("buckets", "log") and spans[-1][1] == 127
     text = open(TEXT, encoding="utf-8").read()
     assert stories.perplexity(text=text, n_ctx=128, chunks=6)["ppl"] == pert.perplexity(STORIES, file=TEXT, n_ctx=128, chunks=6)["ppl"]
     seen = []
@@ -227,6 +231,8 @@ def test_every_error_is_a_pert_error_naming_what_is_wrong(stories, tmp_path):
         (lambda: stories.perplexity(text="a", file=TEXT), "exactly one"),
         (lambda: stories.perplexity(text="a b c", mode="sideways"), "sideways"),
         (lambda: stories.perplexity(text="a b c", stride=8), "stride"),
+        *[(lambda b=b: stories.perplexity(text="a b c", buckets=b), 'buckets: must be "log" or a count from 1 to 1048576')
+          for b in ("lin", 0, True, 2.0, 10**30, None)],
         (lambda: stories.positions(layer=99), "layer"),
         (lambda: stories.positions(distance=10, query_pos=5), "distance"),
         (lambda: pert.sweep([STORIES], [64], configs=[None, None], text="x"), "labels"),

@@ -24,8 +24,9 @@ different models, one hue per model. A dashed vertical line marks the trained le
 When every row is of one model, its name goes in the title, not in every legend entry.
 Log axes are labelled with plain numbers (20, 30, 40, not 2×10¹), at 1-2-5 steps or finer where
 the range spans less than a few decades. The NLL-by-position plot draws each position bucket as a
-step over the positions it covers, on a log axis; buckets finer than log-spaced ones (a sweep
-run with e.g. `--buckets` = the window) are merged into log-spaced bins, four to an octave.
+step over the positions it covers, on a log axis; pert's default buckets are log-spaced, four
+to an octave, and finer ones (a sweep run with e.g. `--buckets` = the window) are merged into
+the same bins.
 Prints the path of every file written.
 """
 import argparse
@@ -319,7 +320,7 @@ def plot_nll(rows, names, styles, trained, title, prefix, window):
     ax.set_ylabel("mean NLL (nats)")
     sub = f"mean NLL by position, windows of {window} tokens (one step per position bucket)"
     if trained and coarse > min(trained):
-        sub += f"\n(first bucket: positions 0–{coarse - 1}, past L; a sweep run with more --buckets resolves it)"
+        sub += f"\n(first bucket: positions 0–{coarse - 1}, past L; a sweep run with --buckets log resolves it)"
     if left_out:
         sub += f"\nleft out (no result at {window}): " + ", ".join(left_out)
     ax.set_title(f"{title}\n{sub}" if title else sub)

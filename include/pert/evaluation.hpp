@@ -20,7 +20,8 @@ PerplexityMode parse_perplexity_mode(const std::string& name, const std::string&
 struct EvalSpec {
   std::string text_file;          // the text (tokenize()), or "" when given as a string
   std::string mode = "chunks";    // parse_perplexity_mode
-  int stride = 0, max_windows = 0, buckets = 16;
+  int stride = 0, max_windows = 0;
+  int buckets = kLogBuckets;      // NLL by position: kLogBuckets (written "log"), or a count
   bool split_docs = false;
 
   // The BOS the mode puts in each window: `config_bos`, or for llama the tokenizer's (the
@@ -37,6 +38,10 @@ struct EvalSpec {
   // The settings a result depends on (besides model, config and length), as JSON.
   nlohmann::json settings() const;
 };
+
+// `buckets` as settings() writes it ("log" or a count) back into EvalSpec::buckets; pert::Error
+// naming `where` for anything else.
+int buckets_from_json(const nlohmann::json& value, const std::string& where = "`buckets`");
 
 // The result as JSON; llama mode adds running_ppl.
 nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode);

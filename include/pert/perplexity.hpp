@@ -23,12 +23,18 @@ namespace pert {
 enum class PerplexityMode { Chunks, Sliding, Llama };
 const char* perplexity_mode_name(PerplexityMode mode);
 
+// NLL by position in log-spaced buckets, four to an octave: a bucket starts at each
+// round(2^(k/4)) from 2 on (0-1, 2, 3, ..., 7, 8-9, 10, 11-12, 13-15, 16-18, ..., 108-127,
+// 128-151, ...), so that the positions inside a short trained length keep their own steps
+// at any context length. The default; n_buckets > 0 asks for that many of equal width.
+constexpr int kLogBuckets = 0;
+
 struct PerplexityOptions {
   int n_ctx = 0;                 // positions per window, BOS included
   PerplexityMode mode = PerplexityMode::Chunks;
   int stride = 0;                // sliding: tokens scored per window after the first; 0: n_ctx / 2
   int max_windows = 0;           // evaluate at most this many windows; 0: all that fit
-  int n_buckets = 16;            // equal-width position buckets over [0, n_ctx)
+  int n_buckets = kLogBuckets;   // kLogBuckets, or that many equal-width buckets over [0, n_ctx)
   int bos = -1;                  // token put first in every window (llama: in place of the
                                  // chunk's first token); -1: none
   int n_batch = 0;               // rows per forward pass (all windows' positions together); 0:
@@ -53,6 +59,10 @@ struct PerplexityResult {
   double seconds = 0;
   std::vector<PositionBucket> buckets;
 };
+
+// The first window position of each NLL-by-position bucket, ascending from 0: log-spaced for
+// kLogBuckets, else min(n_buckets, n_ctx) of equal width (position q in bucket q * B / n_ctx).
+std::vector<int> bucket_starts(int n_ctx, int n_buckets);
 
 // Stream tokens per window: n_ctx less the BOS position (llama: n_ctx, the first replaced).
 int window_text_tokens(const PerplexityOptions& options);

@@ -15,6 +15,7 @@ namespace pert::cli {
 // The evaluation's flags (-f, --mode, --stride, --chunks, --buckets, --split-docs) into an EvalSpec.
 struct EvalFlags : EvalSpec {
   void add_to(CLI::App& app);
+  CLI::Option* buckets_flag = nullptr;  // given or not (sweep resumes with the file's buckets when not)
 };
 
 // Runs one evaluation with a progress bar labelled `label` (none when `quiet`).

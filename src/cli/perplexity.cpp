@@ -53,8 +53,11 @@ void run(const PerplexityArgs& a) {
   std::printf("%lld tokens scored in %d windows (stride %d), %.2f s, %.1f tokens/s\n", r.tokens, r.windows, r.stride,
               r.seconds, tps);
   std::printf("\nNLL by position in the window:\n\n| positions | tokens | NLL | PPL |\n|---|---:|---:|---:|\n");
-  for (const PositionBucket& b : r.buckets)
-    if (b.tokens) std::printf("| %d–%d | %lld | %.4f | %.3f |\n", b.first, b.last, b.tokens, b.nll, std::exp(b.nll));
+  for (const PositionBucket& b : r.buckets) {
+    if (!b.tokens) continue;
+    const std::string at = b.first == b.last ? std::to_string(b.first) : std::to_string(b.first) + "–" + std::to_string(b.last);
+    std::printf("| %s | %lld | %.4f | %.3f |\n", at.c_str(), b.tokens, b.nll, std::exp(b.nll));
+  }
   std::printf("\n%s\n", llama_final_text(r.ppl, r.ppl_stderr).c_str());  // last, as llama-perplexity's
 }
 

@@ -248,7 +248,13 @@ void run_sweep(const SweepArgs& a) {
     if (c.index % shard_n == shard_k - 1) mine.push_back(c);
   auto key_of = [&](const Cell& c) { return cell_key(c.model, hash_of[c.config], c.length); };
 
-  json settings = a.eval.settings();
+  // Resumed without --buckets, a sweep keeps its file's (files from before log buckets: 16).
+  EvalSpec eval = a.eval;
+  if (a.eval.buckets_flag->count() == 0 && fs::exists(a.out)) {
+    const json have = read_sweep(a.out)["settings"];
+    if (have.contains("buckets")) eval.buckets = buckets_from_json(have["buckets"], a.out + ": settings.buckets");
+  }
+  json settings = eval.settings();
   settings["text_hash"] = content_hash(a.eval.text_file);
   // "auto" is recorded as "f32" unless a model is a GGUF file (whose own types it then means).
   const bool gguf = std::any_of(a.models.begin(), a.models.end(), [](const std::string& m) { return is_gguf_file(m); });
@@ -324,7 +330,7 @@ void run_sweep(const SweepArgs& a) {
       c["text_tokens"] = tokens.size();
       c["threads"] = omp_get_max_threads();
       try {
-        PerplexityOptions o = a.eval.options(cell.length, bos);
+        PerplexityOptions o = eval.options(cell.length, bos);
         o.cache_type = a.overrides.kv_type();
         c.update(perplexity_json(run_perplexity(*m.model, tokens, o,
                                             "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label,

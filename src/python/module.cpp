@@ -378,10 +378,24 @@ class ProgressOut {
   std::optional<Progress> bar_;
 };
 
+// buckets=: "log" or a count, read as the library reads a sweep's settings (True is not a count;
+// anything else is shown as Python prints it).
+int buckets_argument(const py::object& value) {
+  nlohmann::json v = py::str(value).cast<std::string>();
+  if (py::isinstance<py::str>(value)) {
+    v = value.cast<std::string>();
+  } else if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (!overflow) v = n;
+  }
+  return buckets_from_json(v, "`buckets`");
+}
+
 // perplexity of a text (a string, a file, or token ids) at one context length, as `pert
 // perplexity --json` reports it.
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
-                      const std::string& mode, int stride, int chunks, int buckets, bool split_docs,
+                      const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
                       const std::string& cache_type, py::object progress) {
   require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
           "perplexity: give exactly one of text=, file= or tokens=");
@@ -390,7 +404,7 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   spec.mode = mode;
   spec.stride = stride;
   spec.max_windows = chunks;
-  spec.buckets = buckets;
+  spec.buckets = buckets_argument(buckets);
   spec.split_docs = split_docs;
   spec.validate();  // by field; python_words names the keywords
   require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
@@ -553,7 +567,7 @@ PYBIND11_MODULE(_pert, m) {
            "Text generated from a prompt, as an iterator of text pieces (pert generate's flags by name)")
       .def("perplexity", &perplexity, py::kw_only(), py::arg("text") = py::none(), py::arg("file") = py::none(),
            py::arg("tokens") = py::none(), py::arg("n_ctx") = 0, py::arg("mode") = "chunks", py::arg("stride") = 0,
-           py::arg("chunks") = 0, py::arg("buckets") = 16, py::arg("split_docs") = false,
+           py::arg("chunks") = 0, py::arg("buckets") = "log", py::arg("split_docs") = false,
            py::arg("cache_type") = "f32", py::arg("progress") = false,
            "Perplexity and NLL by position at one context length, as pert perplexity --json")
       .def("passkey", &passkey, py::arg("lengths"), py::kw_only(),

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "pert/error.hpp"
+#include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
 
 namespace pert {
@@ -40,7 +41,8 @@ void EvalSpec::validate() const {
   if (stride < 0) fail("`stride` must be >= 0, got " + std::to_string(stride));
   if (stride != 0 && mode != "sliding") fail("`stride` only with `mode` sliding (the mode is " + mode + ")");
   if (max_windows < 0) fail("`max_windows` must be >= 0, got " + std::to_string(max_windows));
-  if (buckets < 1 || buckets > (1 << 20)) fail("`buckets` must be from 1 to 1048576, got " + std::to_string(buckets));
+  if (buckets < 0 || buckets > (1 << 20))
+    fail("`buckets` must be \"log\" or a count from 1 to 1048576, got " + std::to_string(buckets));
   if (split_docs && mode == "llama") fail("`split_docs` not with `mode` llama, which tokenizes the whole text once");
 }
 
@@ -58,7 +60,15 @@ PerplexityOptions EvalSpec::options(int n_ctx, int bos) const {
 
 nlohmann::json EvalSpec::settings() const {
   return {{"text", text_file}, {"mode", mode},         {"stride", stride},
-          {"chunks", max_windows}, {"buckets", buckets}, {"split_docs", split_docs}};
+          {"chunks", max_windows}, {"buckets", buckets == kLogBuckets ? nlohmann::json("log") : nlohmann::json(buckets)},
+          {"split_docs", split_docs}};
+}
+
+int buckets_from_json(const nlohmann::json& value, const std::string& where) {
+  if (value == "log") return kLogBuckets;
+  if (value.is_number_integer() && value.get<long long>() >= 1 && value.get<long long>() <= (1 << 20))
+    return value.get<int>();
+  throw Error(where + ": must be \"log\" or a count from 1 to 1048576, got " + json_brief(value));
 }
 
 nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode) {

@@ -56,7 +56,8 @@ void validate(const PerplexityOptions& o) {
     throw Error("perplexity: `stride` must be in [1, " + std::to_string(o.n_ctx - 1) + "] for `n_ctx` " +
                 std::to_string(o.n_ctx) + ", got " + std::to_string(o.stride));
   if (o.max_windows < 0) throw Error("perplexity: `max_windows` must be >= 0, got " + std::to_string(o.max_windows));
-  if (o.n_buckets < 1) throw Error("perplexity: `n_buckets` must be >= 1, got " + std::to_string(o.n_buckets));
+  if (o.n_buckets < 0)
+    throw Error("perplexity: `n_buckets` must be kLogBuckets (0) or >= 1, got " + std::to_string(o.n_buckets));
   if (o.n_batch < 0) throw Error("perplexity: batch size must be >= 0, got " + std::to_string(o.n_batch));
 }
 
@@ -70,6 +71,21 @@ double token_nll(const float* row, int vocab, int target) {
 }
 
 }  // namespace
+
+std::vector<int> bucket_starts(int n_ctx, int n_buckets) {
+  std::vector<int> starts{0};
+  if (n_buckets == kLogBuckets) {
+    for (int k = 4; k < 4 * 32; ++k) {  // 2^(k/4) from 2 up to past any int
+      const double start = std::round(std::exp2(k / 4.0));
+      if (start >= n_ctx) break;
+      if (int(start) > starts.back()) starts.push_back(int(start));
+    }
+    return starts;
+  }
+  const int64_t n = std::min(n_buckets, n_ctx);
+  for (int64_t b = 1; b < n; ++b) starts.push_back(int((b * n_ctx + n - 1) / n));  // the least q with q * n / n_ctx == b
+  return starts;
+}
 
 int count_windows(size_t n_tokens, const PerplexityOptions& o) {
   const size_t per = size_t(window_text_tokens(o)), stride = size_t(resolved_stride(o));
@@ -94,7 +110,14 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
                 " tokens (as llama-perplexity), the text has " + std::to_string(tokens.size()) + " (`n_ctx` " +
                 std::to_string(n_ctx) + ")");
   const int windows = o.max_windows > 0 ? std::min(o.max_windows, available) : available;
-  const int vocab = model.config().vocab_size, n_buckets = std::min(o.n_buckets, n_ctx);
+  const int vocab = model.config().vocab_size;
+  const std::vector<int> starts = bucket_starts(n_ctx, o.n_buckets);
+  const int n_buckets = int(starts.size());
+  std::vector<int> bucket_of(static_cast<size_t>(n_ctx));  // [n_ctx] window position -> its bucket
+  for (int b = 0; b < n_buckets; ++b) {
+    const int end = b + 1 < n_buckets ? starts[size_t(b + 1)] : n_ctx;
+    std::fill(bucket_of.begin() + starts[size_t(b)], bucket_of.begin() + end, b);
+  }
 
   // Only positions 0 .. n_ctx-2 run: the last position's logits would predict past the window.
   // Windows shorter than a batch run several in step (one forward, separate caches), so the
@@ -151,7 +174,7 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
       for (int s = 0; s < g; ++s) {  // in order, so the sums do not depend on threads or grouping
         for (int r = first_row(s); r < n; ++r) {
           const double v = row_nll[size_t(s) * n + size_t(r)];
-          const int q = b + r + 1, bucket = int(int64_t(q) * n_buckets / n_ctx);
+          const int q = b + r + 1, bucket = bucket_of[size_t(q)];
           if (!std::isfinite(v))  // overflowing weights or config values: no perplexity to report
             throw Error("perplexity: non-finite logits at position " + std::to_string(q - 1) + " of window " +
                         std::to_string(w0 + s + 1) + " (the weights or config values overflow float)");
@@ -183,8 +206,8 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   r.ppl_stderr = var > 0 && count > 1 ? r.ppl * std::sqrt(var / double(count - 1)) : 0.0;
   for (int b = 0; b < n_buckets; ++b) {
     PositionBucket pb;
-    pb.first = int((int64_t(b) * n_ctx + n_buckets - 1) / n_buckets);
-    pb.last = int((int64_t(b + 1) * n_ctx + n_buckets - 1) / n_buckets) - 1;
+    pb.first = starts[size_t(b)];
+    pb.last = (b + 1 < n_buckets ? starts[size_t(b + 1)] : n_ctx) - 1;
     pb.tokens = bucket_count[size_t(b)];
     pb.nll = pb.tokens ? bucket_sum[size_t(b)] / double(pb.tokens) : std::numeric_limits<double>::quiet_NaN();
     r.buckets.push_back(pb);
