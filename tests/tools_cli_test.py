@@ -58,6 +58,36 @@ def main():
             check(f"reference.py logits, {what}: non-zero exit, one line naming the file",
                   r.returncode != 0 and len(err.splitlines()) == 1 and "bad_ids.txt" in err
                   and "Traceback" not in err, f"exit {r.returncode}, stderr {err[-500:]!r}")
+    # tools/results_tables.py: a marked table that is not what its script prints fails --check,
+    # naming the page and line; --write makes it so; a marker naming anything but a tools/
+    # script is a one-line error.
+    tables = os.path.join(TOOLS, "results_tables.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        samples = os.path.join(tmp, "busy.json")
+        with open(samples, "w") as f:
+            json.dump({"cores": 2, "n": 8, "rounds": 2, "samples": [
+                {"model": "m", "machine": s, "variant": v, "tokens_per_second": [100.0 + i, 90.0 + i]}
+                for s in ("idle", "busy") for i, v in enumerate(("default", "old", "passive"))]}, f)
+        page = os.path.join(tmp, "page.md")
+        with open(page, "w") as f:
+            f.write(f"# A page\n\n<!-- table: tools/bench_busy.py --table {samples} -->\n| stale |\n<!-- /table -->\nend\n")
+        r = run([tables, "--check", page], tmp)
+        check("results_tables.py --check: a stale table fails, naming page:line",
+              r.returncode == 1 and "page.md:4:" in r.stdout and "1 tables, 1 not" in r.stdout, r.stdout + r.stderr)
+        r = run([tables, "--write", page], tmp)
+        text = open(page).read()
+        check("results_tables.py --write: the script's table in place, the rest kept",
+              r.returncode == 0 and "| m | idle | 95 (90–100) | 96 (91–101) | 97 (92–102) | 0.99× |" in text
+              and text.startswith("# A page\n\n<!-- table:") and text.endswith("<!-- /table -->\nend\n"), text)
+        r = run([tables, "--check", page], tmp)
+        check("results_tables.py --check after --write: 0", r.returncode == 0 and "1 tables, 0 not" in r.stdout,
+              r.stdout + r.stderr)
+        with open(page, "w") as f:
+            f.write("<!-- table: sh -c true -->\n<!-- /table -->\n")
+        r = run([tables, "--check", page], tmp)
+        check("results_tables.py: a marker naming no tools/ script is a one-line error",
+              r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "tools/NAME.py" in r.stderr, r.stderr)
+
     plot = os.path.join(TOOLS, "plot.py")
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
     with tempfile.TemporaryDirectory() as tmp:

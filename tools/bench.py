@@ -12,7 +12,9 @@ under every --cache-types entry. Checkpoints are made on first use by tools/benc
 build/models/bench-*. --sgemm also times numpy's OpenBLAS sgemm at 2048³ at the start of every round
 and gives each F32 prompt test's matrix products (projections and MLP: 2 · their parameters per
 token) as GFLOP/s and as a fraction of that round's sgemm, the median of the rounds' fractions.
-Prints a Markdown table (date, machine, threads) and writes every sample as JSON.
+Prints a Markdown table (date, machine, threads) and writes every sample as JSON;
+--table FILE.json prints that table again from such a file, measuring nothing (the results
+pages' tables are made so: tools/results_tables.py).
 """
 import argparse
 import datetime
@@ -45,8 +47,42 @@ def cpu_name():
     return platform.processor()
 
 
+def table(report):
+    """The Markdown table of a report as main() writes it: the median (min–max) of every run of
+    each test; where several precisions ran, against BF16's of the same shape, cache and test,
+    and where several caches ran, against the f32 cache's; then each F32 prompt test's matrix
+    products against sgemm, where --sgemm timed it."""
+    results = report["results"]
+    median = {(r["shape"], r["precision"], r["cache_type"], r["test"]): r["median"] for r in results}
+    ratios = [(name, base) for name, base, kinds in (("vs BF16", lambda r: (r["shape"], "BF16", r["cache_type"], r["test"]),
+                                                      {r["precision"] for r in results}),
+                                                     ("vs f32 cache", lambda r: (r["shape"], r["precision"], "f32", r["test"]),
+                                                      {r["cache_type"] for r in results}))
+              if len(kinds) > 1]
+    lines = [f"pert bench, {report['date']}, {report['cpu']}, {report.get('cores', '?')} cores, OpenBLAS core "
+             f"{report['blas_core']}, -t {report['threads']}; median (min–max) of {report['rounds']} rounds × "
+             f"{report['repetitions']} runs", "",
+             "| shape | precision | kv cache | test | t/s |" + "".join(f" {n} |" for n, _ in ratios),
+             "|---|---|---|---|---:|" + "---:|" * len(ratios)]
+    for r in results:
+        cells = [f"{r['median'] / median[base(r)]:.2f}×" if base(r) in median else "" for _, base in ratios]
+        lines.append(f"| {r['shape']} | {r['precision']} | {r['cache_type']} | {r['test']} | "
+                     f"{r['median']:.1f} ({r['min']:.0f}–{r['max']:.0f}) |" + "".join(f" {c} |" for c in cells))
+    sgemm = report.get("sgemm_gflops") or []
+    for f in report.get("f32_prompt_of_sgemm", []):
+        flops = report["matrix_flops_per_token"][f["shape"]]
+        med = next(r["median"] for r in results if (r["shape"], r["precision"], r["cache_type"], r["test"]) ==
+                   (f["shape"], "F32", f["cache_type"], f["test"])) * flops / 1e9
+        v = f["per_round"]
+        lines += ["", f"{f['shape']} F32 {f['test']}: matrix products {med:.0f} GFLOP/s ({flops / 1e6:.0f} MFLOP a token), "
+                  f"{100 * statistics.median(v):.0f}% ({100 * min(v):.0f}–{100 * max(v):.0f}%) of sgemm "
+                  f"(2048³, median {statistics.median(sgemm):.0f} GFLOP/s, {min(sgemm):.0f}–{max(sgemm):.0f})"]
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running every checkpoint once (default %(default)s)")
     ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
@@ -60,6 +96,10 @@ def main():
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
+    if a.table:
+        with open(a.table, encoding="utf-8") as f:
+            print(table(json.load(f)))
+        return
     models = [(s, d, c, checkpoint(s, "BF16" if d == "BF16" else "F32")) for s in a.shapes.split(",")
               for d in a.dtypes.split(",") for c in a.cache_types.split(",")]
     flops = {path: perplexity_rate.matrix_flops_per_token(path, False) for _, _, _, path in models} if a.sgemm else {}
@@ -83,28 +123,19 @@ def main():
                     rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
             print(f"round {r + 1}/{a.rounds}: {shape} {dtype} cache {cache} done", file=sys.stderr)
-    date = datetime.date.today().isoformat()
-    print(f"pert bench, {date}, {cpu_name()}, {os.cpu_count()} cores, OpenBLAS core {blas_core}, -t {a.threads}; "
-          f"median (min–max) of {a.rounds} rounds × {a.repetitions} runs\n")
-    print("| shape | precision | kv cache | test | t/s |\n|---|---|---|---|---:|")
-    rows = []
-    for (shape, dtype, cache, test), v in samples.items():
-        med = statistics.median(v)
-        rows.append({"shape": shape, "precision": dtype, "cache_type": cache, "test": test, "median": med,
-                     "min": min(v), "max": max(v), "samples": v})
-        print(f"| {shape} | {dtype} | {cache} | {test} | {med:.1f} ({min(v):.0f}–{max(v):.0f}) |")
-    for (shape, cache, test), v in of_sgemm.items():
-        flops = perplexity_rate.matrix_flops_per_token(checkpoint(shape, "F32"), False)
-        med = statistics.median(samples[(shape, "F32", cache, test)]) * flops / 1e9
-        print(f"\n{shape} F32 {test}: matrix products {med:.0f} GFLOP/s ({flops / 1e6:.0f} MFLOP a token), "
-              f"{100 * statistics.median(v):.0f}% ({100 * min(v):.0f}–{100 * max(v):.0f}%) of sgemm "
-              f"(2048³, median {statistics.median(sgemm):.0f} GFLOP/s, {min(sgemm):.0f}–{max(sgemm):.0f})")
+    rows = [{"shape": shape, "precision": dtype, "cache_type": cache, "test": test, "median": statistics.median(v),
+             "min": min(v), "max": max(v), "samples": v} for (shape, dtype, cache, test), v in samples.items()]
+    report = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cores": os.cpu_count(),
+              "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds, "repetitions": a.repetitions,
+              "results": rows, "sgemm_gflops": sgemm,
+              "matrix_flops_per_token": {shape: perplexity_rate.matrix_flops_per_token(checkpoint(shape, "F32"), False)
+                                         for shape, _, _ in of_sgemm},
+              "f32_prompt_of_sgemm": [{"shape": k[0], "cache_type": k[1], "test": k[2], "per_round": v}
+                                      for k, v in of_sgemm.items()]}
+    print(table(report))
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with replaced(a.out) as f:
-        json.dump({"date": date, "cpu": cpu_name(), "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds,
-                   "repetitions": a.repetitions, "results": rows, "sgemm_gflops": sgemm,
-                   "f32_prompt_of_sgemm": [{"shape": k[0], "cache_type": k[1], "test": k[2], "per_round": v}
-                                           for k, v in of_sgemm.items()]}, f, indent=2)
+        json.dump(report, f, indent=2)
 
 
 if __name__ == "__main__":

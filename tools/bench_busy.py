@@ -14,8 +14,9 @@ Python busy loop, started before and stopped after), runs in turn
     passive   the same with -t <all cores> and OMP_WAIT_POLICY=passive (threads sleep at once)
 
 and reads the tokens/s of decoding from the JSON. Prints a Markdown table of medians
-(min–max) and, with --out, every sample as JSON. Nothing else may run meanwhile: the point is
-what one known busy process does.
+(min–max) and, with --out, every sample as JSON; --table FILE.json prints that table again from
+such a file (tools/results_tables.py). Nothing else may run meanwhile: the point is what one
+known busy process does.
 """
 import argparse
 import json
@@ -45,6 +46,28 @@ def run(pert, model, n, variant, cores):
     return json.loads(r.stdout)["results"][0]["tokens_per_second"]
 
 
+def table(report):
+    """The Markdown table of a report as main() writes it: tokens/s median (min–max) of each
+    variant, and the median of the default/old ratios run by run."""
+    cores = report["cores"]
+    samples = {(x["model"], x["machine"], x["variant"]): x["tokens_per_second"] for x in report["samples"]}
+    models = list(dict.fromkeys(x["model"] for x in report["samples"]))
+
+    def cell(xs):
+        return f"{statistics.median(xs):.0f} ({min(xs):.0f}–{max(xs):.0f})"
+    lines = [f"pert bench -p 0 -n {report['n']}, tokens/s, {cores} cores, median (min–max) of {report['rounds']} "
+             "alternated rounds", "",
+             f"| model | machine | default | old (-t {cores}, spin 300000) | passive (-t {cores}) | default / old |",
+             "|---|---|---:|---:|---:|---:|"]
+    for m in models:
+        for state in ("idle", "busy"):
+            d, o, p = (samples[(m, state, v)] for v in VARIANTS)
+            ratio = statistics.median(x / y for x, y in zip(d, o))
+            label = "idle" if state == "idle" else "one busy process"
+            lines.append(f"| {os.path.basename(m)} | {label} | {cell(d)} | {cell(o)} | {cell(p)} | {ratio:.2f}× |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5, help="rounds (default %(default)s)")
@@ -53,7 +76,12 @@ def main():
     ap.add_argument("-n", type=int, default=128, help="tokens decoded per run (default %(default)s)")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--out", help="JSON file for every sample")
+    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
     a = ap.parse_args()
+    if a.table:
+        with open(a.table, encoding="utf-8") as f:
+            print(table(json.load(f)))
+        return
     cores = len(os.sched_getaffinity(0))
     models = [m for m in a.models.split(",") if m]
     for m in models:
@@ -75,25 +103,14 @@ def main():
                         hog.wait()
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
 
-    def cell(xs):
-        return f"{statistics.median(xs):.0f} ({min(xs):.0f}–{max(xs):.0f})"
-
-    print(f"pert bench -p 0 -n {a.n}, tokens/s, {cores} cores, median (min–max) of {a.rounds} alternated rounds\n")
-    print("| model | machine | default | old (-t {0}, spin 300000) | passive (-t {0}) | default / old |".format(cores))
-    print("|---|---|---:|---:|---:|---:|")
-    for m in models:
-        for state in ("idle", "busy"):
-            d, o, p = (samples[(m, state, v)] for v in VARIANTS)
-            ratio = statistics.median(x / y for x, y in zip(d, o))
-            label = "idle" if state == "idle" else "one busy process"
-            print(f"| {os.path.basename(m)} | {label} | {cell(d)} | {cell(o)} | {cell(p)} | {ratio:.2f}× |")
+    report = {"date": time.strftime("%Y-%m-%d"), "cores": cores, "n": a.n, "rounds": a.rounds,
+              "samples": [{"model": m, "machine": s, "variant": v, "tokens_per_second": xs}
+                          for (m, s, v), xs in samples.items()]}
+    print(table(report))
     if a.out:
         with replaced(a.out) as f:
-            json.dump({"cores": cores, "n": a.n, "rounds": a.rounds,
-                       "samples": [{"model": m, "machine": s, "variant": v, "tokens_per_second": xs}
-                                   for (m, s, v), xs in samples.items()]}, f, indent=1)
+            json.dump(report, f, indent=1)
         print(f"wrote {a.out}", file=sys.stderr)
-
 
 if __name__ == "__main__":
     main()

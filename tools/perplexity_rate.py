@@ -19,14 +19,13 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "build", "python"))
-import pert  # noqa: E402  (before numpy: pert sets libgomp's spin count before it loads)
-import numpy as np  # noqa: E402
 from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def sgemm_gflops(n=2048, tries=3):
+    import numpy as np  # here: --table needs neither numpy nor the module
     a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
     b = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
     a @ b  # warm-up: threads, pages
@@ -52,6 +51,24 @@ def matrix_flops_per_token(model_dir, classifier=True):
     return 2.0 * (layers * per_layer + (d * vocab if classifier else 0))
 
 
+def table(report):
+    """The Markdown table of a report as main() writes it."""
+    gemm, flops, rows = report["sgemm_gflops"], report["matrix_flops_per_token"], report["results"]
+    short = rows[0]["context"]
+    lines = [f"pert perplexity, {os.path.basename(os.path.normpath(report['model']))}, {report['date']}, "
+             f"-t {report['threads']}, median of {report['rounds']} alternated rounds; numpy/OpenBLAS sgemm 2048³ "
+             f"{statistics.median(gemm):.0f} GFLOP/s ({min(gemm):.0f}–{max(gemm):.0f}); matrix products "
+             f"{flops / 1e6:.2f} MFLOP/token", "",
+             f"| context | tokens/s | cost per token vs -c {short} | matrix products GFLOP/s | of sgemm |",
+             "|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        rate, fractions = row["samples"], row["fractions"]
+        lines.append(f"| {row['context']} | {row['tokens_per_second']:.0f} ({min(rate):.0f}–{max(rate):.0f}) | "
+                     f"{row['cost_vs_short']:.2f}× | {row['gflops']:.1f} | {100 * row['fraction_of_sgemm']:.0f}% "
+                     f"({100 * min(fractions):.0f}–{100 * max(fractions):.0f}%) |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each timing sgemm then every context (default %(default)s)")
@@ -62,7 +79,14 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2, help="threads (default %(default)s)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "perplexity_rate.json"),
                     help="JSON file for every sample (default build/bench/perplexity_rate.json)")
+    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
     a = ap.parse_args()
+    if a.table:
+        with open(a.table, encoding="utf-8") as f:
+            print(table(json.load(f)))
+        return
+    sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+    import pert  # before numpy: pert sets libgomp's spin count before it loads
     if not os.path.exists(a.file):
         sys.exit(f"{a.file}: missing; tools/setup.sh writes it (tools/heldout.py)")
     os.environ["OMP_NUM_THREADS"] = str(a.threads)  # numpy's OpenBLAS (the OpenMP build) too
@@ -78,31 +102,21 @@ def main():
         print(f"round {r + 1}/{a.rounds}: sgemm {gemm[-1]:.0f} GFLOP/s, " +
               ", ".join(f"-c {c} {rate[c][-1]:.0f} t/s" for c in contexts), file=sys.stderr)
 
-    g = statistics.median(gemm)
     short = contexts[0]
-    print(f"pert perplexity, {os.path.basename(os.path.normpath(a.model))}, {datetime.date.today().isoformat()}, "
-          f"-t {a.threads}, median of {a.rounds} alternated rounds; numpy/OpenBLAS sgemm 2048³ "
-          f"{g:.0f} GFLOP/s ({min(gemm):.0f}–{max(gemm):.0f}); matrix products {flops / 1e6:.2f} MFLOP/token\n")
-    print("| context | tokens/s | cost per token vs -c %d | matrix products GFLOP/s | of sgemm |" % short)
-    print("|---:|---:|---:|---:|---:|")
     rows = []
     for c in contexts:
         tps = statistics.median(rate[c])
         fractions = [t * flops / 1e9 / s for t, s in zip(rate[c], gemm)]  # per round: same minutes
-        row = {"context": c, "tokens_per_second": tps, "samples": rate[c],
-               "cost_vs_short": statistics.median(rate[short]) / tps,
-               "gflops": tps * flops / 1e9, "fraction_of_sgemm": statistics.median(fractions),
-               "fractions": fractions}
-        rows.append(row)
-        print(f"| {c} | {tps:.0f} ({min(rate[c]):.0f}–{max(rate[c]):.0f}) | {row['cost_vs_short']:.2f}× | "
-              f"{row['gflops']:.1f} | {100 * row['fraction_of_sgemm']:.0f}% "
-              f"({100 * min(fractions):.0f}–{100 * max(fractions):.0f}%) |")
+        rows.append({"context": c, "tokens_per_second": tps, "samples": rate[c],
+                     "cost_vs_short": statistics.median(rate[short]) / tps,
+                     "gflops": tps * flops / 1e9, "fraction_of_sgemm": statistics.median(fractions),
+                     "fractions": fractions})
+    report = {"date": datetime.date.today().isoformat(), "model": a.model, "threads": a.threads,
+              "rounds": a.rounds, "matrix_flops_per_token": flops, "sgemm_gflops": gemm, "results": rows}
+    print(table(report))
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with replaced(a.out) as f:
-        json.dump({"date": datetime.date.today().isoformat(), "model": a.model, "threads": a.threads,
-                   "rounds": a.rounds, "matrix_flops_per_token": flops, "sgemm_gflops": gemm, "results": rows}, f,
-                  indent=2)
-
+        json.dump(report, f, indent=2)
 
 if __name__ == "__main__":
     main()

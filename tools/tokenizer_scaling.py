@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/tokenizer_scaling.py [--sizes 1,4,16] [--runs 3] [--tokenizers DIR,...]
                                                 [--out FILE.json]
+    /usr/bin/python3 tools/tokenizer_scaling.py --table FILE.json   # that table again, from --out's file
 
 Texts: wikitext-2's test split repeated (../shared/data/text/wikitext-2.test.tokens.txt) and the
 same sizes of spaces only (one run of spaces is one pre-token for byte-level tokenizers, the
@@ -56,6 +57,19 @@ def seconds(pert, tok, path, runs):
     return statistics.median(times)
 
 
+def table(report):
+    """The Markdown table of a report as main() writes it."""
+    rows, sizes = report["rows"], report["rows"][0]["sizes_mb"]
+    lines = [f"pert tokenize, whole file, MB/s, {report['date']} (median of {report['runs']} runs, start-up subtracted)", "",
+             "| tokenizer | text | start-up s | " + " | ".join(f"{mb} MB" for mb in sizes) +
+             f" | {sizes[-1]} MB / {sizes[0]} MB |",
+             "|---|---|---:|" + "---:|" * (len(sizes) + 1)]
+    for r in rows:
+        lines.append(f"| {r['tokenizer']} | {r['text']} | {r['startup_s']:.2f} | " +
+                     " | ".join(f"{x:.2f}" for x in r["mb_per_s"]) + f" | {r['mb_per_s'][-1] / r['mb_per_s'][0]:.2f} |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1,4,16", help="text sizes in MB, comma-separated (default %(default)s)")
@@ -63,7 +77,12 @@ def main():
     ap.add_argument("--tokenizers", help="comma-separated directories holding tokenizer.json (default: see above)")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--out", help="JSON file for every figure")
+    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
     a = ap.parse_args()
+    if a.table:
+        with open(a.table, encoding="utf-8") as f:
+            print(table(json.load(f)))
+        return
     sizes = [int(s) for s in a.sizes.split(",")]
     if not os.path.exists(WIKI):
         sys.exit(f"tokenizer_scaling.py: {WIKI} not found (../shared beside the repository)")
@@ -91,16 +110,11 @@ def main():
                 rows.append({"tokenizer": os.path.basename(os.path.normpath(tok)), "text": kind, "sizes_mb": sizes,
                              "mb_per_s": rates, "work_s": work, "startup_s": base})
                 print(f"{rows[-1]['tokenizer']} {kind}: " + ", ".join(f"{r:.2f} MB/s" for r in rates), file=sys.stderr)
-    print(f"pert tokenize, whole file, MB/s (median of {a.runs} runs, start-up subtracted)\n")
-    print("| tokenizer | text | start-up s | " + " | ".join(f"{mb} MB" for mb in sizes) + f" | {sizes[-1]} MB / {sizes[0]} MB |")
-    print("|---|---|---:|" + "---:|" * (len(sizes) + 1))
-    for r in rows:
-        print(f"| {r['tokenizer']} | {r['text']} | {r['startup_s']:.2f} | " + " | ".join(f"{x:.2f}" for x in r["mb_per_s"]) +
-              f" | {r['mb_per_s'][-1] / r['mb_per_s'][0]:.2f} |")
+    report = {"date": time.strftime("%Y-%m-%d"), "runs": a.runs, "rows": rows}
+    print(table(report))
     if a.out:
         with replaced(a.out) as f:
-            json.dump(rows, f, indent=1)
-
+            json.dump(report, f, indent=1)
 
 if __name__ == "__main__":
     main()
