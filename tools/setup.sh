@@ -74,13 +74,24 @@ if ((run_tests)); then
     npm ci --prefix tests/hf_tokenizers --no-audit --no-fund
     cp tests/hf_tokenizers/package-lock.json tests/hf_tokenizers/node_modules/.pert-installed-lock
   fi
+  # The sanitizer build and the fuzzers' build start now, at the lowest priority, beside the
+  # plain suite: they take the cycles its tests leave idle (a test waiting on its subprocesses,
+  # the serial ones), not a test's own. Their output goes to build-asan/build.log and
+  # build/fuzz-build.log, shown when they fail.
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPERT_SANITIZE=ON -DPERT_NATIVE=OFF >/dev/null
+  nice -n 19 cmake --build build-asan -j"$jobs" >build-asan/build.log 2>&1 &
+  asan_build=$!
+  nice -n 19 bash tests/fuzz/run.sh --build >build/fuzz-build.log 2>&1 &
+  fuzz_build=$!
+  trap 'kill $asan_build $fuzz_build 2>/dev/null || true' EXIT
   ctest --test-dir build --output-on-failure -j"$jobs"
   # The suite under AddressSanitizer + UndefinedBehaviorSanitizer, less the checks labelled
   # "once" (tests/CMakeLists.txt: Python-only tools, and long comparisons whose C++ the other
   # tests run here too).
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPERT_SANITIZE=ON -DPERT_NATIVE=OFF >/dev/null
-  cmake --build build-asan -j"$jobs"
+  wait $asan_build || { tail -40 build-asan/build.log; echo "setup: the sanitizer build failed" >&2; exit 1; }
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE once
-  # libFuzzer on the parsers of hostile input, a bounded time each (tests/fuzz/run.sh).
+  # libFuzzer on the parsers of hostile input, a bounded time each (tests/fuzz/run.sh; what the
+  # build above left undone or failed to build is built, and reported, here).
+  wait $fuzz_build || true
   bash tests/fuzz/run.sh
 fi

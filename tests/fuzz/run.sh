@@ -5,11 +5,15 @@
 # harness finds a crash, leak or timeout, printing the reproducer; save it as
 # tests/fuzz/regressions/NAME/<what-it-is>.
 #
-#   bash tests/fuzz/run.sh [NAME ...]      NAME: sweep gguf config tokenizer_load safetensors tokenizer_text
+#   bash tests/fuzz/run.sh [NAME ...]          NAME: sweep gguf config tokenizer_load safetensors tokenizer_text
+#   bash tests/fuzz/run.sh --build [NAME ...]  build only (tools/setup.sh does it in the background
+#                                              while the other tiers run); what is up to date is kept
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$PWD
 out=build-fuzz
+build_only=0
+[ "${1:-}" = --build ] && { build_only=1; shift; }
 # Seconds per harness: enough to find again what each has found. With the fix reverted and the
 # finding removed, from the seed corpus alone: sweep's two by 2 of 4 seeds in 12 and 30 s;
 # gguf's in 16 and 26 s; tokenizer_load's in 6 and 13 s (with the JSON dictionary). config,
@@ -76,12 +80,30 @@ for obj in "${objects[@]}"; do [ -f "$obj" ] || { echo "tests/fuzz/run.sh: $obj 
 
 # One harness: built, then fuzzed on a scratch copy of its corpus; its line of results and its
 # exit code left in its work folder.
-fuzz_one() {
-  local name=$1 extra=() work=$out/work/$1 rc=0 seconds=${FUZZ_SECONDS:-${budget[$1]}}
+# One harness's binary, unless it is newer than everything it is made of.
+build_one() {
+  local name=$1 extra=() bin=$out/fuzz_$1
   [ "$name" = sweep ] && extra=(src/cli/sweep_file.cpp)  # the reader is the CLI's
-  rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+  if [ -f "$bin" ] && [ -z "$(find tests/fuzz/fuzz_$name.cpp tests/fuzz/*.hpp "${extra[@]}" "${extra[@]/%.cpp/.hpp}" \
+                                  "${objects[@]}" include -newer "$bin" -print -quit)" ]; then
+    return 0
+  fi
+  rm -f "$bin"
   clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${extra[@]}" "${objects[@]}" \
-    $(pkg-config --libs libpcre2-8 libutf8proc) -o "$out/fuzz_$name" || { echo 1 >"$work/rc"; return; }
+    $(pkg-config --libs libpcre2-8 libutf8proc) -o "$bin"
+}
+
+if ((build_only)); then
+  for name in "${names[@]}"; do limited build_one "$name"; done
+  wait
+  for name in "${names[@]}"; do [ -f "$out/fuzz_$name" ] || { echo "tests/fuzz/run.sh: fuzz_$name did not build" >&2; exit 1; }; done
+  exit 0
+fi
+
+fuzz_one() {
+  local name=$1 work=$out/work/$1 rc=0 seconds=${FUZZ_SECONDS:-${budget[$1]}}
+  rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+  build_one "$name" || { echo 1 >"$work/rc"; return; }
   cp -r tests/fuzz/corpus/"$name"/. "$work/corpus/"
   local log=$work/log.txt
   # New inputs go to the scratch corpus; every past finding is run too, read-only.
