@@ -27,6 +27,7 @@ import sys
 
 import perplexity_rate  # sgemm_gflops, matrix_flops_per_token
 from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
+from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
@@ -82,7 +83,7 @@ def table(report):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
+    add_table_flag(ap)
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running every checkpoint once (default %(default)s)")
     ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
@@ -97,9 +98,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
     if a.table:
-        with open(a.table, encoding="utf-8") as f:
-            print(table(json.load(f)))
-        return
+        return print_table(a.table, table)
     models = [(s, d, c, checkpoint(s, "BF16" if d == "BF16" else "F32")) for s in a.shapes.split(",")
               for d in a.dtypes.split(",") for c in a.cache_types.split(",")]
     flops = {path: perplexity_rate.matrix_flops_per_token(path, False) for _, _, _, path in models} if a.sgemm else {}

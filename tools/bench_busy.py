@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
+from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIANTS = ("default", "old", "passive")
@@ -76,12 +77,10 @@ def main():
     ap.add_argument("-n", type=int, default=128, help="tokens decoded per run (default %(default)s)")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--out", help="JSON file for every sample")
-    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
+    add_table_flag(ap)
     a = ap.parse_args()
     if a.table:
-        with open(a.table, encoding="utf-8") as f:
-            print(table(json.load(f)))
-        return
+        return print_table(a.table, table)
     cores = len(os.sched_getaffinity(0))
     models = [m for m in a.models.split(",") if m]
     for m in models:

@@ -20,6 +20,7 @@ import sys
 import time
 
 from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
+from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -79,12 +80,10 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2, help="threads (default %(default)s)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "perplexity_rate.json"),
                     help="JSON file for every sample (default build/bench/perplexity_rate.json)")
-    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
+    add_table_flag(ap)
     a = ap.parse_args()
     if a.table:
-        with open(a.table, encoding="utf-8") as f:
-            print(table(json.load(f)))
-        return
+        return print_table(a.table, table)
     sys.path.insert(0, os.path.join(ROOT, "build", "python"))
     import pert  # before numpy: pert sets libgomp's spin count before it loads
     if not os.path.exists(a.file):

@@ -22,6 +22,7 @@ naming every table that differs (with the first differing line), 0 when all are 
 import argparse
 import difflib
 import glob
+import json
 import os
 import re
 import shlex
@@ -33,6 +34,17 @@ from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
 BLOCK = re.compile(r"^<!-- table: (.+?) -->\n(.*?)^<!-- /table -->\n", re.M | re.S)
+
+
+def add_table_flag(ap):
+    """A measuring script's --table FILE.json: its table again from the report its --out wrote."""
+    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
+
+
+def print_table(path, table):
+    """What a --table run does: table(report) for the report at path, printed, and nothing else."""
+    with open(path, encoding="utf-8") as f:
+        print(table(json.load(f)))
 
 
 def command(spec, page):

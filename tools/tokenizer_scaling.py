@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
+from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WIKI = os.path.join(ROOT, "..", "shared", "data", "text", "wikitext-2.test.tokens.txt")
@@ -77,12 +78,10 @@ def main():
     ap.add_argument("--tokenizers", help="comma-separated directories holding tokenizer.json (default: see above)")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--out", help="JSON file for every figure")
-    ap.add_argument("--table", metavar="FILE.json", help="print the table of a report written by --out, and nothing else")
+    add_table_flag(ap)
     a = ap.parse_args()
     if a.table:
-        with open(a.table, encoding="utf-8") as f:
-            print(table(json.load(f)))
-        return
+        return print_table(a.table, table)
     sizes = [int(s) for s in a.sizes.split(",")]
     if not os.path.exists(WIKI):
         sys.exit(f"tokenizer_scaling.py: {WIKI} not found (../shared beside the repository)")

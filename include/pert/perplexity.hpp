@@ -28,6 +28,7 @@ const char* perplexity_mode_name(PerplexityMode mode);
 // 128-151, ...), so that the positions inside a short trained length keep their own steps
 // at any context length. The default; n_buckets > 0 asks for that many of equal width.
 constexpr int kLogBuckets = 0;
+constexpr int kMaxBuckets = 1 << 20;  // the most equal-width buckets one may ask for
 
 struct PerplexityOptions {
   int n_ctx = 0;                 // positions per window, BOS included

@@ -111,14 +111,22 @@ LoadedModel load_cli_model(const std::filesystem::path& dir, const ConfigOverrid
 }
 
 namespace {
-// int_in, with `special` (when `meaning` is not empty) allowed besides [min, max].
-CLI::Validator int_validator(long long min, long long max, long long special, const std::string& meaning) {
+// int_in, with `special` (when `meaning` is not empty) allowed besides [min, max]; or, when
+// `word` is not empty, `word` standing for `special` (the input becomes it: use as a transform).
+CLI::Validator int_validator(long long min, long long max, long long special, const std::string& meaning,
+                             const std::string& word = "") {
   const bool unbounded = max >= std::numeric_limits<int>::max();  // as far as a user is concerned
   const std::string lo = std::to_string(min), hi = std::to_string(max);
-  const std::string also = meaning.empty() ? "" : std::to_string(special) + " (" + meaning + ") or ";
+  const std::string also = !word.empty()      ? word + " or "
+                           : meaning.empty() ? ""
+                                             : std::to_string(special) + " (" + meaning + ") or ";
   const std::string rule = also + (unbounded ? "an integer >= " + lo : "an integer from " + lo + " to " + hi);
   return CLI::Validator(
       [=](std::string& input) -> std::string {
+        if (!word.empty() && input == word) {
+          input = std::to_string(special);
+          return "";
+        }
         errno = 0;
         char* end = nullptr;
         const long long v = std::strtoll(input.c_str(), &end, 10);
@@ -127,7 +135,7 @@ CLI::Validator int_validator(long long min, long long max, long long special, co
         const bool too_big = number && v > 0 && (errno == ERANGE || v > max);  // past an unstated max
         return "must be " + rule + (too_big && unbounded ? " (and at most " + hi + ")" : "") + ", got " + input;
       },
-      (meaning.empty() ? "" : std::to_string(special) + " or ") +
+      (!word.empty() ? word + " or " : meaning.empty() ? "" : std::to_string(special) + " or ") +
           (unbounded ? "INT >= " + lo : "INT in [" + lo + ", " + hi + "]"));
 }
 }  // namespace
@@ -136,6 +144,10 @@ CLI::Validator int_in(long long min, long long max) { return int_validator(min, 
 
 CLI::Validator int_in_or(long long special, const std::string& meaning, long long min, long long max) {
   return int_validator(min, max, special, meaning);
+}
+
+CLI::Validator word_or_int_in(const std::string& word, long long value, long long min, long long max) {
+  return int_validator(min, max, value, "", word);
 }
 
 CLI::Validator real_in(double min, double max, bool min_open) {

@@ -60,6 +60,9 @@ CLI::Validator int_in(long long min, long long max = std::numeric_limits<int>::m
 // integer from 1 to ...".
 CLI::Validator int_in_or(long long special, const std::string& meaning, long long min,
                          long long max = std::numeric_limits<int>::max());
+// Integers in [min, max], or `word` standing for `value` ("must be WORD or an integer from ..."):
+// a transform (the input becomes `value`), for flags such as --buckets log|N.
+CLI::Validator word_or_int_in(const std::string& word, long long value, long long min, long long max);
 // Finite numbers (NaN and ±Inf refused) in [min, max], or (min, max] when `min_open`; the max
 // defaults to the largest float, as the values are kept in floats.
 constexpr double kFloatMax = std::numeric_limits<float>::max();

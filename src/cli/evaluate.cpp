@@ -21,21 +21,10 @@ void EvalFlags::add_to(CLI::App& app) {
   app.add_option("--chunks", max_windows, "Evaluate at most this many windows (0: all)")
       ->check(int_in(0))
       ->capture_default_str();
-  const CLI::Validator count = int_in(1, 1 << 20);
-  const CLI::Validator log_or_count(
-      [count](std::string& input) -> std::string {
-        if (input == "log") {
-          input = std::to_string(kLogBuckets);
-          return "";
-        }
-        const std::string e = count(input);  // "must be an integer from 1 to 1048576, got X"
-        return e.empty() ? e : "must be log or " + e.substr(e.find("an integer"));
-      },
-      "");
   buckets_flag = app.add_option("--buckets", buckets,
                                 "Buckets of the NLL-by-position curve: log (log-spaced, four to an octave: each of "
-                                "positions 2 to 7 its own, 1000-1189 one) or N of equal width (1 to 1048576)")
-                     ->transform(log_or_count)
+                                "positions 2 to 7 its own, 1000-1189 one) or N of equal width")
+                     ->transform(word_or_int_in("log", kLogBuckets, 1, kMaxBuckets))
                      ->type_name("log|N")
                      ->default_str("log");
   app.add_flag("--split-docs", split_docs,

@@ -135,15 +135,17 @@ int add_cells(json& sweep, const json& cells, const std::string& where) {
   return differing;
 }
 
-// --out as it is now (another shard's cells included), or an empty sweep; its settings must be
-// `settings`. Call with the file's lock held.
-json read_out(const std::string& out, const json& settings) {
-  if (!fs::exists(out)) return {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
-  json sweep = read_sweep(out);
+// --out as read (null when there is none yet) made the sweep to add to: an empty one, or the
+// file's, whose settings must be `settings`.
+json with_settings(json sweep, const json& settings, const std::string& out) {
+  if (sweep.is_null()) return {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
   check_settings(sweep["settings"], settings, out);
   sweep["settings"] = settings;  // the text as spelled now, its hash, every default written out
   return sweep;
 }
+
+// --out as it is now (another shard's cells included), or null. Call with the file's lock held.
+json read_out(const std::string& out) { return fs::exists(out) ? read_sweep(out) : json(); }
 
 // Cells grouped by model and config, lengths ascending, written to the JSON and the CSV. Call
 // with the file's lock held.
@@ -179,7 +181,7 @@ FileLock sweep_lock(const std::string& out) {
 // it, so no writer's cells are lost. Returns what was written.
 json save(const SweepArgs& a, const json& settings, const json& made) {
   const FileLock lock = sweep_lock(a.out);
-  json sweep = read_out(a.out, settings);
+  json sweep = with_settings(read_out(a.out), settings, a.out);
   add_cells(sweep, made, a.out);
   finish(a, sweep);
   return sweep;
@@ -248,13 +250,7 @@ void run_sweep(const SweepArgs& a) {
     if (c.index % shard_n == shard_k - 1) mine.push_back(c);
   auto key_of = [&](const Cell& c) { return cell_key(c.model, hash_of[c.config], c.length); };
 
-  // Resumed without --buckets, a sweep keeps its file's (files from before log buckets: 16).
-  EvalSpec eval = a.eval;
-  if (a.eval.buckets_flag->count() == 0 && fs::exists(a.out)) {
-    const json have = read_sweep(a.out)["settings"];
-    if (have.contains("buckets")) eval.buckets = buckets_from_json(have["buckets"], a.out + ": settings.buckets");
-  }
-  json settings = eval.settings();
+  json settings = a.eval.settings();
   settings["text_hash"] = content_hash(a.eval.text_file);
   // "auto" is recorded as "f32" unless a model is a GGUF file (whose own types it then means).
   const bool gguf = std::any_of(a.models.begin(), a.models.end(), [](const std::string& m) { return is_gguf_file(m); });
@@ -262,10 +258,17 @@ void run_sweep(const SweepArgs& a) {
   settings["cache_type"] = a.overrides.cache_type;
   settings["set"] = a.overrides.sets;
   settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
+  EvalSpec eval = a.eval;
   json sweep;
   {
     const FileLock lock = sweep_lock(a.out);
-    sweep = read_out(a.out, settings);
+    json found = read_out(a.out);
+    // Resumed without --buckets, a sweep keeps its file's (files from before log buckets: 16).
+    if (a.eval.buckets_flag->count() == 0 && !found.is_null() && found["settings"].contains("buckets")) {
+      eval.buckets = buckets_from_json(found["settings"]["buckets"], a.out + ": settings.buckets");
+      settings["buckets"] = found["settings"]["buckets"];
+    }
+    sweep = with_settings(std::move(found), settings, a.out);
   }
   std::map<std::string, bool> done;
   for (const json& c : sweep["cells"]) done[cell_key(c)] = true;

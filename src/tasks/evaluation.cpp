@@ -35,14 +35,19 @@ std::vector<int> EvalSpec::tokenize_text(const Tokenizer& tokenizer, int bos, st
   return pert::tokenize_text(tokenizer, text, bos, split_docs);
 }
 
+namespace {
+// `buckets`: "log" (kLogBuckets) or a count, whether set in C++, read from a sweep file or given in Python.
+bool bucket_count_in_range(long long n) { return n >= 1 && n <= kMaxBuckets; }
+std::string buckets_rule() { return "must be \"log\" or a count from 1 to " + std::to_string(kMaxBuckets) + ", got "; }
+}  // namespace
+
 void EvalSpec::validate() const {
   parse_perplexity_mode(mode, "`mode`");
   auto fail = [](const std::string& what) { throw Error("perplexity: " + what); };
   if (stride < 0) fail("`stride` must be >= 0, got " + std::to_string(stride));
   if (stride != 0 && mode != "sliding") fail("`stride` only with `mode` sliding (the mode is " + mode + ")");
   if (max_windows < 0) fail("`max_windows` must be >= 0, got " + std::to_string(max_windows));
-  if (buckets < 0 || buckets > (1 << 20))
-    fail("`buckets` must be \"log\" or a count from 1 to 1048576, got " + std::to_string(buckets));
+  if (buckets != kLogBuckets && !bucket_count_in_range(buckets)) fail("`buckets` " + buckets_rule() + std::to_string(buckets));
   if (split_docs && mode == "llama") fail("`split_docs` not with `mode` llama, which tokenizes the whole text once");
 }
 
@@ -66,9 +71,8 @@ nlohmann::json EvalSpec::settings() const {
 
 int buckets_from_json(const nlohmann::json& value, const std::string& where) {
   if (value == "log") return kLogBuckets;
-  if (value.is_number_integer() && value.get<long long>() >= 1 && value.get<long long>() <= (1 << 20))
-    return value.get<int>();
-  throw Error(where + ": must be \"log\" or a count from 1 to 1048576, got " + json_brief(value));
+  if (value.is_number_integer() && bucket_count_in_range(value.get<long long>())) return value.get<int>();
+  throw Error(where + ": " + buckets_rule() + json_brief(value));
 }
 
 nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode) {

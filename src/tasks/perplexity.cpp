@@ -113,11 +113,9 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   const int vocab = model.config().vocab_size;
   const std::vector<int> starts = bucket_starts(n_ctx, o.n_buckets);
   const int n_buckets = int(starts.size());
+  auto bucket_end = [&](int b) { return b + 1 < n_buckets ? starts[size_t(b + 1)] : n_ctx; };  // one past its last
   std::vector<int> bucket_of(static_cast<size_t>(n_ctx));  // [n_ctx] window position -> its bucket
-  for (int b = 0; b < n_buckets; ++b) {
-    const int end = b + 1 < n_buckets ? starts[size_t(b + 1)] : n_ctx;
-    std::fill(bucket_of.begin() + starts[size_t(b)], bucket_of.begin() + end, b);
-  }
+  for (int b = 0; b < n_buckets; ++b) std::fill(bucket_of.begin() + starts[size_t(b)], bucket_of.begin() + bucket_end(b), b);
 
   // Only positions 0 .. n_ctx-2 run: the last position's logits would predict past the window.
   // Windows shorter than a batch run several in step (one forward, separate caches), so the
@@ -207,7 +205,7 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   for (int b = 0; b < n_buckets; ++b) {
     PositionBucket pb;
     pb.first = starts[size_t(b)];
-    pb.last = (b + 1 < n_buckets ? starts[size_t(b + 1)] : n_ctx) - 1;
+    pb.last = bucket_end(b) - 1;
     pb.tokens = bucket_count[size_t(b)];
     pb.nll = pb.tokens ? bucket_sum[size_t(b)] / double(pb.tokens) : std::numeric_limits<double>::quiet_NaN();
     r.buckets.push_back(pb);

@@ -8,6 +8,7 @@
 // rows k..2k−1 of P are read; distances from k − 1 on share the last.
 #include <algorithm>
 
+#include "../../model/tensor_names.hpp"
 #include "../plugins.hpp"
 
 namespace pert {
@@ -17,7 +18,7 @@ namespace {
 constexpr const char* kRelative = "model.rel_embeddings.weight";  // [2k, width]
 
 std::string proj_name(int layer, const char* which) {
-  return "model.layers." + std::to_string(layer) + ".self_attn." + which;
+  return tensor_names::layer_prefix(std::to_string(layer)) + "self_attn." + which;
 }
 
 class Deberta final : public PositionEncoding {

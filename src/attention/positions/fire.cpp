@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../../model/tensor_names.hpp"
 #include "../plugins.hpp"
 
 namespace pert {
@@ -14,7 +15,7 @@ namespace pert {
 namespace {
 
 std::string fire_tensor(int layer, const std::string& which) {
-  return "model.layers." + std::to_string(layer) + ".self_attn.fire." + which;
+  return tensor_names::layer_prefix(std::to_string(layer)) + "self_attn.fire." + which;
 }
 
 class Fire final : public PositionEncoding {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../../model/tensor_names.hpp"
 #include "../plugins.hpp"
 
 namespace pert {
@@ -14,7 +15,7 @@ namespace {
 constexpr size_t kMaxTable = size_t(1) << 22;  // 16 MB of tabulated biases
 
 std::string kerple_tensor(int layer, const char* which) {
-  return "model.layers." + std::to_string(layer) + ".self_attn.kerple_" + which;
+  return tensor_names::layer_prefix(std::to_string(layer)) + "self_attn.kerple_" + which;
 }
 
 class Kerple final : public PositionEncoding {

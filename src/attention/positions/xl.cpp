@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "pert/memory.hpp"
+#include "../../model/tensor_names.hpp"
 #include "../plugins.hpp"
 
 namespace pert {
@@ -16,7 +17,7 @@ namespace {
 constexpr const char* kU = "model.xl.r_w_bias";  // [heads, head_dim]
 constexpr const char* kV = "model.xl.r_r_bias";
 
-std::string r_net_name(int layer) { return "model.layers." + std::to_string(layer) + ".self_attn.xl.r_net.weight"; }
+std::string r_net_name(int layer) { return tensor_names::layer_prefix(std::to_string(layer)) + "self_attn.xl.r_net.weight"; }
 
 class XL final : public PositionEncoding {
  public:
