@@ -97,6 +97,24 @@ TEST_CASE("tokenizer: streaming holds a split UTF-8 character back", "[tokenizer
   CHECK(t.decode({1, 263, 3 + 0xe2, 3 + 0x82, 3 + 0xac, 259, 3 + 0xc3}) == "a\xe2\x82\xac \xef\xbf\xbd");
 }
 
+TEST_CASE("tokenizer: valid_utf8 finds the first bad byte wherever it is", "[tokenizer]") {
+  // ASCII is checked eight bytes at a time: a bad byte at every offset of a block and in the
+  // tail after the last whole block, and characters that straddle a block's edge.
+  for (size_t at = 0; at < 20; ++at) {
+    for (const std::string bad : {"\xff", "\xc0\x80", "\xed\xa0\x80", "\xe2\x82"}) {
+      std::string s(at, 'a');
+      s += bad;
+      s += std::string(9, 'b');
+      size_t where = 99;
+      CHECK_FALSE(valid_utf8(s, &where));
+      CHECK(where == at);
+    }
+    const std::string good = std::string(at, 'a') + "\xe2\x82\xac" + std::string(at, 'b') + "\xf0\x9f\x98\x80";
+    CHECK(valid_utf8(good));
+  }
+  CHECK(valid_utf8(""));
+}
+
 TEST_CASE("tokenizer: files it cannot read are refused with the file named", "[tokenizer]") {
   TempDir tmp;
   const std::string path = (tmp / "tokenizer.json").string();

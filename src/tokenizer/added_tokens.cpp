@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "internal.hpp"
+#include "pert/interrupt.hpp"
 
 namespace pert::tokenizer {
 
@@ -51,7 +52,9 @@ void AddedTokenMatcher::split(const Piece& piece, const std::vector<AddedToken>&
     out.push_back({Piece{s.substr(start, end - start), piece.at_start && start == 0}, token});
   };
   size_t done = 0;  // text before this is in `out`
+  size_t next_check = 0;  // a whole text is one piece: Ctrl-C is looked for every megabyte
   for (size_t i = 0; i < n;) {
+    if (i >= next_check) check_interrupt(), next_check = i + (size_t(1) << 20);
     if (!first_byte_[static_cast<unsigned char>(s[i])]) {
       ++i;
       continue;

