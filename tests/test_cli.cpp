@@ -157,6 +157,63 @@ TEST_CASE("cli: generate with no -m runs the model models/default names", "[cli]
   CHECK(tight.out.empty());
 }
 
+// pert bench --roof: a read-bandwidth probe, and for each tg row the bytes a token reads (every
+// matrix as kept, counted here from inspect's tensor table; the KV cache at its depth), that
+// times t/s, and the share of the probe; prompt rows have none.
+TEST_CASE("cli: bench --roof gives each tg row its bytes a token, GB/s and share of the read probe", "[cli]") {
+  const Run info = run_pert({"inspect", kRope, "--json"});  // the default model (models/default names rope)
+  REQUIRE(info.exit_code == 0);
+  const json model = json::parse(info.out);
+  const json& c = model["config"];
+  double matrix_values = 0;  // every matrix a decode step multiplies (the tied embedding is the output's)
+  for (const json& t : model["tensors"])
+    if (t["shape"].size() == 2) matrix_values += t["shape"][0].get<double>() * t["shape"][1].get<double>();
+  const double kv_per_position = 2.0 * c["num_hidden_layers"].get<double>() * c["num_key_value_heads"].get<double>() *
+                                 c["head_dim"].get<double>();  // values: K and V of every layer
+  // bytes a matrix value takes as kept: F32 4, BF16 2, q8 1 + an F16 scale per 32
+  for (const auto& [dtype, per_value] : std::vector<std::pair<std::string, double>>{{"f32", 4.0}, {"bf16", 2.0}, {"q8", 1.0625}}) {
+    INFO(dtype);
+    const Run r = run_pert({"bench", "-p", "8", "-n", "4", "-d", "0,16", "-r", "1", "-t", "1", "--dtype", dtype, "--roof", "--json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json j = json::parse(r.out);
+    REQUIRE(j["roof"].size() == 1);
+    CHECK(j["roof"][0]["threads"] == 1);
+    const double roof = j["roof"][0]["read_bytes_per_second"].get<double>();
+    CHECK(roof > 1e8);
+    CHECK(j["matrix_bytes"].get<double>() == matrix_values * per_value);
+    for (const json& t : j["results"]) {
+      INFO(t["test"]);
+      if (t["test"].get<std::string>().rfind("pp", 0) == 0) {
+        CHECK_FALSE(t.contains("bytes_per_token"));
+        continue;
+      }
+      const double context = t["depth"].get<double>() + (4 + 1) / 2.0;  // tg4's mean: 2.5 positions past the depth
+      CHECK(t["bytes_per_token"].get<double>() == Approx(matrix_values * per_value + kv_per_position * 4.0 * context));
+      CHECK(t["read_bytes_per_second"].get<double>() == Approx(t["bytes_per_token"].get<double>() * t["tokens_per_second"].get<double>()));
+      CHECK(t["roof_bytes_per_second"].get<double>() == roof);
+      CHECK(t["percent_of_roof"].get<double>() == Approx(100.0 * t["read_bytes_per_second"].get<double>() / roof));
+    }
+  }
+  const Run q8_cache = run_pert({"bench", "-p", "0", "-n", "4", "-r", "1", "-t", "1", "--cache-type", "q8", "--roof", "--json"});
+  INFO(q8_cache.err);
+  REQUIRE(q8_cache.exit_code == 0);
+  const json q8_report = json::parse(q8_cache.out);
+  const json& tg = q8_report["results"][0];
+  CHECK(tg["bytes_per_token"].get<double>() == Approx(matrix_values * 4.0 + kv_per_position * (1.0 + 2.0 / 32) * 2.5));
+  // Markdown: the probe's line above the table, three more columns, empty on prompt rows; CSV: four more fields.
+  const Run md = run_pert({"bench", "-p", "8", "-n", "4", "-r", "1", "-t", "1", "--roof"});
+  REQUIRE(md.exit_code == 0);
+  CHECK_THAT(md.out, Catch::Matchers::StartsWith("memory roof at 1 thread: "));
+  CHECK_THAT(md.out, Catch::Matchers::Contains("| t/s | MB/token | GB/s | % of roof |"));
+  CHECK_THAT(md.out, Catch::Matchers::Contains(" | | |\n"));
+  CHECK_THAT(md.out, Catch::Matchers::Contains("% |\n"));
+  const Run csv = run_pert({"bench", "-p", "8", "-n", "4", "-r", "1", "-t", "1", "--roof", "-o", "csv"});
+  REQUIRE(csv.exit_code == 0);
+  CHECK_THAT(csv.out, Catch::Matchers::Contains(",stddev_ts,bytes_per_token,read_bytes_per_second,roof_bytes_per_second,percent_of_roof\n"));
+  CHECK_THAT(csv.out, Catch::Matchers::Contains(",,,,\n"));  // the pp row
+}
+
 // pert bench: every test at every depth, llama-bench's names, one sample per repetition.
 TEST_CASE("cli: bench runs ppN and tgN at each depth and reports them as JSON", "[cli]") {
   const Run r = run_pert({"bench", "-p", "8", "-n", "4", "-d", "0,16", "-r", "2", "-t", "1", "--json"});

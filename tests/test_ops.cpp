@@ -8,7 +8,9 @@
 #include <tuple>
 #include <vector>
 
+#include "pert/bandwidth.hpp"
 #include "pert/config.hpp"
+#include "pert/error.hpp"
 #include "pert/rope.hpp"
 #include "pert/ops.hpp"
 #include "pert/positions.hpp"
@@ -207,4 +209,15 @@ TEST_CASE("ops: softmax matches the formula and is stable", "[ops]") {
     for (int i = 0; i < 4; ++i) CHECK(x[size_t(i)] == Approx(0.25));
     CHECK(x[4] == 42.0f);
   }
+}
+
+// The read-bandwidth probe of pert bench --roof: a positive, finite rate for any thread count,
+// and a buffer past the memory available refused by name before anything is allocated.
+TEST_CASE("ops: read_bandwidth measures a rate and refuses what would not fit", "[ops]") {
+  for (int threads : {1, 2, 3}) {
+    const double rate = read_bandwidth(threads, size_t(1) << 20, 2);
+    CHECK(std::isfinite(rate));
+    CHECK(rate > 1e8);  // a megabyte in under 10 ms, whatever the machine
+  }
+  REQUIRE_THROWS_NAMING(read_bandwidth(1, size_t(1) << 60), Error, "the read-bandwidth probe needs", "MiB");
 }

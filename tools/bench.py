@@ -12,6 +12,8 @@ under every --cache-types entry. Checkpoints are made on first use by tools/benc
 build/models/bench-*. --sgemm also times numpy's OpenBLAS sgemm at 2048³ at the start of every round
 and gives each F32 prompt test's matrix products (projections and MLP: 2 · their parameters per
 token) as GFLOP/s and as a fraction of that round's sgemm, the median of the rounds' fractions.
+--roof passes `pert bench --roof`: each tg row gets the bytes a token reads, GB/s at the median t/s,
+and its share of the median of the runs' read-bandwidth probes.
 Prints a Markdown table (date, machine, threads) and writes every sample as JSON;
 --table FILE.json prints that table again from such a file, measuring nothing (the results
 pages' tables are made so: tools/results_tables.py).
@@ -65,8 +67,18 @@ def table(report):
              f"{report['repetitions']} runs", "",
              "| shape | precision | kv cache | test | t/s |" + "".join(f" {n} |" for n, _ in ratios),
              "|---|---|---|---|---:|" + "---:|" * len(ratios)]
+    roof = report.get("roof_bytes_per_second")  # --roof: one probe a run
+    if roof:
+        lines[0] += (f"; memory roof (pert bench --roof's read probe, a run each) median {statistics.median(roof) / 1e9:.1f} "
+                     f"GB/s ({min(roof) / 1e9:.1f}–{max(roof) / 1e9:.1f})")
+        lines[2] += " MB/token | GB/s | % of roof |"
+        lines[3] += "---:|---:|---:|"
     for r in results:
         cells = [f"{r['median'] / median[base(r)]:.2f}×" if base(r) in median else "" for _, base in ratios]
+        if roof:
+            per_token = r.get("bytes_per_token")
+            cells += ([f"{per_token / 1e6:.0f}", f"{per_token * r['median'] / 1e9:.1f}",
+                       f"{100 * per_token * r['median'] / statistics.median(roof):.0f}%"] if per_token else ["", "", ""])
         lines.append(f"| {r['shape']} | {r['precision']} | {r['cache_type']} | {r['test']} | "
                      f"{r['median']:.1f} ({r['min']:.0f}–{r['max']:.0f}) |" + "".join(f" {c} |" for c in cells))
     sgemm = report.get("sgemm_gflops") or []
@@ -94,6 +106,8 @@ def main():
     ap.add_argument("-n", default="128", help="pert bench -n: generated tokens, comma-separated; 0 skips (default %(default)s)")
     ap.add_argument("-d", default="0", help="pert bench -d: cached tokens before each test, comma-separated, e.g. 0,4096 (default %(default)s)")
     ap.add_argument("--sgemm", action="store_true", help="time sgemm every round; F32 prompt tests as a fraction of it")
+    ap.add_argument("--roof", action="store_true",
+                    help="pert bench --roof: each tg row's bytes a token, GB/s and %% of the memory's read probe (median of the runs')")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
@@ -105,6 +119,8 @@ def main():
     samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
     of_sgemm = {}  # (shape, cache type, test) -> [F32 prompt test's matrix GFLOP/s ÷ sgemm's, a round each]
     sgemm = []  # GFLOP/s, a round each
+    roof = []  # --roof: read bytes/s, a run each
+    bytes_per_token = {}  # --roof: (shape, dtype, cache type, tg test) -> bytes a token reads
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     for r in range(a.rounds):
         if a.sgemm:
@@ -112,21 +128,27 @@ def main():
             print(f"round {r + 1}/{a.rounds}: sgemm {sgemm[-1]:.0f} GFLOP/s", file=sys.stderr)
         for shape, dtype, cache, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
-                                  "-t", str(a.threads), "--dtype", dtype.lower(), "--cache-type", cache, "--json"],
-                                 check=True, capture_output=True, text=True).stdout
+                                  "-t", str(a.threads), "--dtype", dtype.lower(), "--cache-type", cache, "--json"]
+                                 + (["--roof"] if a.roof else []), check=True, capture_output=True, text=True).stdout
             report = json.loads(out)
             blas_core = report.get("blas_core", blas_core)
+            roof += [p["read_bytes_per_second"] for p in report.get("roof", [])]
             for res in report["results"]:
                 samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])
+                if "bytes_per_token" in res:
+                    bytes_per_token[(shape, dtype, cache, res["test"])] = res["bytes_per_token"]
                 if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
                     rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
             print(f"round {r + 1}/{a.rounds}: {shape} {dtype} cache {cache} done", file=sys.stderr)
     rows = [{"shape": shape, "precision": dtype, "cache_type": cache, "test": test, "median": statistics.median(v),
              "min": min(v), "max": max(v), "samples": v} for (shape, dtype, cache, test), v in samples.items()]
+    for row in rows:
+        if (row["shape"], row["precision"], row["cache_type"], row["test"]) in bytes_per_token:
+            row["bytes_per_token"] = bytes_per_token[(row["shape"], row["precision"], row["cache_type"], row["test"])]
     report = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cores": os.cpu_count(),
               "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds, "repetitions": a.repetitions,
-              "results": rows, "sgemm_gflops": sgemm,
+              "results": rows, "sgemm_gflops": sgemm, **({"roof_bytes_per_second": roof} if roof else {}),
               "matrix_flops_per_token": {shape: perplexity_rate.matrix_flops_per_token(checkpoint(shape, "F32"), False)
                                          for shape, _, _ in of_sgemm},
               "f32_prompt_of_sgemm": [{"shape": k[0], "cache_type": k[1], "test": k[2], "per_round": v}

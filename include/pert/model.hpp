@@ -65,6 +65,9 @@ class Model {
   const float* tensor(const std::string& name) const;  // F32 data of a loaded F32 tensor
   const GgufFile* gguf() const { return gguf_.get(); }  // the file it was loaded from, if a GGUF file
   void embedding(int token, float* out) const;          // out[d] = the token's embedding row
+  // Bytes of the matrices one decode step reads, as kept: every layer's projections and the
+  // output's (the embedding's one row, norms and biases are left out: a few kilobytes).
+  size_t matrix_bytes() const;
 
   Weight embed;                       // [vocab][d]
   std::vector<LayerWeights> layers;

@@ -32,6 +32,7 @@ struct Weight {
   BlockMatrix blocks = {};
 };
 size_t bf16_packed_size(int N, int K);
+size_t weight_bytes(const Weight& w, int N, int K);  // what one product with it reads, as kept
 void pack_bf16(uint16_t* packed, const uint16_t* rows, int N, int K);  // rows: [N][K] BF16
 inline uint16_t bf16_packed_at(const uint16_t* packed, int K, int n, int k) {
   const size_t pairs = size_t(K + 1) / 2;

@@ -2,6 +2,9 @@
 // generation (tgN: N single-token steps) in tokens/s, mean ± sd over repetitions after a
 // warm-up, as llama-bench reports them; `-d` runs each test after that many cached tokens
 // (untimed), which is where long-context decoding spends its time: attention over the cache.
+// `--roof` measures how fast the machine reads memory (a probe per thread count) and gives each
+// tg row the bytes a token reads (the matrices as kept, the KV cache at its type and depth),
+// that times t/s, and the share of the probe: how close decoding is to the memory roof.
 #include <cblas.h>
 #include <omp.h>
 
@@ -9,10 +12,12 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <random>
 #include <tuple>
 
 #include "evaluate.hpp"
+#include "pert/bandwidth.hpp"
 #include "pert/error.hpp"
 #include "pert/gguf_model.hpp"
 #include "pert/model_dir.hpp"
@@ -26,7 +31,7 @@ struct BenchArgs {
   std::string model_dir, output = "md";
   std::vector<int> prompt = {512}, generate = {128}, depth = {0}, threads;
   int reps = 5;
-  bool json = false, quiet = false;
+  bool json = false, quiet = false, roof = false;
   ConfigFlags config;
 };
 
@@ -69,6 +74,19 @@ long long parameter_count(const ModelConfig& c) {
   return n;
 }
 
+// Bytes one generated token reads on average over a tg test: every matrix once, and the K and V
+// of every cached position each layer attends to (a sliding window's layer, its window).
+double decode_bytes(const Model& model, CacheType cache, const Test& t) {
+  const ModelConfig& c = model.config();
+  const double context = t.depth + (t.n + 1) / 2.0, per_value = cache_bytes_per_value(cache, c.head_dim);
+  double kv = 0;
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    const int window = layer < int(c.sliding_window.size()) ? c.sliding_window[size_t(layer)] : 0;
+    kv += 2.0 * c.n_kv_heads * c.head_dim * per_value * (window > 0 ? std::min<double>(context, window) : context);
+  }
+  return double(model.matrix_bytes()) + kv;
+}
+
 // Every test fits the model before anything is printed: a learned position table ends where it ends.
 void check_tests_fit(const Model& model, const std::vector<Test>& tests) {
   const int max = InferenceState(model, 1, 1).max_positions();
@@ -103,12 +121,29 @@ void run(const BenchArgs& a) {
   const CacheType cache = a.config.kv_type();
   const char* kv = cache_type_name(cache);
 
+  std::map<int, double> roof;  // threads -> bytes/s read
+  if (a.roof) {
+    Progress bar("bench: read-bandwidth probe", "thread counts", a.quiet);
+    for (int threads : thread_counts) {
+      roof[threads] = read_bandwidth(threads);
+      bar.update(int(roof.size()), int(thread_counts.size()));
+    }
+    bar.finish();
+  }
+
   std::mt19937 rng(1234);
   nlohmann::json results = nlohmann::json::array();
-  if (format == "md")
-    std::printf("| model | params | precision | kv cache | threads | test | t/s |\n|---|---:|---|---|---:|---|---:|\n");
-  else if (format == "csv")
-    std::printf("model,params,precision,cache_type,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
+  if (format == "md") {
+    for (const auto& [threads, bytes_per_s] : roof)
+      std::printf("memory roof at %d thread%s: %.1f GB/s read (best of 5 passes over 1 GiB)\n", threads,
+                  threads == 1 ? "" : "s", bytes_per_s / 1e9);
+    if (a.roof) std::printf("\n");
+    std::printf("| model | params | precision | kv cache | threads | test | t/s |%s\n|---|---:|---|---|---:|---|---:|%s\n",
+                a.roof ? " MB/token | GB/s | % of roof |" : "", a.roof ? "---:|---:|---:|" : "");
+  } else if (format == "csv") {
+    std::printf("model,params,precision,cache_type,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts%s\n",
+                a.roof ? ",bytes_per_token,read_bytes_per_second,roof_bytes_per_second,percent_of_roof" : "");
+  }
   std::fflush(stdout);
   if (stdout_failed()) finish_stdout();  // nowhere to write the rows: stop before the first test
   for (int threads : thread_counts) {
@@ -127,22 +162,44 @@ void run(const BenchArgs& a) {
       for (double x : tps) mean += x / double(tps.size());
       for (double x : tps) var += (x - mean) * (x - mean) / double(std::max<size_t>(1, tps.size() - 1));
       const double sd = std::sqrt(var);
-      results.push_back({{"test", test}, {"n_tokens", t.n}, {"depth", t.depth}, {"threads", threads},
-                         {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}});
-      if (format == "md")
-        std::printf("| %s | %.1fM | %s | %s | %d | %s | %.2f ± %.2f |\n", model_name.c_str(), params / 1e6,
+      nlohmann::json result = {{"test", test}, {"n_tokens", t.n}, {"depth", t.depth}, {"threads", threads},
+                               {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}};
+      // The roof's columns: generation rows only (a prompt reads each matrix once for many tokens).
+      const bool roofed = a.roof && !t.prompt;
+      const double bytes = roofed ? decode_bytes(*model, cache, t) : 0, read = bytes * mean,
+                   percent = roofed ? 100.0 * read / roof[threads] : 0;
+      if (roofed)
+        result.update({{"bytes_per_token", bytes}, {"read_bytes_per_second", read},
+                       {"roof_bytes_per_second", roof[threads]}, {"percent_of_roof", percent}});
+      results.push_back(result);
+      if (format == "md") {
+        std::printf("| %s | %.1fM | %s | %s | %d | %s | %.2f ± %.2f |", model_name.c_str(), params / 1e6,
                     precision.c_str(), kv, threads, test.c_str(), mean, sd);
-      else if (format == "csv")
-        std::printf("%s,%lld,%s,%s,%d,%s,%d,%d,%d,%.6f,%.6f\n", csv_field(model_name).c_str(), params, precision.c_str(),
+        if (roofed) std::printf(" %.0f | %.1f | %.0f%% |", bytes / 1e6, read / 1e9, percent);
+        else if (a.roof) std::printf(" | | |");
+        std::printf("\n");
+      } else if (format == "csv") {
+        std::printf("%s,%lld,%s,%s,%d,%s,%d,%d,%d,%.6f,%.6f", csv_field(model_name).c_str(), params, precision.c_str(),
                     kv, threads, test.c_str(), t.prompt ? t.n : 0, t.prompt ? 0 : t.n, t.depth, mean, sd);
+        if (roofed) std::printf(",%.0f,%.6g,%.6g,%.4f", bytes, read, roof[threads], percent);
+        else if (a.roof) std::printf(",,,,");
+        std::printf("\n");
+      }
       std::fflush(stdout);
       if (stdout_failed()) finish_stdout();
     }
   }
-  if (format == "json")
-    write_json("-", {{"model_dir", dir.string()}, {"params", params}, {"precision", precision}, {"cache_type", kv},
-                     {"threads", thread_counts}, {"repetitions", a.reps}, {"blas", openblas_get_config()},
-                     {"blas_core", openblas_get_corename()}, {"results", results}});
+  if (format == "json") {
+    nlohmann::json out = {{"model_dir", dir.string()}, {"params", params}, {"precision", precision}, {"cache_type", kv},
+                          {"threads", thread_counts}, {"repetitions", a.reps}, {"blas", openblas_get_config()},
+                          {"blas_core", openblas_get_corename()}, {"results", results}};
+    if (a.roof) {
+      out["matrix_bytes"] = model->matrix_bytes();
+      for (const auto& [threads, bytes_per_s] : roof)
+        out["roof"].push_back({{"threads", threads}, {"read_bytes_per_second", bytes_per_s}});
+    }
+    write_json("-", out);
+  }
 }
 
 }  // namespace
@@ -176,6 +233,9 @@ void add_bench(CLI::App& app) {
                             ->check(CLI::IsMember({"md", "json", "csv"}))
                             ->capture_default_str();
   cmd->add_flag("--json", a->json, "The same as -o json")->excludes(output);
+  cmd->add_flag("--roof", a->roof,
+                "Measure the memory's read bandwidth first and give each generation test the bytes a token reads "
+                "(matrices as kept, KV cache at its type and depth), GB/s and % of that roof");
   add_quiet(*cmd, a->quiet);
   cmd->callback([a] { run(*a); });
 }

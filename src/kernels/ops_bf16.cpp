@@ -182,6 +182,13 @@ void matmul_shared(const float* x, int T, int K, std::initializer_list<Projectio
   for (const Projection& p : products) matmul(p.y, x, *p.w, T, K, p.N, p.accumulate);
 }
 
+size_t weight_bytes(const Weight& w, int N, int K) {
+  if (w.f32) return size_t(N) * size_t(K) * sizeof(float);
+  if (w.q8) return q8_packed_size(N, K) + q8_scales_size(N, K) * sizeof(uint16_t);
+  if (w.blocks.data) return size_t(N) * w.blocks.row_stride;
+  return bf16_packed_size(N, K) * sizeof(uint16_t);
+}
+
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
   if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
   if (w.q8) return matmul_q8(y, x, w, T, K, N, accumulate);

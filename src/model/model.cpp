@@ -220,6 +220,17 @@ Weight Model::weight(const std::string& name) const {
   return {tensor(name), nullptr};
 }
 
+size_t Model::matrix_bytes() const {
+  const ModelConfig& c = config_;
+  const int d = c.hidden_size, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim, ff = c.intermediate_size;
+  size_t bytes = weight_bytes(lm_head, c.vocab_size, d);
+  for (const LayerWeights& w : layers)
+    bytes += weight_bytes(w.wq, q, d) + weight_bytes(w.wk, kv, d) + weight_bytes(w.wv, kv, d) +
+             weight_bytes(w.wo, d, q) + weight_bytes(w.w_gate, ff, d) + weight_bytes(w.w_up, ff, d) +
+             weight_bytes(w.w_down, d, ff);
+  return bytes;
+}
+
 void Model::embedding(int token, float* out) const {
   const size_t d = size_t(config_.hidden_size);
   if (embed.f32) {
