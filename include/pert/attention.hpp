@@ -32,6 +32,10 @@ struct AttentionShape {
   const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
   const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
   KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
+  // Decoding (T = 1) with keys cached unrotated (a length-dependent scheme): each block of keys
+  // is rotated at its positions as it is read, in the thread's scratch, instead of every key
+  // being rotated into a copy first (rotate_keys needs the scratch's widened slots).
+  bool rotate_keys = false;
 };
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
 // CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
@@ -46,12 +50,13 @@ inline constexpr int kKeyBlock = 256;
 // Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
 // `far`: room for a second score block (a pattern that remaps).
 // `narrow`: room to widen keys, values (and far keys) from a narrower cache, per thread: a
-// prefill block's key ranges (up to n_ctx rows) or a decoding block's kKeyBlock rows.
+// prefill block's key ranges (up to n_ctx rows) or a decoding block's kKeyBlock rows;
+// `rotate_keys`: room for a decoding block's keys rotated as read (AttentionShape::rotate_keys).
 struct AttentionScratch {
-  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false);
+  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false, bool rotate_keys = false);
   void fit_threads();  // grows `scores` (and `widened`) when the thread count was raised since
   size_t per_thread;           // kQueryBlock·n_ctx, twice that with `far`
-  size_t widened_rows;         // rows per slot: max(n_ctx, kKeyBlock) with `narrow`, else 0
+  size_t widened_rows;         // rows per slot: max(n_ctx, kKeyBlock) with `narrow`, kKeyBlock with `rotate_keys`, else 0
   size_t widened_per_thread;   // (2 + far) slots of widened_rows × head_dim
   std::vector<float> scores;   // [threads][per_thread]
   std::vector<float> widened;  // [threads][keys, values, far keys][widened_rows][head_dim]

@@ -64,7 +64,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, int 
     k_far_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
   }
   if (far_keys_read) keys_far_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
-  scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_, narrow_);
+  scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_, narrow_, keys_read);
 }
 
 Attention::~Attention() = default;
@@ -97,9 +97,12 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   shape.layer = layer;
   shape.window = c_.sliding_window.empty() ? 0 : c_.sliding_window[size_t(layer)];
   shape.pattern = extend_.pattern;
-  // 5. keys as this step's queries see them
-  const KvRows keys = position_.rotates_keys_on_read() ? keys_for_step(row0, keys_read_, k_cache_, nullptr)
-                                                       : k_cache_.rows(row0);
+  // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for
+  // one query, by the kernel block by block as it reads them
+  shape.rotate_keys = position_.rotates_keys_on_read() && n_ == 1 && !far_;
+  const KvRows keys = position_.rotates_keys_on_read() && !shape.rotate_keys
+                          ? keys_for_step(row0, keys_read_, k_cache_, nullptr)
+                          : k_cache_.rows(row0);
   if (far_) {
     shape.q_far = q_far;
     shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys

@@ -20,9 +20,9 @@
 
 namespace pert {
 
-AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far, bool narrow)
+AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far, bool narrow, bool rotate_keys)
     : per_thread(size_t(kQueryBlock) * size_t(n_ctx) * (far ? 2 : 1)),
-      widened_rows(narrow ? size_t(std::max(n_ctx, kKeyBlock)) : 0),
+      widened_rows(narrow ? size_t(std::max(n_ctx, kKeyBlock)) : rotate_keys ? size_t(kKeyBlock) : 0),
       widened_per_thread(widened_rows * size_t(head_dim) * (far ? 3 : 2)),
       partials(size_t(n_heads) * size_t((n_ctx + kKeyBlock - 1) / kKeyBlock + 1) * size_t(head_dim + 2)) {
   fit_threads();
@@ -197,7 +197,9 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
   const int max_blocks = int(scratch.partials.size()) / (s.n_heads * (hd + 2));
   const bool terms = position.has_bias() || position.has_relative_terms();
   // A narrower cache's keys are read in registers, unless a scheme's terms read the keys too.
-  auto fused = [&](const KvRows& k) { return k.type != CacheType::F32 && !position.has_relative_terms(); };
+  auto fused = [&](const KvRows& k) {
+    return k.type != CacheType::F32 && !position.has_relative_terms() && !s.rotate_keys;
+  };
   float* const scores_all = scratch.scores.data();
   float* const partials = scratch.partials.data();  // [n_heads][max_blocks][hd + 2]
   parallel_for_2d(s.n_heads, n_blocks, [&](int h, int b) {
@@ -227,6 +229,11 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
       if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
     } else if (n_near > 0) {
       const float* kb = keys.at(head + split).read(n_near, wk);
+      if (s.rotate_keys) {  // in the thread's slot, at positions split.. (the block stays in cache)
+        if (kb != wk) std::copy(kb, kb + size_t(n_near) * hd, wk);
+        position.rotate(wk, split, n_near, 1, hd, 0, false);
+        kb = wk;
+      }
       cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, kb, hd, q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
       if (terms)
         add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);

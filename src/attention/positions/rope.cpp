@@ -104,6 +104,8 @@ class Rope final : public PositionEncoding {
     on_read_ = t == RopeScalingType::Dynamic || t == RopeScalingType::LongRope;
     for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
     if (!on_read_) theta_ = rope_inv_freq(p_, 1);  // static frequencies: computed once
+    coarse_cos_.resize(size_t(half_));
+    coarse_sin_.resize(size_t(half_));
     shift_cos_.resize(size_t(half_));
     shift_sin_.resize(size_t(half_));
     at_cos_.resize(size_t(half_));
@@ -149,22 +151,49 @@ class Rope final : public PositionEncoding {
       xpos_q_.resize(cells);
       xpos_k_.resize(cells);
     }
-    for (int m = rows_; m < rows; ++m)
+    fill_angles(rows_, rows);
+    for (int m = rows_; m < rows && p_.xpos.enabled; ++m)
       for (int i = 0; i < half_; ++i) {
         const size_t at = size_t(m) * half_ + i;
-        const double angle = double(m) * theta_[size_t(i)];
-        cos_[at] = float(std::cos(angle) * attention_factor_);
-        sin_[at] = float(std::sin(angle) * attention_factor_);
-        if (p_.xpos.enabled) {
-          const double e = m / p_.xpos.scale_base;
-          xpos_q_[at] = float(std::pow(zeta_[size_t(i)], e));
-          xpos_k_[at] = float(std::pow(zeta_[size_t(i)], -e));
-          if (m >= max_positions())
-            throw Error("xpos: position " + std::to_string(m) + " is past the " + std::to_string(max_positions()) +
-                        " positions whose scales fit float (scale_base " + number_text(p_.xpos.scale_base) + ")");
-        }
+        const double e = m / p_.xpos.scale_base;
+        xpos_q_[at] = float(std::pow(zeta_[size_t(i)], e));
+        xpos_k_[at] = float(std::pow(zeta_[size_t(i)], -e));
+        if (m >= max_positions())
+          throw Error("xpos: position " + std::to_string(m) + " is past the " + std::to_string(max_positions()) +
+                      " positions whose scales fit float (scale_base " + number_text(p_.xpos.scale_base) + ")");
       }
     rows_ = rows;
+  }
+
+  // cos_ and sin_ of rows [from, to): m·θ_i as (64a + b)·θ_i, e^(i·64a·θ) · e^(i·b·θ) in double
+  // from the exact values at multiples of 64 and at 0..63 (a length-dependent scaling rebuilds
+  // the whole table every token past L: two sincos per 64 positions instead of one per position).
+  void fill_angles(int from, int to) {
+    constexpr int kFine = 64;
+    if (rows_ == 0) fine_.clear();  // new frequencies (rows_ = 0 marks them); the capacity stays
+    for (int b = fine_.empty() ? 0 : kFine; b < kFine; ++b)
+      for (int i = 0; i < half_; ++i) {
+        const double angle = double(b) * theta_[size_t(i)];
+        fine_.push_back(std::cos(angle));
+        fine_.push_back(std::sin(angle));
+      }
+    for (int a = from / kFine; a * kFine < to; ++a) {
+      for (int i = 0; i < half_; ++i) {
+        const double angle = double(a) * kFine * theta_[size_t(i)];
+        coarse_cos_[size_t(i)] = std::cos(angle) * attention_factor_;
+        coarse_sin_[size_t(i)] = std::sin(angle) * attention_factor_;
+      }
+      for (int m = std::max(from, a * kFine); m < std::min(to, (a + 1) * kFine); ++m) {
+        const double* f = &fine_[size_t(m - a * kFine) * half_ * 2];
+        float* c = &cos_[size_t(m) * half_];
+        float* s = &sin_[size_t(m) * half_];
+#pragma omp simd
+        for (int i = 0; i < half_; ++i) {
+          c[i] = float(coarse_cos_[size_t(i)] * f[2 * i] - coarse_sin_[size_t(i)] * f[2 * i + 1]);
+          s[i] = float(coarse_sin_[size_t(i)] * f[2 * i] + coarse_cos_[size_t(i)] * f[2 * i + 1]);
+        }
+      }
+    }
   }
 
   // A pure rotation by −delta·θ_i (the attention factor is in the keys already); for xPos
@@ -244,6 +273,8 @@ class Rope final : public PositionEncoding {
   std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
   std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
   std::vector<float> shift_cos_, shift_sin_;  // [half] one context shift's rotation
+  std::vector<double> fine_;                  // [64][half][cos, sin] of b·θ_i
+  std::vector<double> coarse_cos_, coarse_sin_;  // [half] of 64a·θ_i, times the attention factor
   mutable std::vector<float> at_cos_, at_sin_;  // [half] rotate_at's current position
 };
 
