@@ -168,7 +168,7 @@ void matmul_widened(float* y, const float* x, const uint16_t* packed, int T, int
 }  // namespace
 
 void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products) {
-  bool all_q8 = true, all_f32 = T > 1, all_blocks = products.size() <= 4;
+  bool all_q8 = true, all_f32 = true, all_blocks = products.size() <= 4;
   for (const Projection& p : products)
     all_q8 = all_q8 && p.w->q8, all_f32 = all_f32 && p.w->f32, all_blocks = all_blocks && p.w->blocks.data;
   if (all_q8) return matmul_q8(x, T, K, products.begin(), products.size());

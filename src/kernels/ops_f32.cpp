@@ -1,5 +1,5 @@
 // F32 matrix products: y[T][N] (+)= x[T][K] · W[N][K]ᵀ with W row-major, as safetensors holds it.
-// Decoding (T = 1) streams W once (gemv). Prefill runs the columns in one slice per thread, each
+// Decoding (T = 1) streams W once (gemv, pert's own on AVX-512 and AVX2). Prefill runs the columns in one slice per thread, each
 // slice one gemm_nt. With AVX-512 that is pert's own GEMM: W packed 64 columns at a time (a
 // panel, [4][K][16], by 16 × 16 transposes in registers) and 6 rows of x multiplied by it in 24
 // registers, x broadcast, so no sums across lanes; gemm_nn reads a W whose rows already hold the
@@ -10,9 +10,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -23,42 +24,6 @@ namespace pert {
 
 #if defined(__AVX512F__)
 namespace {
-
-// y[N] (+)= W[N][K]·x, 4 rows per step, the threads taking contiguous runs of rows so each
-// streams its part of W once. Prefetching W two steps ahead with the non-temporal hint keeps
-// it from evicting what the cache holds: on stories15M the layers (24 MB) then stay in the
-// 32 MB L3 while the 37 MB classifier streams past them (tg128 +19% over OpenBLAS sgemv).
-void gemv(float* y, const float* w, const float* x, int N, int K, bool accumulate) {
-  const int full = K - K % 16;
-  const __mmask16 tail = __mmask16((1u << (K % 16)) - 1);
-  const size_t size = size_t(N) * K;
-  parallel_for_if(size > 32768, (N + 3) / 4, [&](int step) {
-    const int n0 = step * 4, rows = std::min(4, N - n0);
-    const float* row[4];  // a short last step repeats its last row
-    for (int i = 0; i < 4; ++i) row[i] = w + size_t(n0 + std::min(i, rows - 1)) * K;
-    const size_t ahead = size_t(n0 + 8) * K;  // two steps on
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int k = 0; k < full; k += 16) {
-      const __m512 xv = _mm512_loadu_ps(x + k);
-      for (int i = 0; i < 4; ++i) {
-        const size_t at = ahead + size_t(i) * K + size_t(k);
-        if (at < size) _mm_prefetch(reinterpret_cast<const char*>(w + at), _MM_HINT_NTA);
-        acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(row[i] + k), xv, acc[i]);
-      }
-    }
-    if (tail) {
-      const __m512 xv = _mm512_maskz_loadu_ps(tail, x + full);
-      for (int i = 0; i < 4; ++i) acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, row[i] + full), xv, acc[i]);
-    }
-    for (int i = 0; i < rows; ++i) {
-      alignas(64) float lanes[16];  // (_mm512_reduce_add_ps trips a false GCC 12 warning)
-      _mm512_store_ps(lanes, acc[i]);
-      float dot = 0.0f;
-      for (float lane : lanes) dot += lane;
-      y[n0 + i] = accumulate ? y[n0 + i] + dot : dot;
-    }
-  });
-}
 
 constexpr int kGemmRows = 6;     // rows of x per kernel call
 constexpr int kPanelBlocks = 4;  // blocks of 16 columns per kernel call (a panel)
@@ -199,12 +164,82 @@ void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const flo
 
 #endif
 
-void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
+namespace {
+
+// Decoding: y[n] (+)= W[n]·x for one thread's rows [n0, n1), 4 rows a step so x is loaded once
+// for four rows. W is prefetched two steps ahead with the non-temporal hint: it streams past
+// the cache instead of evicting what stays there (on stories15M the 24 MB of layers stay in the
+// 32 MB L3 while the 37 MB classifier streams by: tg128 +19% over OpenBLAS's sgemv on AVX-512).
 #if defined(__AVX512F__)
-  if (T == 1) return gemv(y, w, x, N, K, accumulate);
+constexpr int kLanes = 16;
+using Vec = __m512;
+inline Vec vzero() { return _mm512_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int kLanes = 8;
+using Vec = __m256;
+inline Vec vzero() { return _mm256_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+#else
+constexpr int kLanes = 0;
 #endif
-  if (T == 1)
-    return cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, x, 1, accumulate ? 1.0f : 0.0f, y, 1);
+
+void gemv_rows(float* y, const float* w, const float* x, int n0, int n1, int K, bool accumulate) {
+  const size_t end = size_t(n1) * K;  // prefetches stay inside this thread's rows
+  for (int n = n0; n < n1; n += 4) {
+    const int rows = std::min(4, n1 - n);
+    const float* row[4];  // a short last step repeats its last row
+    for (int i = 0; i < 4; ++i) row[i] = w + size_t(n + std::min(i, rows - 1)) * K;
+    float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int k = 0;
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+    const size_t ahead = size_t(n + 8) * K;  // two steps on
+    Vec acc[4] = {vzero(), vzero(), vzero(), vzero()};
+    for (; k + kLanes <= K; k += kLanes) {
+      const Vec xv = vload(x + k);
+      for (int i = 0; i < 4; ++i) {
+        const size_t at = ahead + size_t(i) * K + size_t(k);
+        if (k % 16 == 0 && at < end) _mm_prefetch(reinterpret_cast<const char*>(w + at), _MM_HINT_NTA);  // a line a row
+        acc[i] = vfma(vload(row[i] + k), xv, acc[i]);
+      }
+    }
+    for (int i = 0; i < 4; ++i) {
+      alignas(64) float lanes[kLanes];
+      std::memcpy(lanes, &acc[i], sizeof lanes);
+      for (float lane : lanes) dot[i] += lane;
+    }
+#endif
+    for (; k < K; ++k)
+      for (int i = 0; i < 4; ++i) dot[i] += row[i][k] * x[k];
+    for (int i = 0; i < rows; ++i) y[n + i] = accumulate ? y[n + i] + dot[i] : dot[i];
+  }
+}
+
+// Decoding's products of one x, their rows laid end to end and cut into one run per thread (at
+// multiples of 4), so each thread streams its part of every matrix once and the threads meet
+// once per call, not once per product. Small products run on the calling thread.
+void gemv_products(const float* x, int K, const Projection* products, size_t count) {
+  int total = 0;
+  for (size_t i = 0; i < count; ++i) total += products[i].N;
+  auto run = [&](int threads, int me) {
+    const int slice = (total + 4 * threads - 1) / (4 * threads) * 4;
+    const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
+    int base = 0;  // the first row of product i
+    for (size_t i = 0; i < count; base += products[i].N, ++i) {
+      const Projection& p = products[i];
+      const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + p.N) - base;
+      if (n1 > n0) gemv_rows(p.y, p.w->f32, x, n0, n1, K, p.accumulate);
+    }
+  };
+  if (size_t(total) * size_t(K) > 32768) on_each_thread(run);
+  else run(1, 0);
+}
+
+}  // namespace
+
+void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
   const Weight weight{w};
   const Projection product{y, &weight, N, accumulate};
   matmul_f32(x, T, K, &product, 1);
@@ -215,6 +250,7 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 // and hands packed panels between threads, waiting in sched_yield; BLAS called inside a parallel
 // region runs single-threaded).
 void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count) {
+  if (T == 1) return gemv_products(x, K, products, count);
   int total = 0;
   for (size_t i = 0; i < count; ++i) total += products[i].N;
   on_each_thread([&](int threads, int me) {
