@@ -415,7 +415,8 @@ TEST_CASE("conventions: progress is a bar on a terminal, plain lines otherwise, 
   const std::vector<std::string> ppl = {"perplexity", "-m", kRope, "-f", text, "-c", "64", "-t", "1"};
   const Run plain = run_pert(ppl);
   REQUIRE(plain.exit_code == 0);
-  CHECK_THAT(plain.err, Catch::Matchers::StartsWith("perplexity: ") && Catch::Matchers::Contains(" windows "));
+  CHECK_THAT(plain.err, Catch::Matchers::StartsWith("perplexity: ") && Catch::Matchers::Contains(" positions ") &&
+                            Catch::Matchers::Contains(" windows\n"));
   CHECK(plain.err.find('\r') == std::string::npos);
   CHECK(plain.err.find('[') == std::string::npos);  // no bar drawn into a log
   const Run tty = run_pert_tty(ppl, false, true);

@@ -146,7 +146,7 @@ def test_progress_goes_to_sys_stderr(stories, capsys):
     stories.perplexity(file=TEXT, n_ctx=128, chunks=3, progress=True)
     assert len(pert.sweep(STORIES, 64, file=TEXT, chunks=1, progress=True)) == 1  # one model, one length
     err = capsys.readouterr().err
-    assert "perplexity: 3/3 windows" in err and "[1/1] " in err and "@64: PPL " in err
+    assert "perplexity: 381/381 positions" in err and "3/3 windows" in err and "[1/1] " in err and "@64: PPL " in err
 
 
 def test_sweep_records_equal_pert_sweep(tmp_path):

@@ -71,9 +71,18 @@ int window_text_tokens(const PerplexityOptions& options);
 // Windows the stream holds (before max_windows), or 0 when it is shorter than one window.
 int count_windows(size_t n_tokens, const PerplexityOptions& options);
 
-// Called after each window: windows done, windows in all, and the PPL of every token scored
-// so far.
-using PerplexityProgress = std::function<void(int done, int total, double running_ppl)>;
+// Where an evaluation stands: after each forward batch (a window of 32768 positions runs in
+// dozens, so a bar moves within it) and after each window (`window_end`). Positions count what
+// the windows run (n_ctx − 1 each); running_ppl is the PPL of every token scored so far, NaN
+// until the first window ends.
+struct PerplexityStep {
+  long long positions = 0, total_positions = 0;
+  int windows = 0, total_windows = 0;
+  double running_ppl = 0;
+  bool window_end = false;
+  std::string windows_text() const { return std::to_string(windows) + "/" + std::to_string(total_windows) + " windows"; }
+};
+using PerplexityProgress = std::function<void(const PerplexityStep& step)>;
 
 // Evaluates `tokens` (the text, already tokenized; BOS tokens inside it are text, except that
 // llama mode's stream starts with the BOS its tokenizer adds). Throws pert::Error when the

@@ -43,16 +43,17 @@ PerplexityResult run_perplexity(const Model& model, const std::vector<int>& toke
                                 const std::string& label, bool quiet) {
   if (options.mode == PerplexityMode::Llama && !quiet) {  // llama-perplexity's running line instead of a bar
     std::fprintf(stderr, "%s: ", label.c_str());
-    const PerplexityResult r = evaluate_perplexity(model, tokens, options, [](int done, int, double ppl) {
-      std::fprintf(stderr, "[%d]%.4f,", done, ppl);
+    const PerplexityResult r = evaluate_perplexity(model, tokens, options, [](const PerplexityStep& step) {
+      if (!step.window_end) return;
+      std::fprintf(stderr, "[%d]%.4f,", step.windows, step.running_ppl);
       std::fflush(stderr);
     });
     std::fputc('\n', stderr);
     return r;
   }
-  Progress bar(label, "windows", quiet);
-  const PerplexityResult r = evaluate_perplexity(model, tokens, options, [&](int done, int total, double) {
-    bar.update(done, total);
+  Progress bar(label, "positions", quiet);  // positions, not windows: one long window moves it too
+  const PerplexityResult r = evaluate_perplexity(model, tokens, options, [&](const PerplexityStep& step) {
+    bar.update(step.positions, step.total_positions, step.windows_text());
   });
   bar.finish();
   return r;

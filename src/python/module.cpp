@@ -364,6 +364,16 @@ class ProgressOut {
   void finish() {  // after the work; an interrupted one leaves its bar where it stopped
     if (bar_) bar_->finish();
   }
+  // The bar alone, in its own units (perplexity's positions); the callback is not called.
+  void bar(long long done, long long total, const std::string& note) {
+    if (bar_) bar_->update(done, total, note);
+  }
+  // The callback alone (perplexity's windows).
+  void call(long long done, long long total, double value) {
+    if (!callback_) return;
+    py::gil_scoped_acquire acquire;
+    progress_(done, total, value);
+  }
   void operator()(long long done, long long total, std::optional<double> value = std::nullopt) {
     if (bar_) bar_->update(done, total);
     if (callback_) {
@@ -429,8 +439,11 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   {
     const PythonSignals signals;
     py::gil_scoped_release release;
-    ProgressOut out(progress, "perplexity", "windows");
-    r = evaluate_perplexity(*self.m->model, ids, o, [&](int done, int total, double ppl) { out(done, total, ppl); });
+    ProgressOut out(progress, "perplexity", "positions");  // the bar by positions, the callback by windows
+    r = evaluate_perplexity(*self.m->model, ids, o, [&](const PerplexityStep& step) {
+      out.bar(step.positions, step.total_positions, step.windows_text());
+      if (step.window_end) out.call(step.windows, step.total_windows, step.running_ppl);
+    });
     out.finish();
   }
   return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
