@@ -7,7 +7,8 @@ plain's t/s over the method's (1.00: free; > 1: slower).
     /usr/bin/python3 tools/bench_extend.py [--rounds 5] [-t 2] [--shape stories15M] [-d 4096]
 
 The checkpoint is the random-weight shape of tools/bench_model.py (as tools/bench.py uses).
-Prints a Markdown table and writes every sample as JSON (--out).
+Prints a Markdown table and writes every sample as JSON (--out); --table FILE.json prints that
+table again from such a file, measuring nothing (tools/results_tables.py).
 """
 import argparse
 import datetime
@@ -21,12 +22,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (checkpoint, cpu_name)
 from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
+from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = bench.ROOT
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_table_flag(ap)
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running plain and every config once (default %(default)s)")
     ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
@@ -40,6 +43,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench_extend.json"),
                     help="JSON file for every sample (default build/bench/bench_extend.json)")
     a = ap.parse_args()
+    if a.table:
+        return print_table(a.table, table)
     model = bench.checkpoint(a.shape, "F32")
     runs = [("plain", [])] + [(os.path.basename(c)[:-5], ["--config", c]) for c in a.configs.split(",") if c]
     samples = {}  # (config, test) -> [t/s]
@@ -50,27 +55,37 @@ def main():
             for res in json.loads(out)["results"]:
                 samples.setdefault((name, res["test"]), []).extend(res["samples"])
             print(f"round {r + 1}/{a.rounds}: {name} done", file=sys.stderr)
-    date = datetime.date.today().isoformat()
-    tests = sorted({t for _, t in samples}, key=lambda t: (not t.startswith("pp"), t))
-    print(f"pert bench -m {a.shape} (random weights, F32) -d {a.d}, {date}, {bench.cpu_name()}, -t {a.threads}; "
-          f"median t/s (min–max) of {a.rounds} rounds × {a.repetitions} runs; cost = plain's t/s ÷ the method's\n")
-    print("| config | " + " | ".join(f"{t} t/s | cost" for t in tests) + " |")
-    print("|---|" + "---:|---:|" * len(tests))
     rows = []
     for name, _ in runs:
-        cells = []
-        for t in tests:
-            v = samples[(name, t)]
-            med, plain = statistics.median(v), statistics.median(samples[("plain", t)])
-            cells.append(f"{med:.1f} ({min(v):.0f}–{max(v):.0f}) | {plain / med:.2f}")
-            rows.append({"config": name, "test": t, "median": med, "min": min(v), "max": max(v), "cost": plain / med,
-                         "samples": v})
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        for t in sorted({t for _, t in samples}, key=lambda t: (not t.startswith("pp"), t)):
+            v, plain = samples[(name, t)], statistics.median(samples[("plain", t)])
+            rows.append({"config": name, "test": t, "median": statistics.median(v), "min": min(v), "max": max(v),
+                         "cost": plain / statistics.median(v), "samples": v})
+    report = {"date": datetime.date.today().isoformat(), "cpu": bench.cpu_name(), "threads": a.threads, "shape": a.shape,
+              "depth": a.d, "rounds": a.rounds, "repetitions": a.repetitions, "results": rows}
+    print(table(report))
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with replaced(a.out) as f:
-        json.dump({"date": date, "cpu": bench.cpu_name(), "threads": a.threads, "shape": a.shape, "depth": a.d,
-                   "rounds": a.rounds, "repetitions": a.repetitions, "results": rows}, f, indent=2)
+        json.dump(report, f, indent=2)
 
+
+def table(report):
+    """The Markdown table of a report as main() writes it: each config's median t/s (min–max) and
+    cost (plain's median ÷ its own) for every test, configs in the order they ran."""
+    rows = report["results"]
+    tests = list(dict.fromkeys(r["test"] for r in rows))
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    at = {(r["config"], r["test"]): r for r in rows}
+    lines = [f"pert bench -m {report['shape']} (random weights, F32) -d {report['depth']}, {report['date']}, {report['cpu']}, "
+             f"-t {report['threads']}; median t/s (min–max) of {report['rounds']} rounds × {report['repetitions']} runs; "
+             "cost = plain's t/s ÷ the method's", "",
+             "| config | " + " | ".join(f"{t} t/s | cost" for t in tests) + " |",
+             "|---|" + "---:|---:|" * len(tests)]
+    for name in configs:
+        lines.append(f"| {name} | " + " | ".join(
+            f"{at[(name, t)]['median']:.1f} ({at[(name, t)]['min']:.0f}–{at[(name, t)]['max']:.0f}) | {at[(name, t)]['cost']:.2f}"
+            for t in tests) + " |")
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     main()
