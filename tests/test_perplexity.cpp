@@ -260,7 +260,9 @@ TEST_CASE("perplexity: sliding at stride n_ctx-1 is chunks, and max_windows, n_b
   check_same(evaluate_perplexity(*model, tokens, chunks), one, 1e-6);
 }
 
-TEST_CASE("perplexity: progress at the end of every window, and bad options or short text are errors", "[perplexity]") {
+// Progress: at the end of every window (windows, running PPL), and within one, batch by batch
+// (positions run), so a bar moves before a long window ends.
+TEST_CASE("perplexity: progress by window and by batch, and bad options or short text are errors", "[perplexity]") {
   Threads one(1);
   TempDir tmp;
   auto model = small_model(tmp);
@@ -272,6 +274,28 @@ TEST_CASE("perplexity: progress at the end of every window, and bad options or s
     if (s.window_end) calls.push_back({s.windows, s.total_windows});
   });
   CHECK(calls == std::vector<std::pair<int, int>>{{1, 5}, {2, 5}, {3, 5}, {4, 5}, {5, 5}});
+  {
+    const std::vector<int> long_text = text(75);
+    PerplexityOptions batched = opts(33, PerplexityMode::Chunks, 0, 2);
+    batched.n_batch = 8;  // 32 positions a window: 4 batches
+    std::vector<PerplexityStep> steps;
+    const PerplexityResult r = evaluate_perplexity(*model, long_text, batched, [&](const PerplexityStep& s) { steps.push_back(s); });
+    REQUIRE(steps.size() == 2 * (4 + 1));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      INFO("step " << i);
+      const PerplexityStep& s = steps[i];
+      const int window = int(i) / 5, batch = int(i) % 5;  // four batches, then the window's end
+      CHECK(s.total_positions == 2 * 32);
+      CHECK(s.total_windows == 2);
+      CHECK(s.window_end == (batch == 4));
+      CHECK(s.positions == 32 * window + 8 * std::min(batch + 1, 4));
+      CHECK(s.windows == window + (batch == 4));
+      if (s.window_end) CHECK(s.running_ppl == r.running_ppl[size_t(window)]);
+      else if (window == 0) CHECK(std::isnan(s.running_ppl));
+      else CHECK(s.running_ppl == r.running_ppl[0]);
+    }
+    CHECK(steps.back().windows_text() == "2/2 windows");
+  }
 
   REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(1, PerplexityMode::Chunks, 0, 1)), Error, "`n_ctx`", "1");
   REQUIRE_THROWS_NAMING(evaluate_perplexity(*model, tokens, opts(0, PerplexityMode::Chunks, 0, -1)), Error, "`n_ctx`");
@@ -401,32 +425,4 @@ TEST_CASE("perplexity: llama mode by hand on a next-token-is-t+1 model", "[perpl
     if (b.first == 6) CHECK(b.nll == Approx(miss).epsilon(1e-5));
   }
   for (double p : r.running_ppl) CHECK(p == Approx(ppl).epsilon(1e-5));  // every chunk alike
-}
-
-// Progress within a window: a long window runs in batches and each batch reports the positions
-// run, so a bar moves before the window ends; windows and the running PPL arrive at its end.
-TEST_CASE("perplexity: progress moves within one window, batch by batch", "[perplexity]") {
-  Threads one(1);
-  TempDir tmp;
-  auto model = small_model(tmp);
-  const std::vector<int> tokens = text(75);
-  PerplexityOptions o = opts(33, PerplexityMode::Chunks, 0, 2);
-  o.n_batch = 8;  // 32 positions a window: 4 batches
-  std::vector<PerplexityStep> steps;
-  const PerplexityResult r = evaluate_perplexity(*model, tokens, o, [&](const PerplexityStep& s) { steps.push_back(s); });
-  REQUIRE(steps.size() == 2 * (4 + 1));
-  for (size_t i = 0; i < steps.size(); ++i) {
-    INFO("step " << i);
-    const PerplexityStep& s = steps[i];
-    const int window = int(i) / 5, batch = int(i) % 5;  // four batches, then the window's end
-    CHECK(s.total_positions == 2 * 32);
-    CHECK(s.total_windows == 2);
-    CHECK(s.window_end == (batch == 4));
-    CHECK(s.positions == 32 * window + 8 * std::min(batch + 1, 4));
-    CHECK(s.windows == window + (batch == 4));
-    if (s.window_end) CHECK(s.running_ppl == r.running_ppl[size_t(window)]);
-    else if (window == 0) CHECK(std::isnan(s.running_ppl));
-    else CHECK(s.running_ppl == r.running_ppl[0]);
-  }
-  CHECK(steps.back().windows_text() == "2/2 windows");
 }

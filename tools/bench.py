@@ -28,8 +28,7 @@ import subprocess
 import sys
 
 import perplexity_rate  # sgemm_gflops, matrix_flops_per_token
-from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
-from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
+from results_tables import add_table_flag, print_and_save, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
@@ -153,10 +152,7 @@ def main():
                                          for shape, _, _ in of_sgemm},
               "f32_prompt_of_sgemm": [{"shape": k[0], "cache_type": k[1], "test": k[2], "per_round": v}
                                       for k, v in of_sgemm.items()]}
-    print(table(report))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with replaced(a.out) as f:
-        json.dump(report, f, indent=2)
+    print_and_save(report, table, a.out)
 
 
 if __name__ == "__main__":

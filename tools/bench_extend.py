@@ -21,8 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (checkpoint, cpu_name)
-from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
-from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
+from results_tables import add_table_flag, print_and_save, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = bench.ROOT
 
@@ -63,10 +62,7 @@ def main():
                          "cost": plain / statistics.median(v), "samples": v})
     report = {"date": datetime.date.today().isoformat(), "cpu": bench.cpu_name(), "threads": a.threads, "shape": a.shape,
               "depth": a.d, "rounds": a.rounds, "repetitions": a.repetitions, "results": rows}
-    print(table(report))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with replaced(a.out) as f:
-        json.dump(report, f, indent=2)
+    print_and_save(report, table, a.out)
 
 
 def table(report):

@@ -19,8 +19,7 @@ import statistics
 import sys
 import time
 
-from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
-from results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
+from results_tables import add_table_flag, print_and_save, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -112,10 +111,7 @@ def main():
                      "fractions": fractions})
     report = {"date": datetime.date.today().isoformat(), "model": a.model, "threads": a.threads,
               "rounds": a.rounds, "matrix_flops_per_token": flops, "sgemm_gflops": gemm, "results": rows}
-    print(table(report))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with replaced(a.out) as f:
-        json.dump(report, f, indent=2)
+    print_and_save(report, table, a.out)
 
 if __name__ == "__main__":
     main()

@@ -47,6 +47,15 @@ def print_table(path, table):
         print(table(json.load(f)))
 
 
+def print_and_save(report, table, path):
+    """What a measuring run ends with: its table printed, and the report written whole to path
+    (the file --table reads back)."""
+    print(table(report))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with replaced(path) as f:
+        json.dump(report, f, indent=2)
+
+
 def command(spec, page):
     """The argv of a marker's command; only tools/NAME.py with plain arguments."""
     argv = shlex.split(spec)

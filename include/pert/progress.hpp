@@ -23,6 +23,7 @@ class Progress {
   Sink sink_;
   bool tty_, quiet_, drawn_ = false;
   int last_decile_ = -1;
+  std::string last_note_;
   double start_, last_draw_ = -1;
 };
 

@@ -217,23 +217,35 @@ void gemv_rows(float* y, const float* w, const float* x, int n0, int n1, int K, 
   }
 }
 
-// Decoding's products of one x, their rows laid end to end and cut into one run per thread (at
-// multiples of 4), so each thread streams its part of every matrix once and the threads meet
-// once per call, not once per product. Small products run on the calling thread.
-void gemv_products(const float* x, int K, const Projection* products, size_t count) {
+int total_rows(const Projection* products, size_t count) {
   int total = 0;
   for (size_t i = 0; i < count; ++i) total += products[i].N;
+  return total;
+}
+
+// Thread `me` of `threads`' share of the products' rows (W's, y's columns) laid end to end and
+// cut into equal runs at multiples of `unit`: f(product, n0, n1) for each part of its run.
+template <class F>
+void thread_share(const Projection* products, size_t count, int unit, int threads, int me, F f) {
+  const int total = total_rows(products, count), slice = (total + unit * threads - 1) / (unit * threads) * unit;
+  const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
+  int base = 0;  // the first row of product i
+  for (size_t i = 0; i < count; base += products[i].N, ++i) {
+    const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + products[i].N) - base;
+    if (n1 > n0) f(products[i], n0, n1);
+  }
+}
+
+// Decoding's products of one x in one run per thread (rows at multiples of 4), so each thread
+// streams its part of every matrix once and the threads meet once per call, not once per
+// product. Small products run on the calling thread.
+void gemv_products(const float* x, int K, const Projection* products, size_t count) {
   auto run = [&](int threads, int me) {
-    const int slice = (total + 4 * threads - 1) / (4 * threads) * 4;
-    const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
-    int base = 0;  // the first row of product i
-    for (size_t i = 0; i < count; base += products[i].N, ++i) {
-      const Projection& p = products[i];
-      const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + p.N) - base;
-      if (n1 > n0) gemv_rows(p.y, p.w->f32, x, n0, n1, K, p.accumulate);
-    }
+    thread_share(products, count, 4, threads, me, [&](const Projection& p, int n0, int n1) {
+      gemv_rows(p.y, p.w->f32, x, n0, n1, K, p.accumulate);
+    });
   };
-  if (size_t(total) * size_t(K) > 32768) on_each_thread(run);
+  if (size_t(total_rows(products, count)) * size_t(K) > 32768) on_each_thread(run);
   else run(1, 0);
 }
 
@@ -251,17 +263,10 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 // region runs single-threaded).
 void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count) {
   if (T == 1) return gemv_products(x, K, products, count);
-  int total = 0;
-  for (size_t i = 0; i < count; ++i) total += products[i].N;
   on_each_thread([&](int threads, int me) {
-    const int slice = (total + 16 * threads - 1) / (16 * threads) * 16;
-    const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
-    int base = 0;  // the first column of product i
-    for (size_t i = 0; i < count; base += products[i].N, ++i) {
-      const Projection& p = products[i];
-      const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + p.N) - base;
-      if (n1 > n0) gemm_nt(p.y + n0, p.N, x, K, T, K, p.w->f32 + size_t(n0) * K, n1 - n0, 1.0f, p.accumulate);
-    }
+    thread_share(products, count, 16, threads, me, [&](const Projection& p, int n0, int n1) {
+      gemm_nt(p.y + n0, p.N, x, K, T, K, p.w->f32 + size_t(n0) * K, n1 - n0, 1.0f, p.accumulate);
+    });
   });
 }
 

@@ -25,9 +25,13 @@ void Progress::update(long long done, long long total, const std::string& note) 
   if (quiet_) return;
   const double t = now_seconds(), frac = total > 0 ? double(done) / double(total) : 1.0;
   const int decile = int(frac * 10);
-  if (tty_ ? (t - last_draw_ < 0.1 && done < total) : decile == last_decile_) return;
+  // A log gets a line a decile, and the end again when its note moves on (windows finishing
+  // after their positions all ran).
+  if (tty_ ? (t - last_draw_ < 0.1 && done < total) : decile == last_decile_ && !(done >= total && note != last_note_))
+    return;
   last_draw_ = t;
   last_decile_ = decile;
+  last_note_ = note;
   const int width = 30, filled = int(frac * width);
   const double elapsed = t - start_, eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
   const std::string bar = tty_ ? " [" + std::string(size_t(filled), '=') + (filled < width ? ">" : "") +
