@@ -11,13 +11,15 @@ Each round runs, per context, pert, llama-perplexity and llama-perplexity with f
 (-fa), in an order that alternates from round to round; each is one whole process timed from
 outside (its model load and tokenizing included: a second or two beside minutes). The table gives
 the median seconds a window (min–max), the cost per token of the window (ms), pert's time as a
-fraction of each llama.cpp variant's, and the PPL each printed (the same scoring on the same
-tokens, so they agree up to float summation). --table FILE.json prints that table again from such
+fraction of each llama.cpp variant's, and the mean NLL (ln PPL) each printed: the same scoring
+on the same tokens, so they agree up to float summation (random weights give a PPL near e^231,
+so its logarithm is what reads). --table FILE.json prints that table again from such
 a file, measuring nothing (tools/results_tables.py).
 """
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import statistics
@@ -54,7 +56,7 @@ def table(report):
     """Seconds a window (median, min–max), ms a token of the window, pert ÷ each llama.cpp variant, PPL."""
     lines = [f"perplexity of one window, --mode llama / llama-perplexity --chunks 1, {report['model']}, {report['date']}, "
              f"{report['cpu']}, -t {report['threads']}; median (min–max) of {report['rounds']} rounds, whole processes", "",
-             "| context | program | seconds | ms a token | pert ÷ it | PPL |", "|---:|---|---:|---:|---:|---:|"]
+             "| context | program | seconds | ms a token | pert ÷ it | NLL (ln PPL) |", "|---:|---|---:|---:|---:|---:|"]
     for ctx in report["contexts"]:
         rows = {r["program"]: r for r in report["results"] if r["context"] == ctx}
         pert = statistics.median(rows["pert"]["seconds"])
@@ -64,7 +66,7 @@ def table(report):
                 continue
             s = r["seconds"]
             ratio = f"{pert / statistics.median(s):.2f}" if program != "pert" else ""
-            ppl = f"{r['ppl']:.4f}" if r.get("ppl") else "—"
+            ppl = f"{math.log(r['ppl']):.4f}" if r.get("ppl") else "—"
             lines.append(f"| {ctx} | {program} | {statistics.median(s):.1f} ({min(s):.1f}–{max(s):.1f}) | "
                          f"{1000 * statistics.median(s) / ctx:.2f} | {ratio} | {ppl} |")
     return "\n".join(lines)
