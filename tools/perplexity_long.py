@@ -5,7 +5,8 @@ tools/to_gguf.py (tools/bench_gguf.py makes it on first use), WikiText-2's test 
 (`--chunks 1`) scored as llama-perplexity scores it (pert's `--mode llama`: the window's second half).
 
     /usr/bin/python3 tools/perplexity_long.py [--rounds 3] [-c 16384,32768] [-t 2] [--type F32] \
-        [--llama-perplexity /work/llamacpp/build/bin/llama-perplexity] [--out FILE.json]
+        [--programs pert,llama.cpp,"llama.cpp -fa"] [--llama-perplexity /work/llamacpp/build/bin/llama-perplexity]
+        [--out FILE.json] [--append]
 
 Each round runs, per context, pert, llama-perplexity and llama-perplexity with flash attention
 (-fa), in an order that alternates from round to round; each is one whole process timed from
@@ -14,7 +15,8 @@ the median seconds a window (min–max), the cost per token of the window (ms), 
 fraction of each llama.cpp variant's, and the mean NLL (ln PPL) each printed: the same scoring
 on the same tokens, so they agree up to float summation (random weights give a PPL near e^231,
 so its logarithm is what reads). --table FILE.json prints that table again from such
-a file, measuring nothing (tools/results_tables.py).
+a file, measuring nothing (tools/results_tables.py); --append adds a run's rows to those --out
+already holds (a longer context with fewer programs, say).
 """
 import argparse
 import datetime
@@ -78,10 +80,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="rounds, each running every program at every context (default %(default)s)")
     ap.add_argument("-c", "--contexts", default="16384,32768", help="comma-separated contexts (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="threads of both (default %(default)s)")
+    ap.add_argument("--programs", default=",".join(PROGRAMS),
+                    help="comma-separated, of %(default)s (llama.cpp's flash attention takes longest on CPU)")
     ap.add_argument("--type", default="F32", help="tools/to_gguf.py --type of the file (default %(default)s)")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--llama-perplexity", default="/work/llamacpp/build/bin/llama-perplexity",
                     help="llama.cpp's llama-perplexity (default %(default)s)")
+    ap.add_argument("--append", action="store_true", help="keep what --out holds for other contexts or programs")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "perplexity_long.json"),
                     help="JSON file for every sample (default build/bench/perplexity_long.json)")
     a = ap.parse_args()
@@ -92,7 +97,8 @@ def main():
     seconds, ppl = {}, {}
     for r in range(a.rounds):
         for ctx in contexts:
-            order = PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]
+            programs = [p for p in PROGRAMS if p in a.programs.split(",")]
+            order = programs if r % 2 == 0 else programs[::-1]
             for program in order:
                 t0 = time.monotonic()
                 run = subprocess.run(command(a, program, path, ctx), capture_output=True, text=True)
@@ -106,6 +112,12 @@ def main():
               "rounds": a.rounds, "model": f"stories110M shape {a.type} GGUF (random weights)", "contexts": contexts,
               "text": "wikitext-2.test.tokens.txt",
               "results": [{"context": ctx, "program": p, "seconds": v, "ppl": ppl[(ctx, p)]} for (ctx, p), v in seconds.items()]}
+    if a.append and os.path.exists(a.out):  # another run's contexts or programs kept beside these
+        with open(a.out, encoding="utf-8") as f:
+            old = json.load(f)
+        ran = {(r["context"], r["program"]) for r in report["results"]}
+        report["results"] = [r for r in old["results"] if (r["context"], r["program"]) not in ran] + report["results"]
+        report["contexts"] = sorted(set(old["contexts"]) | set(contexts))
     print_and_save(report, table, a.out)
 
 
