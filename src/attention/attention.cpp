@@ -3,10 +3,11 @@
 //                             positions: copies of q (and k) rotated to far_query(m) (far_key(n))
 //   2. rotate                 the scheme rotates q, and k as stored, unless its rotation depends
 //                             on the length (dynamic NTK, LongRoPE): keys are then cached
-//                             unrotated and every cached key is rotated for this step (5)
+//                             unrotated and rotated for this step when read (5)
 //   3. store                  k and v join the cache (rounded there when it is narrower)
 //   4. scale queries          log-n's factor on query m's scores, on q (and q_far)
-//   5. keys for the step      the cache's keys, or those rotated for this length
+//   5. keys for the step      the cache's keys, or those rotated for this length (decoding:
+//                             by the kernel, block by block as it reads them)
 //   6. the kernel             kernel.cpp: scores, mask and bias, softmax, weighted sum
 #include "pert/attention.hpp"
 
