@@ -154,9 +154,6 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
       for (int s = 0; s < g; ++s)
         std::copy_n(&ids[size_t(s) * n_ctx + size_t(b)], n, &run[size_t(s) * n]);
       state->forward(run.data(), n, b, logits.data(), /*all_logits=*/true);
-      if (progress)
-        progress({(long long)w0 * n_run + (long long)g * (b + n), (long long)windows * n_run, w0, windows,
-                  running_count ? std::exp(running_sum / double(running_count)) : std::nan(""), false});
       // Window w scores positions q >= first (predicted by the logits at q - 1): rows r >= first - 1 - b.
       // llama: llama-perplexity's `first` is n_ctx/2, the first logits row it reads; that row
       // predicts position n_ctx/2 + 1, so it scores n_ctx - 1 - n_ctx/2 tokens a chunk.
@@ -188,6 +185,9 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
           ++window_count[size_t(s)];
         }
       }
+      if (progress)  // after the batch is scored: an error in it comes before any progress line
+        progress({(long long)w0 * n_run + (long long)g * (b + n), (long long)windows * n_run, w0, windows,
+                  running_count ? std::exp(running_sum / double(running_count)) : std::nan(""), false});
     }
     for (int s = 0; s < g; ++s) {
       running_sum += window_sum[size_t(s)];
