@@ -4,6 +4,7 @@
 
 #include "pert/error.hpp"
 #include "pert/model.hpp"
+#include "pert/model_dir.hpp"
 #include "test_util.hpp"
 
 using namespace pert;
@@ -97,4 +98,52 @@ TEST_CASE("model: a learned table ends in an error unless clamped", "[model]") {
   auto clamped = tiny_model(tmp2, {{"type", "learned"}, {"max_positions", 8}, {"beyond", "clamp"}});
   InferenceState ok(*clamped, 16);
   CHECK_NOTHROW(ok.forward(ids.data(), 9, 0, logits.data(), false));
+}
+
+// Past L a length-dependent rotation gives each query its own frequencies: a prefill runs the
+// queries of many length classes in one forward, each turning the cached keys it reads itself
+// (Attention::span). That equals one class per forward (decoding token by token) for every
+// layout, a partial rotary dim, LongRoPE's two classes, a sliding window and narrower caches,
+// over more keys and queries than one block or tile of the kernel holds.
+TEST_CASE("model: a prefill over several length classes equals decoding token by token", "[model]") {
+  const json longrope = {{"type", "longrope"}, {"factor", 4}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 3.0}}};
+  const std::vector<std::pair<json, json>> cases = {
+      {{{"type", "rope"}, {"scaling", {{"type", "dynamic"}, {"factor", 2}}}}, json::object()},
+      {{{"type", "rope"}, {"layout", "interleaved"}, {"rotary_dim", 4}, {"scaling", {{"type", "dynamic"}, {"factor", 3}}}},
+       {{"hidden_size", 32}, {"num_attention_heads", 4}}},  // head_dim 8, rotary 4
+      {{{"type", "rope"}, {"scaling", longrope}}, json::object()},
+      {{{"type", "rope"}, {"scaling", {{"type", "dynamic"}, {"factor", 2}}}},
+       {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", 21}}},
+  };
+  const int n = 150, V = 32;  // L = 64: positions 64.. are 86 classes (dynamic)
+  const std::vector<int> ids = some_tokens(n);
+  for (const auto& [position, extra] : cases)
+    for (CacheType cache : {CacheType::F32, CacheType::Q8}) {
+      INFO(position.dump() << " " << extra.dump() << ", cache " << cache_type_name(cache));
+      json c = tiny_config();
+      c["position"] = position;
+      c.merge_patch(extra);
+      TempDir tmp;
+      std::vector<TestTensor> tensors;  // weights in [-0.5, 0.5): logits of a few units, not chaos
+      uint32_t seed = 5;
+      for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
+        int64_t size = 1;
+        for (int64_t d : e.shape) size *= d;
+        tensors.push_back({e.name, "F32", e.shape, random_floats(size_t(size), seed++, 0.5f)});
+      }
+      write_model_dir(tmp.path, c, tensors);
+      const auto model = Model::load(tmp.path);
+      std::vector<float> prefill(size_t(n) * V), chunks(size_t(n) * V), decoded(size_t(n) * V);
+      InferenceState one(*model, n, 512, 1, cache);
+      one.forward(ids.data(), n, 0, prefill.data(), true);
+      InferenceState sevens(*model, n, 7, 1, cache);  // chunks that straddle L and the kernel's tiles
+      sevens.forward(ids.data(), n, 0, chunks.data(), true);
+      InferenceState decoding(*model, n, 1, 1, cache);
+      decoding.forward(ids.data(), n, 0, decoded.data(), true);
+      float largest = 0.0f;
+      for (float x : prefill) largest = std::max(largest, std::fabs(x));
+      REQUIRE(std::isfinite(largest));
+      CHECK(max_abs_diff(prefill.data(), decoded.data(), prefill.size()) <= 1e-5f * largest);
+      CHECK(max_abs_diff(chunks.data(), decoded.data(), chunks.size()) <= 1e-5f * largest);
+    }
 }

@@ -72,6 +72,31 @@ TEST_CASE("ops: gemm_nt and gemm_nn match a triple loop", "[ops]") {
   }
 }
 
+// Attention's row products: every row count around the four-row step and widths around the
+// vector length (8 or 16 lanes), the accumulator's old value kept.
+TEST_CASE("ops: dot_rows and add_weighted_rows match a loop", "[ops]") {
+  for (int K : {1, 7, 8, 24, 48, 64, 100})
+    for (int n : {1, 3, 4, 5, 9, 64}) {
+      INFO("K " << K << ", n " << n);
+      const std::vector<float> rows = random_floats(size_t(n * K), 31), x = random_floats(size_t(K), 32),
+                               p = random_floats(size_t(n), 33), acc0 = random_floats(size_t(K), 34);
+      std::vector<float> y(size_t(n) + 1, -7.0f), acc = acc0;
+      dot_rows(y.data(), rows.data(), x.data(), n, K);
+      add_weighted_rows(acc.data(), p.data(), rows.data(), n, K);
+      for (int j = 0; j < n; ++j) {
+        double want = 0.0;
+        for (int k = 0; k < K; ++k) want += double(rows[size_t(j * K + k)]) * x[size_t(k)];
+        CHECK(y[size_t(j)] == Approx(want).margin(1e-5));
+      }
+      CHECK(y[size_t(n)] == -7.0f);  // past n: untouched
+      for (int k = 0; k < K; ++k) {
+        double want = acc0[size_t(k)];
+        for (int j = 0; j < n; ++j) want += double(p[size_t(j)]) * rows[size_t(j * K + k)];
+        CHECK(acc[size_t(k)] == Approx(want).margin(1e-5));
+      }
+    }
+}
+
 // Products of one x (q, k, v) in one call: the columns of all three cut into per-thread slices,
 // a slice crossing from one product into the next; one product accumulates.
 TEST_CASE("ops: matmul_shared with F32 weights matches a triple loop per product", "[ops]") {

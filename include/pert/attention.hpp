@@ -36,6 +36,9 @@ struct AttentionShape {
   // is rotated at its positions as it is read, in the thread's scratch, instead of every key
   // being rotated into a copy first (rotate_keys needs the scratch's widened slots).
   bool rotate_keys = false;
+  // Queries of several length classes (a prefill past L under such a scheme): queries come
+  // rotated, and each turns the cached keys it reads at its own class (rotate_for_query).
+  bool turn_per_query = false;
 };
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
 // CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
@@ -46,12 +49,14 @@ struct AttentionShape {
 // end (split-K, as flash-decoding), so a long cache spreads over all threads whatever the heads.
 inline constexpr int kQueryBlock = 64;
 inline constexpr int kKeyBlock = 256;
+inline constexpr int kTurnTile = 16, kTurnKeys = 64;  // turn_per_query: queries per task, keys per block
 
 // Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
 // `far`: room for a second score block (a pattern that remaps).
 // `narrow`: room to widen keys, values (and far keys) from a narrower cache, per thread: a
 // prefill block's key ranges (up to n_ctx rows) or a decoding block's kKeyBlock rows;
-// `rotate_keys`: room for a decoding block's keys rotated as read (AttentionShape::rotate_keys).
+// `rotate_keys` (keys cached unrotated): room for a decoding block's keys rotated as read
+// (AttentionShape::rotate_keys), and for a block of keys turned per query (turn_per_query).
 struct AttentionScratch {
   AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false, bool rotate_keys = false);
   void fit_threads();  // grows `scores` (and `widened`) when the thread count was raised since
@@ -60,6 +65,8 @@ struct AttentionScratch {
   size_t widened_per_thread;   // (2 + far) slots of widened_rows × head_dim
   std::vector<float> scores;   // [threads][per_thread]
   std::vector<float> widened;  // [threads][keys, values, far keys][widened_rows][head_dim]
+  size_t turning_per_thread;   // rotate_keys: the turn_per_query kernel's floats per thread
+  std::vector<float> turning;  // [threads][turning_per_thread]
   std::vector<float> partials; // [n_heads][⌈n_ctx/kKeyBlock⌉ + 1][head_dim + 2]: output, max, sum
 };
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
@@ -75,7 +82,12 @@ class Attention {
             CacheType cache_type);
   ~Attention();
 
-  // Before each step of n positions from pos0 (one length class: begin_forward has run).
+  // How many positions from pos (at most max_n) one step may take: of one length class, or of
+  // several where the scheme turns keys per query (PositionEncoding::mixed_span) and no far
+  // pass needs the keys of one class.
+  int span(int pos, int max_n) const;
+
+  // Before each step of n positions from pos0 (a span; begin_forward has run).
   void begin(int pos0, int n);
 
   // Layer `layer` of sequence `seq` for the step's positions: q [n][n_heads·head_dim] and
@@ -106,6 +118,7 @@ class Attention {
   bool narrow_ = false;         // the cache is not F32 (shift re-rotates it through shift_rows_)
   int n_ctx_, n_batch_, n_seq_;
   int pos0_ = 0, n_ = 0;        // the step begin() announced
+  bool mixed_ = false;          // ... spans several length classes
   float scale_ = 1.0f;          // on q·k: 1/sqrt(score terms · head_dim)
 
   KvCache k_cache_, v_cache_;          // [seq][layer][kv_head][n_ctx] rows of head_dim

@@ -61,6 +61,11 @@ void gemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const flo
              bool accumulate);
 void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate);
 
+// Attention's small products over rows [n][K] held in cache: y[j] = rows[j]·x (dot_rows), and
+// acc[k] += Σ_j p[j]·rows[j][k] (add_weighted_rows).
+void dot_rows(float* y, const float* rows, const float* x, int n, int K);
+void add_weighted_rows(float* acc, const float* p, const float* rows, int n, int K);
+
 size_t q8_packed_size(int N, int K);  // bytes
 size_t q8_scales_size(int N, int K);  // scales
 void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K);  // rows: [N][K] F32

@@ -71,6 +71,21 @@ class PositionEncoding {
   // True when the rotation depends on the length: keys are then cached unrotated and rotated
   // when read, so no cached key is ever stale.
   virtual bool rotates_keys_on_read() const { return false; }
+  // Such a scheme may also turn keys for each query at its own length class, so that one
+  // forward spans several classes (a prefill past L in one batch, its products as GEMMs):
+  // mixed_span(pos, max_n) is how many positions from pos (at most max_n) begin_mixed() can
+  // prepare at once, 0 when it cannot (the caller then runs one class per forward). For such a
+  // forward over [pos0, pos0 + n), begin_mixed() replaces begin_forward(), and
+  // rotate_for_query() turns n_pos head vectors at positions pos0.. as the query at
+  // `query_pos`, one of the forward's, sees them: vector (t, h) from src + t*pos_stride +
+  // h*src_head_stride into dst + t*pos_stride + h*dst_head_stride (dst may be src); thread-safe.
+  virtual int mixed_span(int pos, int max_n) const { (void)pos, (void)max_n; return 0; }
+  virtual void begin_mixed(int pos0, int n) { (void)pos0, (void)n; }
+  virtual void rotate_for_query(int query_pos, const float* src, float* dst, int pos0, int n_pos, int n_heads,
+                                ptrdiff_t pos_stride, ptrdiff_t src_head_stride, ptrdiff_t dst_head_stride) const {
+    (void)query_pos, (void)src, (void)dst, (void)pos0, (void)n_pos, (void)n_heads, (void)pos_stride,
+        (void)src_head_stride, (void)dst_head_stride;
+  }
 
   // Context shift: cached keys of n_pos positions (laid out as for rotate()) move back by
   // `delta` positions. Bias schemes and NoPE depend on distances only: nothing to do. A cache

@@ -7,7 +7,8 @@
 //   3. store                  k and v join the cache (rounded there when it is narrower)
 //   4. scale queries          log-n's factor on query m's scores, on q (and q_far)
 //   5. keys for the step      the cache's keys, or those rotated for this length (decoding:
-//                             by the kernel, block by block as it reads them)
+//                             by the kernel, block by block as it reads them; a step over
+//                             several length classes: by the kernel, for each query at its own)
 //   6. the kernel             kernel.cpp: scores, mask and bias, softmax, weighted sum
 #include "pert/attention.hpp"
 
@@ -76,8 +77,18 @@ size_t Attention::layer_row(int seq, int layer) const {
   return (size_t(seq) * size_t(c_.n_layers) + size_t(layer)) * size_t(c_.n_kv_heads) * size_t(n_ctx_);
 }
 
+int Attention::span(int pos, int max_n) const {
+  const int mixed = far_ ? 0 : position_.mixed_span(pos, max_n);
+  if (mixed > 0) return mixed;
+  const int length = position_.length_class(pos);
+  int n = 1;
+  while (n < max_n && position_.length_class(pos + n) == length) ++n;
+  return n;
+}
+
 void Attention::begin(int pos0, int n) {
   pos0_ = pos0, n_ = n;
+  mixed_ = position_.length_class(pos0) != position_.length_class(pos0 + n - 1);
   for (int t = 0; far_ && t < n; ++t) far_query_pos_[size_t(t)] = extend_.pattern->far_query(pos0 + t);
 }
 
@@ -87,7 +98,12 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   const size_t row0 = layer_row(seq, layer);  // this layer's cache rows: [kv_head][n_ctx]
   float* q_far = far_ ? q_far_.data() : nullptr;  // [n][q_dim]
   if (far_) far_queries_and_keys(q, k, q_far, row0);  // 1.
-  if (position_.rotates()) {  // 2.
+  if (mixed_) {  // 2. each query at its own length class
+    for (int t = 0; t < n_; ++t) {
+      float* qt = q + size_t(t) * q_dim;
+      position_.rotate_for_query(pos0_ + t, qt, qt, pos0_ + t, 1, c_.n_heads, 0, hd, hd);
+    }
+  } else if (position_.rotates()) {
     position_.rotate(q, pos0_, n_, c_.n_heads, q_dim, hd, true);
     if (!position_.rotates_keys_on_read()) position_.rotate(k, pos0_, n_, c_.n_kv_heads, kv_dim, hd, false);
   }
@@ -101,7 +117,8 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for
   // one query, by the kernel block by block as it reads them
   shape.rotate_keys = position_.rotates_keys_on_read() && n_ == 1 && !far_;
-  const KvRows keys = position_.rotates_keys_on_read() && !shape.rotate_keys
+  shape.turn_per_query = mixed_;  // (by the kernel, each query at its own class)
+  const KvRows keys = position_.rotates_keys_on_read() && !shape.rotate_keys && !mixed_
                           ? keys_for_step(row0, keys_read_, k_cache_, nullptr)
                           : k_cache_.rows(row0);
   if (far_) {

@@ -24,6 +24,10 @@ AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool fa
     : per_thread(size_t(kQueryBlock) * size_t(n_ctx) * (far ? 2 : 1)),
       widened_rows(narrow ? size_t(std::max(n_ctx, kKeyBlock)) : rotate_keys ? size_t(kKeyBlock) : 0),
       widened_per_thread(widened_rows * size_t(head_dim) * (far ? 3 : 2)),
+      // keys turned, keys and values widened (n_heads bounds the kv heads), scores, running softmax
+      turning_per_thread(rotate_keys ? 3 * size_t(n_heads) * kTurnKeys * size_t(head_dim) + kTurnKeys +
+                                           size_t(kTurnTile) * size_t(n_heads) * size_t(head_dim + 2)
+                                     : 0),
       partials(size_t(n_heads) * size_t((n_ctx + kKeyBlock - 1) / kKeyBlock + 1) * size_t(head_dim + 2)) {
   fit_threads();
 }
@@ -32,6 +36,7 @@ void AttentionScratch::fit_threads() {
   const size_t threads = size_t(omp_get_max_threads());
   if (scores.size() < threads * per_thread) scores.resize(threads * per_thread);
   if (widened.size() < threads * widened_per_thread) widened.resize(threads * widened_per_thread);
+  if (turning.size() < threads * turning_per_thread) turning.resize(threads * turning_per_thread);
 }
 
 namespace {
@@ -269,10 +274,82 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
   }
 }
 
+// ---- prefill over several length classes ----
+
+// The queries of a forward past L under a length-dependent rotation each turn keys at their own
+// length class, so no two share a rotated key: each query turns the keys it sees itself. Per
+// tile of kTurnTile queries and block of kTurnKeys keys (read from memory once per tile, then
+// from L2): each query turns the block's keys of every kv head in the thread's scratch, scores
+// them and folds them into its running softmax per head (max, sum, unnormalised output, as
+// flash attention), normalised at the end. Rotations carry no bias or terms (positions.hpp).
+void attention_turning(float* out, const float* q, const KvRows& key_rows, const KvRows& value_rows,
+                       const AttentionShape& s, float scale, const PositionEncoding& position,
+                       AttentionScratch& scratch) {
+  const int hd = s.head_dim, nkv = s.n_kv_heads, group = s.n_heads / nkv, q_dim = s.n_heads * hd;
+  const ptrdiff_t rows_per_head = s.kv_head_stride / hd;
+  const size_t block = size_t(kTurnKeys) * size_t(hd);  // one kv head's block of keys
+  const KeyRule rule{s.window, nullptr};
+  parallel_for_2d((s.T + kTurnTile - 1) / kTurnTile, 1, [&](int tile, int) {
+    float* turned = scratch.turning.data() + size_t(omp_get_thread_num()) * scratch.turning_per_thread;  // [kv_head][kTurnKeys][hd]
+    float* wide_k = turned + nkv * block;         // [kv_head][kTurnKeys][hd]: a narrower cache's rows widened
+    float* wide_v = wide_k + nkv * block;         // [kv_head][kTurnKeys][hd]
+    float* scores = wide_v + nkv * block;         // [kTurnKeys]
+    float* state = scores + kTurnKeys;            // [kTurnTile][n_heads][hd + 2]: output, max, sum
+    const int t0 = tile * kTurnTile, nq = std::min(s.T, t0 + kTurnTile) - t0;
+    const int first = s.pos0 + t0, last = first + nq - 1;
+    for (int i = 0; i < nq * s.n_heads; ++i) {
+      float* st = state + size_t(i) * (hd + 2);
+      std::fill(st, st + hd, 0.0f);
+      st[hd] = -std::numeric_limits<float>::infinity(), st[hd + 1] = 0.0f;
+    }
+    for (int key0 = rule.lo(first); key0 <= last; key0 += kTurnKeys) {
+      const int nk = std::min(kTurnKeys, last + 1 - key0);
+      // the block's keys and values of every kv head as F32 rows, [kv_head] `stride` apart: the
+      // cache's own, or a narrower cache's widened
+      auto block_rows = [&](const KvRows& src, float* wide, ptrdiff_t& stride) {
+        stride = src.type == CacheType::F32 ? s.kv_head_stride : ptrdiff_t(block);
+        if (src.type == CacheType::F32) return src.f32 + ptrdiff_t(key0) * hd;
+        for (int g = 0; g < nkv; ++g) src.at(g * rows_per_head + key0).read(nk, wide + g * block);
+        return static_cast<const float*>(wide);
+      };
+      ptrdiff_t k_stride, v_stride;
+      const float* keys = block_rows(key_rows, wide_k, k_stride);
+      const float* values = block_rows(value_rows, wide_v, v_stride);
+      for (int i = 0; i < nq; ++i) {
+        const int m = first + i, a = std::max(key0, rule.lo(m)) - key0, b = std::min(key0 + nk, m + 1) - key0;
+        if (a >= b) continue;  // keys [key0 + a, key0 + b) are the ones m sees in this block
+        position.rotate_for_query(m, keys + a * hd, turned + a * hd, key0 + a, b - a, nkv, hd, k_stride, ptrdiff_t(block));
+        for (int h = 0; h < s.n_heads; ++h) {
+          const float* qh = q + size_t(t0 + i) * q_dim + size_t(h) * hd;
+          dot_rows(scores + a, turned + (h / group) * block + a * hd, qh, b - a, hd);
+          float max = -std::numeric_limits<float>::infinity();
+          for (int j = a; j < b; ++j) max = std::max(max, scores[j] *= scale);
+          float* st = state + (size_t(i) * s.n_heads + h) * (hd + 2);
+          const float new_max = std::max(st[hd], max), rescale = exp_nonpositive(st[hd] - new_max);
+          float sum = st[hd + 1] * rescale;
+#pragma omp simd reduction(+ : sum)
+          for (int j = a; j < b; ++j) sum += (scores[j] = exp_nonpositive(scores[j] - new_max));
+#pragma omp simd
+          for (int d = 0; d < hd; ++d) st[d] *= rescale;
+          add_weighted_rows(st, scores + a, values + (h / group) * v_stride + a * hd, b - a, hd);
+          st[hd] = new_max, st[hd + 1] = sum;
+        }
+      }
+    }
+    for (int i = 0; i < nq; ++i)
+      for (int h = 0; h < s.n_heads; ++h) {
+        const float* st = state + (size_t(i) * s.n_heads + h) * (hd + 2);
+        float* o = out + size_t(t0 + i) * q_dim + size_t(h) * hd;
+        for (int d = 0; d < hd; ++d) o[d] = st[d] / st[hd + 1];
+      }
+  });
+}
+
 }  // namespace
 
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
                float scale, const PositionEncoding& position, AttentionScratch& scratch) {
+  if (s.turn_per_query) return attention_turning(out, q, keys, values, s, scale, position, scratch);
   if (s.T == 1) return attention_decode(out, q, keys, values, s, scale, position, scratch);
   attention_prefill(out, q, keys, values, s, scale, position, scratch);
 }

@@ -176,16 +176,21 @@ using Vec = __m512;
 inline Vec vzero() { return _mm512_setzero_ps(); }
 inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vbroadcast(float x) { return _mm512_set1_ps(x); }
+inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int kLanes = 8;
 using Vec = __m256;
 inline Vec vzero() { return _mm256_setzero_ps(); }
 inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vbroadcast(float x) { return _mm256_set1_ps(x); }
+inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 #else
 constexpr int kLanes = 0;
 #endif
 
+template <bool Stream = true>  // Stream: W passes by once (prefetched, not kept)
 void gemv_rows(float* y, const float* w, const float* x, int n0, int n1, int K, bool accumulate) {
   const size_t end = size_t(n1) * K;  // prefetches stay inside this thread's rows
   for (int n = n0; n < n1; n += 4) {
@@ -201,7 +206,7 @@ void gemv_rows(float* y, const float* w, const float* x, int n0, int n1, int K, 
       const Vec xv = vload(x + k);
       for (int i = 0; i < 4; ++i) {
         const size_t at = ahead + size_t(i) * K + size_t(k);
-        if (k % 16 == 0 && at < end) _mm_prefetch(reinterpret_cast<const char*>(w + at), _MM_HINT_NTA);  // a line a row
+        if (Stream && k % 16 == 0 && at < end) _mm_prefetch(reinterpret_cast<const char*>(w + at), _MM_HINT_NTA);  // a line a row
         acc[i] = vfma(vload(row[i] + k), xv, acc[i]);
       }
     }
@@ -250,6 +255,30 @@ void gemv_products(const float* x, int K, const Projection* products, size_t cou
 }
 
 }  // namespace
+
+void dot_rows(float* y, const float* rows, const float* x, int n, int K) { gemv_rows<false>(y, rows, x, 0, n, K, false); }
+
+void add_weighted_rows(float* acc, const float* p, const float* rows, int n, int K) {
+  int k = 0;
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  for (; k + 2 * kLanes <= K; k += 2 * kLanes) {  // two vectors of acc stay in registers over all rows
+    Vec a0 = vload(acc + k), a1 = vload(acc + k + kLanes);
+    for (int j = 0; j < n; ++j) {
+      const Vec pj = vbroadcast(p[j]);
+      a0 = vfma(pj, vload(rows + size_t(j) * K + k), a0);
+      a1 = vfma(pj, vload(rows + size_t(j) * K + k + kLanes), a1);
+    }
+    vstore(acc + k, a0), vstore(acc + k + kLanes, a1);
+  }
+  for (; k + kLanes <= K; k += kLanes) {
+    Vec a0 = vload(acc + k);
+    for (int j = 0; j < n; ++j) a0 = vfma(vbroadcast(p[j]), vload(rows + size_t(j) * K + k), a0);
+    vstore(acc + k, a0);
+  }
+#endif
+  for (; k < K; ++k)
+    for (int j = 0; j < n; ++j) acc[k] += p[j] * rows[size_t(j) * K + k];
+}
 
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
   const Weight weight{w};

@@ -279,11 +279,10 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
                   std::to_string(c_.vocab_size) + ")");
   attention_->fit_threads();
   n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)
-  // Chunks of at most n_batch positions, all of one length class (see PositionEncoding).
+  // Chunks of at most n_batch positions, of one length class or of several (Attention::span).
   for (int done = 0, chunk; done < n; done += chunk) {
+    chunk = attention_->span(pos0 + done, std::min(n_batch_, n - done));
     const int length = position_->length_class(pos0 + done);
-    chunk = 1;
-    while (chunk < std::min(n_batch_, n - done) && position_->length_class(pos0 + done + chunk) == length) ++chunk;
     const bool last = done + chunk == n;
     const size_t V = size_t(c_.vocab_size);
     float* out = all_logits ? logits + size_t(done) * V : (last ? logits : nullptr);
@@ -306,7 +305,10 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const int d = c.hidden_size, ff = c.intermediate_size, S = n_seq_, rows = S * n;
   const int q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  position_->begin_forward(length, pos0, n);
+  if (position_->length_class(pos0) != position_->length_class(pos0 + n - 1))  // a span of several (Attention::span)
+    position_->begin_mixed(pos0, n);
+  else
+    position_->begin_forward(length, pos0, n);
   attention_->begin(pos0, n);
 
   // x [S][n][d]: token embeddings, plus absolute positions for the schemes that add them.

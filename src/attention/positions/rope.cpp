@@ -20,6 +20,7 @@
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "pert/rope.hpp"
+#include "../../kernels/parallel.hpp"
 
 namespace pert {
 
@@ -97,15 +98,58 @@ double rope_attention_factor(const RopeConfig& p, int length) {
 
 namespace {
 
+// One set of frequencies' turns e^(i·m·θ_j) at any position m = 64a + b, as coarse[a] × fine[b]:
+// both exact in double (two sincos per 64 positions and pair instead of one per position, for a
+// length-dependent scaling rebuilds them each token past L), the coarse ones times the attention
+// factor, the product rounded to float once. Every rotation of a length-dependent scheme (the
+// tables of one class, and each query's own turns in a forward over several) comes from at(), so
+// all of them agree to the bit.
+class Turns {
+ public:
+  static constexpr int kFine = 64;
+  std::vector<double> theta;  // [half] the frequencies
+  double factor = 1.0;        // the attention factor
+
+  // Sets theta and factor first; then makes at() cover positions [0, positions).
+  void cover(int positions) {
+    const size_t half = theta.size(), groups = size_t((positions + kFine - 1) / kFine);
+    if (fine_.empty())
+      for (int b = 0; b < kFine; ++b) {
+        for (size_t i = 0; i < half; ++i) fine_.push_back(std::cos(b * theta[i]));
+        for (size_t i = 0; i < half; ++i) fine_.push_back(std::sin(b * theta[i]));
+      }
+    for (size_t a = coarse_.size() / (2 * half); a < groups; ++a) {
+      for (size_t i = 0; i < half; ++i) coarse_.push_back(std::cos(double(a) * kFine * theta[i]) * factor);
+      for (size_t i = 0; i < half; ++i) coarse_.push_back(std::sin(double(a) * kFine * theta[i]) * factor);
+    }
+  }
+  void forget() { fine_.clear(), coarse_.clear(); }  // theta or factor changed (capacity stays)
+
+  // c, s [half]: cos and sin of m·θ_j, times the factor.
+  void at(int m, float* c, float* s) const {
+    const int half = int(theta.size());
+    const double *f_cos = &fine_[size_t(m % kFine) * 2 * half], *f_sin = f_cos + half;
+    const double *g_cos = &coarse_[size_t(m / kFine) * 2 * half], *g_sin = g_cos + half;
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      c[i] = float(g_cos[i] * f_cos[i] - g_sin[i] * f_sin[i]);
+      s[i] = float(g_sin[i] * f_cos[i] + g_cos[i] * f_sin[i]);
+    }
+  }
+
+ private:
+  std::vector<double> fine_;    // [64][cos, sin][half] of b·θ_j
+  std::vector<double> coarse_;  // [groups][cos, sin][half] of 64a·θ_j, times the factor
+};
+
 class Rope final : public PositionEncoding {
  public:
-  explicit Rope(const RopeConfig& p) : p_(p), half_(p.rotary_dim / 2), attention_factor_(rope_attention_factor(p, 1)) {
+  Rope(const RopeConfig& p, int head_dim) : p_(p), half_(p.rotary_dim / 2), head_dim_(head_dim) {
     const RopeScalingType t = p.scaling.type;
     on_read_ = t == RopeScalingType::Dynamic || t == RopeScalingType::LongRope;
     for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
-    if (!on_read_) theta_ = rope_inv_freq(p_, 1);  // static frequencies: computed once
-    coarse_cos_.resize(size_t(half_));
-    coarse_sin_.resize(size_t(half_));
+    table_.theta = rope_inv_freq(p_, 1);  // static frequencies: for good
+    table_.factor = rope_attention_factor(p_, 1);
     shift_cos_.resize(size_t(half_));
     shift_sin_.resize(size_t(half_));
     at_cos_.resize(size_t(half_));
@@ -131,14 +175,23 @@ class Rope final : public PositionEncoding {
     return p_.scaling.type == RopeScalingType::LongRope ? L + 1 : pos + 1;
   }
 
+  // Each class of a mixed forward keeps its turns up to its last query: at most kMixedBytes
+  // of them at once (xPos's key scales stay with the one-class tables).
+  int mixed_span(int pos, int max_n) const override {
+    if (!on_read_ || p_.xpos.enabled || half_ > kMaxPairs) return 0;
+    const double per_class = (Turns::kFine + (double(pos) + max_n) / Turns::kFine + 1) * half_ * 2 * sizeof(double);
+    return int(std::clamp(kMixedBytes / per_class, 1.0, double(max_n)));
+  }
+
   // Makes the tables cover positions [0, pos0 + n) with the frequencies of `length`.
   void begin_forward(int length, int pos0, int n) override {
     if (on_read_) {
       fill_inv_freq(p_, length, next_theta_);
       const double factor = rope_attention_factor(p_, length);
-      if (next_theta_ != theta_ || factor != attention_factor_) {
-        theta_.swap(next_theta_);
-        attention_factor_ = factor;
+      if (next_theta_ != table_.theta || factor != table_.factor) {
+        table_.theta.swap(next_theta_);
+        table_.factor = factor;
+        table_.forget();
         rows_ = 0;
       }
     }
@@ -147,11 +200,12 @@ class Rope final : public PositionEncoding {
     const size_t cells = size_t(rows) * half_;
     cos_.resize(cells);
     sin_.resize(cells);
+    table_.cover(rows);
+    for (int m = rows_; m < rows; ++m) table_.at(m, &cos_[size_t(m) * half_], &sin_[size_t(m) * half_]);
     if (p_.xpos.enabled) {
       xpos_q_.resize(cells);
       xpos_k_.resize(cells);
     }
-    fill_angles(rows_, rows);
     for (int m = rows_; m < rows && p_.xpos.enabled; ++m)
       for (int i = 0; i < half_; ++i) {
         const size_t at = size_t(m) * half_ + i;
@@ -165,33 +219,42 @@ class Rope final : public PositionEncoding {
     rows_ = rows;
   }
 
-  // cos_ and sin_ of rows [from, to): m·θ_i as (64a + b)·θ_i, e^(i·64a·θ) · e^(i·b·θ) in double
-  // from the exact values at multiples of 64 and at 0..63 (a length-dependent scaling rebuilds
-  // the whole table every token past L: two sincos per 64 positions instead of one per position).
-  void fill_angles(int from, int to) {
-    constexpr int kFine = 64;
-    if (rows_ == 0) fine_.clear();  // new frequencies (rows_ = 0 marks them); the capacity stays
-    for (int b = fine_.empty() ? 0 : kFine; b < kFine; ++b)
-      for (int i = 0; i < half_; ++i) {
-        const double angle = double(b) * theta_[size_t(i)];
-        fine_.push_back(std::cos(angle));
-        fine_.push_back(std::sin(angle));
-      }
-    for (int a = from / kFine; a * kFine < to; ++a) {
-      for (int i = 0; i < half_; ++i) {
-        const double angle = double(a) * kFine * theta_[size_t(i)];
-        coarse_cos_[size_t(i)] = std::cos(angle) * attention_factor_;
-        coarse_sin_[size_t(i)] = std::sin(angle) * attention_factor_;
-      }
-      for (int m = std::max(from, a * kFine); m < std::min(to, (a + 1) * kFine); ++m) {
-        const double* f = &fine_[size_t(m - a * kFine) * half_ * 2];
-        float* c = &cos_[size_t(m) * half_];
-        float* s = &sin_[size_t(m) * half_];
-#pragma omp simd
-        for (int i = 0; i < half_; ++i) {
-          c[i] = float(coarse_cos_[size_t(i)] * f[2 * i] - coarse_sin_[size_t(i)] * f[2 * i + 1]);
-          s[i] = float(coarse_sin_[size_t(i)] * f[2 * i] + coarse_cos_[size_t(i)] * f[2 * i + 1]);
-        }
+  // The classes of positions [pos0, pos0 + n) (non-decreasing with the position), each one's
+  // turns up to its last query, prepared in parallel.
+  void begin_mixed(int pos0, int n) override {
+    mixed_pos0_ = pos0;
+    class_of_.assign(size_t(n), 0);
+    class_end_.clear();
+    for (int t = 0; t < n; ++t) {
+      if (t > 0 && length_class(pos0 + t) != length_class(pos0 + t - 1)) class_end_.push_back(pos0 + t);
+      class_of_[size_t(t)] = int(class_end_.size());
+    }
+    class_end_.push_back(pos0 + n);
+    if (mixed_.size() < class_end_.size()) mixed_.resize(class_end_.size());
+    parallel_for_if(true, int(class_end_.size()), [&](int c) {
+      Turns& turns = mixed_[size_t(c)];
+      const int length = length_class(class_end_[size_t(c)] - 1);
+      fill_inv_freq(p_, length, turns.theta);
+      turns.factor = rope_attention_factor(p_, length);
+      turns.forget();
+      turns.cover(class_end_[size_t(c)]);
+    });
+  }
+
+  void rotate_for_query(int query_pos, const float* src, float* dst, int pos0, int n_pos, int n_heads,
+                        ptrdiff_t pos_stride, ptrdiff_t src_head_stride, ptrdiff_t dst_head_stride) const override {
+    const Turns& turns = mixed_[size_t(class_of_[size_t(query_pos - mixed_pos0_)])];
+    float c[kMaxPairs], s[kMaxPairs];
+    const bool half_layout = p_.layout == RopeLayout::Half;
+    const int r = 2 * half_;
+    for (int t = 0; t < n_pos; ++t) {
+      turns.at(pos0 + t, c, s);
+      for (int h = 0; h < n_heads; ++h) {
+        const float* from = src + t * pos_stride + h * src_head_stride;
+        float* to = dst + t * pos_stride + h * dst_head_stride;
+        if (half_layout) turn_pairs_into<true>(from, to, c, s, half_);
+        else turn_pairs_into<false>(from, to, c, s, half_);
+        if (from != to) std::copy(from + r, from + head_dim_, to + r);  // past the rotary dims
       }
     }
   }
@@ -205,8 +268,8 @@ class Rope final : public PositionEncoding {
     float* const s = shift_sin_.data();
     for (int i = 0; i < half_; ++i) {
       const double magnitude = p_.xpos.enabled ? std::pow(zeta_[size_t(i)], delta / p_.xpos.scale_base) : 1.0;
-      c[i] = float(std::cos(-delta * theta_[size_t(i)]) * magnitude);
-      s[i] = float(std::sin(-delta * theta_[size_t(i)]) * magnitude);
+      c[i] = float(std::cos(-delta * table_.theta[size_t(i)]) * magnitude);
+      s[i] = float(std::sin(-delta * table_.theta[size_t(i)]) * magnitude);
     }
     const RotatePairs turn = rotate_pairs_for(false);
     for (int t = 0; t < n_pos; ++t)
@@ -220,9 +283,9 @@ class Rope final : public PositionEncoding {
     const RotatePairs turn = rotate_pairs_for(false);
     for (int t = 0; t < n_pos; ++t) {
       for (int i = 0; i < half_; ++i) {
-        const double angle = positions[t] * theta_[size_t(i)];
-        at_cos_[size_t(i)] = float(std::cos(angle) * attention_factor_);
-        at_sin_[size_t(i)] = float(std::sin(angle) * attention_factor_);
+        const double angle = positions[t] * table_.theta[size_t(i)];
+        at_cos_[size_t(i)] = float(std::cos(angle) * table_.factor);
+        at_sin_[size_t(i)] = float(std::sin(angle) * table_.factor);
       }
       for (int h = 0; h < n_heads; ++h) turn(x + t * pos_stride + h * head_stride, at_cos_.data(), at_sin_.data(), nullptr, half_);
     }
@@ -257,31 +320,46 @@ class Rope final : public PositionEncoding {
       *b = (a0 * s[i] + b0 * c[i]) * zi;
     }
   }
+  // rotate_pairs<HalfLayout, false> from one vector into another.
+  template <bool HalfLayout>
+  static void turn_pairs_into(const float* from, float* to, const float* c, const float* s, int half) {
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      const int ia = HalfLayout ? i : 2 * i, ib = ia + (HalfLayout ? half : 1);
+      const float a0 = from[ia], b0 = from[ib];
+      to[ia] = a0 * c[i] - b0 * s[i];
+      to[ib] = a0 * s[i] + b0 * c[i];
+    }
+  }
   RotatePairs rotate_pairs_for(bool scaled) const {
     if (p_.layout == RopeLayout::Half) return scaled ? rotate_pairs<true, true> : rotate_pairs<true, false>;
     return scaled ? rotate_pairs<false, true> : rotate_pairs<false, false>;
   }
 
+  static constexpr int kMaxPairs = 256;         // rotate_for_query's pairs on the stack
+  static constexpr double kMixedBytes = 32 << 20;  // a mixed forward's turns, at most
   const RopeConfig p_;
-  int half_;
-  double attention_factor_;
+  int half_, head_dim_;
   bool on_read_ = false;
   std::vector<double> zeta_;        // [half] xPos bases
-  std::vector<double> theta_;       // [half] frequencies the tables were built for
+  Turns table_;                     // the frequencies the tables were built for
   std::vector<double> next_theta_;  // [half] those of the length at hand (length-dependent scalings)
   int rows_ = 0;                    // positions the tables cover
   std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
   std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
   std::vector<float> shift_cos_, shift_sin_;  // [half] one context shift's rotation
-  std::vector<double> fine_;                  // [64][half][cos, sin] of b·θ_i
-  std::vector<double> coarse_cos_, coarse_sin_;  // [half] of 64a·θ_i, times the attention factor
   mutable std::vector<float> at_cos_, at_sin_;  // [half] rotate_at's current position
+  // A forward over several length classes (begin_mixed):
+  int mixed_pos0_ = 0;
+  std::vector<int> class_of_;   // [n] each position's class
+  std::vector<int> class_end_;  // [classes] one past each class's last position
+  std::vector<Turns> mixed_;    // [classes] their turns (kept: the capacity stays)
 };
 
 }  // namespace
 
-std::unique_ptr<PositionEncoding> RopeConfig::make(const ModelConfig&, const TensorLookup&) const {
-  return std::make_unique<Rope>(*this);
+std::unique_ptr<PositionEncoding> RopeConfig::make(const ModelConfig& c, const TensorLookup&) const {
+  return std::make_unique<Rope>(*this, c.head_dim);
 }
 
 }  // namespace pert
