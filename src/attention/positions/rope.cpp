@@ -276,18 +276,25 @@ class Rope final : public PositionEncoding {
       for (int h = 0; h < n_heads; ++h) turn(k + t * pos_stride + h * head_stride, c, s, nullptr, half_);
   }
 
-  // Angles computed per position (the tables hold integer positions only); no xPos here, as
-  // the methods that call this refuse it.
+  // A whole position within the tables reads its row (Self-Extend's and ReRoPE's far keys, each
+  // step again under a length-dependent scaling); others get their angles computed. No xPos
+  // here, as the methods that call this refuse it.
   void rotate_at(float* x, const double* positions, int n_pos, int n_heads, ptrdiff_t pos_stride,
                  ptrdiff_t head_stride) const override {
     const RotatePairs turn = rotate_pairs_for(false);
     for (int t = 0; t < n_pos; ++t) {
-      for (int i = 0; i < half_; ++i) {
-        const double angle = positions[t] * table_.theta[size_t(i)];
-        at_cos_[size_t(i)] = float(std::cos(angle) * table_.factor);
-        at_sin_[size_t(i)] = float(std::sin(angle) * table_.factor);
+      const double p = positions[t];
+      const float *c = at_cos_.data(), *s = at_sin_.data();
+      if (p >= 0.0 && p < rows_ && p == std::floor(p)) {
+        c = &cos_[size_t(p) * half_], s = &sin_[size_t(p) * half_];
+      } else {
+        for (int i = 0; i < half_; ++i) {
+          const double angle = p * table_.theta[size_t(i)];
+          at_cos_[size_t(i)] = float(std::cos(angle) * table_.factor);
+          at_sin_[size_t(i)] = float(std::sin(angle) * table_.factor);
+        }
       }
-      for (int h = 0; h < n_heads; ++h) turn(x + t * pos_stride + h * head_stride, at_cos_.data(), at_sin_.data(), nullptr, half_);
+      for (int h = 0; h < n_heads; ++h) turn(x + t * pos_stride + h * head_stride, c, s, nullptr, half_);
     }
   }
 
