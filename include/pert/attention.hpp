@@ -34,8 +34,10 @@ struct AttentionShape {
   KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
   // Decoding (T = 1) with keys cached unrotated (a length-dependent scheme): each block of keys
   // is rotated at its positions as it is read, in the thread's scratch, instead of every key
-  // being rotated into a copy first (rotate_keys needs the scratch's widened slots).
+  // being rotated into a copy first (rotate_keys needs the scratch's widened slots); so are
+  // the far keys (keys_far then the unrotated cache too), at far_key_pos[n] (null: at n).
   bool rotate_keys = false;
+  const double* far_key_pos = nullptr;
   // Queries of several length classes (a prefill past L under such a scheme): queries come
   // rotated, and each turns the cached keys it reads at its own class (rotate_for_query).
   bool turn_per_query = false;
@@ -115,6 +117,7 @@ class Attention {
   Extensions extend_;
   bool far_ = false;            // the pattern remaps: a far pass with its own queries (and keys)
   bool far_key_cache_ = false;  // ... whose keys are cached apart (static rotation)
+  bool far_keys_whole_ = false; // ... whose keys all stand at whole positions
   bool narrow_ = false;         // the cache is not F32 (shift re-rotates it through shift_rows_)
   int n_ctx_, n_batch_, n_seq_;
   int pos0_ = 0, n_ = 0;        // the step begin() announced

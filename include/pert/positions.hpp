@@ -63,7 +63,7 @@ class PositionEncoding {
     (void)x, (void)pos0, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride, (void)is_query;
   }
   // Hook 2 at arbitrary real positions (the remapping methods of "extend"): vector t rotates as
-  // if it stood at positions[t], with the frequencies begin_forward() set.
+  // if it stood at positions[t], with the frequencies begin_forward() set; thread-safe.
   virtual void rotate_at(float* x, const double* positions, int n_pos, int n_heads, ptrdiff_t pos_stride,
                          ptrdiff_t head_stride) const {
     (void)x, (void)positions, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride;

@@ -7,7 +7,7 @@
 //   3. store                  k and v join the cache (rounded there when it is narrower)
 //   4. scale queries          log-n's factor on query m's scores, on q (and q_far)
 //   5. keys for the step      the cache's keys, or those rotated for this length (decoding:
-//                             by the kernel, block by block as it reads them; a step over
+//                             by the kernel, block by block as it reads them, far keys too; a step over
 //                             several length classes: by the kernel, for each query at its own)
 //   6. the kernel             kernel.cpp: scores, mask and bias, softmax, weighted sum
 #include "pert/attention.hpp"
@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
@@ -60,6 +61,9 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, int 
     q_far_.resize(size_t(n_batch) * q_dim);
     far_query_pos_.resize(size_t(n_batch));
     for (int n = 0; n < n_ctx; ++n) far_key_pos_.push_back(extend_.pattern->far_key(n));
+    // whole far positions read the scheme's tables, so decoding can rotate them per block as it
+    // reads them; fractional ones (Leaky ReRoPE) need a sincos each, better spent once per step
+    far_keys_whole_ = std::all_of(far_key_pos_.begin(), far_key_pos_.end(), [](double p) { return p == std::floor(p); });
   }
   if (far_key_cache_) {
     k_far_.resize(size_t(n_batch) * kv_dim);
@@ -116,16 +120,18 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   shape.pattern = extend_.pattern;
   // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for
   // one query, by the kernel block by block as it reads them
-  shape.rotate_keys = position_.rotates_keys_on_read() && n_ == 1 && !far_;
+  shape.rotate_keys = position_.rotates_keys_on_read() && n_ == 1 && (!far_ || far_keys_whole_);
   shape.turn_per_query = mixed_;  // (by the kernel, each query at its own class)
   const KvRows keys = position_.rotates_keys_on_read() && !shape.rotate_keys && !mixed_
                           ? keys_for_step(row0, keys_read_, k_cache_, nullptr)
                           : k_cache_.rows(row0);
   if (far_) {
     shape.q_far = q_far;
-    shape.keys_far = extend_.pattern->far_keys_are_keys() ? keys
-                     : !keys_far_read_.empty()            ? keys_for_step(row0, keys_far_read_, k_cache_, far_key_pos_.data())
-                                                          : k_far_cache_.rows(row0);
+    const bool far_keys_are_keys = extend_.pattern->far_keys_are_keys();
+    if (shape.rotate_keys && !far_keys_are_keys) shape.far_key_pos = far_key_pos_.data();
+    shape.keys_far = far_keys_are_keys || shape.rotate_keys ? keys
+                     : !keys_far_read_.empty()              ? keys_for_step(row0, keys_far_read_, k_cache_, far_key_pos_.data())
+                                                            : k_far_cache_.rows(row0);
   }
   attention(out, q, keys, v_cache_.rows(row0), shape, scale_, position_, *scratch_);  // 6.
 }

@@ -224,6 +224,12 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
     const int split = std::clamp(near, key0, key0 + nk), n_far = split - key0, n_near = nk - n_far;
     if (n_far > 0) {
       const float* kb = s.keys_far.at(head + key0).read(n_far, wf);
+      if (s.rotate_keys) {  // in the thread's slot, at their far positions
+        if (kb != wf) std::copy(kb, kb + size_t(n_far) * hd, wf);
+        if (s.far_key_pos) position.rotate_at(wf, s.far_key_pos + key0, n_far, 1, hd, 0);
+        else position.rotate(wf, key0, n_far, 1, hd, 0, false);
+        kb = wf;
+      }
       cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, kb, hd, s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
       if (terms)
         add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,

@@ -152,8 +152,6 @@ class Rope final : public PositionEncoding {
     table_.factor = rope_attention_factor(p_, 1);
     shift_cos_.resize(size_t(half_));
     shift_sin_.resize(size_t(half_));
-    at_cos_.resize(size_t(half_));
-    at_sin_.resize(size_t(half_));
   }
 
   bool rotates() const override { return true; }
@@ -252,8 +250,8 @@ class Rope final : public PositionEncoding {
       for (int h = 0; h < n_heads; ++h) {
         const float* from = src + t * pos_stride + h * src_head_stride;
         float* to = dst + t * pos_stride + h * dst_head_stride;
-        if (half_layout) turn_pairs_into<true>(from, to, c, s, half_);
-        else turn_pairs_into<false>(from, to, c, s, half_);
+        if (half_layout) turn_pairs_into<true>(from, to, c, s, half_, half_);
+        else turn_pairs_into<false>(from, to, c, s, half_, half_);
         if (from != to) std::copy(from + r, from + head_dim_, to + r);  // past the rotary dims
       }
     }
@@ -277,24 +275,26 @@ class Rope final : public PositionEncoding {
   }
 
   // A whole position within the tables reads its row (Self-Extend's and ReRoPE's far keys, each
-  // step again under a length-dependent scaling); others get their angles computed. No xPos
+  // step again under a length-dependent scaling); others get their angles computed, kMaxPairs
+  // pairs at a time on the stack (the decoding kernel calls this from its threads). No xPos
   // here, as the methods that call this refuse it.
   void rotate_at(float* x, const double* positions, int n_pos, int n_heads, ptrdiff_t pos_stride,
                  ptrdiff_t head_stride) const override {
-    const RotatePairs turn = rotate_pairs_for(false);
+    float c[kMaxPairs], s[kMaxPairs];
     for (int t = 0; t < n_pos; ++t) {
       const double p = positions[t];
-      const float *c = at_cos_.data(), *s = at_sin_.data();
-      if (p >= 0.0 && p < rows_ && p == std::floor(p)) {
-        c = &cos_[size_t(p) * half_], s = &sin_[size_t(p) * half_];
-      } else {
-        for (int i = 0; i < half_; ++i) {
-          const double angle = p * table_.theta[size_t(i)];
-          at_cos_[size_t(i)] = float(std::cos(angle) * table_.factor);
-          at_sin_[size_t(i)] = float(std::sin(angle) * table_.factor);
+      const bool row = p >= 0.0 && p < rows_ && p == std::floor(p);
+      for (int i0 = 0; i0 < half_; i0 += kMaxPairs) {
+        const int count = std::min(kMaxPairs, half_ - i0);
+        const float* ct = row ? &cos_[size_t(p) * half_ + i0] : c;
+        const float* st = row ? &sin_[size_t(p) * half_ + i0] : s;
+        for (int i = 0; !row && i < count; ++i) {
+          const double angle = p * table_.theta[size_t(i0 + i)];
+          c[i] = float(std::cos(angle) * table_.factor);
+          s[i] = float(std::sin(angle) * table_.factor);
         }
+        for (int h = 0; h < n_heads; ++h) turn_pairs(x + t * pos_stride + h * head_stride, i0, count, ct, st);
       }
-      for (int h = 0; h < n_heads; ++h) turn(x + t * pos_stride + h * head_stride, c, s, nullptr, half_);
     }
   }
 
@@ -327,16 +327,22 @@ class Rope final : public PositionEncoding {
       *b = (a0 * s[i] + b0 * c[i]) * zi;
     }
   }
-  // rotate_pairs<HalfLayout, false> from one vector into another.
+  // rotate_pairs<HalfLayout, false> from one vector into another, for `count` pairs from the
+  // vectors' first (a pair's second element `half` further on in the half layout).
   template <bool HalfLayout>
-  static void turn_pairs_into(const float* from, float* to, const float* c, const float* s, int half) {
+  static void turn_pairs_into(const float* from, float* to, const float* c, const float* s, int count, int half) {
 #pragma omp simd
-    for (int i = 0; i < half; ++i) {
+    for (int i = 0; i < count; ++i) {
       const int ia = HalfLayout ? i : 2 * i, ib = ia + (HalfLayout ? half : 1);
       const float a0 = from[ia], b0 = from[ib];
       to[ia] = a0 * c[i] - b0 * s[i];
       to[ib] = a0 * s[i] + b0 * c[i];
     }
+  }
+  // Pairs [i0, i0 + count) of vector v, in place.
+  void turn_pairs(float* v, int i0, int count, const float* c, const float* s) const {
+    if (p_.layout == RopeLayout::Half) turn_pairs_into<true>(v + i0, v + i0, c, s, count, half_);
+    else turn_pairs_into<false>(v + 2 * i0, v + 2 * i0, c, s, count, half_);
   }
   RotatePairs rotate_pairs_for(bool scaled) const {
     if (p_.layout == RopeLayout::Half) return scaled ? rotate_pairs<true, true> : rotate_pairs<true, false>;
@@ -355,7 +361,6 @@ class Rope final : public PositionEncoding {
   std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
   std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
   std::vector<float> shift_cos_, shift_sin_;  // [half] one context shift's rotation
-  mutable std::vector<float> at_cos_, at_sin_;  // [half] rotate_at's current position
   // A forward over several length classes (begin_mixed):
   int mixed_pos0_ = 0;
   std::vector<int> class_of_;   // [n] each position's class
