@@ -9,7 +9,7 @@ the way these noisy machines must be measured: rounds that alternate the models,
 Each precision is a checkpoint and pert's --dtype: F32 (an F32 checkpoint run in F32), BF16 (a
 BF16 checkpoint, --dtype bf16), Q8 (the F32 checkpoint quantized at load, --dtype q8); each runs
 under every --cache-types entry. Checkpoints are made on first use by tools/bench_model.py under
-build/models/bench-*. --sgemm also times numpy's OpenBLAS sgemm at 2048³ at the start of every round
+build/models/bench-* (the tinyllama shape's, F32 only, by tools/bench_gguf.py). --sgemm also times numpy's OpenBLAS sgemm at 2048³ at the start of every round
 and gives each F32 prompt test's matrix products (projections and MLP: 2 · their parameters per
 token) as GFLOP/s and as a fraction of that round's sgemm, the median of the rounds' fractions.
 --roof passes `pert bench --roof`: each tg row gets the bytes a token reads, GB/s at the median t/s,
@@ -35,6 +35,9 @@ PYTHON = "/usr/bin/python3"
 
 
 def checkpoint(shape, dtype):
+    if shape == "tinyllama":  # 1.1B, GQA: one F32 checkpoint (numpy-drawn); BF16 is --dtype bf16 at load
+        import bench_gguf
+        return bench_gguf.source(shape)
     path = os.path.join(ROOT, "build", "models", f"bench-{shape}-{dtype.lower()}")
     if not os.path.exists(os.path.join(path, "model.safetensors")):
         subprocess.run([PYTHON, os.path.join(ROOT, "tools", "bench_model.py"), shape, path, "--dtype", dtype],
@@ -98,7 +101,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running every checkpoint once (default %(default)s)")
     ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
-    ap.add_argument("--shapes", default="stories15M,stories110M", help="comma-separated tools/bench_model.py shapes (default %(default)s)")
+    ap.add_argument("--shapes", default="stories15M,stories110M",
+                    help="comma-separated tools/bench_model.py shapes, or tinyllama (TinyLlama-1.1B's GQA shape, "
+                         "tools/bench_gguf.py's checkpoint) (default %(default)s)")
     ap.add_argument("--dtypes", default="F32,BF16", help="comma-separated precisions: F32, BF16, Q8 (default %(default)s)")
     ap.add_argument("--cache-types", default="f32", help="comma-separated pert bench --cache-type values (default %(default)s)")
     ap.add_argument("-p", default="512", help="pert bench -p: prompt lengths, comma-separated; 0 skips (default %(default)s)")

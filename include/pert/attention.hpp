@@ -89,7 +89,8 @@ class Attention {
   // pass needs the keys of one class.
   int span(int pos, int max_n) const;
 
-  // Before each step of n positions from pos0 (a span; begin_forward has run).
+  // Before each step of n positions from pos0 (a span): the scheme's tables for it
+  // (PositionEncoding::begin_forward, or begin_mixed for several length classes).
   void begin(int pos0, int n);
 
   // Layer `layer` of sequence `seq` for the step's positions: q [n][n_heads·head_dim] and

@@ -127,7 +127,7 @@ class InferenceState {
  private:
   // Positions pos0..pos0+n-1 of every sequence: tokens of sequence s at tokens + s·stride,
   // logits (when wanted) at logits + s·logits_stride.
-  void forward_chunk(const int* tokens, int stride, int n, int pos0, int length, float* logits, size_t logits_stride,
+  void forward_chunk(const int* tokens, int stride, int n, int pos0, float* logits, size_t logits_stride,
                      bool all_logits);
 
   const Model& model_;

@@ -92,7 +92,12 @@ int Attention::span(int pos, int max_n) const {
 
 void Attention::begin(int pos0, int n) {
   pos0_ = pos0, n_ = n;
-  mixed_ = position_.length_class(pos0) != position_.length_class(pos0 + n - 1);
+  const int length = position_.length_class(pos0);
+  mixed_ = length != position_.length_class(pos0 + n - 1);  // a span of several classes (span())
+  if (mixed_)
+    position_.begin_mixed(pos0, n);
+  else
+    position_.begin_forward(length, pos0, n);
   for (int t = 0; far_ && t < n; ++t) far_query_pos_[size_t(t)] = extend_.pattern->far_query(pos0 + t);
 }
 

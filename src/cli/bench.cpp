@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -46,15 +47,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // One timed run of a test: n tokens, prompt (one forward) or generation (n forwards of one),
-// after `depth` cached tokens.
-double run_once(const Model& model, CacheType cache, bool prompt, int n, int depth, std::mt19937& rng) {
+// after `depth` cached tokens, filled 512 at a time with `filled(done)` after each (a deep fill
+// under a method that decodes it position by position takes minutes).
+double run_once(const Model& model, CacheType cache, bool prompt, int n, int depth, std::mt19937& rng,
+                const std::function<void(int)>& filled) {
   const int vocab = model.config().vocab_size;
   std::uniform_int_distribution<int> token(0, vocab - 1);
   std::vector<int> ids(static_cast<size_t>(depth + n));
   for (int& id : ids) id = token(rng);
   std::vector<float> logits(static_cast<size_t>(vocab));
   InferenceState state(model, depth + n, prompt ? n : depth > 0 ? 512 : 1, 1, cache);  // allocation is not timed
-  if (depth > 0) state.forward(ids.data(), depth, 0, logits.data(), false);
+  for (int done = 0, step; done < depth; done += step) {
+    step = std::min(512, depth - done);
+    state.forward(&ids[size_t(done)], step, done, logits.data(), false);
+    filled(done + step);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   if (prompt)
     state.forward(&ids[size_t(depth)], n, depth, logits.data(), false);
@@ -150,11 +157,16 @@ void run(const BenchArgs& a) {
     set_threads(threads);
     for (const Test& t : tests) {
       const std::string test = t.name();
-      Progress bar("bench " + test + (thread_counts.size() > 1 ? " -t " + std::to_string(threads) : ""), "runs", a.quiet);
-      run_once(*model, cache, t.prompt, t.n, t.depth, rng);  // warm-up: caches, page faults, thread start
+      const std::string bar_label = "bench " + test + (thread_counts.size() > 1 ? " -t " + std::to_string(threads) : "");
+      {  // warm-up: caches, page faults, thread start; its depth fill shows how long a run takes
+        Progress fill(bar_label + ": warm-up, cache filled", "positions", a.quiet || t.depth == 0);
+        run_once(*model, cache, t.prompt, t.n, t.depth, rng, [&](int done) { fill.update(done, t.depth); });
+        fill.finish();
+      }
+      Progress bar(bar_label, "runs", a.quiet);
       std::vector<double> tps;
       for (int r = 0; r < a.reps; ++r) {
-        tps.push_back(t.n / run_once(*model, cache, t.prompt, t.n, t.depth, rng));
+        tps.push_back(t.n / run_once(*model, cache, t.prompt, t.n, t.depth, rng, [](int) {}));
         bar.update(r + 1, a.reps);
       }
       bar.finish();

@@ -282,11 +282,10 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
   // Chunks of at most n_batch positions, of one length class or of several (Attention::span).
   for (int done = 0, chunk; done < n; done += chunk) {
     chunk = attention_->span(pos0 + done, std::min(n_batch_, n - done));
-    const int length = position_->length_class(pos0 + done);
     const bool last = done + chunk == n;
     const size_t V = size_t(c_.vocab_size);
     float* out = all_logits ? logits + size_t(done) * V : (last ? logits : nullptr);
-    forward_chunk(tokens + done, n, chunk, pos0 + done, length, out, all_logits ? size_t(n) * V : V, all_logits);
+    forward_chunk(tokens + done, n, chunk, pos0 + done, out, all_logits ? size_t(n) * V : V, all_logits);
   }
 }
 
@@ -299,17 +298,13 @@ bool InferenceState::shift(int n_keep, int n_discard) {
   return true;
 }
 
-void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos0, int length, float* logits,
+void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos0, float* logits,
                                    size_t logits_stride, bool all_logits) {
   const ModelConfig& c = c_;
   const int d = c.hidden_size, ff = c.intermediate_size, S = n_seq_, rows = S * n;
   const int q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  if (position_->length_class(pos0) != position_->length_class(pos0 + n - 1))  // a span of several (Attention::span)
-    position_->begin_mixed(pos0, n);
-  else
-    position_->begin_forward(length, pos0, n);
-  attention_->begin(pos0, n);
+  attention_->begin(pos0, n);  // (and the position scheme's tables for the span)
 
   // x [S][n][d]: token embeddings, plus absolute positions for the schemes that add them.
   for (int s = 0; s < S; ++s) {
