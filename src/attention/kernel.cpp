@@ -7,7 +7,6 @@
 // Prefill runs them per (head, block of kQueryBlock queries) as small GEMMs over the block's key
 // columns; decoding (one query) per (head, block of kKeyBlock keys), merging the blocks' softmax
 // partials at the end (split-K, as flash-decoding), so a long cache spreads over all threads.
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -192,6 +191,12 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
 // One query (T = 1) over the keys it sees, split into blocks of kKeyBlock keys (the sinks' own
 // blocks first, then the window's); each block leaves its partial [hd + 2]: Σ e^(s − max)·v,
 // max, Σ e^(s − max).
+// scores[j] = scale · keys[j]·q over n rows of hd, streamed once.
+void scaled_dots(float* scores, const float* keys, const float* q, int n, int hd, float scale) {
+  dot_rows(scores, keys, q, n, hd);
+  for (int j = 0; j < n; ++j) scores[j] *= scale;
+}
+
 void attention_decode(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
                       float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
@@ -230,7 +235,7 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
         else position.rotate(wf, key0, n_far, 1, hd, 0, false);
         kb = wf;
       }
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n_far, hd, scale, kb, hd, s.q_far + size_t(h) * hd, 1, 0.0f, scores, 1);
+      scaled_dots(scores, kb, s.q_far + size_t(h) * hd, n_far, hd, scale);
       if (terms)
         add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
                            scale);
@@ -245,7 +250,7 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
         position.rotate(wk, split, n_near, 1, hd, 0, false);
         kb = wk;
       }
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n_near, hd, scale, kb, hd, q + size_t(h) * hd, 1, 0.0f, scores + n_far, 1);
+      scaled_dots(scores + n_far, kb, q + size_t(h) * hd, n_near, hd, scale);
       if (terms)
         add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);
     }
@@ -258,7 +263,8 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
     if (values.type != CacheType::F32) {
       values.at(head + key0).weighted_sum(scores, nk, partial);
     } else {
-      cblas_sgemv(CblasRowMajor, CblasTrans, nk, hd, 1.0f, values.f32 + (head + key0) * hd, hd, scores, 1, 0.0f, partial, 1);
+      std::fill(partial, partial + hd, 0.0f);
+      add_weighted_rows(partial, scores, values.f32 + (head + key0) * hd, nk, hd);
     }
     partial[hd] = max;
     partial[hd + 1] = sum;

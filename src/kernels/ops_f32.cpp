@@ -258,24 +258,38 @@ void gemv_products(const float* x, int K, const Projection* products, size_t cou
 
 void dot_rows(float* y, const float* rows, const float* x, int n, int K) { gemv_rows<false>(y, rows, x, 0, n, K, false); }
 
-void add_weighted_rows(float* acc, const float* p, const float* rows, int n, int K) {
-  int k = 0;
+namespace {
+
+// acc[k0, k0 + V·lanes) += Σ_j p[j]·rows[j][k0 ...]: V vectors of acc held in registers while the
+// rows stream past once, in order.
+template <int V>
+int add_weighted_chunk(float* acc, const float* p, const float* rows, int n, int K, int k0) {
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  for (; k + 2 * kLanes <= K; k += 2 * kLanes) {  // two vectors of acc stay in registers over all rows
-    Vec a0 = vload(acc + k), a1 = vload(acc + k + kLanes);
+  for (; k0 + V * kLanes <= K; k0 += V * kLanes) {
+    Vec a[V];
+#pragma GCC unroll 8
+    for (int i = 0; i < V; ++i) a[i] = vload(acc + k0 + i * kLanes);
     for (int j = 0; j < n; ++j) {
       const Vec pj = vbroadcast(p[j]);
-      a0 = vfma(pj, vload(rows + size_t(j) * K + k), a0);
-      a1 = vfma(pj, vload(rows + size_t(j) * K + k + kLanes), a1);
+      const float* row = rows + size_t(j) * K + k0;
+#pragma GCC unroll 8
+      for (int i = 0; i < V; ++i) a[i] = vfma(pj, vload(row + i * kLanes), a[i]);
     }
-    vstore(acc + k, a0), vstore(acc + k + kLanes, a1);
+#pragma GCC unroll 8
+    for (int i = 0; i < V; ++i) vstore(acc + k0 + i * kLanes, a[i]);
   }
-  for (; k + kLanes <= K; k += kLanes) {
-    Vec a0 = vload(acc + k);
-    for (int j = 0; j < n; ++j) a0 = vfma(vbroadcast(p[j]), vload(rows + size_t(j) * K + k), a0);
-    vstore(acc + k, a0);
-  }
+#else
+  (void)acc, (void)p, (void)rows, (void)n, (void)K;
 #endif
+  return k0;
+}
+
+}  // namespace
+
+void add_weighted_rows(float* acc, const float* p, const float* rows, int n, int K) {
+  int k = add_weighted_chunk<8>(acc, p, rows, n, K, 0);  // a head of 64 (AVX2) or 128 in one pass
+  k = add_weighted_chunk<2>(acc, p, rows, n, K, k);
+  k = add_weighted_chunk<1>(acc, p, rows, n, K, k);
   for (; k < K; ++k)
     for (int j = 0; j < n; ++j) acc[k] += p[j] * rows[size_t(j) * K + k];
 }
