@@ -219,7 +219,7 @@ TEST_CASE("catalogue: scheme changes, sweep labels and empty model paths", "[cat
     CHECK_FALSE(fs::exists(out));
   }
   SECTION("-m \"\" is not the default model") {
-    for (const char* cmd : {"generate", "perplexity", "bench", "positions", "tokenize", "sweep", "passkey"})
+    for (const char* cmd : {"generate", "perplexity", "bench", "positions", "tokenize", "sweep", "passkey", "ruler"})
       require_refusal(run_pert({cmd, "-m", ""}), {"--model", "must not be empty"}, 2);
   }
 }
@@ -532,6 +532,9 @@ TEST_CASE("catalogue: output paths that cannot be written, before the model load
            {{"passkey", "-m", absent, "--lengths", "64"}, "--json-out"},
            {{"passkey", "-m", absent, "--lengths", "64"}, "--csv"},
            {{"passkey", "-m", absent, "--lengths", "64"}, "--dump-prompts"},
+           {{"ruler", "-m", absent, "--lengths", "64"}, "--json-out"},
+           {{"ruler", "-m", absent, "--lengths", "64"}, "--csv"},
+           {{"ruler", "-m", absent, "--lengths", "64"}, "--dump-prompts"},
        }) {
     INFO(command[0] << " " << flag);
     auto with = [&, &command = command, &flag = flag](const std::string& path) {

@@ -275,7 +275,7 @@ TEST_CASE("conventions: llama.cpp's single-dash flags are unknown options, on ev
        {std::vector<std::string>{"generate", "-m", kRope, "-p", "Once"}, {"perplexity", "-m", kRope, "-f", text},
         {"sweep", "-m", kRope, "-f", text, "--lengths", "64", "--out", (tmp / "s.json").string()},
         {"positions", "-m", kRope}, {"bench", "-m", kRope}, {"tokenize", "-m", kRope, "-p", "Once"}, {"inspect", kRope},
-        {"passkey", "-m", kRope, "--lengths", "64"}}) {
+        {"passkey", "-m", kRope, "--lengths", "64"}, {"ruler", "-m", kRope, "--lengths", "64"}}) {
     for (const std::vector<std::string>& bad : {std::vector<std::string>{"-ngl", "99"}, {"-fa"}, {"-ctk", "q8_0"}}) {
       std::vector<std::string> args = command;
       args.insert(args.end(), bad.begin(), bad.end());
@@ -321,7 +321,8 @@ TEST_CASE("conventions: --json is a flag everywhere, --json-out FILE writes a fi
   REQUIRE(s["cells"].size() == 1);
   CHECK(s["cells"][0]["ppl"].get<double>() > 1.0);
   CHECK(json::parse(slurp(out))["cells"] == s["cells"]);
-  for (const char* cmd : {"perplexity", "positions", "generate", "bench", "inspect", "tokenize", "passkey", "sweep"}) {
+  for (const char* cmd :
+       {"perplexity", "positions", "generate", "bench", "inspect", "tokenize", "passkey", "ruler", "sweep"}) {
     INFO(cmd);
     const Run help = run_pert({cmd, "--help"});
     REQUIRE(help.exit_code == 0);

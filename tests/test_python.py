@@ -142,6 +142,25 @@ def test_passkey_equals_the_cli():
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
+def test_ruler_equals_the_cli():
+    rope = os.path.join(ROOT, "models", "rope")
+    want = cli_json("ruler", "-m", rope, "--tasks", "niah_single_1,vt,kv,niah_multikey_2", "--lengths", "100,200",
+                    "--depths", "0,1", "--trials", "2", "-t", "1", "-q")
+    got = pert.ruler(rope, ["niah_single_1", "vt", "kv", "niah_multikey_2"], [100, 200], depths=[0, 1], trials=2)
+    assert set(want) - set(got) == {"config", "set"}
+    for key in got:
+        if key != "cells":
+            assert got[key] == want[key], key
+    for a, b in zip(got["cells"], want["cells"]):  # a too-short length's reason: the keyword, the flag
+        assert {k: v for k, v in a.items() if k != "skipped"} == {k: v for k, v in b.items() if k != "skipped"}
+        assert ("skipped" in a) == ("skipped" in b)
+        if "skipped" in a:
+            at = f"at lengths {a['length']}: too short"
+            assert at in a["skipped"] and at.replace("lengths", "--lengths") in b["skipped"]
+    with pytest.raises(pert.Error, match="essay"):
+        pert.ruler(rope, ["niah_single_2"], [128])
+
+
 def test_progress_goes_to_sys_stderr(stories, capsys):
     stories.perplexity(file=TEXT, n_ctx=128, chunks=3, progress=True)
     assert len(pert.sweep(STORIES, 64, file=TEXT, chunks=1, progress=True)) == 1  # one model, one length

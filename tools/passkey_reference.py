@@ -190,20 +190,22 @@ def check(dump, spm_path):
     return failures, cells
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dump", metavar="DUMP", help="the file `pert passkey --dump-prompts` wrote")
+def run(prog, doc, check, command, summary):
+    """A reference script's command line (this one's, ruler_reference.py's): DUMP checked by
+    check(dump, spm) -> (failures, cells); summary(cells) ends the last line."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dump", metavar="DUMP", help=f"the file `{command} --dump-prompts` wrote")
     ap.add_argument("--spm", default=os.path.join(ROOT, "models", "tokenizer", "tokenizer.model"),
                     help="the model's SentencePiece model (default: the family's, %(default)s)")
-    ap.add_argument("--json-out", help="write the reference's cells (answers, verdicts, accuracies) here")
+    ap.add_argument("--json-out", help="write the reference's cells (answers, verdicts, scores) here")
     a = ap.parse_args()
     try:
         with open(a.dump) as f:
             dump = json.load(f)
     except (OSError, ValueError) as e:
-        sys.exit(f"passkey_reference.py: {a.dump}: {e}")
+        sys.exit(f"{prog}: {a.dump}: {e}")
     if "prompts" not in dump:
-        sys.exit(f"passkey_reference.py: {a.dump}: no prompts (write it with pert passkey --dump-prompts)")
+        sys.exit(f"{prog}: {a.dump}: no prompts (write it with {command} --dump-prompts)")
     failures, cells = check(dump, a.spm)
     if a.json_out:
         with replaced(a.json_out) as f:
@@ -212,8 +214,13 @@ def main():
         print("FAILED:", msg)
     n = sum(len(c["results"]) for c in cells)
     print(f"{dump['model_dir']}: {n} prompts rebuilt and answered by the reference, {len(failures)} mismatches; "
-          f"mean accuracy {sum(c['accuracy'] for c in cells) / max(1, len(cells)):.3f}")
+          f"{summary(cells)}")
     return 1 if failures else 0
+
+
+def main():
+    return run("passkey_reference.py", __doc__, check, "pert passkey",
+               lambda cells: f"mean accuracy {sum(c['accuracy'] for c in cells) / max(1, len(cells)):.3f}")
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ prefix), each piece encoded on its own and the ids joined (as `pert passkey` joi
 Haystack tasks are exactly `length` tokens: the body is F = length − the rest tokens of haystack
 units (noise: the five filler sentences of pass-key in cycle from a drawn start; essay: the
 sentences of a text from a drawn start, cycling; needle: distractor needles with fresh key and
-value draws) with the needles (or the chain's lines) between units. The units are the stream's
-first m, m the fewest that hold F tokens, and the first is cut to its last tokens (the prompt is a
-window onto a longer text). A needle at depth d stands at the unit boundary whose count of
+value draws) with the needles (or the chain's lines) between units: the last F tokens of the
+stream's first m units, m the fewest that hold F (so the haystack may start mid-unit: a window
+onto a longer text). A needle at depth d stands at the unit boundary whose count of
 haystack tokens before it is nearest d·F (ties: the earlier). The cell's depth places the first
 needle of the first queried key (vt: the chain's first line); the other needles stand at depths
 drawn per trial (below(1001) / 1000; vt: d + (1 − d) · that, sorted, in chain order); needles at
@@ -53,7 +53,6 @@ import json
 import math
 import os
 import re
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -139,7 +138,7 @@ def essay_sentences(path):
     """A text's sentences: heading lines (" = Title = ") left out, runs of ASCII white space
     between words, a sentence ending with a word that ends in '.', '!' or '?'."""
     words = []
-    for line in open(path, encoding="utf-8"):
+    for line in open(path, encoding="utf-8", newline="\n"):
         s = line.strip(ASCII_SPACE)
         if s.startswith("=") and s.endswith("="):
             continue
@@ -204,6 +203,11 @@ TASKS = list(NIAH) + ["vt", "cwe", "fwe", "kv"]
 HAYSTACK_TASKS = set(NIAH) | {"vt"}
 
 
+def exact_length(task):
+    """Haystack tasks fill a length exactly; cwe, fwe and kv with whole items up to it."""
+    return task in HAYSTACK_TASKS
+
+
 class Stream:
     """A trial's haystack units, drawn as far as a prompt needs them (the same for every cell)."""
 
@@ -256,15 +260,13 @@ def fill(enc, length, fixed, stream, inserts):
     F = length - fixed - sum(len(p) for p in pieces)
     if F < 0:
         raise ValueError(f"length {length} cannot hold the task's fixed text ({length - F} tokens)")
-    units, have = [], 0
-    while have < F:
-        units.append(enc(stream.unit(len(units))))
-        have += len(units[-1])
-    if units:
-        units[0] = units[0][have - F:]
-    bounds = [0]
-    for u in units:
-        bounds.append(bounds[-1] + len(u))
+    flat, ends = [], []  # the stream's first units, the fewest that hold F tokens; their last F kept
+    while len(flat) < F:
+        flat += enc(stream.unit(len(ends)))
+        ends.append(len(flat))
+    drop = len(flat) - F
+    haystack = flat[drop:]
+    bounds = [0] + [e - drop for e in ends if e > drop]
     def boundary(d):
         target = d * F
         return min(range(len(bounds)), key=lambda b: (abs(bounds[b] - target), b))
@@ -277,8 +279,8 @@ def fill(enc, length, fixed, stream, inserts):
         for i in at.get(b, []):
             where[i] = len(ids)
             ids += pieces[i]
-        if b < len(units):
-            ids += units[b]
+        if b + 1 < len(bounds):
+            ids += haystack[bounds[b]:bounds[b + 1]]
     return ids, where
 
 
@@ -418,10 +420,15 @@ def build_with(enc, bos_id, task, length, depth, trial, seed, template, essay):
     raise ValueError(f"unknown task {task} (tasks: {', '.join(TASKS)})")
 
 
+def ascii_lower(s):
+    return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in s)
+
+
 def score(answer, references):
-    """RULER's string_match_all for one sample: the share of references in the answer."""
-    a = answer.lower()
-    return sum(r.lower() in a for r in references) / len(references)
+    """RULER's string_match_all for one sample: the share of references in the answer, letters
+    compared without case (ASCII's: the references are ASCII)."""
+    a = ascii_lower(answer)
+    return sum(ascii_lower(r) in a for r in references) / len(references)
 
 
 def main():

@@ -130,7 +130,10 @@ def run_identity(cfg, steps, data_dir, tok_dir):
     c["train"]["steps"] = steps
     for k in ("threads", "max_minutes"):
         c["train"].pop(k, None)
-    used = ["tinystories"] + [s for s in train_data.mix_weights(cfg) if s not in ("tinystories", "passkey")]
+    weights = train_data.mix_weights(cfg)
+    used = ["tinystories"] + [s for s in weights if s not in ("tinystories",) + train_data.SYNTHETIC]
+    if "ruler" in weights and cfg["ruler"].get("essay") and cfg["ruler"]["essay"] not in used:
+        used.append(cfg["ruler"]["essay"])  # the essay haystack's text
     ident = {"config": c, "data_sha256": {s: train_data.file_sha256(data_path(cfg, s, data_dir)) for s in used},
              "tokenizer_sha256": train_data.file_sha256(os.path.join(tok_dir, "tokenizer.model"))}
     return ident, hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]

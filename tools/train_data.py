@@ -16,6 +16,9 @@ root, or --data-dir):
   shakespeare  tinyshakespeare, one document.
   passkey      synthetic rows in `pert passkey`'s prompt format (tools/passkey_reference.py's
                rebuild builds the prompt), each followed by its answer " NNNNN".
+  ruler        synthetic rows of `pert ruler`'s tasks (tools/ruler_tasks.py, short wording; the
+               run config's "ruler" block: tasks, lengths, essay source, seed), each prompt
+               followed by its answer.
 Each text source is one token stream, BOS before each document. A training row draws its source
 with the "mix" weights, then a random window of context + 1 tokens of that stream.
 """
@@ -32,6 +35,7 @@ sys.path.insert(0, HERE)
 import passkey_reference  # noqa: E402  (the pass-key prompt format, written once)
 
 TEXT_SOURCES = ("tinystories", "wikitext", "shakespeare")
+SYNTHETIC = ("passkey", "ruler")
 BOS = 1
 
 
@@ -104,10 +108,10 @@ def documents(cfg, source, data_dir=None):
 def mix_weights(cfg):
     """The mix as {source: probability}, sources of weight 0 left out; bad mixes exit."""
     mix = cfg["mix"]
-    unknown = sorted(set(mix) - set(TEXT_SOURCES) - {"passkey"})
+    unknown = sorted(set(mix) - set(TEXT_SOURCES) - set(SYNTHETIC))
     if unknown or any(not isinstance(w, (int, float)) or w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
         sys.exit(f"train.py: mix {mix}: weights must be numbers >= 0 with a positive sum, over "
-                 f"{', '.join(TEXT_SOURCES + ('passkey',))}")
+                 f"{', '.join(TEXT_SOURCES + SYNTHETIC)}")
     total = sum(mix.values())
     return {k: w / total for k, w in mix.items() if w > 0}
 
@@ -158,6 +162,55 @@ class Passkey:
         return np.array(ids[:self.width], dtype=np.int64), first
 
 
+# ----------------------------------------------------------------------------- retrieval rows
+class RulerRows:
+    """Rows of retrieval-task examples (tools/ruler_tasks.py's rules, short wording): each example
+    a task drawn uniformly from ruler.tasks, its prompt and answer together N tokens, N uniform in
+    ruler.lengths (clamped to context + 1), the depth uniform in [0, 1], the trial a draw below
+    2^31 under ruler.seed (`pert ruler` evaluates under its own --seed); the essay haystack is the
+    source ruler.essay names (WikiText-2 valid: the test split stays unseen). A row starts with
+    an example at position 0 and is filled up with more, the last cut at context + 1."""
+
+    def __init__(self, sp, cfg, data_dir=None):
+        import ruler_tasks
+        r = cfg["ruler"]
+        self.sp, self.width, self.tasks = sp, cfg["train"]["context"] + 1, list(r["tasks"])
+        self.lo, self.hi = r["lengths"]
+        self.hi = min(self.hi, self.width)
+        self.seed, self.build = int(r.get("seed", 777)), ruler_tasks.build
+        self.essay = data_path(cfg, r["essay"], data_dir) if r.get("essay") else None
+        unknown = sorted(set(self.tasks) - set(ruler_tasks.TASKS))
+        if unknown or not self.tasks:
+            sys.exit(f"train.py: ruler.tasks {self.tasks}: each one of {', '.join(ruler_tasks.TASKS)}")
+        for task in self.tasks:  # each must fit the longest row with its answer
+            try:
+                self.example_of(task, self.hi, 0.5, 0)
+            except ValueError as e:
+                sys.exit(f"train.py: ruler.lengths {r['lengths']}: {task} does not fit {self.hi} tokens ({e})")
+
+    def example_of(self, task, total, depth, trial):
+        """The ids of a prompt and its answer, at most `total` of them (ValueError: too short)."""
+        p = self.build(self.sp, task, total, depth, trial, self.seed, "short", self.essay)
+        answer = self.sp.encode(p.answer)
+        p = self.build(self.sp, task, total - len(answer), depth, trial, self.seed, "short", self.essay)
+        return p.ids + answer
+
+    def example(self, rng):
+        while True:  # a draw too short for its task is drawn again
+            task = self.tasks[int(rng.integers(0, len(self.tasks)))]
+            total, depth, trial = int(rng.integers(self.lo, self.hi + 1)), float(rng.random()), int(rng.integers(0, 2 ** 31))
+            try:
+                return self.example_of(task, total, depth, trial)
+            except ValueError:
+                continue
+
+    def row(self, rng):
+        ids = self.example(rng)
+        while len(ids) < self.width:
+            ids = ids + self.example(rng)
+        return np.array(ids[:self.width], dtype=np.int64)
+
+
 # ----------------------------------------------------------------------------- the mix
 class Mix:
     """The training rows: each row's source drawn with the mix weights, then a window of its
@@ -169,11 +222,12 @@ class Mix:
         self.names = list(self.weights)
         self.p = np.array([self.weights[n] for n in self.names])
         self.width = cfg["train"]["context"] + 1
-        self.streams = {n: encode(sp, documents(cfg, n, data_dir)) for n in self.names if n != "passkey"}
+        self.streams = {n: encode(sp, documents(cfg, n, data_dir)) for n in self.names if n not in SYNTHETIC}
         for n, s in self.streams.items():
             if len(s) < self.width:
                 sys.exit(f"train.py: {n}: {len(s)} tokens, fewer than a window of {self.width}")
         self.passkey = Passkey(sp, cfg) if "passkey" in self.weights else None
+        self.ruler = RulerRows(sp, cfg, data_dir) if "ruler" in self.weights else None
 
     def batch(self, rng, pk_rng, rows):
         """[rows, context + 1] int64."""
@@ -183,6 +237,8 @@ class Mix:
             name = self.names[i]
             if name == "passkey":
                 out[r] = self.passkey.row(pk_rng)[0]
+            elif name == "ruler":
+                out[r] = self.ruler.row(pk_rng)
             else:
                 s = int(rng.integers(0, len(self.streams[name]) - self.width + 1))
                 out[r] = self.streams[name][s:s + self.width]
@@ -193,8 +249,8 @@ class Mix:
         lines = []
         for n in self.names:
             rows = steps * batch * self.weights[n]
-            if n == "passkey":
-                lines.append(f"  passkey      synthetic, share {self.weights[n]:.2f}: ~{rows:,.0f} rows")
+            if n in SYNTHETIC:
+                lines.append(f"  {n:<12} synthetic, share {self.weights[n]:.2f}: ~{rows:,.0f} rows")
             else:
                 size = len(self.streams[n])
                 lines.append(f"  {n:<12} {size:>9,} tokens, share {self.weights[n]:.2f}: "
@@ -227,6 +283,8 @@ def main():
         for _ in range(a.rows):
             if name == "passkey":
                 ids = mix.passkey.row(rng)[0]
+            elif name == "ruler":
+                ids = mix.ruler.row(rng)
             else:
                 s = int(rng.integers(0, len(mix.streams[name]) - mix.width + 1))
                 ids = mix.streams[name][s:s + mix.width]

@@ -92,7 +92,8 @@ std::string cli_words(const std::string& message) {
       {"top_p", "--top-p"},     {"min_p", "--min-p"},        {"repeat_penalty", "--repeat-penalty"},
       {"repeat_last_n", "--repeat-last-n"}, {"n_predict", "-n"}, {"buckets", "--buckets"},
       {"split_docs", "--split-docs"}, {"lengths", "--lengths"},  {"depths", "--depths"},
-      {"trials", "--trials"},   {"seed", "--seed"},
+      {"trials", "--trials"},   {"seed", "--seed"},           {"tasks", "--tasks"},
+      {"essay", "--essay"},     {"template", "--template"},
   };
   const bool by_lengths = subcommand() == "sweep";  // its lengths set the context
   return render_fields(message, [&](const std::string& field) -> std::string {

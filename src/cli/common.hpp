@@ -123,5 +123,6 @@ void add_positions(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_passkey(CLI::App& app);
+void add_ruler(CLI::App& app);
 
 }  // namespace pert::cli

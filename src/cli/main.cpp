@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   pert::cli::add_bench(app);
   pert::cli::add_tokenize(app);
   pert::cli::add_passkey(app);
+  pert::cli::add_ruler(app);
   if (argc > 1) pert::cli::set_subcommand(argv[1]);
   if (argc > 1 && argv[1][0] != '-') {
     const auto subs = app.get_subcommands([&](CLI::App* sub) { return sub->check_name(argv[1]); });

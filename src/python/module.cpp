@@ -26,6 +26,7 @@
 #include "pert/loaded_model.hpp"
 #include "pert/memory.hpp"
 #include "pert/passkey.hpp"
+#include "pert/ruler.hpp"
 #include "pert/positions.hpp"
 #include "pert/progress.hpp"
 #include "pert/text_generation.hpp"
@@ -469,6 +470,33 @@ py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<do
   return to_python(passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells));
 }
 
+// Retrieval tasks after RULER, as `pert ruler --json` reports them.
+py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,
+                 std::vector<double> depths, int trials, long long seed, const std::string& wording,
+                 const std::string& essay, const std::string& cache_type, const py::object& progress) {
+  RulerSettings s;
+  s.tasks = tasks.size() == 1 && tasks[0] == "all" ? ruler_task_names() : std::move(tasks);
+  s.lengths = std::move(lengths);
+  s.depths = std::move(depths);
+  s.trials = trials;
+  s.seed = seed;
+  s.wording = parse_ruler_template(wording);
+  s.essay_path = essay;
+  s.cache_type = parse_cache_type(cache_type);
+  std::vector<RulerCell> cells;
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    ProgressOut out(progress, "ruler", "prompts");
+    cells = run_ruler(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
+    out.finish();
+  }
+  nlohmann::json report = ruler_report(self.m->dir.string(), self.config(), s, self.dtype, cells);
+  for (nlohmann::json& c : report["cells"])
+    if (c.contains("skipped")) c["skipped"] = python_words(c["skipped"].get<std::string>());
+  return to_python(report);
+}
+
 // The attention logit of q = k = ones against distance, [heads][distance + 1] (one row for
 // schemes added to the embeddings), as `pert positions`.
 py::array_t<double> positions(const PyModel& self, std::optional<int> distance_in, std::optional<int> query_in,
@@ -588,6 +616,11 @@ PYBIND11_MODULE(_pert, m) {
            py::arg("depths") = std::vector<double>{0, 0.25, 0.5, 0.75, 1}, py::arg("trials") = 5,
            py::arg("seed") = 1234, py::arg("cache_type") = "f32", py::arg("progress") = false,
            "Pass-key retrieval accuracy by prompt length and depth, as pert passkey --json")
+      .def("ruler", &ruler, py::arg("tasks"), py::arg("lengths"), py::kw_only(),
+           py::arg("depths") = std::vector<double>{0, 0.25, 0.5, 0.75, 1}, py::arg("trials") = 5,
+           py::arg("seed") = 1234, py::arg("template") = "short", py::arg("essay") = "", py::arg("cache_type") = "f32",
+           py::arg("progress") = false,
+           "Retrieval tasks after RULER (tasks: names or ['all']) by task, length and depth, as pert ruler --json")
       .def("positions", &positions, py::kw_only(), py::arg("distance") = py::none(),
            py::arg("query_pos") = py::none(), py::arg("layer") = 0,
            "The attention logit of q = k = ones against distance, float64 [heads, distance + 1]")

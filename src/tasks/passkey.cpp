@@ -12,6 +12,7 @@
 #include "pert/json_util.hpp"
 #include "pert/generate.hpp"
 #include "pert/sampler.hpp"
+#include "pieces.hpp"
 
 namespace pert {
 
@@ -43,34 +44,29 @@ std::vector<Trial> draw_trials(long long seed, int n) {
   return t;
 }
 
-// The sentences as token ids, joined as the tokenizer joins the sentences of one text.
+// The filler, the question and key sentences as token ids (pieces.hpp).
 class Sentences {
  public:
-  explicit Sentences(const Tokenizer& tok) : tok_(tok), lead_(tok.prefix_special()) {
-    const std::vector<int> a = tok.encode("a."), b = tok.encode("b");
-    std::vector<int> ab = a;
-    ab.insert(ab.end(), b.begin(), b.end());
-    own_space_ = tok.decode(ab) == "a. b";  // SentencePiece's "▁b"; byte-level BPE would read "a.b"
-    for (const char* s : kPasskeyFiller) filler_.push_back(encode(s));
-    question_ = encode(kPasskeyQuestion);
+  explicit Sentences(const Tokenizer& tok) : pieces_(tok) {
+    for (const char* s : kPasskeyFiller) filler_.push_back(pieces_.encode(s));
+    question_ = pieces_.encode(kPasskeyQuestion);
   }
-  std::vector<int> encode(const std::string& sentence) const { return tok_.encode(own_space_ ? sentence : " " + sentence); }
-  const std::vector<int>& lead() const { return lead_; }
+  const std::vector<int>& encode(const std::string& sentence) const { return pieces_.encode(sentence); }
+  const std::vector<int>& lead() const { return pieces_.lead(); }
   const std::vector<int>& filler(int i) const { return filler_[size_t(((i % kCycle) + kCycle) % kCycle)]; }
   const std::vector<int>& question() const { return question_; }
   // The shortest prompt that holds the key sentence of `key`: no filler.
-  int fixed_tokens(int key) const { return int(lead_.size() + encode(passkey_key_sentence(key)).size() + question_.size()); }
+  int fixed_tokens(int key) const { return int(lead().size() + encode(passkey_key_sentence(key)).size() + question_.size()); }
 
  private:
-  const Tokenizer& tok_;
-  std::vector<int> lead_, question_;
+  PieceEncoder pieces_;
+  std::vector<int> question_;
   std::vector<std::vector<int>> filler_;
-  bool own_space_ = true;
 };
 
 // The prompt of trial t at (length, depth); fills in the trial's prompt facts.
 std::vector<int> build_prompt(const Sentences& s, int length, double depth, const Trial& t, PasskeyTrial& out) {
-  const std::vector<int> key = s.encode(passkey_key_sentence(t.key));
+  const std::vector<int>& key = s.encode(passkey_key_sentence(t.key));
   const int filler = length - s.fixed_tokens(t.key);  // >= 0: check_lengths
   int after = 0, sentences_after = 0;  // whole sentences o, o+1, ... after the key
   double best = HUGE_VAL;

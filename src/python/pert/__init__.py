@@ -6,6 +6,7 @@
     pert.perplexity(m, file="text.txt", n_ctx=512)     # a dict, as `pert perplexity --json`
     pert.sweep(["models/rope", "models/alibi"], [128, 512], file="text.txt")  # records
     pert.passkey(m, [128, 512], trials=5)              # a dict, as `pert passkey --json`
+    pert.ruler(m, ["niah_single_1", "vt"], [128, 512])  # a dict, as `pert ruler --json`
 
 Errors are pert.Error carrying the library's one-line message, settings named by keyword. The compiled part is pert._pert;
 what is simpler in Python (sweep) is here.
@@ -21,7 +22,7 @@ if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
 from ._pert import (Error, Generation, Model, SchemeChangeError, Session,  # noqa: E402
                     __version__, load, set_threads, threads)
 
-__all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "passkey", "sweep",
+__all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "passkey", "ruler", "sweep",
            "set_threads", "threads", "__version__"]
 
 set_threads(0)  # as the CLI without -t: OMP_NUM_THREADS, else the cores not busy now
@@ -39,6 +40,11 @@ def perplexity(model, **kwargs):
 def passkey(model, lengths, **kwargs):
     """Model.passkey of a Model or a model directory (loaded as it is)."""
     return _model(model).passkey(lengths, **kwargs)
+
+
+def ruler(model, tasks, lengths, **kwargs):
+    """Model.ruler of a Model or a model directory (loaded as it is)."""
+    return _model(model).ruler(tasks, lengths, **kwargs)
 
 
 def _label(config, index):
