@@ -10,7 +10,8 @@ tools/ruler_tasks.py builds from the task, length, depth, trial and seed alone (
 references and needle positions; haystack tasks exactly the length), every greedy answer and
 score equals the float64 reference's, and lengths too short for a task are skipped with the
 reason in the table, the JSON and the CSV. Then the outputs agree with each other (Markdown
-table, --json-out, --csv), --seed decides the draws, and bad input gets one line naming the flag.
+table, --json-out, --csv), tools/plot_passkey.py draws a panel a task, --seed decides the draws,
+and bad input gets one line naming the flag.
 """
 import csv
 import json
@@ -82,6 +83,11 @@ def main():
             skipped = sum("skipped" in c for c in result["cells"])
             print(f"{name}: {len(dump['prompts'])} prompts, lengths {lengths}, {skipped} cells too short: "
                   f"{len(found)} mismatches with the reference")
+        png = os.path.join(tmp, "ruler.png")  # tools/plot_passkey.py draws a panel a task
+        plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_passkey.py"), os.path.join(tmp, "3.json"),
+                               "--cols", "2", "--out", png], capture_output=True, text=True)
+        if plot.returncode != 0 or plot.stdout.strip() != png or not os.path.getsize(png):
+            failures.append(f"plot_passkey.py on a ruler result: exit {plot.returncode}, {plot.stderr.strip()[-200:]}")
         # --seed decides every draw; the same seed the same prompts
         a = ruler(pert, "rope", [], "200", tmp, "s1", tasks="niah_single_1,vt,kv", trials="1", seed="1")[2]
         b = ruler(pert, "rope", [], "200", tmp, "s2", tasks="niah_single_1,vt,kv", trials="1", seed="2")[2]

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Plot `pert passkey` results as the papers' heat-map (matplotlib, Agg).
+"""Plot `pert passkey` and `pert ruler` results as the papers' heat-map (matplotlib, Agg).
 
     tools/plot_passkey.py RESULT.json [RESULT2.json ...] --out PNG [--titles A,B,...] [--cols N]
 
-RESULT.json comes from `pert passkey ... --json-out FILE` (or `--json > FILE`, or
---dump-prompts). One panel per file, side by side (--cols N: N to a row): x the prompt length in tokens, y the depth of
+RESULT.json comes from `pert passkey ... --json-out FILE` or `pert ruler ... --json-out FILE` (or
+`--json > FILE`, or --dump-prompts). One panel per file (a ruler result: one per task, its score
+/ 100 in place of the accuracy, "—" where a length is too short for the task), side by side
+(--cols N: N to a row): x the prompt length in tokens, y the depth of
 the key (0 at the top: the start of the filler), colour the accuracy over the cell's trials
 (cividis, dark 0 to light 1, safe for colour-blind readers and in grey; the accuracy written in
 each cell as a percentage, dark on light cells and light on dark ones); a dashed line marks the
@@ -28,17 +30,25 @@ from outputs import save_figure  # noqa: E402  (whole or not at all, as pert's o
 
 
 def load(path):
+    """The panels of a result: [(result, lengths, depths, grid, title or None)]; `pert ruler`'s
+    result gives one panel a task (scores / 100; a length too short for the task is NaN)."""
     try:
         with open(path) as f:
             r = json.load(f)
         cells = r["cells"]
-        lengths = list(dict.fromkeys(c["length"] for c in cells))
-        depths = list(dict.fromkeys(c["depth"] for c in cells))
-        acc = {(c["length"], c["depth"]): c["accuracy"] for c in cells}
-        grid = [[acc[(n, d)] for n in lengths] for d in depths]
+        tasks = r.get("tasks") or [None]
+        panels = []
+        for task in tasks:
+            mine = [c for c in cells if c.get("task") == task]
+            lengths = list(dict.fromkeys(c["length"] for c in mine))
+            depths = list(dict.fromkeys(c["depth"] for c in mine))
+            value = {(c["length"], c["depth"]): (c["accuracy"] if task is None else
+                                                 float("nan") if c["score"] is None else c["score"] / 100) for c in mine}
+            grid = [[value[(n, d)] for n in lengths] for d in depths]
+            panels.append((r, lengths, depths, grid, task))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"plot_passkey.py: {path}: not a pert passkey result ({type(e).__name__}: {e})")
-    return r, lengths, depths, grid
+        sys.exit(f"plot_passkey.py: {path}: not a pert passkey or pert ruler result ({type(e).__name__}: {e})")
+    return panels
 
 
 def panel_title(r):
@@ -49,15 +59,17 @@ def panel_title(r):
 
 
 def panel(ax, r, lengths, depths, grid, title):
-    im = ax.imshow(grid, cmap="cividis", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    cmap = matplotlib.colormaps["cividis"].copy()
+    cmap.set_bad("#d9d9d9")  # a length too short for the task: light grey
+    im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
-    ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+    ax.set_yticks(range(len(depths)), ["—" if d is None else f"{d:g}" for d in depths])
     ax.set_xlabel("prompt length (tokens)")
-    ax.set_ylabel("depth of the key")
+    ax.set_ylabel("depth of the key" if "tasks" not in r else "depth of the first needle")
     for y, row in enumerate(grid):
-        for x, a in enumerate(row):  # percent: short enough to read at page width
-            ax.text(x, y, f"{100 * a:.0f}", ha="center", va="center", fontsize=11,
-                    color="black" if a >= 0.5 else "white")
+        for x, a in enumerate(row):  # percent: short enough to read at page width; — too short for the task
+            ax.text(x, y, "—" if a != a else f"{100 * a:.0f}", ha="center", va="center", fontsize=11,
+                    color="black" if a != a or a >= 0.5 else "white")
     L = r.get("trained_length")
     inside = [i for i, n in enumerate(lengths) if n <= L] if L else []
     if inside and len(inside) < len(lengths):  # between the last length within L and the first past it
@@ -77,26 +89,28 @@ def main():
     if a.cols is not None and a.cols < 1:
         sys.exit(f"plot_passkey.py: --cols {a.cols}: give at least 1")
     titles = a.titles.split(",") if a.titles else None
-    if titles and len(titles) != len(a.results):
-        sys.exit(f"plot_passkey.py: --titles: {len(titles)} titles for {len(a.results)} files")
-    data = [load(p) for p in a.results]
+    data = [panel for p in a.results for panel in load(p)]
     cols = min(a.cols or len(data), len(data))
     rows = (len(data) + cols - 1) // cols
     width = 1.2 + 0.8 * max(len(d[1]) for d in data)
     fig, axes = plt.subplots(rows, cols, figsize=(1.5 + width * cols, 3.6 * rows), squeeze=False,
                              constrained_layout=True)
-    for i, (r, lengths, depths, grid) in enumerate(data):
-        title = titles[i] if titles else panel_title(r)
+    if titles and len(titles) != len(data):
+        sys.exit(f"plot_passkey.py: --titles: {len(titles)} titles for {len(data)} panels")
+    for i, (r, lengths, depths, grid, task) in enumerate(data):
+        title = titles[i] if titles else panel_title(r) + (f", {task}" if task else "")
         im = panel(axes[i // cols][i % cols], r, lengths, depths, grid, title)
     for ax in axes.flat[len(data):]:
         ax.set_visible(False)
-    bar = fig.colorbar(im, ax=list(axes.flat), label="accuracy", fraction=0.05)
+    ruler = any(d[4] for d in data)
+    bar = fig.colorbar(im, ax=list(axes.flat), label="score" if ruler else "accuracy", fraction=0.05)
     bar.ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     trials = sorted({d[0].get("trials") for d in data if d[0].get("trials")})
     seeds = sorted({d[0].get("seed") for d in data if d[0].get("seed") is not None})
     what = ", ".join(filter(None, [f"{'/'.join(map(str, trials))} trials a cell" if trials else "",
                                     "greedy answers", f"seed {'/'.join(map(str, seeds))}" if seeds else ""]))
-    fig.suptitle(f"pass-key retrieval, accuracy in % ({what})", fontsize=12)
+    fig.suptitle(f"retrieval (RULER's tasks), string_match_all in % ({what})" if ruler else
+                 f"pass-key retrieval, accuracy in % ({what})", fontsize=12)
     save_figure(fig, a.out, dpi=120, bbox_inches="tight")
     print(a.out)
     return 0
