@@ -88,13 +88,22 @@ STOPPED = 3
 LOG_COLUMNS = ["step", "lr", "train_loss", "val_loss", "passkey_loss", "passkey_acc", "seconds"]
 
 
+WHOLE_BLOCKS = ("mix", "position")  # one distribution, one scheme: a run file states them whole
+
+
 def load_run_config(path):
+    """A run file, laid over its "base" (relative to it): a block named in the run file replaces
+    the base's key by key ("train": {"steps": 3900} keeps the other settings), except "mix" and
+    "position", which it replaces whole."""
     with open(path) as f:
         run = json.load(f)
     if "base" in run:
-        with open(os.path.join(os.path.dirname(path), run.pop("base"))) as f:
-            base = json.load(f)
-        base.update(run)
+        base = load_run_config(os.path.join(os.path.dirname(path), run.pop("base")))
+        for key, value in run.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict) and key not in WHOLE_BLOCKS:
+                base[key] = {**base[key], **value}
+            else:
+                base[key] = value
         run = base
     return run
 
