@@ -11,7 +11,6 @@ cell accuracy equals the float64 reference's. Then the outputs agree with each o
 table, --json-out, --csv), tools/plot_passkey.py draws them, --seed decides the keys, and README.md's and docs/results/passkey.md's tables are
 what pert prints for its command.
 """
-import csv
 import json
 import os
 import subprocess
@@ -30,13 +29,9 @@ RUNS = [("rope", [], "64,160"), ("alibi", [], "64,160"),
 
 
 def passkey(pert, model, extra, lengths, tmp, name):
-    out = {k: os.path.join(tmp, f"{name}.{k}") for k in ("json", "csv", "dump")}
-    args = [pert, "passkey", "-m", os.path.join(ROOT, "models", model), "--lengths", lengths, "--depths",
-            ",".join(map(str, DEPTHS)), "--trials", "2", "-q", "--json-out", out["json"], "--csv", out["csv"],
-            "--dump-prompts", out["dump"]] + extra
-    table = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    with open(out["json"]) as f, open(out["dump"]) as g, open(out["csv"]) as h:
-        return table, json.load(f), json.load(g), list(csv.DictReader(h))
+    return passkey_reference.run_pert(
+        [pert, "passkey", "-m", os.path.join(ROOT, "models", model), "--lengths", lengths, "--depths",
+         ",".join(map(str, DEPTHS)), "--trials", "2", "-q"] + extra, tmp, name)
 
 
 def check_outputs(name, table, result, dump, rows, failures):

@@ -13,8 +13,6 @@ reason in the table, the JSON and the CSV. Then the outputs agree with each othe
 table, --json-out, --csv), tools/plot_passkey.py draws a panel a task, --seed decides the draws,
 and bad input gets one line naming the flag.
 """
-import csv
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+import passkey_reference  # noqa: E402  (run_pert)
 import ruler_reference  # noqa: E402
 
 SPM = os.path.join(ROOT, "models", "tokenizer", "tokenizer.model")
@@ -36,13 +35,9 @@ RUNS = [("rope", ["--template", "short"], "128,320", "all", "0.25,1", "2"),
 
 
 def ruler(pert, model, extra, lengths, tmp, name, tasks="all", depths="0.25,1", trials="2", seed="7"):
-    out = {k: os.path.join(tmp, f"{name}.{k}") for k in ("json", "csv", "dump")}
-    args = [pert, "ruler", "-m", os.path.join(ROOT, "models", model), "--tasks", tasks, "--lengths", lengths,
-            "--depths", depths, "--trials", trials, "--seed", seed, "--essay", ESSAY, "-q", "-t", "1",
-            "--json-out", out["json"], "--csv", out["csv"], "--dump-prompts", out["dump"]] + extra
-    table = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    with open(out["json"]) as f, open(out["dump"]) as g, open(out["csv"]) as h:
-        return table, json.load(f), json.load(g), list(csv.DictReader(h))
+    return passkey_reference.run_pert(
+        [pert, "ruler", "-m", os.path.join(ROOT, "models", model), "--tasks", tasks, "--lengths", lengths,
+         "--depths", depths, "--trials", trials, "--seed", seed, "--essay", ESSAY, "-q", "-t", "1"] + extra, tmp, name)
 
 
 def check_outputs(name, table, result, dump, rows, failures):

@@ -24,9 +24,11 @@ Prints one line per mismatch and a summary; exits 1 on any mismatch. --json-out 
 reference's answers and accuracies.
 """
 import argparse
+import csv
 import json
 import os
 import re
+import subprocess
 import sys
 
 from outputs import replaced  # whole or not at all, as pert's own outputs
@@ -188,6 +190,16 @@ def check(dump, spm_path):
             cells.append({"length": length, "depth": c["depth"], "accuracy": accuracy, "correct": n_correct,
                           "trials": len(results), "results": results})
     return failures, cells
+
+
+def run_pert(args, tmp, name):
+    """Runs pert with ARGS plus --json-out, --csv and --dump-prompts into TMP/NAME.*; returns the
+    table it printed, the result, the dump and the CSV's rows (the tests' one way to call it)."""
+    out = {k: os.path.join(tmp, f"{name}.{k}") for k in ("json", "csv", "dump")}
+    table = subprocess.run(args + ["--json-out", out["json"], "--csv", out["csv"], "--dump-prompts", out["dump"]],
+                           check=True, capture_output=True, text=True).stdout
+    with open(out["json"]) as f, open(out["dump"]) as g, open(out["csv"]) as h:
+        return table, json.load(f), json.load(g), list(csv.DictReader(h))
 
 
 def run(prog, doc, check, command, summary):

@@ -119,13 +119,7 @@ void check_lengths(const Model& model, const Sentences& s, const PasskeySettings
                   (c.position.type() == "learned" ? ", or `set position.beyond=clamp` to reuse the last one" : ""));
     longest = std::max(longest, n);
   }
-  try {  // the largest cache, refused here if it cannot be had
-    InferenceState(model, longest + kPasskeyAnswerTokens - 1, 512, 1, p.cache_type);
-  } catch (const Error& e) {  // its advice names the context, which the lengths set here
-    std::string m = e.what();
-    for (size_t at; (at = m.find("`n_ctx`")) != std::string::npos;) m.replace(at, 7, "`lengths`");
-    throw Error("`lengths` " + std::to_string(longest) + ": " + m);
-  }
+  require_cache(model, longest + kPasskeyAnswerTokens - 1, longest, p.cache_type, "");
 }
 
 }  // namespace

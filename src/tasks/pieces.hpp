@@ -1,11 +1,14 @@
-// Text pieces (sentences, needles, questions) encoded one at a time and their ids joined, as the
-// tokenizer joins the sentences of one text: the rule `pert passkey` and `pert ruler` build their
-// prompts by, so a prompt is exactly as long as asked and its parts stand where the rules say.
+// What `pert passkey` and `pert ruler` share. Text pieces (sentences, needles, questions) encoded
+// one at a time and their ids joined, as the tokenizer joins the sentences of one text: the rule
+// both build their prompts by, so a prompt is exactly as long as asked and its parts stand where
+// the rules say. And the check, before any prompt runs, that the largest cache can be had.
 #pragma once
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "pert/kv_cache.hpp"
+#include "pert/model.hpp"
 #include "pert/tokenizer.hpp"
 
 namespace pert {
@@ -26,5 +29,9 @@ class PieceEncoder {
   bool own_space_ = true;
   mutable std::unordered_map<std::string, std::vector<int>> known_;
 };
+
+// Refuses (pert::Error, `where` + "`lengths` N: " + why) when a cache of `positions` cannot be
+// had for the longest prompt, N tokens; the cache's advice names `n_ctx`, which `lengths` sets here.
+void require_cache(const Model& model, int positions, int longest, CacheType type, const std::string& where);
 
 }  // namespace pert

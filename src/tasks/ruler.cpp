@@ -12,6 +12,7 @@
 #include "pert/json_util.hpp"
 #include "pert/ruler.hpp"
 #include "pert/sampler.hpp"
+#include "pieces.hpp"
 
 namespace pert {
 
@@ -76,13 +77,7 @@ std::map<std::pair<std::string, int>, std::string> check_prompts(const Model& mo
       }
   if (skipped.size() == p.tasks.size() * p.lengths.size())
     throw Error(skipped.begin()->second + (skipped.size() > 1 ? " (and every other task and length)" : ""));
-  try {  // the largest cache, refused here if it cannot be had
-    InferenceState(model, longest, 512, 1, p.cache_type);
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (size_t at; (at = m.find("`n_ctx`")) != std::string::npos;) m.replace(at, 7, "`lengths`");
-    throw Error("ruler: `lengths` " + std::to_string(longest) + ": " + m);
-  }
+  require_cache(model, longest, longest, p.cache_type, "ruler: ");
   return skipped;
 }
 

@@ -180,24 +180,23 @@ std::vector<int> fill(const PieceEncoder& enc, int length, int fixed, Stream& st
   std::vector<long long> bounds{0};
   for (long long e : ends)
     if (e > drop) bounds.push_back(e - drop);
-  auto boundary = [&](double d) {  // the nearest to d·F; ties the earlier
-    const double target = d * double(F);
-    size_t best = 0;
+  // Each insert's unit boundary: the nearest to depth·F, ties the earlier.
+  std::vector<size_t> at(inserts.size(), 0);
+  for (size_t i = 0; i < inserts.size(); ++i) {
+    const double target = inserts[i].depth * double(F);
     for (size_t b = 1; b < bounds.size(); ++b)
-      if (std::fabs(double(bounds[b]) - target) < std::fabs(double(bounds[best]) - target)) best = b;
-    return best;
-  };
+      if (std::fabs(double(bounds[b]) - target) < std::fabs(double(bounds[at[i]]) - target)) at[i] = b;
+  }
   std::vector<size_t> order(inserts.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const size_t ba = boundary(inserts[a].depth), bb = boundary(inserts[b].depth);
-    return ba != bb ? ba < bb : inserts[a].depth < inserts[b].depth;
+    return at[a] != at[b] ? at[a] < at[b] : inserts[a].depth < inserts[b].depth;
   });
   std::vector<int> ids;
   where.assign(inserts.size(), 0);
   size_t next = 0;
   for (size_t b = 0; b < bounds.size(); ++b) {
-    for (; next < order.size() && boundary(inserts[order[next]].depth) == b; ++next) {
+    for (; next < order.size() && at[order[next]] == b; ++next) {
       where[order[next]] = int(ids.size());
       append(ids, enc.encode(inserts[order[next]].text));
     }
@@ -394,8 +393,9 @@ RulerPrompt RulerPrompts::Impl::vt(int length, double depth, int trial) const {
   return p;
 }
 
-// A body of whole items that fits length − fixed tokens: items(n) for the largest n in
-// [lo, hi] (steps of `step`) that fits; Error when lo does not.
+// A body of whole items that fits length − fixed tokens: items(n) for the n in [lo, hi] (steps of
+// `step`) before the first that does not fit; Error when lo does not. A body's tokens grow with n,
+// so the first misfit is found by doubling then halving the step count: a few builds, not one per n.
 template <class Items>
 std::vector<int> largest_fitting(const PieceEncoder& enc, int length, int fixed, long long lo, long long hi,
                                  long long step, const Items& items, const std::string& what) {
@@ -407,10 +407,15 @@ std::vector<int> largest_fitting(const PieceEncoder& enc, int length, int fixed,
   if (const long long need = total(lo); need > length)
     throw Error(too_short(length, what) + " (" + std::to_string(need) + " tokens with BOS); give at least " +
                 std::to_string(need));
-  long long n = lo;
-  while (n + step <= hi && total(n + step) <= length) n += step;
+  auto fits = [&](long long k) { return lo + k * step <= hi && total(lo + k * step) <= length; };
+  long long good = 0, bad = 1;  // steps past lo: good fits, bad does not
+  while (fits(bad)) good = bad, bad *= 2;
+  while (bad - good > 1) {
+    const long long mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
   std::vector<int> ids;
-  for (const std::string& s : items(n)) append(ids, enc.encode(s));
+  for (const std::string& s : items(lo + good * step)) append(ids, enc.encode(s));
   return ids;
 }
 
