@@ -88,6 +88,35 @@ def main():
         check("results_tables.py: a marker naming no tools/ script is a one-line error",
               r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "tools/NAME.py" in r.stderr, r.stderr)
 
+    # tools/claims.py: ReRoPE's loss measure and RULER's effective length, on made-up results.
+    sys.path.insert(0, TOOLS)
+    import claims
+    cell = {"length": 256, "nll_by_position": [{"first": 0, "nll": 9.0, "tokens": 128},
+                                               {"first": 128, "nll": 2.0, "tokens": 96}, {"first": 224, "nll": 3.0, "tokens": 32}]}
+    check("claims.py: the loss of the last L tokens weighs the buckets from N - L on by their tokens",
+          abs(claims.tail_nll(cell, 128) - 2.25) < 1e-12, claims.tail_nll(cell, 128))
+    for scores, want in (({128: 90, 256: 85, 512: 70, 1024: 95}, (90, 80, 256)),  # the first drop ends it
+                         ({64: 95, 112: 90, 256: 70}, (90, 80, 112)),  # a learned table: "at L" is 112
+                         ({128: 40, 256: 40}, (40, None, None)),  # below 50 at L: none
+                         ({256: 90}, (None, None, None))):
+        check(f"claims.py: effective length of {scores}", claims.effective_length(scores, 128) == want,
+              claims.effective_length(scores, 128))
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "ruler"))
+        for name, per_length in (("alibi", {128: 90, 256: 50}), ("rope+rerope", {128: 80, 256: 75})):
+            cells = [{"task": t, "length": n, "depth": d, "score": s + (t == "vt") * 10}
+                     for t in ("niah_single_1", "vt") for n, s in per_length.items() for d in (0, 1)]
+            cells.append({"task": "kv", "length": 128, "depth": 0, "score": None, "skipped": "too short"})
+            cells.append({"task": "kv", "length": 256, "depth": 0, "score": 0})
+            with open(os.path.join(tmp, "ruler", name + ".json"), "w") as f:
+                json.dump({"trained_length": 128, "lengths": list(per_length), "cells": cells}, f)
+        r = run([os.path.join(TOOLS, "claims.py"), "effective", "--data", tmp], tmp)
+        rows = [line for line in r.stdout.splitlines() if line.startswith(("| alibi", "| rope"))]
+        check("claims.py effective: a row a file, schemes first; skipped tasks left out of the mean",
+              r.returncode == 0 and rows == ["| alibi | plain | 2 | 95.0 | 55.0 | 85.0 | 128 |",
+                                             "| rope | rerope | 2 | 85.0 | 80.0 | 75.0 | 256 |"],
+              f"exit {r.returncode}, {rows}, stderr {r.stderr[-300:]!r}")
+
     plot = os.path.join(TOOLS, "plot.py")
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,10 @@
 #   2. held-out TinyStories at 1x..16x L, every scheme (and learned with "clamp");
 #   3. the rope model under every RoPE scaling and "extend" method, held-out TinyStories, 1x..32x L;
 #   4. pass-key accuracy at 64..4096 tokens for every scheme, and for the rope model under each
-#      config of 3.
+#      config of 3;
+#   5. pert ruler's tasks at 128..4096 tokens for every scheme, and for the rope model under each
+#      config of 3;
+#   6. docs/results/claims.md's tables (tools/claims.py): the published claims beside 3, 4 and 5.
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
 # and tables follow each. NAMES=... (a subset of the eleven, space-separated) limits 1, 2 and 4.
@@ -38,8 +41,8 @@ $PY tools/plot.py sweep $OUT/family.json --out $OUT/family \
 
 # 3. Training-free extension of the rope model (the README's rows).
 configs=()
-for c in plain ntk-x2 ntk-x4 dynamic yarn-x2; do configs+=(configs/rope/$c.json); done
-for c in self-extend self-extend-llama self-extend-g64 rerope rerope-logn leaky-rerope leaky-rerope-k64 logn \
+for c in plain linear-x2 linear-x4 linear-x8 ntk-x2 ntk-x4 dynamic yarn-x2; do configs+=(configs/rope/$c.json); done
+for c in self-extend self-extend-llama self-extend-g64 self-extend-4x rerope rerope-logn leaky-rerope leaky-rerope-k64 logn \
          dynamic-logn streaming streaming-original streaming-window blockwise; do configs+=(configs/extend/$c.json); done
 rows=()
 for c in "${configs[@]}"; do rows+=(--config "$c"); done
@@ -47,6 +50,10 @@ $PERT sweep -m models/rope "${rows[@]}" -f build/data/tinystories_heldout.txt --
   --lengths 128,256,512,1024,2048,4096 --out $OUT/extend_family_rope.json "${threads[@]}"
 $PY tools/plot.py sweep $OUT/extend_family_rope.json --out $OUT/extend_family_rope \
   --title "pert's rope model (trained at L = 128), training-free extension, chunks"
+# StreamingLLM's claim on long documents too (a story-per-document text keeps a BOS in every window).
+$PERT sweep -m models/rope --config configs/rope/plain.json --config configs/extend/streaming.json \
+  --config configs/extend/streaming-window.json --config configs/extend/streaming-original.json \
+  -f build/data/wikitext2_test_prefix.txt --lengths 128,512,2048,4096 --out $OUT/streaming_wikitext.json "${threads[@]}"
 
 # 4. Pass-key retrieval (the learned table of 128 positions takes prompts up to 121 tokens).
 mkdir -p $OUT/passkey
@@ -68,3 +75,24 @@ for n in "${NAMES[@]}"; do [ "$n" = learned ] || family+=("$OUT/passkey/$n.json"
 $PY tools/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
 $PY tools/paper_shapes.py ratios $OUT/family_wikitext.json
 $PY tools/paper_shapes.py passkey $OUT/passkey/*.json
+
+# 5. Retrieval tasks (pert ruler, every task; the learned table of 128 positions takes 112 with
+#    the longest answer), every scheme and the rope model under each config of 3.
+mkdir -p $OUT/ruler
+ruler=(ruler --tasks all --depths 0,0.5,1 --trials 3 --essay ../shared/data/text/wikitext-2.test.tokens.txt -q)
+for n in "${NAMES[@]}"; do
+  lengths=128,256,512,1024,2048,4096
+  [ "$n" = learned ] && lengths=112
+  fresh $OUT/ruler/$n.json models/$n/model.safetensors && continue
+  $PERT "${ruler[@]}" -m models/$n --lengths $lengths --json-out $OUT/ruler/$n.json "${threads[@]}" > /dev/null
+done
+for c in "${configs[@]:1}"; do
+  out="$OUT/ruler/rope+$(basename "$c" .json).json"
+  fresh "$out" models/rope/model.safetensors "$c" && continue
+  $PERT "${ruler[@]}" -m models/rope --config "$c" --lengths 128,256,512,1024,2048,4096 --json-out "$out" \
+    "${threads[@]}" > /dev/null
+done
+$PY tools/plot_passkey.py $OUT/ruler/rope.json --out $OUT/ruler_rope.png
+
+# 6. The published claims beside the family's numbers.
+$PY tools/results_tables.py --write docs/results/claims.md

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""The published training-free claims beside the family's results: the tables of
+docs/results/claims.md, one per claim, from the files tools/family_results.sh writes and the
+papers' numbers in docs/results/data/published_claims.json.
+
+    claims.py [--data models/extrapolation] [--published FILE] TABLE
+
+TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective. The page marks each table
+with this command, and tools/results_tables.py --check (CTest docs_tables) holds it to what the
+command prints. Inputs (DATA = --data):
+  DATA/extend_family_rope.json   `pert sweep`: the rope model under each config, held-out stories
+  DATA/streaming_wikitext.json   `pert sweep`: the rope model with and without sinks, WikiText-2 test
+  DATA/passkey/rope+CONFIG.json  `pert passkey`: the rope model under CONFIG (rope.json: plain)
+  DATA/ruler/NAME.json           `pert ruler`: each scheme plain (NAME) and rope+CONFIG
+
+Losses are as ReRoPE's author reports them: the mean NLL of the last L tokens of each chunk of
+N tokens (from the sweep's NLL by position), so a longer chunk gives those tokens more context
+and a method that uses it shows a lower loss. The effective length (after RULER): the longest
+length up to which the mean score over the tasks scored at every length stays at or above the
+score at L minus 10 points; a row whose score at L is below 50 has none ("—": it does not do the
+tasks within L, so nothing past L can be read from it).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective")
+MARGIN, FLOOR = 10.0, 50.0  # the effective length's threshold: score at L − MARGIN, rows below FLOOR at L have none
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"claims.py: {path}: {e}")
+
+
+class Results:
+    """The family's result files under DATA, read on first use."""
+
+    def __init__(self, data, published):
+        self.data, self.published = data, load(published)
+        self._sweeps = {}
+
+    def sweep(self, name="extend_family_rope.json"):
+        """{config label: {length: cell}} of a sweep of the rope model."""
+        if name not in self._sweeps:
+            self._sweeps[name] = {}
+            for c in load(os.path.join(self.data, name))["cells"]:
+                if c.get("ppl") is not None:
+                    self._sweeps[name].setdefault(c["label"], {})[c["length"]] = c
+        return self._sweeps[name]
+
+    def passkey(self, config):
+        """{length: accuracy} of the rope model under CONFIG (plain: rope.json), or None."""
+        path = os.path.join(self.data, "passkey", "rope.json" if config == "plain" else f"rope+{config}.json")
+        if not os.path.exists(path):
+            return None
+        by_length = {}
+        for c in load(path)["cells"]:
+            correct, trials = by_length.get(c["length"], (0, 0))
+            by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
+        return {n: k / t for n, (k, t) in by_length.items()}
+
+    def ruler(self):
+        """[(name, result)] of every ruler file, schemes first, in name order."""
+        d = os.path.join(self.data, "ruler")
+        names = sorted(f[:-5] for f in os.listdir(d) if f.endswith(".json")) if os.path.isdir(d) else []
+        names.sort(key=lambda n: ("+" in n, n))
+        return [(n, load(os.path.join(d, n + ".json"))) for n in names]
+
+
+def tail_nll(cell, L):
+    """The mean NLL of the chunk's last L tokens (the buckets that start at or after N − L)."""
+    start = cell["length"] - L
+    buckets = [b for b in cell["nll_by_position"] if b["first"] >= start] or cell["nll_by_position"][-1:]
+    tokens = sum(b["tokens"] for b in buckets)
+    return sum(b["nll"] * b["tokens"] for b in buckets) / tokens
+
+
+def multiples(cells, L, most=None):
+    return [n for n in sorted(cells) if n % L == 0 and (most is None or n <= most * L)]
+
+
+def fmt(x, digits=2):
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def loss_table(r, labels, published, most=8):
+    """Tail NLL per config at 1x..most x L (pert), then the published rows at their multiples."""
+    sweep = r.sweep()
+    L = next(iter(next(iter(sweep.values())).values()))["trained_length"]
+    lengths = multiples(sweep["plain"], L, most)
+    out = ["| pert: rope model, loss of the last L tokens | " + " | ".join(f"{n // L}×L" for n in lengths) + " |",
+           "|---|" + "---:|" * len(lengths)]
+    for label in labels:
+        cells = sweep.get(label, {})
+        out.append(f"| {label} | " + " | ".join(fmt(tail_nll(cells[n], L), 3) if n in cells else "—" for n in lengths) + " |")
+    if published:
+        xs = published["lengths_x"]
+        out += ["", f"| published ({published['source'].split(':')[0]}) | " + " | ".join(f"{x}×L" for x in xs) + " |",
+                "|---|" + "---:|" * len(xs)]
+        for name, values in published["loss"].items():
+            out.append(f"| {name} | " + " | ".join(fmt(v, 4) for v in values) + " |")
+    return "\n".join(out)
+
+
+def passkey_rows(r, configs, most=None):
+    rows = {c: r.passkey(c) for c in configs}
+    rows = {c: v for c, v in rows.items() if v}
+    lengths = sorted({n for v in rows.values() for n in v if most is None or n <= most})
+    out = ["| pert: rope model, pass-key | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+    for c, v in rows.items():
+        out.append(f"| {c} | " + " | ".join(fmt(v.get(n)) for n in lengths) + " |")
+    return out
+
+
+def selfextend(r):
+    p = r.published["self_extend"]
+    out = passkey_rows(r, ["plain", "self-extend", "self-extend-llama", "self-extend-g64", "self-extend-4x"])
+    out += ["", "| published | |", "|---|---|", f"| claim | {p['claim']} |", f"| numbers | {p['numbers']} |",
+            f"| W and G | {p['rule']} |", f"| elsewhere | {p['independent']} |"]
+    return "\n".join(out)
+
+
+def rerope(r):
+    return loss_table(r, ["plain", "rerope", "rerope-logn", "leaky-rerope", "leaky-rerope-k64", "ntk-x2", "ntk-x4"],
+                      r.published["rerope"])
+
+
+def ppl_rows(sweep, labels, title):
+    lengths = sorted(sweep["plain"])
+    out = [f"| {title} | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+    for label in labels:
+        cells = sweep.get(label, {})
+        out.append(f"| {label} | " + " | ".join(fmt(cells[n]["ppl"]) if n in cells else "—" for n in lengths) + " |")
+    return out
+
+
+def streaming(r):
+    sweep, p = r.sweep(), r.published["streaming"]
+    labels = ["plain", "streaming", "streaming-original", "streaming-window"]
+    out = ppl_rows(sweep, labels, "pert: rope model, PPL, held-out stories")
+    out += [""] + ppl_rows(r.sweep("streaming_wikitext.json"), labels, "pert: rope model, PPL, WikiText-2 test")
+    out += [""] + passkey_rows(r, labels)
+    out += ["", "| published: Llama-2-7B, 400K tokens, cache 4096 | " + " | ".join(f"{s} sinks" for s in p["sinks"]) + " |",
+            "|---|" + "---:|" * len(p["sinks"]), "| PPL | " + " | ".join(fmt(v) for v in p["ppl"]) + " |",
+            "", f"Published retrieval: {p['retrieval']}."]
+    return "\n".join(out)
+
+
+def ntk(r):
+    return loss_table(r, ["plain", "ntk-x2", "ntk-x4", "dynamic", "dynamic-logn", "yarn-x2", "logn"],
+                      r.published["ntk_yarn"])
+
+
+def pi(r):
+    sweep, p = r.sweep(), r.published["pi"]
+    L = sweep["plain"][min(sweep["plain"])]["trained_length"]
+    base = sweep["plain"][L]["ppl"]
+    out = ["| pert: rope model | scale s | PPL at L (plain) | PPL at s×L | ratio |", "|---|---:|---:|---:|---:|"]
+    for label in sorted((k for k in sweep if re.fullmatch(r"linear-x\d+", k)), key=lambda k: int(k.split("x")[1])):
+        s = int(label.split("x")[1])
+        cell = sweep[label].get(s * L)
+        out.append(f"| {label} | {s} | {fmt(base)} | {fmt(cell and cell['ppl'])} | "
+                   f"{fmt(cell and cell['ppl'] / base)} |")
+    out += ["", "| published: LLaMA-7B, PG19 | scale s | PPL at L | PPL at s×L, no fine-tuning | ratio | after 1000 steps |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for s, raw, tuned in zip(p["scale"], p["no_fine_tuning"], p["after_1000_steps"]):
+        out.append(f"| PI | {s} | {fmt(p['at_L'])} | {fmt(raw)} | {fmt(raw / p['at_L'])} | {fmt(tuned)} |")
+    return "\n".join(out)
+
+
+def effective_length(scores, L):
+    """(score at L, threshold, effective length or None) from {length: mean score}; "at L" is
+    the longest length not past L (a learned table's prompts end before L)."""
+    within = [n for n in scores if n <= L]
+    at_L = scores[max(within)] if within else None
+    if at_L is None or at_L < FLOOR:
+        return at_L, None, None
+    threshold, best = at_L - MARGIN, None
+    for n in sorted(k for k in scores if k >= max(within)):
+        if scores[n] < threshold:
+            break
+        best = n
+    return at_L, threshold, best
+
+
+def effective(r):
+    files = r.ruler()
+    if not files:
+        return "(no ruler results yet: tools/family_results.sh writes them)"
+    lengths = sorted({c["length"] for _, f in files for c in f["cells"]})
+    out = ["| model | config | tasks | " + " | ".join(str(n) for n in lengths) + " | threshold | effective length |",
+           "|---|---|---|" + "---:|" * (len(lengths) + 2)]
+    for name, f in files:
+        L = f["trained_length"]
+        scored = {}
+        for c in f["cells"]:
+            scored.setdefault(c["task"], {}).setdefault(c["length"], []).append(c["score"])
+        tasks = [t for t, by in scored.items() if all(None not in by.get(n, [None]) for n in f["lengths"])]
+        means = {n: sum(sum(scored[t][n]) / len(scored[t][n]) for t in tasks) / len(tasks) for n in f["lengths"]} if tasks else {}
+        at_L, threshold, best = effective_length(means, L)
+        model, _, config = name.partition("+")
+        out.append(f"| {model} | {config or 'plain'} | {len(tasks)} | " +
+                   " | ".join(fmt(means.get(n), 1) for n in lengths) +
+                   f" | {fmt(threshold, 1)} | {'—' if best is None else best} |")
+    p = r.published["ruler"]
+    out += ["", f"Published ({p['source']}): {p['threshold']}.", "",
+            "| published model | claimed | effective |", "|---|---|---|"]
+    out += [f"| {m} | {c} | {e} |" for m, c, e in p["rows"]]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("table", choices=TABLES, help="the table to print")
+    ap.add_argument("--data", default=os.path.join(ROOT, "models", "extrapolation"), help="the family's results")
+    ap.add_argument("--published", default=os.path.join(ROOT, "docs", "results", "data", "published_claims.json"))
+    a = ap.parse_args()
+    print(globals()[a.table](Results(a.data, a.published)))
+
+
+if __name__ == "__main__":
+    main()
