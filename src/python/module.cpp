@@ -1,195 +1,31 @@
 // The Python module `pert` (its compiled part, pert._pert): models, logits as numpy arrays,
 // sessions for incremental decoding, generation as an iterator, perplexity and the distance
-// profile, over the same library the CLI runs. The GIL is released while pert computes; every
+// profile, over the same library the CLI runs (the task bindings in tasks.cpp, conversions in
+// convert.cpp, what they share in bindings.hpp). The GIL is released while pert computes; every
 // pert::Error reaches Python as pert.Error with the CLI's one-line message. src/python/pert/
 // __init__.py adds what is simpler in Python (sweep) and the thread settings.
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include "bindings.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
-#include <string_view>
-#include <type_traits>
 #include <vector>
 
 #include "pert/error.hpp"
 #include "pert/evaluation.hpp"
-#include "pert/interrupt.hpp"
-#include "pert/json_util.hpp"
-#include "pert/loaded_model.hpp"
-#include "pert/memory.hpp"
 #include "pert/passkey.hpp"
-#include "pert/ruler.hpp"
 #include "pert/positions.hpp"
-#include "pert/progress.hpp"
+#include "pert/ruler.hpp"
 #include "pert/text_generation.hpp"
 #include "pert/threads.hpp"
-
-namespace py = pybind11;
 
 namespace pert::python {
 
 namespace {
-
-// Through Python's json module: configs and results are plain JSON either way.
-nlohmann::json to_json(py::handle value, const std::string& where) {
-  std::string text;
-  try {
-    text = py::module_::import("json").attr("dumps")(value, py::arg("allow_nan") = false).cast<std::string>();
-  } catch (py::error_already_set& e) {
-    throw Error(where + ": not JSON (" + std::string(py::str(e.value())) + ")");
-  }
-  return parse_json(text, where);
-}
-
-py::object to_python(const nlohmann::json& j) {
-  return py::module_::import("json").attr("loads")(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-}
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw Error(message);
-}
-
-// "(2, 2)": an array's shape as numpy writes it.
-std::string shape_text(const py::array& a) {
-  std::string s = "(";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
-  return s + (a.ndim() == 1 ? ",)" : ")");
-}
-
-// A [rows, vocab] float32 array checked against the memory left before numpy allocates it.
-void require_array_memory(const std::string& call, int rows, int vocab, const std::string& advice) {
-  require_memory(double(rows) * vocab * sizeof(float),
-                 call + ": the array of " + std::to_string(rows) + " x " + std::to_string(vocab) + " logits", advice);
-}
-
-// "token id 512 is outside the vocabulary [0, 512)" unless 0 <= id < vocab.
-template <class Int>
-void check_id(Int id, int vocab, const std::string& where) {
-  bool negative = false;
-  if constexpr (std::is_signed_v<Int>) negative = id < 0;
-  if (negative || id >= Int(vocab))
-    throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-}
-
-// A numpy array of integers as token ids, at numpy's speed.
-template <class Int>
-std::vector<int> array_ids(const py::array& a, int vocab, const std::string& where) {
-  const auto ids = py::array_t<Int, py::array::c_style | py::array::forcecast>::ensure(a);
-  std::vector<int> out(size_t(ids.size()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    check_id(ids.data()[i], vocab, where);
-    out[i] = int(ids.data()[i]);
-  }
-  return out;
-}
-
-// Token ids from any iterable of integers (a list, a 1-D numpy array), each in [0, vocab).
-// `where`: "call: argument", e.g. "logits: ids".
-std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) {
-  if (py::isinstance<py::str>(ids) || py::isinstance<py::bytes>(ids))
-    throw Error(where + ": token ids expected, got a string (tokenize() it first)");
-  if (py::isinstance<py::array>(ids)) {
-    const auto a = py::reinterpret_borrow<py::array>(ids);
-    if (a.ndim() != 1)
-      throw Error(where + ": a 1-D sequence of token ids expected, got an array of shape " + shape_text(a));
-    if (a.dtype().kind() == 'i') return array_ids<long long>(a, vocab, where);
-    if (a.dtype().kind() == 'u') return array_ids<unsigned long long>(a, vocab, where);
-  }
-  std::vector<int> out;
-  try {
-    for (py::handle item : py::iter(ids)) {
-      if (!PyIndex_Check(item.ptr()) || py::isinstance<py::array>(item))  // int, numpy's integer scalars; not 1.5
-        throw Error(where + ": token ids must be integers, got " + std::string(py::repr(item)));
-      PyObject* index = PyNumber_Index(item.ptr());
-      if (!index) throw py::error_already_set();
-      const long long id = py::reinterpret_steal<py::object>(index).cast<long long>();
-      check_id(id, vocab, where);
-      out.push_back(int(id));
-    }
-  } catch (py::error_already_set& e) {  // not iterable, or an integer that cannot be had
-    throw Error(where + ": token ids expected (" + std::string(py::str(e.value())) + ")");
-  } catch (py::cast_error&) {  // past a long long
-    throw Error(where + ": a token id is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-  }
-  return out;
-}
-
-unsigned long main_thread = 0;  // Python's main thread (threading.main_thread().ident), set at import
-
-// While it lives (made with the GIL held), pert's long loops look for Ctrl-C about every 100 ms
-// when the caller is Python's main thread (the only one signals reach): a pending signal's
-// exception (KeyboardInterrupt) stops the work and the call raises it.
-class PythonSignals {
- public:
-  PythonSignals() {
-    if (PyThread_get_thread_ident() != main_thread) return;
-    // Once now, too: a call shorter than the hook's period (a generated token, whose caller may be
-    // C code such as "".join, which runs no Python between tokens) would never look.
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    hook_.emplace([] {
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    });
-  }
-
- private:
-  std::optional<InterruptHook> hook_;
-};
-
-// A library message (error.hpp) in Python's words: each `field` as the keyword that sets it
-// (n_keep as keep, max_windows as chunks, `set K=V` as set={"K": V} ...).
-std::string python_words(const std::string& message) {
-  static const std::pair<const char*, const char*> kKeywords[] = {
-      {"n_keep", "keep"},         {"max_windows", "chunks"},  {"n_buckets", "buckets"}, {"temperature", "temp"},
-      {"max_distance", "distance"}, {"allow_scheme_change", "allow_scheme_change=True"},
-  };
-  return render_fields(message, [](const std::string& field) -> std::string {
-    if (field.rfind("set ", 0) == 0) {  // `set K=V`: V as JSON reads it, else a string
-      const size_t eq = field.find('=');
-      const std::string key = field.substr(4, eq == std::string::npos ? std::string::npos : eq - 4);
-      std::string value = eq == std::string::npos ? "" : field.substr(eq + 1);
-      const nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
-      value = v.is_discarded() || v.is_string() ? "'" + (v.is_string() ? v.get<std::string>() : value) + "'"
-              : v.is_null()                      ? "None"
-              : v.is_boolean()                   ? (v.get<bool>() ? "True" : "False")
-                                                 : v.dump();
-      return "set={'" + key + "': " + value + "}";
-    }
-    for (const auto& [name, keyword] : kKeywords)
-      if (field == name) return keyword;
-    return "";  // the others are the keywords' own names (n_ctx, stride, mode, query_pos, config)
-  });
-}
-
-// A UserWarning when encoding `text_name` left characters out (pert::dropped_note).
-void warn_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name) {
-  const std::string note = dropped_note(tokenizer.dropped_characters() - before, text_name);
-  if (!note.empty() && PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) < 0) throw py::error_already_set();
-}
-
-// A model with its tokenizer, shared by the sessions and generations made from it.
-struct PyModel {
-  std::shared_ptr<const LoadedModel> m;
-  std::string dtype;
-  const ModelConfig& config() const { return m->model->config(); }
-};
-
-// A path as Python spells one (str or os.PathLike).
-std::string path_text(py::handle path, const std::string& where) {
-  try {
-    return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
-  } catch (py::error_already_set& e) {
-    throw Error(where + ": a path expected (" + std::string(py::str(e.value())) + ")");
-  }
-}
 
 PyModel load(py::object dir_in, py::object config, py::object set, bool allow_scheme_change,
              const std::string& dtype) {
@@ -345,180 +181,6 @@ PyGeneration start_generation(const PyModel& self, const std::string& prompt, in
     out.g = std::make_unique<TextGeneration>(*self.m, prompt, s);
   }
   warn_dropped(self.m->tokenizer, dropped, "prompt");
-  return out;
-}
-
-// A long task's `progress=` keyword: True for a bar on sys.stderr (which a notebook shows; C's
-// stderr it does not), a function called with (done, total[, value]), or False. Made and called
-// with the GIL released.
-class ProgressOut {
- public:
-  ProgressOut(const py::object& progress, const char* task, const char* unit) : progress_(progress) {
-    py::gil_scoped_acquire acquire;
-    callback_ = PyCallable_Check(progress.ptr());
-    if (!callback_ && py::bool_(progress))
-      bar_.emplace(task, unit, false, [](const std::string& line) {
-        py::gil_scoped_acquire acquire;
-        py::module_::import("sys").attr("stderr").attr("write")(line);
-      });
-  }
-  void finish() {  // after the work; an interrupted one leaves its bar where it stopped
-    if (bar_) bar_->finish();
-  }
-  // The bar alone, in its own units (perplexity's positions); the callback is not called.
-  void bar(long long done, long long total, const std::string& note) {
-    if (bar_) bar_->update(done, total, note);
-  }
-  // The callback alone (perplexity's windows).
-  void call(long long done, long long total, double value) {
-    if (!callback_) return;
-    py::gil_scoped_acquire acquire;
-    progress_(done, total, value);
-  }
-  void operator()(long long done, long long total, std::optional<double> value = std::nullopt) {
-    if (bar_) bar_->update(done, total);
-    if (callback_) {
-      py::gil_scoped_acquire acquire;
-      if (value) progress_(done, total, *value);
-      else progress_(done, total);
-    }
-  }
-
- private:
-  const py::object& progress_;
-  bool callback_ = false;
-  std::optional<Progress> bar_;
-};
-
-// buckets=: "log" or a count, read as the library reads a sweep's settings (True is not a count;
-// anything else is shown as Python prints it).
-int buckets_argument(const py::object& value) {
-  nlohmann::json v = py::str(value).cast<std::string>();
-  if (py::isinstance<py::str>(value)) {
-    v = value.cast<std::string>();
-  } else if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
-    int overflow = 0;
-    const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-    if (!overflow) v = n;
-  }
-  return buckets_from_json(v, "`buckets`");
-}
-
-// perplexity of a text (a string, a file, or token ids) at one context length, as `pert
-// perplexity --json` reports it.
-py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
-                      const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
-                      const std::string& cache_type, py::object progress) {
-  require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
-          "perplexity: give exactly one of text=, file= or tokens=");
-  const ModelConfig& c = self.config();
-  EvalSpec spec;
-  spec.mode = mode;
-  spec.stride = stride;
-  spec.max_windows = chunks;
-  spec.buckets = buckets_argument(buckets);
-  spec.split_docs = split_docs;
-  spec.validate();  // by field; python_words names the keywords
-  require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
-  const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
-  PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
-  o.cache_type = parse_cache_type(cache_type);
-  std::vector<int> ids;
-  if (!tokens.is_none()) ids = token_ids(tokens, c.vocab_size, "perplexity: tokens");
-  require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
-  const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
-  if (!file.is_none()) spec.text_file = path_text(file, "file");
-  const size_t dropped = self.m->tokenizer.dropped_characters();
-  {
-    const PythonSignals signals;
-    py::gil_scoped_release release;
-    if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
-    else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
-  }
-  warn_dropped(self.m->tokenizer, dropped, file.is_none() ? "text" : spec.text_file);
-  PerplexityResult r;
-  {
-    const PythonSignals signals;
-    py::gil_scoped_release release;
-    ProgressOut out(progress, "perplexity", "positions");  // the bar by positions, the callback by windows
-    r = evaluate_perplexity(*self.m->model, ids, o, [&](const PerplexityStep& step) {
-      out.bar(step.positions, step.total_positions, step.windows_text());
-      if (step.window_end) out.call(step.windows, step.total_windows, step.running_ppl);
-    });
-    out.finish();
-  }
-  return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
-}
-
-// Pass-key retrieval, as `pert passkey --json` reports it.
-py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,
-                   long long seed, const std::string& cache_type, const py::object& progress) {
-  PasskeySettings s;
-  s.lengths = std::move(lengths);
-  s.depths = std::move(depths);
-  s.trials = trials;
-  s.seed = seed;
-  s.cache_type = parse_cache_type(cache_type);
-  std::vector<PasskeyCell> cells;
-  {
-    const PythonSignals signals;
-    py::gil_scoped_release release;
-    ProgressOut out(progress, "passkey", "prompts");
-    cells = run_passkey(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
-    out.finish();
-  }
-  return to_python(passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells));
-}
-
-// Retrieval tasks after RULER, as `pert ruler --json` reports them.
-py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,
-                 std::vector<double> depths, int trials, long long seed, const std::string& wording,
-                 const std::string& essay, const std::string& cache_type, const py::object& progress) {
-  RulerSettings s;
-  s.tasks = tasks.size() == 1 && tasks[0] == "all" ? ruler_task_names() : std::move(tasks);
-  s.lengths = std::move(lengths);
-  s.depths = std::move(depths);
-  s.trials = trials;
-  s.seed = seed;
-  s.wording = parse_ruler_template(wording);
-  s.essay_path = essay;
-  s.cache_type = parse_cache_type(cache_type);
-  std::vector<RulerCell> cells;
-  {
-    const PythonSignals signals;
-    py::gil_scoped_release release;
-    ProgressOut out(progress, "ruler", "prompts");
-    cells = run_ruler(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
-    out.finish();
-  }
-  nlohmann::json report = ruler_report(self.m->dir.string(), self.config(), s, self.dtype, cells);
-  for (nlohmann::json& c : report["cells"])
-    if (c.contains("skipped")) c["skipped"] = python_words(c["skipped"].get<std::string>());
-  return to_python(report);
-}
-
-// The attention logit of q = k = ones against distance, [heads][distance + 1] (one row for
-// schemes added to the embeddings), as `pert positions`.
-py::array_t<double> positions(const PyModel& self, std::optional<int> distance_in, std::optional<int> query_in,
-                              int layer) {
-  const ModelConfig& c = self.config();
-  const int distance = distance_in.value_or(default_profile_distance(c));
-  const int query_pos = query_in.value_or(distance);
-  require(distance >= 1 && distance <= kMaxProfileDistance, "distance: must be from 1 to " + std::to_string(kMaxProfileDistance) + ", got " + std::to_string(distance));
-  require(query_pos >= 0 && query_pos <= kMaxProfileDistance, "query_pos: must be from 0 to " + std::to_string(kMaxProfileDistance) + ", got " + std::to_string(query_pos));
-  require(distance <= query_pos, "distance: must be at most query_pos (" + std::to_string(query_pos) +
-                                     "): keys stop at position 0, got " + std::to_string(distance));
-  require(layer >= 0 && layer < c.n_layers, "layer: must be below the model's " + std::to_string(c.n_layers) +
-                                                 " layers, got " + std::to_string(layer));
-  std::vector<std::vector<double>> profile;
-  {
-    py::gil_scoped_release release;
-    const Model& model = *self.m->model;
-    profile = distance_profile(c, [&](const std::string& name) { return model.tensor(name); }, query_pos, distance, layer);
-  }
-  const size_t rows = profile.size(), cols = size_t(distance) + 1;
-  py::array_t<double> out(std::vector<py::ssize_t>{py::ssize_t(rows), py::ssize_t(cols)});
-  for (size_t h = 0; h < rows; ++h) std::copy(profile[h].begin(), profile[h].end(), out.mutable_data(h, 0));
   return out;
 }
 

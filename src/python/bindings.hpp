@@ -1,0 +1,122 @@
+// What the module's files share (src/python/): conversions between Python and pert, the model
+// object, Ctrl-C while pert computes, progress for long tasks, and the task bindings (tasks.cpp)
+// that module.cpp registers.
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pert/interrupt.hpp"
+#include "pert/json_util.hpp"
+#include "pert/loaded_model.hpp"
+#include "pert/progress.hpp"
+
+namespace py = pybind11;
+
+namespace pert::python {
+
+// Through Python's json module: configs and results are plain JSON either way.
+nlohmann::json to_json(py::handle value, const std::string& where);
+py::object to_python(const nlohmann::json& j);
+void require(bool ok, const std::string& message);  // pert::Error(message) unless ok
+// A [rows, vocab] float32 array checked against the memory left before numpy allocates it.
+void require_array_memory(const std::string& call, int rows, int vocab, const std::string& advice);
+// Token ids from any iterable of integers (a list, a 1-D numpy array), each in [0, vocab).
+// `where`: "call: argument", e.g. "logits: ids".
+std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where);
+// A library message (error.hpp) in Python's words: each `field` as the keyword that sets it.
+std::string python_words(const std::string& message);
+// A UserWarning when encoding `text_name` left characters out (pert::dropped_note).
+void warn_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name);
+// A path as Python spells one (str or os.PathLike).
+std::string path_text(py::handle path, const std::string& where);
+
+extern unsigned long main_thread;  // Python's main thread (threading.main_thread().ident), set at import
+
+// While it lives (made with the GIL held), pert's long loops look for Ctrl-C about every 100 ms
+// when the caller is Python's main thread (the only one signals reach): a pending signal's
+// exception (KeyboardInterrupt) stops the work and the call raises it.
+class PythonSignals {
+ public:
+  PythonSignals() {
+    if (PyThread_get_thread_ident() != main_thread) return;
+    // Once now, too: a call shorter than the hook's period (a generated token, whose caller may be
+    // C code such as "".join, which runs no Python between tokens) would never look.
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    hook_.emplace([] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
+  }
+
+ private:
+  std::optional<InterruptHook> hook_;
+};
+
+// A model with its tokenizer, shared by the sessions and generations made from it.
+struct PyModel {
+  std::shared_ptr<const LoadedModel> m;
+  std::string dtype;
+  const ModelConfig& config() const { return m->model->config(); }
+};
+
+// A long task's `progress=` keyword: True for a bar on sys.stderr (which a notebook shows; C's
+// stderr it does not), a function called with (done, total[, value]), or False. Made and called
+// with the GIL released.
+class ProgressOut {
+ public:
+  ProgressOut(const py::object& progress, const char* task, const char* unit) : progress_(progress) {
+    py::gil_scoped_acquire acquire;
+    callback_ = PyCallable_Check(progress.ptr());
+    if (!callback_ && py::bool_(progress))
+      bar_.emplace(task, unit, false, [](const std::string& line) {
+        py::gil_scoped_acquire acquire;
+        py::module_::import("sys").attr("stderr").attr("write")(line);
+      });
+  }
+  void finish() {  // after the work; an interrupted one leaves its bar where it stopped
+    if (bar_) bar_->finish();
+  }
+  // The bar alone, in its own units (perplexity's positions); the callback is not called.
+  void bar(long long done, long long total, const std::string& note) {
+    if (bar_) bar_->update(done, total, note);
+  }
+  // The callback alone (perplexity's windows).
+  void call(long long done, long long total, double value) {
+    if (!callback_) return;
+    py::gil_scoped_acquire acquire;
+    progress_(done, total, value);
+  }
+  void operator()(long long done, long long total, std::optional<double> value = std::nullopt) {
+    if (bar_) bar_->update(done, total);
+    if (callback_) {
+      py::gil_scoped_acquire acquire;
+      if (value) progress_(done, total, *value);
+      else progress_(done, total);
+    }
+  }
+
+ private:
+  const py::object& progress_;
+  bool callback_ = false;
+  std::optional<Progress> bar_;
+};
+
+// The task bindings (tasks.cpp), each as its `pert` command's --json reports it.
+py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
+                      const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
+                      const std::string& cache_type, py::object progress);
+py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,
+                   long long seed, const std::string& cache_type, const py::object& progress);
+py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,
+                 std::vector<double> depths, int trials, long long seed, const std::string& wording,
+                 const std::string& essay, const std::string& cache_type, const py::object& progress);
+py::array_t<double> positions(const PyModel& self, std::optional<int> distance_in, std::optional<int> query_in,
+                              int layer);
+
+}  // namespace pert::python

@@ -1,0 +1,152 @@
+// The task bindings: perplexity, pass-key, ruler and the distance profile, each as its `pert`
+// command's --json reports it, over the same library calls.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "pert/error.hpp"
+#include "pert/evaluation.hpp"
+#include "pert/passkey.hpp"
+#include "pert/positions.hpp"
+#include "pert/ruler.hpp"
+
+namespace pert::python {
+
+namespace {
+
+// buckets=: "log" or a count, read as the library reads a sweep's settings (True is not a count;
+// anything else is shown as Python prints it).
+int buckets_argument(const py::object& value) {
+  nlohmann::json v = py::str(value).cast<std::string>();
+  if (py::isinstance<py::str>(value)) {
+    v = value.cast<std::string>();
+  } else if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (!overflow) v = n;
+  }
+  return buckets_from_json(v, "`buckets`");
+}
+
+}  // namespace
+
+// perplexity of a text (a string, a file, or token ids) at one context length, as `pert
+// perplexity --json` reports it.
+py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
+                      const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
+                      const std::string& cache_type, py::object progress) {
+  require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
+          "perplexity: give exactly one of text=, file= or tokens=");
+  const ModelConfig& c = self.config();
+  EvalSpec spec;
+  spec.mode = mode;
+  spec.stride = stride;
+  spec.max_windows = chunks;
+  spec.buckets = buckets_argument(buckets);
+  spec.split_docs = split_docs;
+  spec.validate();  // by field; python_words names the keywords
+  require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
+  const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
+  PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
+  o.cache_type = parse_cache_type(cache_type);
+  std::vector<int> ids;
+  if (!tokens.is_none()) ids = token_ids(tokens, c.vocab_size, "perplexity: tokens");
+  require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
+  const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
+  if (!file.is_none()) spec.text_file = path_text(file, "file");
+  const size_t dropped = self.m->tokenizer.dropped_characters();
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
+    else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
+  }
+  warn_dropped(self.m->tokenizer, dropped, file.is_none() ? "text" : spec.text_file);
+  PerplexityResult r;
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    ProgressOut out(progress, "perplexity", "positions");  // the bar by positions, the callback by windows
+    r = evaluate_perplexity(*self.m->model, ids, o, [&](const PerplexityStep& step) {
+      out.bar(step.positions, step.total_positions, step.windows_text());
+      if (step.window_end) out.call(step.windows, step.total_windows, step.running_ppl);
+    });
+    out.finish();
+  }
+  return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
+}
+
+// Pass-key retrieval, as `pert passkey --json` reports it.
+py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,
+                   long long seed, const std::string& cache_type, const py::object& progress) {
+  PasskeySettings s;
+  s.lengths = std::move(lengths);
+  s.depths = std::move(depths);
+  s.trials = trials;
+  s.seed = seed;
+  s.cache_type = parse_cache_type(cache_type);
+  std::vector<PasskeyCell> cells;
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    ProgressOut out(progress, "passkey", "prompts");
+    cells = run_passkey(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
+    out.finish();
+  }
+  return to_python(passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells));
+}
+
+// Retrieval tasks after RULER, as `pert ruler --json` reports them.
+py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,
+                 std::vector<double> depths, int trials, long long seed, const std::string& wording,
+                 const std::string& essay, const std::string& cache_type, const py::object& progress) {
+  RulerSettings s;
+  s.tasks = tasks.size() == 1 && tasks[0] == "all" ? ruler_task_names() : std::move(tasks);
+  s.lengths = std::move(lengths);
+  s.depths = std::move(depths);
+  s.trials = trials;
+  s.seed = seed;
+  s.wording = parse_ruler_template(wording);
+  s.essay_path = essay;
+  s.cache_type = parse_cache_type(cache_type);
+  std::vector<RulerCell> cells;
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    ProgressOut out(progress, "ruler", "prompts");
+    cells = run_ruler(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
+    out.finish();
+  }
+  nlohmann::json report = ruler_report(self.m->dir.string(), self.config(), s, self.dtype, cells);
+  for (nlohmann::json& c : report["cells"])
+    if (c.contains("skipped")) c["skipped"] = python_words(c["skipped"].get<std::string>());
+  return to_python(report);
+}
+
+// The attention logit of q = k = ones against distance, [heads][distance + 1] (one row for
+// schemes added to the embeddings), as `pert positions`.
+py::array_t<double> positions(const PyModel& self, std::optional<int> distance_in, std::optional<int> query_in,
+                              int layer) {
+  const ModelConfig& c = self.config();
+  const int distance = distance_in.value_or(default_profile_distance(c));
+  const int query_pos = query_in.value_or(distance);
+  require(distance >= 1 && distance <= kMaxProfileDistance, "distance: must be from 1 to " + std::to_string(kMaxProfileDistance) + ", got " + std::to_string(distance));
+  require(query_pos >= 0 && query_pos <= kMaxProfileDistance, "query_pos: must be from 0 to " + std::to_string(kMaxProfileDistance) + ", got " + std::to_string(query_pos));
+  require(distance <= query_pos, "distance: must be at most query_pos (" + std::to_string(query_pos) +
+                                     "): keys stop at position 0, got " + std::to_string(distance));
+  require(layer >= 0 && layer < c.n_layers, "layer: must be below the model's " + std::to_string(c.n_layers) +
+                                                 " layers, got " + std::to_string(layer));
+  std::vector<std::vector<double>> profile;
+  {
+    py::gil_scoped_release release;
+    const Model& model = *self.m->model;
+    profile = distance_profile(c, [&](const std::string& name) { return model.tensor(name); }, query_pos, distance, layer);
+  }
+  const size_t rows = profile.size(), cols = size_t(distance) + 1;
+  py::array_t<double> out(std::vector<py::ssize_t>{py::ssize_t(rows), py::ssize_t(cols)});
+  for (size_t h = 0; h < rows; ++h) std::copy(profile[h].begin(), profile[h].end(), out.mutable_data(h, 0));
+  return out;
+}
+
+}  // namespace pert::python
