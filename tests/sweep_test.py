@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""`pert sweep`: a full sweep, the same in two shards merged, resuming, a model retrained in place, settings that do not
-match the --out file, the CSV, a cell that cannot run, and bad --shard values.
+"""`pert sweep`: a full sweep, the same in two shards merged, a shard missing (the merge refused, --partial,
+--status), resuming, a model retrained in place, settings that do not match the --out file, the CSV, a cell that
+cannot run, and bad --shard values.
 
     sweep_test.py PERT
 
@@ -122,6 +123,42 @@ def main():
         check("merge: the same ppl, exactly", [c.get("ppl") for c in mcells] == [c.get("ppl") for c in cells])
         with open(os.path.join(tmp, "merged-cells.csv")) as f:
             check("merge: --csv written, one line per cell", len(f.read().splitlines()) == 7)
+        with open(merged) as f:
+            m = json.load(f)
+        check("merge: the grid of all 6 cells and both shards recorded",
+              len(m["grid"]) == 6 and sorted(m["shards"]) == ["1/2", "2/2"], (len(m.get("grid", [])), m.get("shards")))
+
+        # A shard missing: --merge refuses, naming the cells; --partial merges with a warning; --status counts.
+        alone = os.path.join(tmp, "alone.json")
+        r = subprocess.run([binary, "sweep", "--merge", parts[0], "--out", alone], capture_output=True, text=True)
+        check("merge of one shard of two: refused, one line naming the 3 missing cells, nothing written",
+              r.returncode != 0 and one_error_line(r) and "3 cells missing: rope plain @128, learned plain @64, "
+              "learned plain @192" in r.stderr and not os.path.exists(alone), r.stderr)
+        r = subprocess.run([binary, "sweep", "--merge", parts[0], "--out", alone, "--partial"], capture_output=True,
+                           text=True)
+        check("merge --partial: exits 0 with the 3 cells it has and a warning naming the others",
+              r.returncode == 0 and len(cells_of(alone)) == 3 and "3 cells missing" in r.stderr, r.stderr)
+        cells_of_part = cells_of(parts[1])
+        with open(parts[1]) as f:
+            interrupted = json.load(f)
+        interrupted["cells"] = cells_of_part[:1]  # shard 2/2 stopped after its first cell
+        with open(parts[1], "w") as f:
+            json.dump(interrupted, f)
+        r = subprocess.run([binary, "sweep", "--status", parts[0], parts[1], "--json"], capture_output=True, text=True)
+        status = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("status --json: per file its share, done, failed and missing; the grid's missing named",
+              [(f["shards"], f["share"], f["done"], f["failed"], f["missing"]) for f in status.get("files", [])]
+              == [(["1/2"], 3, 3, 0, 0), (["2/2"], 3, 1, 0, 2)] and status["grid"] == 6 and status["missing"] == 2
+              and status["missing_cells"] == ["learned plain @64", "learned plain @192"], r.stdout + r.stderr)
+        r = subprocess.run([binary, "sweep", "--status", parts[0], parts[1]], capture_output=True, text=True)
+        check("status: a table a file, then the grid's line", r.returncode == 0 and "| " + parts[1] + " | 2/2 | 3 | 1 | 0 | 2 |"
+              in r.stdout and "grid: 6 cells, 4 done (0 failed), 2 cells missing" in r.stdout, r.stdout + r.stderr)
+        r = sweep("--shard", "2/2", out=parts[1])
+        check("the shard run again resumes: 2 to run, then the merge is whole",
+              "3 in shard 2/2, 2 to run" in r.stderr and subprocess.run(
+                  [binary, "sweep", "--merge", parts[0], parts[1], "--out", os.path.join(tmp, "whole.json")],
+                  capture_output=True).returncode == 0, r.stderr)
+        check("the resumed shard kept its first cell as it was", cells_of(parts[1])[0] == cells_of_part[0])
 
         # Resume: nothing to run on a complete file; one cell on a file that lacks it.
         before = open(full).read()

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "evaluate.hpp"
@@ -25,11 +26,11 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 struct SweepArgs {
-  std::vector<std::string> models, configs, labels, merge;
+  std::vector<std::string> models, configs, labels, merge, status;
   std::vector<int> lengths;
   std::string out, csv, shard;
   int threads = 0;
-  bool quiet = false, json = false;
+  bool quiet = false, json = false, partial = false;
   ConfigFlags overrides;  // --set, --allow-scheme-change and --dtype for every cell
   EvalFlags eval;
 };
@@ -144,6 +145,20 @@ json with_settings(json sweep, const json& settings, const std::string& out) {
   return sweep;
 }
 
+void add_shard(json& sweep, const std::string& shard) {
+  json& shards = sweep["shards"];
+  if (!shards.is_array()) shards = json::array();
+  if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+}
+
+// "3 cells missing: rope plain @256, ..." (the first few named).
+std::string missing_text(const json& missing) {
+  std::string names;
+  for (size_t i = 0; i < missing.size() && i < 6; ++i) names += (i ? ", " : "") + cell_name(missing[i]);
+  if (missing.size() > 6) names += ", and " + std::to_string(missing.size() - 6) + " more";
+  return std::to_string(missing.size()) + (missing.size() == 1 ? " cell" : " cells") + " missing: " + names;
+}
+
 // --out as it is now (another shard's cells included), or null. Call with the file's lock held.
 json read_out(const std::string& out) { return fs::exists(out) ? read_sweep(out) : json(); }
 
@@ -179,15 +194,20 @@ FileLock sweep_lock(const std::string& out) {
 // Writers of one --out (the shards of a Slurm array, a rerun beside the first run) take turns:
 // each re-reads the file under its lock, adds the cells it made that the file lacks and replaces
 // it, so no writer's cells are lost. Returns what was written.
-json save(const SweepArgs& a, const json& settings, const json& made) {
+// `grid`: every cell this run was asked for, all shards'; `shard`: its K/N.
+json save(const SweepArgs& a, const json& settings, const json& made, const json& grid, const std::string& shard) {
   const FileLock lock = sweep_lock(a.out);
   json sweep = with_settings(read_out(a.out), settings, a.out);
   add_cells(sweep, made, a.out);
+  add_grid(sweep, grid);
+  add_shard(sweep, shard);
   finish(a, sweep);
   return sweep;
 }
 
-// --merge: the parts' cells added to --out's (an existing --out keeps its own).
+// --merge: the parts' cells added to --out's (an existing --out keeps its own). The grids the
+// parts recorded must be whole in the result: a missing cell (a shard that failed or has not
+// run) is refused, naming it, unless --partial.
 void run_merge(const SweepArgs& a) {
   std::vector<NamedPath> parts;
   for (const std::string& file : a.merge) parts.push_back({"--merge", file});
@@ -195,6 +215,7 @@ void run_merge(const SweepArgs& a) {
   const FileLock lock = sweep_lock(a.out);
   json merged;
   if (fs::exists(a.out)) merged = read_sweep(a.out);
+  std::vector<std::string> gridless;
   for (const std::string& file : a.merge) {
     const json part = read_sweep(file);
     if (merged.is_null())
@@ -204,13 +225,85 @@ void run_merge(const SweepArgs& a) {
     if (const int differing = add_cells(merged, part["cells"], file))
       std::fprintf(stderr, "pert: warning: %s: %d of its cells differ from the ones %s has already, which were kept\n",
                    file.c_str(), differing, fs::exists(a.out) ? a.out.c_str() : "the files before it");
+    if (!part.contains("grid")) gridless.push_back(file);
+    add_grid(merged, part.value("grid", json::array()));
+    for (const json& k : part.value("shards", json::array())) add_shard(merged, k);
+  }
+  for (const std::string& file : gridless)
+    std::fprintf(stderr, "pert: warning: %s: no grid recorded (written before sweeps kept one): its missing cells, if any, cannot "
+                 "be named\n", file.c_str());
+  const json missing = missing_cells(merged["grid"], merged["cells"]);
+  if (!missing.empty()) {
+    const std::string m = "sweep --merge: the grid is not whole, " + missing_text(missing) +
+                          " (`pert sweep --status` shows each shard's)";
+    if (!a.partial) throw Error(m + "; --partial merges what there is");
+    std::fprintf(stderr, "pert: warning: %s\n", m.c_str());
   }
   finish(a, merged);
   print(a, merged);
 }
 
+// --status: each file's share of its grid done, failed (cells that could not run) and missing,
+// then the whole grid's.
+void run_status(const SweepArgs& a) {
+  json files = json::array(), grid = json::array(), cells = json::array();
+  json all = {{"grid", json::array()}};
+  for (const std::string& file : a.status) {
+    const json sweep = read_sweep(file);
+    std::vector<std::pair<int, int>> shards;
+    for (const json& k : sweep.value("shards", json::array())) {
+      const auto kn = parse_shard(k.get<std::string>());
+      if (kn.second) shards.push_back(kn);
+    }
+    json share = json::array();  // the grid entries this file's shards were to run
+    for (const json& g : sweep.value("grid", json::array()))
+      for (const auto& [k, n] : shards)
+        if (g["index"].get<int>() % n == k - 1) {
+          share.push_back(g);
+          break;
+        }
+    int failed = 0;
+    for (const json& c : sweep["cells"]) failed += c.contains("error");
+    const json missing = missing_cells(share, sweep["cells"]);
+    files.push_back({{"file", file}, {"shards", sweep.value("shards", json::array())}, {"grid", sweep.contains("grid")},
+                     {"share", share.size()}, {"done", sweep["cells"].size()}, {"failed", failed},
+                     {"missing", missing.size()}});
+    add_grid(all, sweep.value("grid", json::array()));
+    cells.insert(cells.end(), sweep["cells"].begin(), sweep["cells"].end());
+  }
+  const json missing = missing_cells(all["grid"], cells);
+  std::set<std::string> keys;
+  int failed = 0;
+  for (const json& c : cells)
+    if (keys.insert(cell_key(c)).second) failed += c.contains("error");
+  json missing_names = json::array();
+  for (const json& g : missing) missing_names.push_back(cell_name(g));
+  const json report = {{"files", files},
+                       {"grid", all["grid"].size()},
+                       {"done", keys.size()},
+                       {"failed", failed},
+                       {"missing", missing.size()},
+                       {"missing_cells", missing_names}};
+  if (a.json) {
+    write_json("-", report);
+    return;
+  }
+  std::cout << "| file | shards | its share | done | failed | missing |\n|---|---|---:|---:|---:|---:|\n";
+  for (const json& f : files) {
+    std::string shards;
+    for (const json& k : f["shards"]) shards += (shards.empty() ? "" : " ") + k.get<std::string>();
+    std::cout << "| " << f["file"].get<std::string>() << " | " << (shards.empty() ? "—" : shards) << " | "
+              << (f["grid"].get<bool>() ? std::to_string(f["share"].get<size_t>()) : "—") << " | " << f["done"] << " | "
+              << f["failed"] << " | " << (f["grid"].get<bool>() ? std::to_string(f["missing"].get<size_t>()) : "—") << " |\n";
+  }
+  std::cout << "\ngrid: " << report["grid"] << " cells, " << report["done"] << " done (" << failed << " failed), "
+            << (missing.empty() ? "none missing" : missing_text(missing)) << "\n";
+}
+
 void run_sweep(const SweepArgs& a) {
-  if (a.models.empty()) throw Error("sweep: give at least one -m MODEL_DIR (or --merge FILES)");
+  if (a.models.empty()) throw Error("sweep: give at least one -m MODEL_DIR (or --merge FILES, or --status FILES)");
+  if (a.out.empty()) throw Error("sweep: give --out FILE.json (where the cells go)");
+  if (a.partial) throw Error("sweep: --partial goes with --merge");
   if (a.lengths.empty()) throw Error("sweep: give --lengths, e.g. --lengths 128,256,512");
   if (a.eval.text_file.empty()) throw Error("sweep: give -f TEXT");
   std::vector<std::string> config_files;
@@ -246,8 +339,13 @@ void run_sweep(const SweepArgs& a) {
         cells.push_back({index, m, c, n});
       }
   std::vector<Cell> mine;
-  for (const Cell& c : cells)
+  json grid = json::array();  // every cell, all shards': what --merge and --status hold the files to
+  for (const Cell& c : cells) {
     if (c.index % shard_n == shard_k - 1) mine.push_back(c);
+    grid.push_back({{"model", c.model}, {"label", label_of[c.config]}, {"config", c.config},
+                    {"config_hash", hash_of[c.config]}, {"length", c.length}, {"index", c.index}});
+  }
+  const std::string shard = std::to_string(shard_k) + "/" + std::to_string(shard_n);
   auto key_of = [&](const Cell& c) { return cell_key(c.model, hash_of[c.config], c.length); };
 
   json settings = a.eval.settings();
@@ -349,10 +447,10 @@ void run_sweep(const SweepArgs& a) {
     }
     made.push_back(c);
     ++ran;
-    sweep = save(a, settings, made);  // after every cell, so an interrupted sweep resumes
+    sweep = save(a, settings, made, grid, shard);  // after every cell, so an interrupted sweep resumes
     for (const json& other : sweep["cells"]) done[cell_key(other)] = true;  // cells other writers made meanwhile
   }
-  sweep = save(a, settings, made);
+  sweep = save(a, settings, made, grid, shard);
   print(a, sweep);
 }
 
@@ -375,9 +473,7 @@ void add_sweep(CLI::App& app) {
   a->eval.add_to(*cmd);
   cmd->get_option("--file")->required(false);
   a->overrides.add_to(*cmd, /*with_files=*/false);
-  cmd->add_option("--out", a->out, "Sweep file (JSON); cells already in it are skipped")
-      ->required()
-      ->check(writable_file());
+  cmd->add_option("--out", a->out, "Sweep file (JSON); cells already in it are skipped")->check(writable_file());
   cmd->add_flag("--json", a->json, "Write the sweep (what --out holds) as JSON to stdout instead of the table");
   cmd->add_option("--csv", a->csv, "CSV file (default: --out with .csv)")->check(writable_file());
   cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array")
@@ -386,14 +482,25 @@ void add_sweep(CLI::App& app) {
             return parse_shard(s).second ? "" : "must be K/N with 1 <= K <= N, got '" + s + "'";
           },
           "K/N"));
-  cmd->add_option("--merge", a->merge, "Add these sweep files' cells to --out's instead of running")
+  cmd->add_option("--merge", a->merge,
+                  "Add these sweep files' cells to --out's instead of running; refused while a cell of their grid is missing")
+      ->expected(1, -1)
+      ->check(input_file());
+  cmd->add_flag("--partial", a->partial, "With --merge: merge what there is, the missing cells named in a warning");
+  cmd->add_option("--status", a->status,
+                  "Show each sweep file's share of its grid done, failed and missing, then the whole grid's; runs nothing")
       ->expected(1, -1)
       ->check(input_file());
   add_threads(*cmd, a->threads);
   add_quiet(*cmd, a->quiet);
   cmd->callback([a] {
-    if (!a->merge.empty()) {
+    if (!a->status.empty()) {
+      if (!a->models.empty() || !a->merge.empty() || !a->out.empty())
+        throw Error("sweep: --status only reads its files; drop -m, --merge and --out");
+      run_status(*a);
+    } else if (!a->merge.empty()) {
       if (!a->models.empty()) throw Error("sweep: --merge runs nothing; drop -m");
+      if (a->out.empty()) throw Error("sweep: --merge needs --out");
       run_merge(*a);
     } else {
       run_sweep(*a);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -207,7 +208,48 @@ json parse_sweep(json j, const std::string& source) {
     }
     complete_cell(c, model_hashes);
   }
+  if (j.contains("grid")) {
+    if (!j["grid"].is_array()) throw FormatError(where + "grid must be an array");
+    for (size_t i = 0; i < j["grid"].size(); ++i) {
+      const json& g = j["grid"][i];
+      const std::string at = where + "grid entry " + std::to_string(i) + ": ";
+      if (!g.is_object()) throw FormatError(at + "must be an object");
+      for (const FieldRule& r : kCellFields) {
+        const std::string key = r.key;
+        if (key != "model" && key != "config" && key != "length" && key != "index" && key != "label" && key != "config_hash")
+          continue;
+        if (!g.contains(key)) throw FormatError(at + "lacks \"" + key + "\"");
+        if (!r.ok(g[key])) throw FormatError(at + "\"" + key + "\" must be " + r.what + ", got " + json_brief(g[key]));
+      }
+    }
+  }
+  if (j.contains("shards")) {
+    if (!j["shards"].is_array()) throw FormatError(where + "shards must be an array");
+    for (const json& k : j["shards"])
+      if (!k.is_string()) throw FormatError(where + "shards must hold strings (K/N), got " + json_brief(k));
+  }
   return j;
+}
+
+void add_grid(json& sweep, const json& grid) {
+  if (!sweep.contains("grid")) sweep["grid"] = json::array();
+  std::set<std::string> have;
+  for (const json& g : sweep["grid"]) have.insert(cell_key(g));
+  for (const json& g : grid)
+    if (have.insert(cell_key(g)).second) sweep["grid"].push_back(g);
+}
+
+json missing_cells(const json& grid, const json& cells) {
+  std::set<std::string> have;
+  for (const json& c : cells) have.insert(cell_key(c));
+  json missing = json::array();
+  for (const json& g : grid)
+    if (!have.count(cell_key(g))) missing.push_back(g);
+  return missing;
+}
+
+std::string cell_name(const json& c) {
+  return model_name(c["model"]) + " " + c.value("label", config_stem(c["config"])) + " @" + std::to_string(c["length"].get<int>());
 }
 
 json comparable_settings(const json& settings) {

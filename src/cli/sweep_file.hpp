@@ -1,6 +1,7 @@
-// A sweep file, {"pert_sweep": 1, "pert_version": ..., "settings": {...}, "cells": [...]}:
-// reading it (every field's type checked), what makes two cells the same cell, and the
-// Markdown table and CSV made from its cells.
+// A sweep file, {"pert_sweep": 1, "pert_version": ..., "settings": {...}, "cells": [...],
+// "grid": [...], "shards": [...]}: reading it (every field's type checked), what makes two cells
+// the same cell, the grid its runs asked for and what of it is missing, and the Markdown table
+// and CSV made from its cells.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -42,6 +43,16 @@ std::string cell_key(const std::string& model, const std::string& config_hash, i
 // Throws FormatError(where: ...) where cells of one model directory carry different "model_hash"es:
 // a sweep resumed or merged after its model was retrained in place would mix two models' cells.
 void check_same_weights(const nlohmann::json& cells, const std::string& where);
+
+// The grid: every cell the runs that wrote a file asked for, all shards' included, each
+// {"model", "label", "config", "config_hash", "length", "index"}; "shards": the K/N of each run
+// ("1/N" ... ; "1/1" unsharded). Files from before grids were recorded have neither.
+// `grid` added to the file's (one entry per cell key: the one there first stays).
+void add_grid(nlohmann::json& sweep, const nlohmann::json& grid);
+// The entries of `grid` with no cell in `cells`.
+nlohmann::json missing_cells(const nlohmann::json& grid, const nlohmann::json& cells);
+// "rope linear-x2 @512": a cell or grid entry as tables and messages name it.
+std::string cell_name(const nlohmann::json& cell);
 
 // Rows grouped by model and config (in order of first appearance), lengths ascending.
 void order_cells(nlohmann::json& cells);
