@@ -2,8 +2,11 @@
 #include <cmath>
 #include <limits>
 
+#include <cstdlib>
+
 #include "cli_util.hpp"
 #include "pert/safetensors.hpp"
+#include "pert/threads.hpp"
 
 TEST_CASE("cli: --version, --help and usage errors", "[cli]") {
   Run r = run_pert({"--version"});
@@ -242,4 +245,16 @@ TEST_CASE("cli: bench runs ppN and tgN at each depth and reports them as JSON", 
   const json tg = json::parse(only_tg.out)["results"];
   REQUIRE(tg.size() == 1);
   CHECK(tg[0]["test"] == "tg2");
+}
+
+TEST_CASE("threads: the default stays within a Slurm task's SLURM_CPUS_PER_TASK", "[cli]") {
+  const char* before = std::getenv("SLURM_CPUS_PER_TASK");
+  const std::string saved = before ? before : "";
+  setenv("SLURM_CPUS_PER_TASK", "1", 1);
+  CHECK(pert::default_threads() == 1);
+  setenv("SLURM_CPUS_PER_TASK", "0", 1);  // not a grant: ignored
+  CHECK(pert::default_threads() >= 1);
+  unsetenv("SLURM_CPUS_PER_TASK");
+  CHECK(pert::default_threads() >= 1);
+  if (before) setenv("SLURM_CPUS_PER_TASK", saved.c_str(), 1);
 }

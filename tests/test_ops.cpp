@@ -242,7 +242,8 @@ TEST_CASE("ops: read_bandwidth measures a rate and refuses what would not fit", 
   for (int threads : {1, 2, 3}) {
     const double rate = read_bandwidth(threads, size_t(1) << 20, 2);
     CHECK(std::isfinite(rate));
-    CHECK(rate > 1e8);  // a megabyte in under 10 ms, whatever the machine
+    CHECK(rate > 1e6);  // bytes per second: a megabyte in under a second, even with its threads descheduled
+                        // (1e8 failed once beside two training runs and a build, 3 threads on 2 cores)
   }
   REQUIRE_THROWS_NAMING(read_bandwidth(1, size_t(1) << 60), Error, "the read-bandwidth probe needs", "MiB");
 }

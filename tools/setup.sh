@@ -22,6 +22,8 @@ packages=(cmake make g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev 
           python3-torch python3-numpy python3-sentencepiece python3-matplotlib
           clang libclang-rt-14-dev pkg-config libpcre2-dev libutf8proc-dev
           pybind11-dev python3-dev python3-pytest)
+# The test suite's own: a real single-node Slurm for tests/slurm_test.py.
+if ((run_tests)); then packages+=(slurm-wlm munge); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

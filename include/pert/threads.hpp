@@ -3,7 +3,8 @@
 
 namespace pert {
 
-// The cores not busy right now (src/runtime/threads.cpp: why that, not all of them).
+// The cores not busy right now, at most SLURM_CPUS_PER_TASK when a Slurm task sets it
+// (src/runtime/threads.cpp: why that, not all of them).
 int default_threads();
 // The most threads pert runs (each costs a stack and a share of every barrier; more than a few
 // times the cores only slows it down).

@@ -204,7 +204,7 @@ CLI::Validator writable_file() {
 void add_threads(CLI::App& app, int& threads) {
   app.add_option("-t,--threads", threads,
                  "Threads (default: the " + std::to_string(omp_get_num_procs()) +
-                     " cores less those busy at the start, or OMP_NUM_THREADS)")
+                     " cores less those busy at the start, at most SLURM_CPUS_PER_TASK; or OMP_NUM_THREADS)")
       ->check(int_in(1, kMaxThreads));
 }
 

@@ -4,7 +4,8 @@
 // the team is descheduled (the machine is busy) holds its core, so the late thread cannot move
 // to it: with one busy process beside a 2-thread run, every barrier costs a scheduler time slice,
 // and decoding a small model fell from thousands of tokens/s to tens. Two defaults avoid it:
-//   - threads: the cores not busy when pert starts (processes running, sampled a few times);
+//   - threads: the cores not busy when pert starts (processes running, sampled a few times), at
+//     most a Slurm task's SLURM_CPUS_PER_TASK (a node's other cores are other jobs');
 //   - libgomp's spin before a waiting thread sleeps: 10,000 pauses instead of 300,000
 //     (kGompSpinCount), which keeps an idle machine's speed (docs/speed.md, "Speed on a busy machine")
 //     and bounds what a thread wastes when the machine turns busy later.
@@ -53,7 +54,12 @@ int default_threads() {
     if (busy == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  return std::max(1, cores - busy);
+  int threads = std::max(1, cores - busy);
+  if (const char* slurm = std::getenv("SLURM_CPUS_PER_TASK")) {
+    const int granted = std::atoi(slurm);
+    if (granted > 0) threads = std::min(threads, granted);
+  }
+  return threads;
 }
 
 void set_threads(int threads) {
