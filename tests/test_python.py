@@ -187,6 +187,20 @@ def test_sweep_records_equal_pert_sweep(tmp_path):
             assert r["error"].replace("set={'position.beyond': 'clamp'}", "--set position.beyond=clamp") == c["error"]
         else:
             assert (r["ppl"], r["nll_by_position"]) == (c["ppl"], c["nll_by_position"])
+    assert [r["index"] for r in records] == [c["index"] for c in cells] == list(range(8))
+    # Sharded: each shard its cells (index % 3 == K - 1), merged the same records.
+    shards = [pert.sweep(models, [64, 256], configs=[None, logn], file=TEXT, chunks=2, split_docs=True, shard=f"{k}/3")
+              for k in (1, 2, 3)]
+    assert [[r["index"] for r in part] for part in shards] == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    def untimed(rs):
+        return [{k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second")} for r in rs]
+    assert untimed(pert.merge(shards[2], shards[0], shards[1])) == untimed(records)
+    with pytest.raises(pert.Error, match=r"merge: the grid is not whole, 3 of its cells missing \(indices 1, 4, 7\)"):
+        pert.merge(shards[0], shards[2])
+    assert [r["index"] for r in pert.merge(shards[0], shards[2], partial=True)] == [0, 2, 3, 5, 6]
+    for bad in ("0/3", "4/3", "x", (1,), "1/0"):
+        with pytest.raises(pert.Error, match="shard: must be K/N"):
+            pert.sweep(models, [64], file=TEXT, shard=bad)
 
 
 def test_positions_equal_the_cli(stories):
