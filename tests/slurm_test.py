@@ -10,6 +10,7 @@ files in a scratch directory, then:
 2. a 4-task array of 12 slower cells, one task requeued (`scontrol requeue`) after its first
    cell is saved: the task runs again, its first cell stays as it was (not computed twice), and
    the merge again equals a single-process run's;
+3. a 4-task pass-key array (`pert passkey --shard`) and its merge: a single run's cells;
 then stops every daemon it started. Exit 77 (skipped, with the reason) when not root or when
 the daemons are not installed; never a silent pass.
 """
@@ -144,9 +145,9 @@ def cells_of(path):
         return json.load(f)["cells"]
 
 
-def submit(cluster, pert, run, grid):
+def submit(cluster, pert, run, grid, command=("sweep", "-f", TEXT, "--split-docs")):
     r = cluster.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "slurm_grid.py"), "--tasks", "4", "--dir", run,
-                     "--pert", pert, "--submit", "--", "sweep", "-f", TEXT, "--split-docs"] + grid, cwd=ROOT)
+                     "--pert", pert, "--submit", "--"] + list(command) + grid, cwd=ROOT)
     if r.returncode != 0:
         raise RuntimeError(f"slurm_grid.py --submit: {r.stderr.strip()}")
     words = r.stdout.split()
@@ -224,6 +225,18 @@ def main():
             got = cells_of(merged) if os.path.exists(merged) else []
             check("requeue: the merged cells equal the single-process run's, cell for cell",
                   len(got) == 12 and untimed(got) == untimed(want), (len(got), cluster.logs()))
+
+            # 3. A pass-key grid: the same array and merge.
+            grid = ["-m", "models/rope", "--lengths", "64,160", "--trials", "2"]
+            single = os.path.join(tmp, "passkey-single.json")
+            subprocess.run([pert, "passkey", "-t", "1", "-q", "--json-out", single] + absolute_args(grid), cwd=ROOT,
+                           check=True, capture_output=True)
+            run = os.path.join(tmp, "passkey")
+            wait_done(cluster, submit(cluster, pert, run, grid, ("passkey",)), 300)
+            merged = os.path.join(run, "passkey.json")
+            got = cells_of(merged) if os.path.exists(merged) else []
+            check("passkey: a 4-task array's merged cells (keys, answers, verdicts) equal a single run's",
+                  len(got) == 10 and got == cells_of(single), (len(got), cluster.logs()))
         except RuntimeError as e:
             check("the cluster ran the jobs", False, str(e))
         finally:

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""A `pert sweep` grid as a Slurm job array and its merge job.
+"""A `pert sweep`, `pert passkey` or `pert ruler` grid as a Slurm job array and its merge job.
 
     slurm_grid.py --tasks N --dir RUN [--cpus-per-task C] [--partition P] [--account A]
-                  [--time T] [--mem M] [--pert build/pert] [--submit] -- sweep SWEEP-ARGS...
+                  [--time T] [--mem M] [--pert build/pert] [--submit] -- sweep|passkey|ruler ARGS...
 
-Writes RUN/array.sbatch (N tasks: task K runs `pert sweep SWEEP-ARGS --shard K/N --out
-RUN/shard-K.json`, its threads from SLURM_CPUS_PER_TASK) and RUN/merge.sbatch (`pert sweep
---merge RUN/shard-*.json --out RUN/sweep.json`, then the plots); with --submit, submits the
-array and the merge with `--dependency=afterok:ARRAY`, and prints both job ids. Without it,
-prints the two sbatch lines to run.
+Writes RUN/array.sbatch (N tasks: task K runs `pert COMMAND ARGS --shard K/N` into
+RUN/shard-K.json, its threads from SLURM_CPUS_PER_TASK) and RUN/merge.sbatch (`pert COMMAND
+--merge RUN/shard-*.json` into RUN/COMMAND.json, with the CSV, then the plots); with --submit,
+submits the array and the merge with `--dependency=afterok:ARRAY`, and prints both job ids.
+Without it, prints the two sbatch lines to run.
 
 Why a script and not `pert sweep --sbatch`: what a cluster needs (partition, account, time,
 modules, a container) varies by site and is best edited in the two scripts; pert itself stays
@@ -32,7 +32,11 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Options of `pert sweep` that take a path, made absolute so a task on another node finds them.
-PATH_OPTIONS = {"-m", "--model", "--config", "-f", "--file"}
+PATH_OPTIONS = {"-m", "--model", "--config", "-f", "--file", "--essay"}
+# Each command's output flag (a task's shard file, the merge's result) and its plot.
+OUT_FLAG = {"sweep": "--out", "passkey": "--json-out", "ruler": "--json-out"}
+SET_BY_SCRIPTS = ("--out", "--json-out", "--json", "--csv", "--shard", "--merge", "--partial", "--status", "-t",
+                  "--threads", "--dump-prompts")
 
 
 def absolute_args(args):
@@ -53,22 +57,28 @@ def header(name, a, extra):
     return "\n".join(lines + extra + ["set -euo pipefail", f"cd {shlex.quote(ROOT)}", ""])
 
 
-def scripts(a, sweep_args):
+def scripts(a, command, task_args):
     run = os.path.abspath(a.dir)
-    pert = shlex.quote(os.path.abspath(a.pert))
-    args = " ".join(shlex.quote(x) for x in absolute_args(sweep_args))
+    q = shlex.quote
+    pert = q(os.path.abspath(a.pert))
+    args = " ".join(q(x) for x in absolute_args(task_args))
     logs = os.path.join(run, "logs")
-    array = header("pert-sweep", a, [
+    out = OUT_FLAG[command]
+    array = header(f"pert-{command}", a, [
         f"#SBATCH --array=1-{a.tasks}", "#SBATCH --requeue", "#SBATCH --open-mode=append",
         f"#SBATCH --output={logs}/shard-%a.log"]) + (
         "# Task K of N: its share of the cells into its own file, resumed where a requeue left it.\n"
-        f'exec {pert} sweep {args} --shard "$SLURM_ARRAY_TASK_ID/{a.tasks}" \\\n'
-        f'  --out {shlex.quote(run)}/shard-"$SLURM_ARRAY_TASK_ID".json -t "${{SLURM_CPUS_PER_TASK:-1}}" -q\n')
+        f'exec {pert} {command} {args} --shard "$SLURM_ARRAY_TASK_ID/{a.tasks}" \\\n'
+        f'  {out} {q(run)}/shard-"$SLURM_ARRAY_TASK_ID".json -t "${{SLURM_CPUS_PER_TASK:-1}}" -q\n')
+    result = f"{q(run)}/{command}.json"
+    if command == "sweep":
+        plot = f"{q(os.path.join(ROOT, 'tools', 'plot.py'))} sweep {result} --out {q(run)}/sweep"
+    else:
+        plot = f"{q(os.path.join(ROOT, 'tools', 'plot_passkey.py'))} {result} --out {q(run)}/{command}.png"
     merge = header("pert-merge", a, [f"#SBATCH --output={logs}/merge.log"]) + (
         "# After every task succeeded: the whole grid, refused while a cell is missing.\n"
-        f"{pert} sweep --merge {shlex.quote(run)}/shard-*.json --out {shlex.quote(run)}/sweep.json\n"
-        f"/usr/bin/python3 {shlex.quote(os.path.join(ROOT, 'tools', 'plot.py'))} sweep {shlex.quote(run)}/sweep.json "
-        f"--out {shlex.quote(run)}/sweep\n")
+        f"{pert} {command} --merge {q(run)}/shard-*.json {out} {result} --csv {q(run)}/{command}.csv\n"
+        f"/usr/bin/python3 {plot}\n")
     return run, array, merge
 
 
@@ -100,13 +110,13 @@ def main():
     a = ap.parse_args(argv)
     if a.tasks < 1 or a.cpus_per_task < 1:
         ap.error("--tasks and --cpus-per-task must be at least 1")
-    if not rest or rest[0] != "sweep":
-        ap.error("give the grid after --: -- sweep -m MODEL ... --lengths ... -f TEXT")
-    sweep_args = rest[1:]
-    for flag in ("--out", "--shard", "--merge", "--status", "-t", "--threads", "--csv"):
-        if flag in sweep_args or any(x.startswith(flag + "=") for x in sweep_args):
-            ap.error(f"{flag}: set by the scripts for each task; leave it out of the sweep's arguments")
-    run, array, merge = scripts(a, sweep_args)
+    if not rest or rest[0] not in OUT_FLAG:
+        ap.error("give the grid after --: -- sweep|passkey|ruler ARGS (e.g. -- sweep -m MODEL --lengths ... -f TEXT)")
+    command, task_args = rest[0], rest[1:]
+    for flag in SET_BY_SCRIPTS:
+        if flag in task_args or any(x.startswith(flag + "=") for x in task_args):
+            ap.error(f"{flag}: set by the scripts for each task; leave it out of the {command}'s arguments")
+    run, array, merge = scripts(a, command, task_args)
     os.makedirs(os.path.join(run, "logs"), exist_ok=True)
     for name, text in (("array.sbatch", array), ("merge.sbatch", merge)):
         path = os.path.join(run, name)
@@ -122,8 +132,9 @@ def main():
     if not re.fullmatch(r"\d+", array_id):
         sys.exit(f"slurm_grid.py: sbatch gave no job id for {array_path} ({array_id!r})")
     merge_id = sbatch([f"--dependency=afterok:{array_id}", merge_path])
-    print(f"array {array_id} ({a.tasks} tasks), merge {merge_id}: {run}/sweep.json when done; "
-          f"meanwhile: {a.pert} sweep --status {run}/shard-*.json")
+    status = "sweep --status" if command == "sweep" else f"{command} --partial --merge"
+    print(f"array {array_id} ({a.tasks} tasks), merge {merge_id}: {run}/{command}.json when done; "
+          f"meanwhile: {a.pert} {status} {run}/shard-*.json")
     return 0
 
 

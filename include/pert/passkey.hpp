@@ -45,6 +45,9 @@ struct PasskeySettings {
   long long seed = 1234;                                  // of the keys and the filler starts
   CacheType cache_type = CacheType::F32;
   bool keep_prompts = false;                              // each trial's prompt ids in its result
+  // Which cells run, by index in the grid (lengths, then depths): every one when empty. A shard
+  // of the grid (`pert passkey --shard`), less the cells its file has.
+  std::function<bool(int)> wanted;
 };
 
 // Every setting in range, pert::Error worded by field (error.hpp) otherwise.
@@ -71,9 +74,11 @@ struct PasskeyCell {
 
 // Checks the settings and every length against the model (the key must fit, the prompt and its
 // answer must fit the positions and the memory) before anything runs, then runs every cell in
-// order (lengths, then depths). progress(done, total) after each prompt.
+// order (lengths, then depths), or those `wanted`. progress(done, total) after each prompt;
+// cell_done(cell) after each cell.
 std::vector<PasskeyCell> run_passkey(const Model& model, const Tokenizer& tokenizer, const PasskeySettings& settings,
-                                     const std::function<void(long long, long long)>& progress = {});
+                                     const std::function<void(long long, long long)>& progress = {},
+                                     const std::function<void(const PasskeyCell&)>& cell_done = {});
 
 // What `pert passkey --json` and Model.passkey() report: the model, its positions, the
 // settings, threads and precision, and every cell with each trial's key, answer and verdict.

@@ -70,6 +70,9 @@ struct RulerSettings {
   std::string essay_path;                                 // the essay haystack's text (essay tasks)
   CacheType cache_type = CacheType::F32;
   bool keep_prompts = false;                              // each trial's prompt ids in its result
+  // Which cells run, by index in the grid (tasks, lengths, depths; cwe and fwe one depth): every
+  // one when empty. A shard of the grid (`pert ruler --shard`), less the cells its file has.
+  std::function<bool(int)> wanted;
 };
 
 void validate(const RulerSettings& settings);
@@ -96,9 +99,11 @@ struct RulerCell {
 // then runs the cells (tasks, lengths, depths; cwe and fwe at the first depth only). A length
 // too short for a task's fixed text gives that task's cells there a reason (`skipped`), not a
 // score; Error when no cell is left.
-// progress(done, total) after each prompt.
+// Only the `wanted` cells when given. progress(done, total) after each prompt; cell_done(cell)
+// after each cell.
 std::vector<RulerCell> run_ruler(const Model& model, const Tokenizer& tokenizer, const RulerSettings& settings,
-                                 const std::function<void(long long, long long)>& progress = {});
+                                 const std::function<void(long long, long long)>& progress = {},
+                                 const std::function<void(const RulerCell&)>& cell_done = {});
 
 double ruler_score(const std::string& answer, const std::vector<std::string>& references);  // 0..1
 

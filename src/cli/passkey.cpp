@@ -2,9 +2,13 @@
 // where the prompt rules are) as a table, JSON or CSV, with every prompt's ids on request for
 // tools/passkey_reference.py.
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "common.hpp"
+#include "sweep_file.hpp"
+#include "task_grid.hpp"
 #include "pert/output_file.hpp"
 #include "pert/passkey.hpp"
 #include "pert/progress.hpp"
@@ -17,6 +21,7 @@ using nlohmann::json;
 
 struct PasskeyArgs {
   std::string model_dir, csv_file, dump_file;
+  ShardFlags shards;
   PasskeySettings settings;
   int threads = 0;
   bool quiet = false;
@@ -33,8 +38,22 @@ void write_csv(const std::string& path, const json& cells) {
   write_file(path, out.str());
 }
 
+// A cell's name in a grid: "128 tokens at depth 0.25".
+std::string passkey_cell_name(const json& cell) {
+  return std::to_string(cell["length"].get<int>()) + " tokens at depth " + number_text(cell["depth"]);
+}
+
+GridCells passkey_grid(const json& result) {
+  GridCells grid{{}, passkey_cell_name};
+  for (const json& n : result["lengths"])
+    for (const json& d : result["depths"]) grid.names.push_back(passkey_cell_name({{"length", n}, {"depth", d}}));
+  return grid;
+}
+
+// Rows: lengths; columns: depths and their mean ("—" for a cell a partial merge lacks).
 void print_table(const json& result) {
-  const json& cells = result["cells"];
+  std::map<std::string, double> accuracy;
+  for (const json& c : result["cells"]) accuracy[passkey_cell_name(c)] = c["accuracy"];
   std::printf("%s: %s\n", result["model_dir"].get<std::string>().c_str(), result["position"].get<std::string>().c_str());
   std::printf("pass-key retrieval: %d trials per cell (seed %lld), greedy answer of up to %d tokens, trained length %d\n\n",
               result["trials"].get<int>(), result["seed"].get<long long>(), kPasskeyAnswerTokens,
@@ -44,34 +63,73 @@ void print_table(const json& result) {
   std::printf(" mean |\n|---:|");
   for (size_t i = 0; i <= result["depths"].size(); ++i) std::printf("---:|");
   std::printf("\n");
-  const size_t per_row = result["depths"].size();
-  for (size_t row = 0; row * per_row < cells.size(); ++row) {
-    std::printf("| %d |", cells[row * per_row]["length"].get<int>());
+  for (const json& n : result["lengths"]) {
+    std::printf("| %d |", n.get<int>());
     double sum = 0;
-    for (size_t i = 0; i < per_row; ++i) {
-      const double acc = cells[row * per_row + i]["accuracy"];
-      sum += acc;
-      std::printf(" %.2f |", acc);
+    size_t found = 0;
+    for (const json& d : result["depths"]) {
+      const auto it = accuracy.find(passkey_cell_name({{"length", n}, {"depth", d}}));
+      if (it == accuracy.end()) {
+        std::printf(" — |");
+        continue;
+      }
+      sum += it->second, ++found;
+      std::printf(" %.2f |", it->second);
     }
-    std::printf(" %.2f |\n", sum / double(per_row));
+    if (found == result["depths"].size())
+      std::printf(" %.2f |\n", sum / double(found));
+    else
+      std::printf(" — |\n");
   }
 }
 
+// The outputs asked for; `file_written`: --json-out holds the result already (a shard's file).
+void finish(const PasskeyArgs& a, const json& result, bool file_written) {
+  if (!a.csv_file.empty()) write_csv(a.csv_file, result["cells"]);
+  JsonFlags out = a.json;
+  if (file_written) out.file.clear();
+  if (out.write(result)) return;
+  print_table(result);
+}
+
 void run(PasskeyArgs a) {
+  a.shards.check("passkey", a.json.file, a.dump_file);
+  if (!a.shards.merge.empty()) {
+    std::vector<NamedPath> parts;
+    for (const std::string& f : a.shards.merge) parts.push_back({"--merge", f});
+    check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}}, parts);
+    return finish(a, merge_shard_files(a.shards.merge, passkey_grid, a.shards.partial, "passkey"), false);
+  }
+  if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
   check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}, {"--dump-prompts", a.dump_file}},
                        run_inputs({a.model_dir}, a.config.files));
   set_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   a.settings.cache_type = a.config.kv_type();
   a.settings.keep_prompts = !a.dump_file.empty();
+  const std::string dtype = resolved_dtype(a.config.dtype, m.dir);
+  auto report = [&](const std::vector<PasskeyCell>& cells) {
+    json r = passkey_report(m.dir.string(), m.model->config(), a.settings, dtype, cells);
+    r["config"] = a.config.files;
+    r["set"] = a.config.sets;
+    return r;
+  };
+  std::optional<ShardRun> shard;
+  if (!a.shards.shard.empty()) {
+    json head = report({});
+    head["model_hash"] = model_hash(m.dir.string());
+    shard.emplace(a.json.file, head, passkey_grid(head), a.shards.shard, "passkey");
+    a.settings.wanted = [&](int index) { return shard->wanted(index); };
+  }
   Progress bar("passkey", "prompts", a.quiet);
-  const std::vector<PasskeyCell> cells = run_passkey(*m.model, m.tokenizer, a.settings,
-                                                     [&](long long done, long long total) { bar.update(done, total); });
+  const std::vector<PasskeyCell> cells = run_passkey(
+      *m.model, m.tokenizer, a.settings, [&](long long done, long long total) { bar.update(done, total); },
+      [&](const PasskeyCell& cell) {
+        if (shard) shard->add(report({cell})["cells"][0]);
+      });
   bar.finish();
-
-  json result = passkey_report(m.dir.string(), m.model->config(), a.settings, resolved_dtype(a.config.dtype, m.dir), cells);
-  result["config"] = a.config.files;
-  result["set"] = a.config.sets;
+  if (shard) return finish(a, shard->result(), true);  // the shard's file written after each cell
+  json result = report(cells);
   if (!a.dump_file.empty()) {
     json dump = result, prompts = json::array();
     for (const PasskeyCell& cell : cells)
@@ -80,9 +138,7 @@ void run(PasskeyArgs a) {
     dump["prompts"] = prompts;
     write_json(a.dump_file, dump);
   }
-  if (!a.csv_file.empty()) write_csv(a.csv_file, result["cells"]);
-  if (a.json.write(result)) return;
-  print_table(result);
+  finish(a, result, false);
 }
 
 }  // namespace
@@ -104,9 +160,8 @@ void add_passkey(CLI::App& app) {
       "has the same key and filler start in every cell (both drawn from --seed). Correct iff the answer's first run of "
       "digits starts with the key.");
   cmd->add_option("-m,--model", a->model_dir, "Model directory or GGUF file (default: models/default)")->check(not_empty());
-  cmd->add_option("--lengths", a->settings.lengths, "Prompt lengths in tokens, BOS included")
+  cmd->add_option("--lengths", a->settings.lengths, "Prompt lengths in tokens, BOS included (required but with --merge)")
       ->delimiter(',')
-      ->required()
       ->check(int_in(2, 1 << 24));
   cmd->add_option("--depths", a->settings.depths, "Depths of the key: fractions of the filler before it, 0 (first) to 1 (last)")
       ->delimiter(',')
@@ -127,6 +182,7 @@ void add_passkey(CLI::App& app) {
   cmd->add_option("--dump-prompts", a->dump_file,
                   "Write the JSON result with every prompt's token ids to this file (tools/passkey_reference.py reads it)")
       ->check(writable_file());
+  a->shards.add_to(*cmd, "(length, depth) cells");
   cmd->callback([a] { run(*a); });
 }
 

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "common.hpp"
+#include "sweep_file.hpp"
+#include "task_grid.hpp"
 #include "pert/output_file.hpp"
 #include "pert/progress.hpp"
 #include "pert/ruler.hpp"
@@ -20,6 +23,7 @@ using nlohmann::json;
 struct RulerArgs {
   std::string model_dir, csv_file, dump_file, wording = "short";
   std::vector<std::string> tasks = {"niah_single_1"};
+  ShardFlags shards;
   RulerSettings settings;
   int threads = 0;
   bool quiet = false;
@@ -90,7 +94,42 @@ void print_ruler_table(const json& result) {
   if (!reasons.empty()) std::printf("\n");
 }
 
+// A cell's name in a grid: "vt at 128 tokens, depth 0.5" (cwe and fwe: no depth).
+std::string ruler_cell_name(const json& cell) {
+  return cell["task"].get<std::string>() + " at " + std::to_string(cell["length"].get<int>()) + " tokens" +
+         (cell["depth"].is_null() ? "" : ", depth " + number_text(cell["depth"]));
+}
+
+GridCells ruler_grid(const json& result) {
+  GridCells grid{{}, ruler_cell_name};
+  for (const json& t : result["tasks"])
+    for (const json& n : result["lengths"]) {
+      if (!ruler_task_has_depth(t)) {
+        grid.names.push_back(ruler_cell_name({{"task", t}, {"length", n}, {"depth", nullptr}}));
+        continue;
+      }
+      for (const json& d : result["depths"]) grid.names.push_back(ruler_cell_name({{"task", t}, {"length", n}, {"depth", d}}));
+    }
+  return grid;
+}
+
+void finish_ruler(const RulerArgs& a, const json& result, bool file_written) {
+  if (!a.csv_file.empty()) write_ruler_csv(a.csv_file, result["cells"]);
+  JsonFlags out = a.json;
+  if (file_written) out.file.clear();
+  if (out.write(result)) return;
+  print_ruler_table(result);
+}
+
 void run(RulerArgs a) {
+  a.shards.check("ruler", a.json.file, a.dump_file);
+  if (!a.shards.merge.empty()) {
+    std::vector<NamedPath> parts;
+    for (const std::string& f : a.shards.merge) parts.push_back({"--merge", f});
+    check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}}, parts);
+    return finish_ruler(a, merge_shard_files(a.shards.merge, ruler_grid, a.shards.partial, "ruler"), false);
+  }
+  if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
   std::vector<NamedPath> inputs = run_inputs({a.model_dir}, a.config.files);
   if (!a.settings.essay_path.empty()) inputs.push_back({"--essay", a.settings.essay_path});
   check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}, {"--dump-prompts", a.dump_file}}, inputs);
@@ -102,16 +141,32 @@ void run(RulerArgs a) {
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   a.settings.cache_type = a.config.kv_type();
   a.settings.keep_prompts = !a.dump_file.empty();
+  const std::string dtype = resolved_dtype(a.config.dtype, m.dir);
+  auto report = [&](const std::vector<RulerCell>& cells) {
+    json r = ruler_report(m.dir.string(), m.model->config(), a.settings, dtype, cells);
+    for (json& c : r["cells"])
+      if (c.contains("skipped")) c["skipped"] = cli_words(c["skipped"].get<std::string>());
+    r["config"] = a.config.files;
+    r["set"] = a.config.sets;
+    return r;
+  };
+  std::optional<ShardRun> shard;
+  if (!a.shards.shard.empty()) {
+    json head = report({});
+    head["model_hash"] = model_hash(m.dir.string());
+    shard.emplace(a.json.file, head, ruler_grid(head), a.shards.shard, "ruler");
+    a.settings.wanted = [&](int index) { return shard->wanted(index); };
+  }
   Progress bar("ruler", "prompts", a.quiet);
-  const std::vector<RulerCell> cells = run_ruler(*m.model, m.tokenizer, a.settings,
-                                                 [&](long long done, long long total) { bar.update(done, total); });
+  const std::vector<RulerCell> cells = run_ruler(
+      *m.model, m.tokenizer, a.settings, [&](long long done, long long total) { bar.update(done, total); },
+      [&](const RulerCell& cell) {
+        if (shard) shard->add(report({cell})["cells"][0]);
+      });
   bar.finish();
+  if (shard) return finish_ruler(a, shard->result(), true);  // the shard's file written after each cell
 
-  json result = ruler_report(m.dir.string(), m.model->config(), a.settings, resolved_dtype(a.config.dtype, m.dir), cells);
-  for (json& c : result["cells"])
-    if (c.contains("skipped")) c["skipped"] = cli_words(c["skipped"].get<std::string>());
-  result["config"] = a.config.files;
-  result["set"] = a.config.sets;
+  json result = report(cells);
   if (!a.dump_file.empty()) {
     json dump = result, prompts = json::array();
     for (const RulerCell& cell : cells)
@@ -121,9 +176,7 @@ void run(RulerArgs a) {
     dump["prompts"] = prompts;
     write_json(a.dump_file, dump);
   }
-  if (!a.csv_file.empty()) write_ruler_csv(a.csv_file, result["cells"]);
-  if (a.json.write(result)) return;
-  print_ruler_table(result);
+  finish_ruler(a, result, false);
 }
 
 }  // namespace
@@ -155,9 +208,8 @@ void add_ruler(CLI::App& app) {
   cmd->add_option("--tasks", a->tasks, "Tasks, e.g. niah_single_1,vt (all: every task)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--lengths", a->settings.lengths, "Prompt lengths in tokens, BOS included")
+  cmd->add_option("--lengths", a->settings.lengths, "Prompt lengths in tokens, BOS included (required but with --merge)")
       ->delimiter(',')
-      ->required()
       ->check(int_in(2, 1 << 24));
   cmd->add_option("--depths", a->settings.depths, "Depths of the first needle: 0 (first) to 1 (last before the question)")
       ->delimiter(',')
@@ -184,6 +236,7 @@ void add_ruler(CLI::App& app) {
   cmd->add_option("--dump-prompts", a->dump_file,
                   "Write the JSON result with every prompt's token ids to this file (tools/ruler_reference.py reads it)")
       ->check(writable_file());
+  a->shards.add_to(*cmd, "(task, length, depth) cells");
   cmd->callback([a] { run(*a); });
 }
 

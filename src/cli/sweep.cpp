@@ -14,6 +14,7 @@
 
 #include "evaluate.hpp"
 #include "sweep_file.hpp"
+#include "task_grid.hpp"
 #include "pert/error.hpp"
 #include "pert/gguf.hpp"
 #include "pert/json_util.hpp"
@@ -53,15 +54,6 @@ std::vector<T> unique_in_order(const std::vector<T>& v) {
   for (const T& x : v)
     if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
   return out;
-}
-
-// K/N, or {0, 0} when `s` is not that.
-std::pair<int, int> parse_shard(const std::string& s) {
-  int k = 0, n = 0;
-  char slash = 0, extra = 0;
-  std::istringstream in(s);
-  if (!(in >> k >> slash >> n) || slash != '/' || (in >> extra) || n < 1 || k < 1 || k > n) return {0, 0};
-  return {k, n};
 }
 
 void check_settings(const json& have, const json& want, const std::string& where) {

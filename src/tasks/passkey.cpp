@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include "pert/error.hpp"
@@ -136,7 +137,8 @@ void validate(const PasskeySettings& p) {
 }
 
 std::vector<PasskeyCell> run_passkey(const Model& model, const Tokenizer& tokenizer, const PasskeySettings& p,
-                                     const std::function<void(long long, long long)>& progress) {
+                                     const std::function<void(long long, long long)>& progress,
+                                     const std::function<void(const PasskeyCell&)>& cell_done) {
   validate(p);
   const Sentences sentences(tokenizer);
   const std::vector<Trial> trials = draw_trials(p.seed, p.trials);
@@ -151,11 +153,16 @@ std::vector<PasskeyCell> run_passkey(const Model& model, const Tokenizer& tokeni
   Sampler sampler(greedy);
 
   std::vector<PasskeyCell> cells;
-  const long long total = (long long)p.lengths.size() * (long long)p.depths.size() * p.trials;
-  long long done = 0;
+  const int grid = int(p.lengths.size() * p.depths.size());
+  auto wanted = [&](int index) { return !p.wanted || p.wanted(index); };
+  long long total = 0, done = 0;
+  for (int index = 0; index < grid; ++index) total += wanted(index) ? p.trials : 0;
+  int index = 0;
   for (int length : p.lengths) {
-    InferenceState state(model, length + kPasskeyAnswerTokens - 1, 512, 1, p.cache_type);
+    std::unique_ptr<InferenceState> state;  // made for the length's first wanted cell
     for (double depth : p.depths) {
+      if (!wanted(index++)) continue;
+      if (!state) state = std::make_unique<InferenceState>(model, length + kPasskeyAnswerTokens - 1, 512, 1, p.cache_type);
       PasskeyCell cell{length, depth, 0, p.trials, 0, {}};
       for (int i = 0; i < p.trials; ++i) {
         const Trial& t = trials[size_t(i)];
@@ -164,7 +171,7 @@ std::vector<PasskeyCell> run_passkey(const Model& model, const Tokenizer& tokeni
         r.key = t.key;
         r.filler_offset = t.offset;
         std::vector<int> prompt = build_prompt(sentences, length, depth, t, r);
-        r.answer_ids = generate(state, prompt, options, sampler, [](int) {}).tokens;
+        r.answer_ids = generate(*state, prompt, options, sampler, [](int) {}).tokens;
         r.answer = tokenizer.decode(r.answer_ids);
         r.correct = answer_correct(r.answer, t.key);
         cell.correct += r.correct;
@@ -173,6 +180,7 @@ std::vector<PasskeyCell> run_passkey(const Model& model, const Tokenizer& tokeni
         if (progress) progress(++done, total);
       }
       cell.accuracy = double(cell.correct) / p.trials;
+      if (cell_done) cell_done(cell);
       cells.push_back(std::move(cell));
     }
   }

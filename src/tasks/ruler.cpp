@@ -111,7 +111,8 @@ void validate(const RulerSettings& p) {
 }
 
 std::vector<RulerCell> run_ruler(const Model& model, const Tokenizer& tokenizer, const RulerSettings& p,
-                                 const std::function<void(long long, long long)>& progress) {
+                                 const std::function<void(long long, long long)>& progress,
+                                 const std::function<void(const RulerCell&)>& cell_done) {
   validate(p);
   const RulerPrompts prompts(tokenizer, p.seed, p.wording, read_essay(p));
   const auto skipped = check_prompts(model, prompts, p);
@@ -123,18 +124,24 @@ std::vector<RulerCell> run_ruler(const Model& model, const Tokenizer& tokenizer,
   greedy.temperature = 0;
   Sampler sampler(greedy);
 
+  auto wanted = [&](int index) { return !p.wanted || p.wanted(index); };
   long long total = 0, done = 0;
+  int index = 0;
   for (const std::string& task : p.tasks)
     for (int length : p.lengths)
-      if (!skipped.count({task, length})) total += (long long)task_depths(p, task).size() * p.trials;
+      for (size_t d = 0; d < task_depths(p, task).size(); ++d)
+        if (wanted(index++) && !skipped.count({task, length})) total += p.trials;
   std::vector<RulerCell> cells;
+  index = 0;
   for (const std::string& task : p.tasks)
     for (int length : p.lengths) {
       std::unique_ptr<InferenceState> state;  // sized for this length's longest prompt and answer
       for (double depth : task_depths(p, task)) {
+        if (!wanted(index++)) continue;
         RulerCell cell{task, length, depth, p.trials, 0, {}, {}};
         if (auto it = skipped.find({task, length}); it != skipped.end()) {
           cell.skipped = it->second;
+          if (cell_done) cell_done(cell);
           cells.push_back(std::move(cell));
           continue;
         }
@@ -157,6 +164,7 @@ std::vector<RulerCell> run_ruler(const Model& model, const Tokenizer& tokenizer,
           if (progress) progress(++done, total);
         }
         cell.score = 100.0 * cell.score / p.trials;
+        if (cell_done) cell_done(cell);
         cells.push_back(std::move(cell));
       }
     }

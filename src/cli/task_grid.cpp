@@ -1,0 +1,146 @@
+#include "task_grid.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "common.hpp"
+#include "pert/error.hpp"
+#include "pert/json_util.hpp"
+
+namespace pert::cli {
+
+using nlohmann::json;
+
+namespace {
+
+// What two files of one grid share: the result without its cells, threads and shards.
+json grid_settings(json report) {
+  for (const char* key : {"cells", "threads", "shards"}) report.erase(key);
+  return report;
+}
+
+void check_same_settings(const json& have, const json& want, const std::string& where) {
+  const json a = grid_settings(have), b = grid_settings(want);
+  json keys = b;
+  keys.update(a);
+  for (auto& [key, unused] : keys.items())
+    if (a.value(key, json()) != b.value(key, json()))
+      throw ConfigError(where + ": made with " + key + " = " + json_brief(a.value(key, json())) + ", not " +
+                        json_brief(b.value(key, json())) + "; use another file or the same settings");
+}
+
+// Cells in grid order, one a name (the first kept).
+json in_grid_order(const json& cells, const GridCells& grid) {
+  std::map<std::string, json> by_name;
+  for (const json& c : cells) by_name.emplace(grid.name_of(c), c);
+  json out = json::array();
+  for (const std::string& name : grid.names)
+    if (auto it = by_name.find(name); it != by_name.end()) out.push_back(it->second);
+  return out;
+}
+
+std::string missing_cells_text(const std::vector<std::string>& missing) {
+  std::string names;
+  for (size_t i = 0; i < missing.size() && i < 6; ++i) names += (i ? ", " : "") + missing[i];
+  if (missing.size() > 6) names += ", and " + std::to_string(missing.size() - 6) + " more";
+  return std::to_string(missing.size()) + (missing.size() == 1 ? " cell" : " cells") + " missing: " + names;
+}
+
+}  // namespace
+
+std::pair<int, int> parse_shard(const std::string& s) {
+  int k = 0, n = 0;
+  char slash = 0, extra = 0;
+  std::istringstream in(s);
+  if (!(in >> k >> slash >> n) || slash != '/' || (in >> extra) || n < 1 || k < 1 || k > n) return {0, 0};
+  return {k, n};
+}
+
+void ShardFlags::add_to(CLI::App& app, const std::string& cells) {
+  app.add_option("--shard", shard,
+                 "Run only share K of N (1 <= K <= N) of the " + cells + " into --json-out, saved after each cell and "
+                 "resumed when it exists (a Slurm array's task)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return parse_shard(s).second ? "" : "must be K/N with 1 <= K <= N, got '" + s + "'";
+          },
+          "K/N"));
+  app.add_option("--merge", merge,
+                 "Join these --shard files' cells (the table, --json-out, --csv) instead of running; refused while a "
+                 "cell of the grid is missing")
+      ->expected(1, -1)
+      ->check(input_file());
+  app.add_flag("--partial", partial, "With --merge: join what there is, the missing cells named in a warning");
+}
+
+void ShardFlags::check(const std::string& command, const std::string& json_out, const std::string& dump_file) const {
+  if (partial && merge.empty()) throw Error(command + ": --partial goes with --merge");
+  if (!shard.empty() && json_out.empty()) throw Error(command + ": --shard needs --json-out FILE (the shard's file)");
+  if (!shard.empty() && !dump_file.empty()) throw Error(command + ": --dump-prompts runs a whole grid, not a --shard");
+}
+
+ShardRun::ShardRun(std::string path, json report, GridCells grid, std::string shard, const std::string& command)
+    : path_(std::move(path)), report_(std::move(report)), grid_(std::move(grid)) {
+  std::tie(k_, n_) = parse_shard(shard);
+  report_["cells"] = json::array();
+  report_["shards"] = json::array({shard});
+  if (std::filesystem::exists(path_)) {
+    const json have = read_json_file(path_);
+    if (!have.is_object() || !have.contains("cells") || !have["cells"].is_array())
+      throw FormatError(path_ + ": not a pert " + command + " result (no cells)");
+    check_same_settings(have, report_, path_);
+    report_["cells"] = in_grid_order(have["cells"], grid_);
+    for (const json& k : have.value("shards", json::array()))
+      if (k != shard) report_["shards"].push_back(k);
+  }
+  for (const json& c : report_["cells"]) done_.insert(grid_.name_of(c));
+}
+
+bool ShardRun::wanted(int index) const {
+  return index % n_ == k_ - 1 && !done_.count(grid_.names[size_t(index)]);
+}
+
+void ShardRun::add(const json& cell) {
+  done_.insert(grid_.name_of(cell));
+  report_["cells"].push_back(cell);
+  report_["cells"] = in_grid_order(report_["cells"], grid_);
+  save();
+}
+
+void ShardRun::save() { write_json(path_, report_); }
+
+json merge_shard_files(const std::vector<std::string>& files, const std::function<GridCells(const json&)>& grid_of,
+                       bool partial, const std::string& command) {
+  json merged, cells = json::array();
+  for (const std::string& file : files) {
+    const json part = read_json_file(file);
+    if (!part.is_object() || !part.contains("cells") || !part["cells"].is_array())
+      throw FormatError(file + ": not a pert " + command + " result (no cells)");
+    if (merged.is_null())
+      merged = part;
+    else
+      check_same_settings(part, merged, file);
+    cells.insert(cells.end(), part["cells"].begin(), part["cells"].end());
+    json& shards = merged["shards"];
+    if (!shards.is_array()) shards = json::array();
+    for (const json& k : part.value("shards", json::array()))
+      if (std::find(shards.begin(), shards.end(), k) == shards.end()) shards.push_back(k);
+  }
+  const GridCells grid = grid_of(merged);
+  merged["cells"] = in_grid_order(cells, grid);
+  std::set<std::string> have;
+  for (const json& c : merged["cells"]) have.insert(grid.name_of(c));
+  std::vector<std::string> missing;
+  for (const std::string& name : grid.names)
+    if (!have.count(name)) missing.push_back(name);
+  if (!missing.empty()) {
+    const std::string m = command + " --merge: the grid is not whole, " + missing_cells_text(missing);
+    if (!partial) throw Error(m + "; --partial merges what there is");
+    std::fprintf(stderr, "pert: warning: %s\n", m.c_str());
+  }
+  return merged;
+}
+
+}  // namespace pert::cli

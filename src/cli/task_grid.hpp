@@ -1,0 +1,62 @@
+// `pert passkey` and `pert ruler` as shards of a grid, as `pert sweep` is: with --shard K/N a run
+// does the cells whose index % N == K - 1, its --json-out saved after every cell (whole or not
+// at all) and resumed by a rerun (a requeued Slurm task computes no finished cell again);
+// --merge joins the shards' files, refusing while a cell of the grid is missing.
+#pragma once
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+namespace pert::cli {
+
+// --shard K/N, --merge FILES and --partial, as `pert passkey` and `pert ruler` take them.
+struct ShardFlags {
+  std::string shard;
+  std::vector<std::string> merge;
+  bool partial = false;
+  void add_to(CLI::App& app, const std::string& cells);  // cells: "(length, depth) cells"
+  // Error on flags that do not go together (`json_out`: --json-out's file).
+  void check(const std::string& command, const std::string& json_out, const std::string& dump_file) const;
+};
+
+// K/N, or {0, 0} when `s` is not that (1 <= K <= N).
+std::pair<int, int> parse_shard(const std::string& s);
+
+// A grid's cells in order, by name ("128 @ depth 0.25"), and the name of a result's cell.
+struct GridCells {
+  std::vector<std::string> names;
+  std::function<std::string(const nlohmann::json& cell)> name_of;
+};
+
+// One shard's run: what its file has, the cells still to do, and saving after each new cell.
+class ShardRun {
+ public:
+  // `report`: the run's result with no cells (its settings; "model_hash" among them); an
+  // existing `path` of the same settings is resumed, of others refused (Error naming the first
+  // that differs). `command`: "passkey" or "ruler", for messages.
+  ShardRun(std::string path, nlohmann::json report, GridCells grid, std::string shard, const std::string& command);
+  bool wanted(int index) const;  // in this shard and not in the file yet
+  void add(const nlohmann::json& cell);  // a cell done: into the file
+  const nlohmann::json& result() const { return report_; }  // the settings and every cell so far
+
+ private:
+  void save();
+  std::string path_;
+  nlohmann::json report_;
+  GridCells grid_;
+  int k_ = 1, n_ = 1;
+  std::set<std::string> done_;
+};
+
+// --merge: the files' cells under their common settings, in grid order, `grid_of` giving a
+// report's grid. Error naming the missing cells unless `partial` (then a warning).
+nlohmann::json merge_shard_files(const std::vector<std::string>& files,
+                                 const std::function<GridCells(const nlohmann::json&)>& grid_of, bool partial,
+                                 const std::string& command);
+
+}  // namespace pert::cli
