@@ -3,11 +3,9 @@
 // tools/passkey_reference.py.
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <sstream>
 
 #include "common.hpp"
-#include "sweep_file.hpp"
 #include "task_grid.hpp"
 #include "pert/output_file.hpp"
 #include "pert/passkey.hpp"
@@ -114,13 +112,8 @@ void run(PasskeyArgs a) {
     r["set"] = a.config.sets;
     return r;
   };
-  std::optional<ShardRun> shard;
-  if (!a.shards.shard.empty()) {
-    json head = report({});
-    head["model_hash"] = model_hash(m.dir.string());
-    shard.emplace(a.json.file, head, passkey_grid(head), a.shards.shard, "passkey");
-    a.settings.wanted = [&](int index) { return shard->wanted(index); };
-  }
+  const std::unique_ptr<ShardRun> shard =
+      open_shard(a.shards, a.json.file, report({}), m.dir.string(), passkey_grid, "passkey", a.settings.wanted);
   Progress bar("passkey", "prompts", a.quiet);
   const std::vector<PasskeyCell> cells = run_passkey(
       *m.model, m.tokenizer, a.settings, [&](long long done, long long total) { bar.update(done, total); },

@@ -4,11 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <sstream>
 
 #include "common.hpp"
-#include "sweep_file.hpp"
 #include "task_grid.hpp"
 #include "pert/output_file.hpp"
 #include "pert/progress.hpp"
@@ -150,13 +148,8 @@ void run(RulerArgs a) {
     r["set"] = a.config.sets;
     return r;
   };
-  std::optional<ShardRun> shard;
-  if (!a.shards.shard.empty()) {
-    json head = report({});
-    head["model_hash"] = model_hash(m.dir.string());
-    shard.emplace(a.json.file, head, ruler_grid(head), a.shards.shard, "ruler");
-    a.settings.wanted = [&](int index) { return shard->wanted(index); };
-  }
+  const std::unique_ptr<ShardRun> shard =
+      open_shard(a.shards, a.json.file, report({}), m.dir.string(), ruler_grid, "ruler", a.settings.wanted);
   Progress bar("ruler", "prompts", a.quiet);
   const std::vector<RulerCell> cells = run_ruler(
       *m.model, m.tokenizer, a.settings, [&](long long done, long long total) { bar.update(done, total); },

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "sweep_file.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 
@@ -110,6 +111,17 @@ void ShardRun::add(const json& cell) {
 }
 
 void ShardRun::save() { write_json(path_, report_); }
+
+std::unique_ptr<ShardRun> open_shard(const ShardFlags& flags, const std::string& json_out, json head,
+                                     const std::string& model_dir, const std::function<GridCells(const json&)>& grid_of,
+                                     const std::string& command, std::function<bool(int)>& wanted) {
+  if (flags.shard.empty()) return nullptr;
+  head["model_hash"] = model_hash(model_dir);  // a retrained model is another grid
+  auto shard = std::make_unique<ShardRun>(json_out, head, grid_of(head), flags.shard, command);
+  const ShardRun* s = shard.get();
+  wanted = [s](int index) { return s->wanted(index); };
+  return shard;
+}
 
 json merge_shard_files(const std::vector<std::string>& files, const std::function<GridCells(const json&)>& grid_of,
                        bool partial, const std::string& command) {

@@ -4,6 +4,7 @@
 // --merge joins the shards' files, refusing while a cell of the grid is missing.
 #pragma once
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -52,6 +53,13 @@ class ShardRun {
   int k_ = 1, n_ = 1;
   std::set<std::string> done_;
 };
+
+// With --shard: the run's shard (`head`, its report with no cells, gets the model's hash; an
+// existing file resumed), and `wanted` set to its cells still to do; nullptr without --shard.
+std::unique_ptr<ShardRun> open_shard(const ShardFlags& flags, const std::string& json_out, nlohmann::json head,
+                                     const std::string& model_dir,
+                                     const std::function<GridCells(const nlohmann::json&)>& grid_of,
+                                     const std::string& command, std::function<bool(int)>& wanted);
 
 // --merge: the files' cells under their common settings, in grid order, `grid_of` giving a
 // report's grid. Error naming the missing cells unless `partial` (then a warning).
