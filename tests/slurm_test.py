@@ -161,8 +161,8 @@ def wait_done(cluster, jobs, seconds):
 
 def reference(pert, tmp, name, grid):
     out = os.path.join(tmp, name + "-single.json")
-    subprocess.run([pert, "sweep", "-f", TEXT, "--split-docs", "-t", "1", "-q", "--out", out] + absolute_args(grid), cwd=ROOT,
-                   check=True, capture_output=True)
+    subprocess.run([pert, "sweep", "-f", TEXT, "--split-docs", "-t", "1", "-q", "--out", out] + absolute_args(grid, ROOT),
+                   cwd=ROOT, check=True, capture_output=True)
     return cells_of(out)
 
 
@@ -229,7 +229,7 @@ def main():
             # 3. A pass-key grid: the same array and merge.
             grid = ["-m", "models/rope", "--lengths", "64,160", "--trials", "2"]
             single = os.path.join(tmp, "passkey-single.json")
-            subprocess.run([pert, "passkey", "-t", "1", "-q", "--json-out", single] + absolute_args(grid), cwd=ROOT,
+            subprocess.run([pert, "passkey", "-t", "1", "-q", "--json-out", single] + absolute_args(grid, ROOT), cwd=ROOT,
                            check=True, capture_output=True)
             run = os.path.join(tmp, "passkey")
             wait_done(cluster, submit(cluster, pert, run, grid, ("passkey",)), 300)

@@ -39,11 +39,13 @@ SET_BY_SCRIPTS = ("--out", "--json-out", "--json", "--csv", "--shard", "--merge"
                   "--threads", "--dump-prompts")
 
 
-def absolute_args(args):
+def absolute_args(args, base=None):
+    """ARGS with the paths of PATH_OPTIONS made absolute (relative ones read from `base`, default
+    the working directory)."""
     out, take = [], False
     for a in args:
         if take and a != "plain" and not a.startswith("-"):
-            a = os.path.abspath(a)
+            a = os.path.abspath(os.path.join(base or os.getcwd(), a))
         take = a in PATH_OPTIONS
         out.append(a)
     return out
