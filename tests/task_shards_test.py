@@ -89,6 +89,20 @@ def main():
                   r.stderr)
             r = run(pert, grid + ["--shard", "4/3", "--json-out", at("x.json")])
             check(f"{name}: --shard 4/3: one line naming --shard", one_line_error(r, "--shard"), r.stderr)
+            # Hostile shard files: one line naming the file and the field, to --merge and to a resumed --shard.
+            with open(parts[2]) as f:
+                good = json.load(f)
+            for field, broken in (("lengths", dict(good, lengths="64")), ("cells[0].length", dict(
+                    good, cells=[dict(good["cells"][0], length="x")] + good["cells"][1:])), ("no cells", [1, 2])):
+                bad = at("bad.json")
+                with open(bad, "w") as f:
+                    json.dump(broken, f)
+                r = run(pert, [name, "--merge", parts[0], bad])
+                check(f"{name}: --merge of a file with a bad {field}: one line naming the file and it",
+                      one_line_error(r, bad, field), r.stderr)
+                r = run(pert, grid + ["--shard", "3/3", "--json-out", bad])
+                check(f"{name}: --shard resuming a file with a bad {field}: one line naming the file and it",
+                      one_line_error(r, bad, field), r.stderr)
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 

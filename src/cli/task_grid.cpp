@@ -42,6 +42,58 @@ json in_grid_order(const json& cells, const GridCells& grid) {
   return out;
 }
 
+bool field_is_int(const json& v) { return v.is_number_integer(); }
+bool field_is_text(const json& v) { return v.is_string(); }
+bool field_is_number(const json& v) { return v.is_number(); }
+bool field_is_number_or_null(const json& v) { return v.is_number() || v.is_null(); }
+
+// A --shard or --merge file's fields that the table, the CSV and the grid read, each of its type:
+// anything else is a one-line FormatError naming the file and the field, never a crash.
+void check_result_file(const json& j, const std::string& file, const std::string& command) {
+  const std::string where = file + ": ";
+  if (!j.is_object() || !j.contains("cells") || !j["cells"].is_array())
+    throw FormatError(where + "not a pert " + command + " result (no cells)");
+  const bool ruler = command == "ruler";
+  struct Field {
+    const char* key;
+    bool (*ok)(const json&);
+    const char* what;
+  };
+  std::vector<Field> top = {{"model_dir", field_is_text, "a string"}, {"position", field_is_text, "a string"},
+                            {"trials", field_is_int, "an integer"},   {"seed", field_is_int, "an integer"},
+                            {"trained_length", field_is_int, "an integer"}};
+  if (ruler) top.push_back({"template", field_is_text, "a string"});
+  for (const Field& f : top)
+    if (!j.contains(f.key) || !f.ok(j[f.key])) throw FormatError(where + f.key + " must be " + f.what);
+  auto array_of = [&](const char* key, bool (*ok)(const json&), const char* what) {
+    if (!j.contains(key) || !j[key].is_array() || j[key].empty())
+      throw FormatError(where + key + " must be a non-empty array");
+    for (const json& v : j[key])
+      if (!ok(v)) throw FormatError(where + key + " must hold " + what + ", got " + json_brief(v));
+  };
+  array_of("lengths", field_is_int, "integers");
+  array_of("depths", field_is_number, "numbers");
+  if (ruler) array_of("tasks", field_is_text, "task names");
+  std::vector<Field> cell = {{"length", field_is_int, "an integer"}, {"trials", field_is_int, "an integer"}};
+  if (ruler) {
+    cell.insert(cell.end(), {{"task", field_is_text, "a string"},
+                             {"depth", field_is_number_or_null, "a number or null"},
+                             {"score", field_is_number_or_null, "a number or null"}});
+  } else {
+    cell.insert(cell.end(), {{"depth", field_is_number, "a number"},
+                             {"accuracy", field_is_number, "a number"},
+                             {"correct", field_is_int, "an integer"}});
+  }
+  for (size_t i = 0; i < j["cells"].size(); ++i) {
+    const json& c = j["cells"][i];
+    const std::string at = where + "cells[" + std::to_string(i) + "]";
+    if (!c.is_object()) throw FormatError(at + " must be an object");
+    for (const Field& f : cell)
+      if (!c.contains(f.key) || !f.ok(c[f.key])) throw FormatError(at + "." + f.key + " must be " + f.what);
+    if (c.contains("skipped") && !c["skipped"].is_string()) throw FormatError(at + ".skipped must be a string");
+  }
+}
+
 std::string missing_cells_text(const std::vector<std::string>& missing) {
   std::string names;
   for (size_t i = 0; i < missing.size() && i < 6; ++i) names += (i ? ", " : "") + missing[i];
@@ -89,8 +141,7 @@ ShardRun::ShardRun(std::string path, json report, GridCells grid, std::string sh
   report_["shards"] = json::array({shard});
   if (std::filesystem::exists(path_)) {
     const json have = read_json_file(path_);
-    if (!have.is_object() || !have.contains("cells") || !have["cells"].is_array())
-      throw FormatError(path_ + ": not a pert " + command + " result (no cells)");
+    check_result_file(have, path_, command);
     check_same_settings(have, report_, path_);
     report_["cells"] = in_grid_order(have["cells"], grid_);
     for (const json& k : have.value("shards", json::array()))
@@ -128,8 +179,7 @@ json merge_shard_files(const std::vector<std::string>& files, const std::functio
   json merged, cells = json::array();
   for (const std::string& file : files) {
     const json part = read_json_file(file);
-    if (!part.is_object() || !part.contains("cells") || !part["cells"].is_array())
-      throw FormatError(file + ": not a pert " + command + " result (no cells)");
+    check_result_file(part, file, command);
     if (merged.is_null())
       merged = part;
     else
