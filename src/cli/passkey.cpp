@@ -92,12 +92,8 @@ void finish(const PasskeyArgs& a, const json& result, bool file_written) {
 
 void run(PasskeyArgs a) {
   a.shards.check("passkey", a.json.file, a.dump_file);
-  if (!a.shards.merge.empty()) {
-    std::vector<NamedPath> parts;
-    for (const std::string& f : a.shards.merge) parts.push_back({"--merge", f});
-    check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}}, parts);
-    return finish(a, merge_shard_files(a.shards.merge, passkey_grid, a.shards.partial, "passkey"), false);
-  }
+  if (!a.shards.merge.empty())
+    return finish(a, a.shards.merged("passkey", a.json.file, a.csv_file, passkey_grid), false);
   if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
   check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}, {"--dump-prompts", a.dump_file}},
                        run_inputs({a.model_dir}, a.config.files));

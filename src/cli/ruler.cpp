@@ -121,12 +121,8 @@ void finish_ruler(const RulerArgs& a, const json& result, bool file_written) {
 
 void run(RulerArgs a) {
   a.shards.check("ruler", a.json.file, a.dump_file);
-  if (!a.shards.merge.empty()) {
-    std::vector<NamedPath> parts;
-    for (const std::string& f : a.shards.merge) parts.push_back({"--merge", f});
-    check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}}, parts);
-    return finish_ruler(a, merge_shard_files(a.shards.merge, ruler_grid, a.shards.partial, "ruler"), false);
-  }
+  if (!a.shards.merge.empty())
+    return finish_ruler(a, a.shards.merged("ruler", a.json.file, a.csv_file, ruler_grid), false);
   if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
   std::vector<NamedPath> inputs = run_inputs({a.model_dir}, a.config.files);
   if (!a.settings.essay_path.empty()) inputs.push_back({"--essay", a.settings.essay_path});

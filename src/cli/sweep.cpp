@@ -143,12 +143,11 @@ void add_shard(json& sweep, const std::string& shard) {
   if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
 }
 
-// "3 cells missing: rope plain @256, ..." (the first few named).
+// "3 cells missing: rope plain @256, ...": grid entries named as tables name them.
 std::string missing_text(const json& missing) {
-  std::string names;
-  for (size_t i = 0; i < missing.size() && i < 6; ++i) names += (i ? ", " : "") + cell_name(missing[i]);
-  if (missing.size() > 6) names += ", and " + std::to_string(missing.size() - 6) + " more";
-  return std::to_string(missing.size()) + (missing.size() == 1 ? " cell" : " cells") + " missing: " + names;
+  std::vector<std::string> names;
+  for (const json& g : missing) names.push_back(cell_name(g));
+  return missing_cells_text(names);
 }
 
 // --out as it is now (another shard's cells included), or null. Call with the file's lock held.

@@ -94,14 +94,14 @@ void check_result_file(const json& j, const std::string& file, const std::string
   }
 }
 
+}  // namespace
+
 std::string missing_cells_text(const std::vector<std::string>& missing) {
   std::string names;
   for (size_t i = 0; i < missing.size() && i < 6; ++i) names += (i ? ", " : "") + missing[i];
   if (missing.size() > 6) names += ", and " + std::to_string(missing.size() - 6) + " more";
   return std::to_string(missing.size()) + (missing.size() == 1 ? " cell" : " cells") + " missing: " + names;
 }
-
-}  // namespace
 
 std::pair<int, int> parse_shard(const std::string& s) {
   int k = 0, n = 0;
@@ -132,6 +132,14 @@ void ShardFlags::check(const std::string& command, const std::string& json_out, 
   if (partial && merge.empty()) throw Error(command + ": --partial goes with --merge");
   if (!shard.empty() && json_out.empty()) throw Error(command + ": --shard needs --json-out FILE (the shard's file)");
   if (!shard.empty() && !dump_file.empty()) throw Error(command + ": --dump-prompts runs a whole grid, not a --shard");
+}
+
+json ShardFlags::merged(const std::string& command, const std::string& json_out, const std::string& csv,
+                        const std::function<GridCells(const json&)>& grid_of) const {
+  std::vector<NamedPath> parts;
+  for (const std::string& f : merge) parts.push_back({"--merge", f});
+  check_distinct_paths({{"--json-out", json_out}, {"--csv", csv}}, parts);
+  return merge_shard_files(merge, grid_of, partial, command);
 }
 
 ShardRun::ShardRun(std::string path, json report, GridCells grid, std::string shard, const std::string& command)

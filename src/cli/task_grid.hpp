@@ -15,6 +15,17 @@
 
 namespace pert::cli {
 
+// K/N, or {0, 0} when `s` is not that (1 <= K <= N).
+std::pair<int, int> parse_shard(const std::string& s);
+// "3 cells missing: a, b, c" (the first six named), for --merge's refusal and --status.
+std::string missing_cells_text(const std::vector<std::string>& missing);
+
+// A grid's cells in order, by name ("128 @ depth 0.25"), and the name of a result's cell.
+struct GridCells {
+  std::vector<std::string> names;
+  std::function<std::string(const nlohmann::json& cell)> name_of;
+};
+
 // --shard K/N, --merge FILES and --partial, as `pert passkey` and `pert ruler` take them.
 struct ShardFlags {
   std::string shard;
@@ -23,15 +34,9 @@ struct ShardFlags {
   void add_to(CLI::App& app, const std::string& cells);  // cells: "(length, depth) cells"
   // Error on flags that do not go together (`json_out`: --json-out's file).
   void check(const std::string& command, const std::string& json_out, const std::string& dump_file) const;
-};
-
-// K/N, or {0, 0} when `s` is not that (1 <= K <= N).
-std::pair<int, int> parse_shard(const std::string& s);
-
-// A grid's cells in order, by name ("128 @ depth 0.25"), and the name of a result's cell.
-struct GridCells {
-  std::vector<std::string> names;
-  std::function<std::string(const nlohmann::json& cell)> name_of;
+  // --merge's result (merge_shard_files), the outputs checked apart from the files merged first.
+  nlohmann::json merged(const std::string& command, const std::string& json_out, const std::string& csv,
+                        const std::function<GridCells(const nlohmann::json&)>& grid_of) const;
 };
 
 // One shard's run: what its file has, the cells still to do, and saving after each new cell.
