@@ -131,10 +131,13 @@ def tokenizer(cfg, data_dir=None):
 
 
 def run_identity(cfg, steps, data_dir, tok_dir):
-    """What makes two runs the same run, and its hash: the config (steps resolved; not where the
-    data lies, threads or the time limit) and the sha256 of the data files and the tokenizer."""
+    """What makes two runs the same run, and its hash: the config (steps resolved; not its name,
+    where the data lies, threads or the time limit) and the sha256 of the data files and the
+    tokenizer. The name is a label: a probe and the family's run file with the same settings are
+    one run."""
     c = json.loads(json.dumps(cfg))
-    c.pop("comment", None)
+    for k in ("comment", "name"):
+        c.pop(k, None)
     c["data"].pop("dir", None)
     c["train"]["steps"] = steps
     for k in ("threads", "max_minutes"):

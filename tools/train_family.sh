@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Trains the whole family (configs/train/*.json but family.json), or the NAMEs given, N runs at a
-# time; each logs to build/train-logs/NAME.log and writes OUT/NAME/ (--out-dir, default models;
-# OUT and CK are relative to the repository).
+# Trains the whole family (CONFIGS/*.json but family.json; --configs, default configs/train), or
+# the NAMEs given, N runs at a time; each logs to build/train-logs/NAME.log and writes OUT/NAME/
+# (--out-dir, default models; OUT, CK and CONFIGS are relative to the repository).
 #
 #   bash tools/train_family.sh [-j N] [--device auto|cpu|cuda] [--data-dir DIR] [--max-minutes M]
-#                              [--restart] [--out-dir OUT] [--checkpoint-dir CK] [NAME ...]
+#                              [--restart] [--out-dir OUT] [--checkpoint-dir CK] [--configs CONFIGS] [NAME ...]
 #
 # -j: runs at a time (default: 2 on CPU, one CPU thread each; every run at once on cuda).
 # --device, --data-dir, --max-minutes (each run stops there with a checkpoint) and --restart go
@@ -20,7 +20,7 @@ here=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-/usr/bin/python3}
 usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
-jobs_n="" device=auto pass=() names=() out_dir=models ck_dir=""
+jobs_n="" device=auto pass=() names=() out_dir=models ck_dir="" configs=configs/train
 while (($#)); do
   case "$1" in
     -j) jobs_n="${2:?-j needs a number}"; shift 2 ;;
@@ -32,19 +32,20 @@ while (($#)); do
     --restart) pass+=(--restart); shift ;;
     --out-dir) out_dir="${2:?--out-dir needs a directory}"; shift 2 ;;
     --checkpoint-dir) ck_dir="${2:?--checkpoint-dir needs a directory}"; shift 2 ;;
+    --configs) configs="${2:?--configs needs a directory}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "train_family.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) names+=("$1"); shift ;;
   esac
 done
 if ((${#names[@]} == 0)); then
-  for f in configs/train/*.json; do
+  for f in "$configs"/*.json; do
     n=$(basename "$f" .json)
     [ "$n" = family ] || names+=("$n")
   done
 fi
 for n in "${names[@]}"; do
-  [ -f "configs/train/$n.json" ] || { echo "train_family.sh: no configs/train/$n.json" >&2; exit 2; }
+  [ -f "$configs/$n.json" ] || { echo "train_family.sh: no $configs/$n.json" >&2; exit 2; }
 done
 if [ "$device" = auto ]; then
   device=$($PY -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")') || exit 1
@@ -56,13 +57,13 @@ pass+=(--device "$device")
 mkdir -p build/train-logs
 
 # The shared tokenizer first (a dry run makes it if missing and checks the data can be read).
-$PY tools/train.py "configs/train/${names[0]}.json" "${pass[@]}" --dry-run || exit 1
+$PY tools/train.py "$configs/${names[0]}.json" "${pass[@]}" --dry-run || exit 1
 
 run_one() {
   local n=$1
   local ck=()
   [ -z "$ck_dir" ] || ck=(--checkpoint "$ck_dir/$n.pt")
-  $PY tools/train.py "configs/train/$n.json" "${pass[@]}" --out "$out_dir/$n" "${ck[@]}" > "build/train-logs/$n.log" 2>&1
+  $PY tools/train.py "$configs/$n.json" "${pass[@]}" --out "$out_dir/$n" "${ck[@]}" > "build/train-logs/$n.log" 2>&1
   echo $? > "build/train-logs/$n.rc"
 }
 echo "training ${#names[@]} models on $device, $jobs_n at a time; logs in build/train-logs/"
