@@ -2,8 +2,9 @@
 """Every Python tool's command line: `tools/X.py --help` exits 0, prints a non-empty usage on
 stdout and writes no file (each runs in an empty scratch directory); and `reference.py logits`
 on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
-with a one-line error naming the file, not a traceback; and tools/plot.py on the committed family
-sweep and on two small profiles writes its files and prints their paths.
+with a one-line error naming the file, not a traceback; tools/passkey_digits.py on models/none
+(every answer token right) and on a missing model (a one-line error); and tools/plot.py on the
+committed family sweep and on two small profiles writes its files and prints their paths.
 
     tools_cli_test.py
 """
@@ -116,6 +117,20 @@ def main():
               r.returncode == 0 and rows == ["| alibi | plain | 2 | 95.0 | 55.0 | 85.0 | 128 |",
                                              "| rope | rerope | 2 | 85.0 | 80.0 | 75.0 | 256 |"],
               f"exit {r.returncode}, {rows}, stderr {r.stderr[-300:]!r}")
+
+    # tools/passkey_digits.py: models/none answers every held-out row (its card's passkey_acc 1.00).
+    digits = os.path.join(TOOLS, "passkey_digits.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        none = os.path.join(os.path.dirname(HERE), "models", "none")
+        r = run([digits, none, "--json"], tmp)
+        d = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("passkey_digits.py on models/none: every answer token right, no wrong digit",
+              d.get("accuracy") == 1.0 and d.get("token_accuracy") == [1.0] * 6
+              and d.get("wrong_later_digits") == {"near": 0, "none": 0} and d.get("p_first_digit", 0) > 0.5,
+              f"exit {r.returncode}, {r.stdout[:300]!r}, stderr {r.stderr[-300:]!r}")
+        r = run([digits, os.path.join(tmp, "nothing")], tmp)
+        check("passkey_digits.py: a missing model is a one-line error naming it",
+              r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "nothing" in r.stderr, r.stderr[-300:])
 
     plot = os.path.join(TOOLS, "plot.py")
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")

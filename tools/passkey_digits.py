@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Where a model's pass-key answers go wrong, token by token (issue 33's diagnosis of the schemes
+that do not retrieve within L). On the run config's held-out pass-key rows (the rows train.py
+scores as passkey_acc), teacher-forced:
+
+- the accuracy of each answer token: the space piece, then digit 1 (finding the key: it needs the
+  needle's "is" found from the question's "is") and digits 2..5 (copying it on: each needs the
+  digit after the one just written);
+- p(digit 1), the mean probability of the true first digit (1/10 is a model that guesses);
+- each wrong later digit: is it a key digit 1 or 2 positions off (a copy that lands near the
+  right place, a position blur) or none (not a copy)? By chance about a third would be.
+
+    passkey_digits.py MODEL [MODEL ...] [--run-config configs/train/v3/family.json] [--json]
+
+MODEL: a model directory, or a train.py checkpoint (.pt) of RUN_CONFIG's run (its position block
+read from there).
+"""
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import reference  # noqa: E402
+import train  # noqa: E402
+import train_data  # noqa: E402
+
+
+def load(model, cfg, vocab):
+    """(config, weights) of a model directory or a checkpoint of cfg's run."""
+    if os.path.isdir(model):
+        return reference.load_model_dir(model)
+    if "position" not in cfg:
+        sys.exit(f"passkey_digits.py: {model}: a checkpoint needs --run-config naming its run (a position block)")
+    ck = train.load_checkpoint(model, torch.device("cpu"))
+    hf = dict(cfg["model"], vocab_size=vocab, max_position_embeddings=cfg["train"]["context"],
+              position=cfg["position"])
+    return hf, {k: v.to(reference.DT) for k, v in ck["weights"].items()}
+
+
+def diagnose(hf, W, rows, first):
+    """The measures above, from the held-out rows [n, T + 1] and each answer's (start, length)."""
+    with torch.no_grad():
+        logits = reference.forward(hf, W, rows[:, :-1])
+    guess = logits.argmax(-1)
+    width = max(n for _, n in first)
+    hits, p_first, whole, wrong = np.zeros(width), [], 0, Counter()
+    for j, (s, n) in enumerate(first):
+        want, got = rows[j, s:s + n].tolist(), guess[j, s - 1:s - 1 + n].tolist()
+        hits[:n] += [a == b for a, b in zip(want, got)]
+        whole += want == got
+        p_first.append(float(logits[j, s].softmax(-1)[rows[j, s + 1]]))  # after the space piece
+        key = want[1:]
+        for i in range(1, len(key)):
+            if got[i + 1] != key[i]:
+                near = any(0 <= i + o < len(key) and key[i + o] == got[i + 1] for o in (-2, -1, 1, 2))
+                wrong["near" if near else "none"] += 1
+    return {"rows": len(first), "accuracy": whole / len(first),
+            "token_accuracy": [round(h / len(first), 3) for h in hits],
+            "p_first_digit": round(float(np.mean(p_first)), 3),
+            "wrong_later_digits": {"near": wrong["near"], "none": wrong["none"]}}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="+", metavar="MODEL")
+    ap.add_argument("--run-config", default=os.path.join(ROOT, "configs", "train", "v3", "family.json"),
+                    help="the run config whose held-out rows are read (default %(default)s)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per model")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    cfg = train.load_run_config(a.run_config)
+    sp, _ = train.tokenizer(cfg)
+    rows, first = train_data.heldout_passkey(sp, cfg, np.random.default_rng([cfg["train"]["seed"], 2]))
+    rows = torch.from_numpy(rows)
+    for model in a.models:
+        if not os.path.exists(model):
+            sys.exit(f"passkey_digits.py: {model}: no such model directory or checkpoint")
+        d = dict(model=model, **diagnose(*load(model, cfg, sp.get_piece_size()), rows, first))
+        if a.json:
+            print(json.dumps(d))
+        else:
+            w = d["wrong_later_digits"]
+            print(f"{model}: {d['rows']} rows, whole answers {d['accuracy']:.2f}; per token (space, digits 1-5) "
+                  f"{' '.join(f'{x:.2f}' for x in d['token_accuracy'])}; p(digit 1) {d['p_first_digit']:.3f}; "
+                  f"wrong later digits: {w['near']} a key digit 1-2 off, {w['none']} not")
+
+
+if __name__ == "__main__":
+    main()
