@@ -21,22 +21,14 @@ score at L minus 10 points; a row whose score at L is below 50 has none ("—": 
 tasks within L, so nothing past L can be read from it).
 """
 import argparse
-import json
 import os
 import re
-import sys
+
+from paper_shapes import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective")
 MARGIN, FLOOR = 10.0, 50.0  # the effective length's threshold: score at L − MARGIN, rows below FLOOR at L have none
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit(f"claims.py: {path}: {e}")
 
 
 class Results:

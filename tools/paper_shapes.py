@@ -28,11 +28,12 @@ TABLE2_MULTIPLES = [1, 2, 5, 11, 30]
 
 
 def load(path):
+    """A result file's JSON, or a one-line error naming the file (and the tool that read it)."""
     try:
         with open(path) as f:
             return json.load(f)
     except (OSError, ValueError) as e:
-        sys.exit(f"paper_shapes.py: {path}: {e}")
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {path}: {e}")
 
 
 def ratios(path):
