@@ -3,8 +3,9 @@
 stdout and writes no file (each runs in an empty scratch directory); and `reference.py logits`
 on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
 with a one-line error naming the file, not a traceback; tools/passkey_digits.py on models/none
-(every answer token right) and on a missing model (a one-line error); and tools/plot.py on the
-committed family sweep and on two small profiles writes its files and prints their paths.
+(every answer token right) and on a missing model (a one-line error); family_acceptance.py's
+bars on a made-up report; and tools/plot.py on the committed family sweep and on two small
+profiles writes its files and prints their paths.
 
     tools_cli_test.py
 """
@@ -131,6 +132,23 @@ def main():
         r = run([digits, os.path.join(tmp, "nothing")], tmp)
         check("passkey_digits.py: a missing model is a one-line error naming it",
               r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "nothing" in r.stderr, r.stderr[-300:])
+
+    # tools/family_acceptance.py: the bars on a made-up report.
+    import family_acceptance as fa
+    base = {"passkey": {"64": 0.0, "120": 0.0}, "ppl": {"tinystories": 20.0, "wikitext": 30.0}, "ruler": {}}
+    report = {"models": {
+        "a": {"passkey": {"64": 1.0, "120": 0.95}, "ppl": {"tinystories": 20.6, "wikitext": 25.0}, "baseline": base},
+        "b": {"passkey": {"64": 1.0, "120": 0.94}, "ppl": {"tinystories": 20.61, "wikitext": 30.0}, "baseline": base}}}
+    missed = fa.failures(report)
+    check("family_acceptance.py: 0.95 and +3% pass, 0.94 and +3.05% miss, each named",
+          [m for m, _ in missed] == ["b", "b"] and "0.94 at 120" in missed[0][1] and "tinystories" in missed[1][1], missed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "r.json")
+        with open(path, "w") as f:
+            json.dump(report, f)
+        r = run([os.path.join(TOOLS, "family_acceptance.py"), "--check", path], tmp)
+        check("family_acceptance.py --check: exit 1, a line per missed bar", r.returncode == 1
+              and len(r.stdout.splitlines()) == 2, f"exit {r.returncode}, {r.stdout!r}")
 
     plot = os.path.join(TOOLS, "plot.py")
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Issue 33's bars for a retrained family, measured with pert against the family it replaces:
+each model must retrieve within L (pass-key accuracy >= 0.95 at L/2 and at the longest prompt
+whose answer still ends within L, 5 depths x 10 trials, seed 7919) while its perplexity at L on
+held-out TinyStories and on the WikiText-2 test prefix stays within 3% of the baseline's (the
+same scheme's model in --baseline-dir). Also RULER's tasks at L (those whose fixed text fits in
+L: 3 depths x 10 trials), which say what a model of this size learns from its share of them.
+
+    family_acceptance.py MODEL_DIR [...] --out FILE.json [--baseline-dir models] [-t THREADS]
+    family_acceptance.py --table FILE.json [--what bars|ruler]
+    family_acceptance.py --check FILE.json        exit 1 naming each model below a bar
+
+A measuring run adds its models to FILE.json (the others kept), so models are measured as their
+training ends. The texts are made first if missing (tools/heldout.py, tools/wikitext_prefix.py).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from results_tables import add_table_flag, print_and_save, print_table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+PERT = os.path.join(ROOT, "build", "pert")
+TEXTS = {"tinystories": ("build/data/tinystories_heldout.txt", "heldout.py", ["--split-docs"]),
+         "wikitext": ("build/data/wikitext2_test_prefix.txt", "wikitext_prefix.py", [])}
+ESSAY = os.path.join(os.path.dirname(ROOT), "shared", "data", "text", "wikitext-2.test.tokens.txt")
+SEED, L = 7919, 128
+PASSKEY_LENGTHS = (L // 2, L - 8)  # 120: the longest prompt whose 8 answer tokens end within L
+BAR_ACCURACY, BAR_PPL = 0.95, 0.03
+
+
+def pert(args, threads):
+    """pert's JSON report of one command (its --json-out, read back)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        r = subprocess.run([PERT] + args + ["-t", str(threads), "--json-out", out], cwd=ROOT,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"family_acceptance.py: pert {' '.join(args[:3])}: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def measure(model, threads):
+    """Pass-key accuracy at PASSKEY_LENGTHS, perplexity at L on TEXTS, RULER's tasks at L."""
+    pk = pert(["passkey", "-m", model, "--lengths", ",".join(map(str, PASSKEY_LENGTHS)), "--trials", "10",
+               "--seed", str(SEED)], threads)
+    passkey = {str(n): sum(c["correct"] for c in pk["cells"] if c["length"] == n)
+               / sum(len(c["results"]) for c in pk["cells"] if c["length"] == n) for n in PASSKEY_LENGTHS}
+    ppl = {name: pert(["perplexity", "-m", model, "-f", path, "-c", str(L)] + flags, threads)["ppl"]
+           for name, (path, _, flags) in TEXTS.items()}
+    return {"passkey": passkey, "ppl": ppl, "ruler": ruler_at_l(model, threads)}
+
+
+def ruler_at_l(model, threads):
+    """Each task's score at L (mean over depths), None where its fixed text does not fit."""
+    r = pert(["ruler", "-m", model, "--tasks", "all", "--lengths", str(L), "--depths", "0,0.5,1", "--trials", "10",
+              "--seed", str(SEED), "--essay", ESSAY, "-q"], threads)
+    tasks = {}
+    for c in r["cells"]:
+        tasks.setdefault(c["task"], []).append(c.get("score"))
+    return {t: None if None in s else round(sum(s) / len(s), 1) for t, s in tasks.items()}
+
+
+def failures(report):
+    """(model, what) for every bar a model misses."""
+    out = []
+    for name, m in sorted(report["models"].items()):
+        for n, acc in m["passkey"].items():
+            if acc < BAR_ACCURACY:
+                out.append((name, f"pass-key {acc:.2f} at {n} < {BAR_ACCURACY}"))
+        for text, ppl in m["ppl"].items():
+            base = m["baseline"]["ppl"][text]
+            if ppl > base * (1 + BAR_PPL):
+                out.append((name, f"{text} PPL {ppl:.2f} > {base:.2f} + {BAR_PPL:.0%}"))
+    return out
+
+
+def score(m, task):
+    s = m["ruler"].get(task)
+    return "—" if s is None else f"{s:.0f}"
+
+
+def table(report, what="bars"):
+    models = sorted(report["models"].items())
+    if what == "ruler":
+        tasks = [t for t in report["ruler_tasks"] if any(m["ruler"].get(t) is not None for _, m in models)]
+        lines = [f"| model (baseline) | {' | '.join(tasks)} |", "|---|" + "---:|" * len(tasks)]
+        for name, m in models:
+            lines.append(f"| {name} | " + " | ".join(f"{score(m, t)} ({score(m['baseline'], t)})" for t in tasks) + " |")
+        left = [t for t in report["ruler_tasks"] if t not in tasks]
+        return "\n".join(lines) + (f"\n\nNot posable at L = {L} (their fixed text is longer): {', '.join(left)}."
+                                   if left else "")
+    a, b = PASSKEY_LENGTHS
+    lines = [f"| model | pass-key at {a} / {b} (baseline) | TinyStories PPL at L (baseline) | "
+             f"WikiText-2 PPL at L (baseline) | bars |", "|---|---|---:|---:|---|"]
+    missed = {}
+    for name, what_missed in failures(report):
+        missed.setdefault(name, []).append(what_missed)
+    for name, m in models:
+        p, bp = m["passkey"], m["baseline"]["passkey"]
+        cells = [f"{p[str(a)]:.2f} / {p[str(b)]:.2f} ({bp[str(a)]:.2f} / {bp[str(b)]:.2f})"]
+        for text in TEXTS:
+            v, base = m["ppl"][text], m["baseline"]["ppl"][text]
+            cells.append(f"{v:.2f} ({base:.2f}, {100 * (v / base - 1):+.1f}%)")
+        cells.append("met" if name not in missed else "missed: " + "; ".join(missed[name]))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", metavar="MODEL_DIR")
+    ap.add_argument("--out", metavar="FILE.json", help="the report to add the models to")
+    ap.add_argument("--baseline-dir", default="models", help="where each scheme's baseline model is (default %(default)s)")
+    ap.add_argument("-t", "--threads", type=int, default=1)
+    add_table_flag(ap)
+    ap.add_argument("--what", choices=("bars", "ruler"), default="bars", help="which table --table prints")
+    ap.add_argument("--check", metavar="FILE.json", help="exit 1 naming each model below a bar")
+    a = ap.parse_args()
+    if a.table:
+        return print_table(a.table, lambda r: table(r, a.what))
+    if a.check:
+        with open(a.check) as f:
+            missed = failures(json.load(f))
+        for name, what in missed:
+            print(f"{name}: {what}")
+        return 1 if missed else 0
+    if not a.models or not a.out:
+        ap.error("give MODEL_DIR ... and --out FILE.json (or --table / --check FILE.json)")
+    for path, tool, _ in TEXTS.values():
+        if not os.path.exists(os.path.join(ROOT, path)):
+            subprocess.run([PY, os.path.join(ROOT, "tools", tool), os.path.join(ROOT, path)], check=True)
+    report = {"models": {}}
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            report = json.load(f)
+    report.update(trained_length=L, seed=SEED, passkey_lengths=list(PASSKEY_LENGTHS),
+                  bars={"passkey_accuracy": BAR_ACCURACY, "ppl_rise": BAR_PPL}, ruler_tasks=report.get("ruler_tasks"))
+    for model in a.models:
+        name = os.path.basename(os.path.normpath(model))
+        base = os.path.join(a.baseline_dir, name)
+        print(f"family_acceptance.py: {name} (baseline {base})", file=sys.stderr)
+        m = report["models"][name] = dict(model=model, **measure(model, a.threads),
+                                          baseline=dict(model=base, **measure(base, a.threads)))
+        report["ruler_tasks"] = list(m["ruler"])
+    print_and_save(report, table, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
