@@ -75,14 +75,14 @@ def main():
             f.write(f"# A page\n\n<!-- table: tools/bench_busy.py --table {samples} -->\n| stale |\n<!-- /table -->\nend\n")
         r = run([tables, "--check", page], tmp)
         check("results_tables.py --check: a stale table fails, naming page:line",
-              r.returncode == 1 and "page.md:4:" in r.stdout and "1 tables, 1 not" in r.stdout, r.stdout + r.stderr)
+              r.returncode == 1 and "page.md:4:" in r.stdout and "1 tables and 0 figures, 1 not" in r.stdout, r.stdout + r.stderr)
         r = run([tables, "--write", page], tmp)
         text = open(page).read()
         check("results_tables.py --write: the script's table in place, the rest kept",
               r.returncode == 0 and "| m | idle | 95 (90–100) | 96 (91–101) | 97 (92–102) | 0.99× |" in text
               and text.startswith("# A page\n\n<!-- table:") and text.endswith("<!-- /table -->\nend\n"), text)
         r = run([tables, "--check", page], tmp)
-        check("results_tables.py --check after --write: 0", r.returncode == 0 and "1 tables, 0 not" in r.stdout,
+        check("results_tables.py --check after --write: 0", r.returncode == 0 and "1 tables and 0 figures, 0 not" in r.stdout,
               r.stdout + r.stderr)
         with open(page, "w") as f:
             f.write("<!-- table: sh -c true -->\n<!-- /table -->\n")
@@ -118,6 +118,48 @@ def main():
               r.returncode == 0 and rows == ["| alibi | plain | 2 | 95.0 | 55.0 | 85.0 | 128 |",
                                              "| rope | rerope | 2 | 85.0 | 80.0 | 75.0 | 256 |"],
               f"exit {r.returncode}, {rows}, stderr {r.stderr[-300:]!r}")
+
+    # tools/claims.py kept: which method keeps retrieval past L on which scheme, on made-up files.
+    with tempfile.TemporaryDirectory() as tmp:
+        for sub in ("passkey", "ruler"):
+            os.makedirs(os.path.join(tmp, sub))
+        for name, acc in (("none", {64: 1.0, 128: 1.0, 256: 0.95, 512: 0.2}), ("rope", {64: 1.0, 128: 0.9, 256: 0.0}),
+                          ("rope+rerope", {64: 1.0, 128: 0.9, 256: 0.9, 512: 0.85}), ("t5", {64: 0.4, 128: 0.3})):
+            with open(os.path.join(tmp, "passkey", name + ".json"), "w") as f:
+                json.dump({"trained_length": 128, "cells": [{"length": n, "correct": round(10 * a), "trials": 10}
+                                                            for n, a in acc.items()]}, f)
+        # none learns task a within L, not task b: b is left out of its mean, and of its method's
+        for name, scores in (("none", {"a": {128: 100, 256: 40}, "b": {128: 0, 256: 0}}),
+                             ("none+streaming", {"a": {128: 100, 256: 95}, "b": {128: 100, 256: 100}})):
+            cells = [{"task": t, "length": n, "depth": 0, "score": v} for t, by in scores.items() for n, v in by.items()]
+            with open(os.path.join(tmp, "ruler", name + ".json"), "w") as f:
+                json.dump({"trained_length": 128, "lengths": [128, 256], "cells": cells}, f)
+        png = os.path.join(tmp, "kept.png")
+        r = run([os.path.join(TOOLS, "claims.py"), "kept", "--data", tmp, "--plot", png], tmp)
+        rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
+        check("claims.py kept: methods x schemes, pass-key/RULER effective lengths, · for none, — below 50 at L",
+              r.returncode == 0 and rows == ["| method | none | rope | t5 |", "| plain | 256/128 | 128/· | —/· |",
+                                             "| rerope |  | 512/· |  |", "| streaming | ·/256 |  |  |"]
+              and os.path.getsize(png) > 0, f"exit {r.returncode}, {rows}, stderr {r.stderr[-300:]!r}")
+        # ... and as a marked figure: results_tables.py draws it again and compares the pixels.
+        page, fig = os.path.join(tmp, "page.md"), os.path.join(tmp, "fig", "kept.png")
+        with open(page, "w") as f:
+            f.write(f"<!-- figure: tools/claims.py kept --data {tmp} --plot {fig} -->\n![grid](fig/kept.png)\n<!-- /figure -->\n")
+        tables = os.path.join(TOOLS, "results_tables.py")
+        r = run([tables, "--check", page], tmp)
+        check("results_tables.py --check: a figure not committed fails, naming page:line",
+              r.returncode == 1 and "page.md:1: " in r.stdout and "fig/kept.png is not committed" in r.stdout, r.stdout)
+        os.makedirs(os.path.dirname(fig))
+        r = run([tables, "--write", page], tmp)
+        r2 = run([tables, "--check", page], tmp)
+        check("results_tables.py --write draws the figure in place; --check then passes",
+              r.returncode == 0 and os.path.exists(fig) and r2.returncode == 0 and "0 tables and 1 figures, 0 not" in r2.stdout,
+              r.stderr + r2.stdout)
+        with open(os.path.join(tmp, "passkey", "t5.json"), "w") as f:
+            json.dump({"trained_length": 128, "cells": [{"length": n, "correct": 10, "trials": 10} for n in (64, 128, 256)]}, f)
+        r = run([tables, "--check", page], tmp)
+        check("results_tables.py --check: a figure its results no longer draw fails",
+              r.returncode == 1 and "is not what 'tools/claims.py kept" in r.stdout, r.stdout)
 
     # tools/passkey_digits.py: models/none answers every held-out row (its card's passkey_acc 1.00).
     digits = os.path.join(TOOLS, "passkey_digits.py")

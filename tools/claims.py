@@ -3,31 +3,36 @@
 docs/results/claims.md, one per claim, from the files tools/family_results.sh writes and the
 papers' numbers in docs/results/data/published_claims.json.
 
-    claims.py [--data models/extrapolation] [--published FILE] TABLE
+    claims.py [--data models/extrapolation] [--published FILE] TABLE [--plot FILE.png]
 
-TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective. The page marks each table
+TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective, kept (which method keeps
+retrieval past L on which scheme: methods x schemes, each cell the pass-key and the RULER
+effective lengths; --plot draws it as two heat-maps). The page marks each table
 with this command, and tools/results_tables.py --check (CTest docs_tables) holds it to what the
 command prints. Inputs (DATA = --data):
   DATA/extend_family_rope.json   `pert sweep`: the rope model under each config, held-out stories
   DATA/streaming_wikitext.json   `pert sweep`: the rope model with and without sinks, WikiText-2 test
-  DATA/passkey/rope+CONFIG.json  `pert passkey`: the rope model under CONFIG (rope.json: plain)
-  DATA/ruler/NAME.json           `pert ruler`: each scheme plain (NAME) and rope+CONFIG
+  DATA/passkey/NAME[+CONFIG].json  `pert passkey`: each scheme's model plain and under CONFIG
+  DATA/ruler/NAME[+CONFIG].json    `pert ruler`: the same pairs
 
 Losses are as ReRoPE's author reports them: the mean NLL of the last L tokens of each chunk of
 N tokens (from the sweep's NLL by position), so a longer chunk gives those tokens more context
 and a method that uses it shows a lower loss. The effective length (after RULER): the longest
-length up to which the mean score over the tasks scored at every length stays at or above the
-score at L minus 10 points; a row whose score at L is below 50 has none ("—": it does not do the
-tasks within L, so nothing past L can be read from it).
+length up to which the score stays at or above the score at L minus 10 points; a row whose score
+at L is below 50 has none ("—": it does not do the task within L, so nothing past L can be read
+from it). RULER's score is the mean over the tasks posed at every length that the scheme's plain
+model scores at least 50 on at L (its method rows use the same tasks); pass-key's is the
+accuracy x 100.
 """
 import argparse
 import os
 import re
+import sys
 
 from paper_shapes import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective")
+TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept")
 MARGIN, FLOOR = 10.0, 50.0  # the effective length's threshold: score at L − MARGIN, rows below FLOOR at L have none
 
 
@@ -47,16 +52,22 @@ class Results:
                     self._sweeps[name].setdefault(c["label"], {})[c["length"]] = c
         return self._sweeps[name]
 
-    def passkey(self, config):
-        """{length: accuracy} of the rope model under CONFIG (plain: rope.json), or None."""
-        path = os.path.join(self.data, "passkey", "rope.json" if config == "plain" else f"rope+{config}.json")
-        if not os.path.exists(path):
-            return None
-        by_length = {}
-        for c in load(path)["cells"]:
-            correct, trials = by_length.get(c["length"], (0, 0))
-            by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
-        return {n: k / t for n, (k, t) in by_length.items()}
+    def passkey(self, config, scheme="rope"):
+        """{length: accuracy} of SCHEME's model under CONFIG (plain: SCHEME.json), or None."""
+        name = scheme if config == "plain" else f"{scheme}+{config}"
+        return self.passkey_files().get(name, (None, None))[1]
+
+    def passkey_files(self):
+        """{NAME: (trained length, {length: accuracy})} of every pass-key file."""
+        d, out = os.path.join(self.data, "passkey"), {}
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if f.endswith(".json"):
+                report, by_length = load(os.path.join(d, f)), {}
+                for c in report["cells"]:
+                    correct, trials = by_length.get(c["length"], (0, 0))
+                    by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
+                out[f[:-5]] = (report["trained_length"], {n: k / t for n, (k, t) in by_length.items()})
+        return out
 
     def ruler(self):
         """[(name, result)] of every ruler file, schemes first, in name order."""
@@ -182,6 +193,31 @@ def effective_length(scores, L):
     return at_L, threshold, best
 
 
+def task_scores(f):
+    """{task: {length: mean score over depths and trials}} of a ruler file, for the tasks posed at
+    every one of its lengths."""
+    scored = {}
+    for c in f["cells"]:
+        scored.setdefault(c["task"], {}).setdefault(c["length"], []).append(c["score"])
+    return {t: {n: sum(by[n]) / len(by[n]) for n in f["lengths"]} for t, by in scored.items()
+            if all(None not in by.get(n, [None]) for n in f["lengths"])}
+
+
+def ruler_means(files):
+    """{name: (L, {length: mean score})} of ruler files, over the tasks the scheme learns: those
+    its plain model scores at least FLOOR on at L (a task no model of the scheme does within L
+    says nothing about a method past L; a method is judged on the same tasks as its scheme, or on
+    its own at L when the plain file is missing)."""
+    scores = {name: task_scores(f) for name, f in files}
+    out = {}
+    for name, f in files:
+        L, plain = f["trained_length"], scores.get(name.partition("+")[0], scores[name])
+        learned = [t for t, by in plain.items() if (effective_length(by, L)[0] or 0) >= FLOOR and t in scores[name]]
+        out[name] = (L, {n: sum(scores[name][t][n] for t in learned) / len(learned) for n in f["lengths"]}
+                     if learned else {}, learned)
+    return out
+
+
 def effective(r):
     files = r.ruler()
     if not files:
@@ -189,13 +225,7 @@ def effective(r):
     lengths = sorted({c["length"] for _, f in files for c in f["cells"]})
     out = ["| model | config | tasks | " + " | ".join(str(n) for n in lengths) + " | threshold | effective length |",
            "|---|---|---|" + "---:|" * (len(lengths) + 2)]
-    for name, f in files:
-        L = f["trained_length"]
-        scored = {}
-        for c in f["cells"]:
-            scored.setdefault(c["task"], {}).setdefault(c["length"], []).append(c["score"])
-        tasks = [t for t, by in scored.items() if all(None not in by.get(n, [None]) for n in f["lengths"])]
-        means = {n: sum(sum(scored[t][n]) / len(scored[t][n]) for t in tasks) / len(tasks) for n in f["lengths"]} if tasks else {}
+    for name, (L, means, tasks) in ruler_means(files).items():
         at_L, threshold, best = effective_length(means, L)
         model, _, config = name.partition("+")
         out.append(f"| {model} | {config or 'plain'} | {len(tasks)} | " +
@@ -208,13 +238,86 @@ def effective(r):
     return "\n".join(out)
 
 
+def kept_grid(r):
+    """(schemes, methods, {(method, scheme): (pass-key's, RULER's)}): each an effective length
+    (0: none, the pair does not retrieve at L) of every pair with results."""
+    passkey = r.passkey_files()
+    ruler = ruler_means(r.ruler())
+    grid = {}
+    for name in set(passkey) | set(ruler):
+        scheme, _, method = name.partition("+")
+        cell = []
+        for L, scores in (passkey.get(name, (None, None))[:2], ruler.get(name, (None, None))[:2]):
+            if not scores:
+                cell.append(None)
+                continue
+            if max(scores.values()) <= 1:  # pass-key accuracy: as a score out of 100
+                scores = {n: 100 * a for n, a in scores.items()}
+            cell.append(effective_length(scores, L)[2] or 0)
+        grid[(method or "plain", scheme)] = tuple(cell)
+    order = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire"]
+    schemes = sorted({s for _, s in grid}, key=lambda s: (order.index(s) if s in order else len(order), s))
+    methods = sorted({m for m, _ in grid}, key=lambda m: (m != "plain", m))
+    return schemes, methods, grid
+
+
+def kept(r, plot=None):
+    schemes, methods, grid = kept_grid(r)
+    if not grid:
+        return "(no pass-key or ruler results yet: tools/family_results.sh writes them)"
+
+    def text(cell):
+        return "/".join("·" if x is None else "—" if x == 0 else str(x) for x in cell)
+
+    out = ["| method | " + " | ".join(schemes) + " |", "|---|" + "---:|" * len(schemes)]
+    for m in methods:
+        out.append(f"| {m} | " + " | ".join(text(grid[(m, s)]) if (m, s) in grid else "" for s in schemes) + " |")
+    if plot:
+        kept_plot(schemes, methods, grid, plot)
+    return "\n".join(out)
+
+
+def kept_plot(schemes, methods, grid, path):
+    """Two heat-maps (pass-key, RULER) of methods x schemes, coloured by the effective length."""
+    import math
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from outputs import save_figure
+    fig, axes = plt.subplots(1, 2, figsize=(2.5 + 0.85 * len(schemes), 1.2 + 0.3 * len(methods)), squeeze=False)
+    cmap = matplotlib.colormaps["viridis"].copy()
+    cmap.set_bad("#eeeeee")
+    for k, (ax, title) in enumerate(zip(axes[0], ("pass-key", "RULER (tasks learned within L)"))):
+        z = np.full((len(methods), len(schemes)), np.nan)
+        for i, m in enumerate(methods):
+            for j, s in enumerate(schemes):
+                v = grid.get((m, s), (None, None))[k]
+                if v is not None:
+                    z[i, j] = math.log2(max(v, 64) / 128)  # 128: the family's L; none shown as below L
+                    ax.text(j, i, "—" if v == 0 else str(v), ha="center", va="center", fontsize=6,
+                            color="white" if z[i, j] < 2 else "black")
+        im = ax.imshow(z, cmap=cmap, vmin=-1, vmax=5, aspect="auto")
+        ax.set_xticks(range(len(schemes)), schemes, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks(range(len(methods)), methods if k == 0 else [""] * len(methods), fontsize=7)
+        ax.set_title(f"{title}: effective length", fontsize=8)
+    bar = fig.colorbar(im, ax=axes[0].tolist(), fraction=0.03)
+    bar.set_ticks(range(-1, 6), labels=["none", "L", "2L", "4L", "8L", "16L", "32L"], fontsize=7)
+    save_figure(fig, path, dpi=120, bbox_inches="tight")
+    print(path, file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("table", choices=TABLES, help="the table to print")
+    ap.add_argument("--plot", metavar="FILE.png", help="kept: its heat-map too (.png or .svg)")
     ap.add_argument("--data", default=os.path.join(ROOT, "models", "extrapolation"), help="the family's results")
     ap.add_argument("--published", default=os.path.join(ROOT, "docs", "results", "data", "published_claims.json"))
     a = ap.parse_args()
-    print(globals()[a.table](Results(a.data, a.published)))
+    if a.plot and a.table != "kept":
+        ap.error("--plot is for the kept table")
+    r = Results(a.data, a.published)
+    print(kept(r, a.plot) if a.table == "kept" else globals()[a.table](r))
 
 
 if __name__ == "__main__":

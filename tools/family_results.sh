@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Every result of the family that the README shows, from the trained models/ (tools/train_family.sh):
+#   0. each scheme's attention logit against distance (pert positions), plotted;
 #   1. WikiText-2 test (its first ~150k tokens, tools/wikitext_prefix.py) at 1x..32x L, every scheme;
 #   2. held-out TinyStories at 1x..16x L, every scheme (and learned with "clamp");
 #   3. the rope model under every RoPE scaling and "extend" method, held-out TinyStories, 1x..32x L;
-#   4. pass-key accuracy at 64..4096 tokens for every scheme, and for the rope model under each
-#      config of 3;
-#   5. pert ruler's tasks at 128..4096 tokens for every scheme, and for the rope model under each
-#      config of 3;
+#   4. pass-key accuracy at 64..4096 tokens for every scheme, plain and under each config of 3
+#      that applies to it;
+#   5. pert ruler's tasks at 128..4096 tokens for the same pairs, and the grid of which method
+#      keeps retrieval past L on which scheme (tools/claims.py kept, table and heat-map);
 #   6. docs/results/claims.md's tables (tools/claims.py): the published claims beside 3, 4 and 5.
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
@@ -22,6 +23,17 @@ models=()
 for n in "${NAMES[@]}"; do models+=(-m "models/$n"); done
 $PY tools/heldout.py build/data/tinystories_heldout.txt
 $PY tools/wikitext_prefix.py build/data/wikitext2_test_prefix.txt
+
+# 0. Each scheme's attention logit against distance (docs/design.md's figure).
+mkdir -p $OUT/positions
+for n in "${NAMES[@]}"; do
+  distance=512
+  [ "$n" = learned ] && distance=127
+  $PERT positions -m models/$n --distance $distance --json-out $OUT/positions/$n.json > /dev/null
+done
+P=$OUT/positions
+$PY tools/plot.py positions $P/{none,learned,sinusoidal,t5}.json $P/rope.json+$P/xpos.json \
+  $P/{alibi,kerple,fire,xl,deberta}.json --cols 5 --sharey none --out $OUT/positions
 
 # 1. Long documents, the ALiBi paper's way: one text, non-overlapping chunks, every token scored.
 $PERT sweep "${models[@]}" -f build/data/wikitext2_test_prefix.txt --lengths 128,256,512,1024,2048,4096 \
@@ -55,19 +67,31 @@ $PERT sweep -m models/rope --config configs/rope/plain.json --config configs/ext
   --config configs/extend/streaming-window.json --config configs/extend/streaming-original.json \
   -f build/data/wikitext2_test_prefix.txt --lengths 128,512,2048,4096 --out $OUT/streaming_wikitext.json "${threads[@]}"
 
-# 4. Pass-key retrieval (the learned table of 128 positions takes prompts up to 121 tokens).
-mkdir -p $OUT/passkey
+# 4. Pass-key retrieval, every scheme plain and under every method of 3 that applies to it (pert
+#    inspect accepts the pair: RoPE's scalings and the key re-encodings need a rotary scheme, a
+#    window needs positions it can re-index); the learned table of 128 positions takes prompts up
+#    to 121 tokens, and past L only with "clamp".
+mkdir -p $OUT/passkey $OUT/ruler
 fresh() { local f=$1; shift; [ -s "$f" ] && for dep; do [ "$f" -nt "$dep" ] || return 1; done; }
+pair() {  # a run "NAME [CONFIG]": its file's name (NAME or NAME+METHOD) and its --config flag
+  read -r n c <<< "$1"
+  name=$n config=()
+  [ -z "$c" ] || { name=$n+$(basename "$c" .json); config=(--config "$c"); }
+}
+runs=()  # "NAME CONFIG" pairs: CONFIG "" for plain
 for n in "${NAMES[@]}"; do
-  lengths=64,128,256,512,1024,2048,4096
-  [ "$n" = learned ] && lengths=64,120
-  fresh $OUT/passkey/$n.json models/$n/model.safetensors && continue
-  $PERT passkey -m models/$n --lengths $lengths --json-out $OUT/passkey/$n.json -q "${threads[@]}" > /dev/null
+  runs+=("$n ")
+  if [ "$n" = learned ]; then runs+=("learned configs/learned/clamp.json"); continue; fi
+  for c in "${configs[@]:1}"; do
+    $PERT inspect models/$n --config "$c" > /dev/null 2>&1 && runs+=("$n $c")
+  done
 done
-for c in "${configs[@]:1}"; do
-  out="$OUT/passkey/rope+$(basename "$c" .json).json"
-  fresh "$out" models/rope/model.safetensors "$c" && continue
-  $PERT passkey -m models/rope --config "$c" --lengths 64,128,256,512,1024,2048,4096 --json-out "$out" -q \
+for run in "${runs[@]}"; do
+  pair "$run"
+  lengths=64,128,256,512,1024,2048,4096
+  [ "$run" = "learned " ] && lengths=64,120
+  fresh $OUT/passkey/$name.json models/$n/model.safetensors $c && continue
+  $PERT passkey -m models/$n "${config[@]}" --lengths $lengths --json-out $OUT/passkey/$name.json -q \
     "${threads[@]}" > /dev/null
 done
 family=()
@@ -76,23 +100,19 @@ $PY tools/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
 $PY tools/paper_shapes.py ratios $OUT/family_wikitext.json
 $PY tools/paper_shapes.py passkey $OUT/passkey/*.json
 
-# 5. Retrieval tasks (pert ruler, every task; the learned table of 128 positions takes 112 with
-#    the longest answer), every scheme and the rope model under each config of 3.
-mkdir -p $OUT/ruler
+# 5. Retrieval tasks (pert ruler, every task), every pair of 4 (the learned table of 128
+#    positions takes 112 with the longest answer).
 ruler=(ruler --tasks all --depths 0,0.5,1 --trials 3 --essay ../shared/data/text/wikitext-2.test.tokens.txt -q)
-for n in "${NAMES[@]}"; do
+for run in "${runs[@]}"; do
+  pair "$run"
   lengths=128,256,512,1024,2048,4096
-  [ "$n" = learned ] && lengths=112
-  fresh $OUT/ruler/$n.json models/$n/model.safetensors && continue
-  $PERT "${ruler[@]}" -m models/$n --lengths $lengths --json-out $OUT/ruler/$n.json "${threads[@]}" > /dev/null
-done
-for c in "${configs[@]:1}"; do
-  out="$OUT/ruler/rope+$(basename "$c" .json).json"
-  fresh "$out" models/rope/model.safetensors "$c" && continue
-  $PERT "${ruler[@]}" -m models/rope --config "$c" --lengths 128,256,512,1024,2048,4096 --json-out "$out" \
+  [ "$run" = "learned " ] && lengths=112
+  fresh $OUT/ruler/$name.json models/$n/model.safetensors $c && continue
+  $PERT "${ruler[@]}" -m models/$n "${config[@]}" --lengths $lengths --json-out $OUT/ruler/$name.json \
     "${threads[@]}" > /dev/null
 done
 $PY tools/plot_passkey.py $OUT/ruler/rope.json --out $OUT/ruler_rope.png
+$PY tools/claims.py kept --plot $OUT/retrieval_kept.png > /dev/null
 
 # 6. The published claims beside the family's numbers.
 $PY tools/results_tables.py --write docs/results/claims.md

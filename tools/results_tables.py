@@ -13,11 +13,22 @@ The command is a script under tools/ and its arguments (run from the repository 
 Debian's Python); the script measured once with --out FILE.json, that file is committed, and
 --table FILE.json prints the same table again from it, measuring nothing.
 
-    /usr/bin/python3 tools/results_tables.py --check [PAGE ...]   every marked table as its command prints it
-    /usr/bin/python3 tools/results_tables.py --write [PAGE ...]   each marked table rewritten from its command
+A figure is marked the same way with the command that draws it from committed results:
+
+    <!-- figure: tools/plot.py sweep models/extrapolation/family.json --out models/extrapolation/family -->
+    ![PPL vs length](../../models/extrapolation/family_ppl.png)
+    <!-- /figure -->
+
+--check draws it again into a scratch directory (an argument that is the path of an image linked
+in the block, or its start in the same directory, is an output and is moved there) and compares each linked PNG pixel by pixel
+with the committed one; --write draws it in place.
+
+    /usr/bin/python3 tools/results_tables.py --check [PAGE ...]   every marked table and figure as its command makes it
+    /usr/bin/python3 tools/results_tables.py --write [PAGE ...]   each marked table and figure made again by its command
 
 PAGE: Markdown files (default: README.md, docs/*.md and docs/results/*.md). --check exits 1
-naming every table that differs (with the first differing line), 0 when all are equal.
+naming every table that differs (with the first differing line) and every figure that does, 0
+when all are equal.
 """
 import argparse
 import difflib
@@ -28,12 +39,15 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
 BLOCK = re.compile(r"^<!-- table: (.+?) -->\n(.*?)^<!-- /table -->\n", re.M | re.S)
+FIGURE = re.compile(r"^<!-- figure: (.+?) -->\n(.*?)^<!-- /figure -->\n", re.M | re.S)
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def add_table_flag(ap):
@@ -71,6 +85,44 @@ def made(spec, page):
     return r.stdout if r.stdout.endswith("\n") else r.stdout + "\n"
 
 
+def figure_differs(spec, body, page, write):
+    """Why the block's figures are not what the command draws (None when they are); --write
+    draws them in place instead."""
+    images = [os.path.normpath(os.path.join(os.path.dirname(os.path.join(ROOT, page)), link)) for link in IMAGE.findall(body)]
+    if not images or any(not i.endswith(".png") for i in images):
+        return f"a figure block links PNG images only, and at least one (found {images or 'none'})"
+    argv = command(spec, page)
+    if write:
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+        return None if r.returncode == 0 else f"'{spec}' failed (exit {r.returncode}): {r.stderr.strip()[-200:]}"
+    import numpy as np
+    from matplotlib.image import imread
+    with tempfile.TemporaryDirectory() as tmp:
+        def there(path):  # where an output goes in the scratch directory
+            return os.path.join(tmp, os.path.relpath(os.path.join(ROOT, path), "/"))
+        def output(a):  # the image's path, or its prefix in the same directory (plot.py's --out PREFIX)
+            a = os.path.join(ROOT, a)
+            return any(os.path.dirname(i) == os.path.dirname(a) and i.startswith(a) for i in images)
+        moved = [there(a) if output(a) else a for a in argv[2:]]
+        for a in moved:
+            if a.startswith(tmp):
+                os.makedirs(os.path.dirname(a), exist_ok=True)
+        r = subprocess.run(argv[:2] + moved, cwd=ROOT, capture_output=True, text=True)
+        if r.returncode != 0:
+            return f"'{spec}' failed (exit {r.returncode}): {r.stderr.strip()[-200:]}"
+        for i in images:
+            shown = os.path.relpath(i, ROOT)
+            if not os.path.exists(i):
+                return f"{shown} is not committed"
+            if not os.path.exists(there(i)):
+                return f"'{spec}' does not draw {shown}"
+            a, b = imread(i), imread(there(i))
+            if a.shape != b.shape or np.abs(a - b).max() > 2 / 255:
+                return f"{shown} is not what '{spec}' draws ({a.shape} vs {b.shape} pixels" + (
+                    f", max difference {np.abs(a - b).max():.3f})" if a.shape == b.shape else ")")
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,7 +133,7 @@ def main():
     a = ap.parse_args()
     pages = a.pages or [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")) +
                                                                   glob.glob(os.path.join(ROOT, "docs", "results", "*.md")))
-    tables, differ = 0, []
+    tables, figures, differ, failed = 0, 0, [], []  # failed: --write's figures whose command failed
     for page in pages:
         with open(page, encoding="utf-8") as f:
             text = f.read()
@@ -98,6 +150,11 @@ def main():
                 differ.append(f"{name}:{line}: the table of '{m.group(1)}' is not what it prints; first: {first}")
             return f"<!-- table: {m.group(1)} -->\n{want}<!-- /table -->\n"
         new = BLOCK.sub(replace, text)
+        for m in FIGURE.finditer(text):
+            figures += 1
+            why = figure_differs(m.group(1), m.group(2), name, a.write)
+            if why:
+                (failed if a.write else differ).append(f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {why}")
         if a.write and new != text:
             with replaced(page, encoding="utf-8") as f:
                 f.write(new)
@@ -105,9 +162,11 @@ def main():
     if a.check:
         for d in differ:
             print(d)
-        print(f"{tables} tables, {len(differ)} not as their commands print them")
+        print(f"{tables} tables and {figures} figures, {len(differ)} not as their commands make them")
         return 1 if differ else 0
-    return 0
+    for d in failed:
+        print(d, file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
