@@ -41,7 +41,7 @@ class Results:
 
     def __init__(self, data, published):
         self.data, self.published = data, load(published)
-        self._sweeps = {}
+        self._sweeps, self._passkey = {}, None
 
     def sweep(self, name="extend_family_rope.json"):
         """{config label: {length: cell}} of a sweep of the rope model."""
@@ -58,7 +58,9 @@ class Results:
         return self.passkey_files().get(name, (None, None))[1]
 
     def passkey_files(self):
-        """{NAME: (trained length, {length: accuracy})} of every pass-key file."""
+        """{NAME: (trained length, {length: accuracy})} of every pass-key file, read once."""
+        if self._passkey is not None:
+            return self._passkey
         d, out = os.path.join(self.data, "passkey"), {}
         for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
             if f.endswith(".json"):
@@ -67,6 +69,7 @@ class Results:
                     correct, trials = by_length.get(c["length"], (0, 0))
                     by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
                 out[f[:-5]] = (report["trained_length"], {n: k / t for n, (k, t) in by_length.items()})
+        self._passkey = out
         return out
 
     def ruler(self):
@@ -240,21 +243,16 @@ def effective(r):
 
 def kept_grid(r):
     """(schemes, methods, {(method, scheme): (pass-key's, RULER's)}): each an effective length
-    (0: none, the pair does not retrieve at L) of every pair with results."""
-    passkey = r.passkey_files()
-    ruler = ruler_means(r.ruler())
+    (0: none, the pair does not retrieve at L; None: not measured) of every pair with results,
+    pass-key's accuracy read as a score out of 100."""
+    passkey = {name: (L, {n: 100 * a for n, a in acc.items()}) for name, (L, acc) in r.passkey_files().items()}
+    ruler = {name: (L, means) for name, (L, means, _) in ruler_means(r.ruler()).items()}
     grid = {}
     for name in set(passkey) | set(ruler):
         scheme, _, method = name.partition("+")
-        cell = []
-        for L, scores in (passkey.get(name, (None, None))[:2], ruler.get(name, (None, None))[:2]):
-            if not scores:
-                cell.append(None)
-                continue
-            if max(scores.values()) <= 1:  # pass-key accuracy: as a score out of 100
-                scores = {n: 100 * a for n, a in scores.items()}
-            cell.append(effective_length(scores, L)[2] or 0)
-        grid[(method or "plain", scheme)] = tuple(cell)
+        grid[(method or "plain", scheme)] = tuple(
+            None if not scores else effective_length(scores, L)[2] or 0
+            for L, scores in (passkey.get(name, (None, None)), ruler.get(name, (None, None))))
     order = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire"]
     schemes = sorted({s for _, s in grid}, key=lambda s: (order.index(s) if s in order else len(order), s))
     methods = sorted({m for m, _ in grid}, key=lambda m: (m != "plain", m))
