@@ -20,8 +20,8 @@ A figure is marked the same way with the command that draws it from committed re
     <!-- /figure -->
 
 --check draws it again into a scratch directory (an argument that is the path of an image linked
-in the block, or its start in the same directory, is an output and is moved there) and compares each linked PNG pixel by pixel
-with the committed one; --write draws it in place.
+in the block, or its start in the same directory, is an output and is moved there) and compares
+each linked PNG pixel by pixel with the committed one; --write draws it in place.
 
     /usr/bin/python3 tools/results_tables.py --check [PAGE ...]   every marked table and figure as its command makes it
     /usr/bin/python3 tools/results_tables.py --write [PAGE ...]   each marked table and figure made again by its command
@@ -92,14 +92,10 @@ def figure_differs(spec, body, page, write):
     if not images or any(not i.endswith(".png") for i in images):
         return f"a figure block links PNG images only, and at least one (found {images or 'none'})"
     argv = command(spec, page)
-    if write:
-        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-        return None if r.returncode == 0 else f"'{spec}' failed (exit {r.returncode}): {r.stderr.strip()[-200:]}"
-    import numpy as np
-    from matplotlib.image import imread
     with tempfile.TemporaryDirectory() as tmp:
-        def there(path):  # where an output goes in the scratch directory
-            return os.path.join(tmp, os.path.relpath(os.path.join(ROOT, path), "/"))
+        def there(path):  # where an output is drawn: in place for --write, else in the scratch directory
+            return path if write else os.path.join(tmp, os.path.relpath(os.path.join(ROOT, path), "/"))
+
         def output(a):  # the image's path, or its prefix in the same directory (plot.py's --out PREFIX)
             a = os.path.join(ROOT, a)
             return any(os.path.dirname(i) == os.path.dirname(a) and i.startswith(a) for i in images)
@@ -110,6 +106,10 @@ def figure_differs(spec, body, page, write):
         r = subprocess.run(argv[:2] + moved, cwd=ROOT, capture_output=True, text=True)
         if r.returncode != 0:
             return f"'{spec}' failed (exit {r.returncode}): {r.stderr.strip()[-200:]}"
+        if write:
+            return None
+        import numpy as np
+        from matplotlib.image import imread
         for i in images:
             shown = os.path.relpath(i, ROOT)
             if not os.path.exists(i):
