@@ -140,7 +140,7 @@ def main():
         with open(a.out) as f:
             report = json.load(f)
     report.update(trained_length=L, seed=SEED, passkey_lengths=list(PASSKEY_LENGTHS),
-                  bars={"passkey_accuracy": BAR_ACCURACY, "ppl_rise": BAR_PPL}, ruler_tasks=report.get("ruler_tasks"))
+                  bars={"passkey_accuracy": BAR_ACCURACY, "ppl_rise": BAR_PPL})
     for model in a.models:
         name = os.path.basename(os.path.normpath(model))
         base = os.path.join(a.baseline_dir, name)
