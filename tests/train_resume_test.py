@@ -3,7 +3,9 @@
 a step with no evaluation) and resumed ends with the same weights, optimizer state and log as
 the run left alone: model.safetensors byte for byte, the checkpoints' tensors exactly (CPU, one
 thread). Then: a finished run asked again exits 0 at once ("trained with this run config
-already"); a checkpoint of another run config (other --steps) is refused in one line.
+already"); a checkpoint of another run config (other --steps) is refused in one line; a finished
+run grows from its checkpoint into a longer one whose learning rate is the same up to there
+(train.decay_steps at the first run's end) to the weights the longer run reaches from scratch.
 
     train_resume_test.py
 
@@ -13,6 +15,7 @@ Exit 77 when ../shared/data/text is missing.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +63,32 @@ def same_state(a, b):
     return weights and adam and ca["rng"] == cb["rng"] and ca["passkey_rng"] == cb["passkey_rng"]
 
 
+def write_config(tmp, name, cfg):
+    path = os.path.join(tmp, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+def same_model(a, b):
+    with open(os.path.join(a, "model.safetensors"), "rb") as fa, open(os.path.join(b, "model.safetensors"), "rb") as fb:
+        return fa.read() == fb.read()
+
+
+def growing(tmp, data, cfg, finished):
+    """The finished 8-step run `finished` (its model directory and checkpoint) grown to 11 steps."""
+    name = cfg["name"]
+    longer = write_config(tmp, f"{name}_longer", dict(cfg, train=dict(cfg["train"], steps=11, decay_steps=8)))
+    fresh, grown = os.path.join(tmp, f"{name}_fresh"), os.path.join(tmp, f"{name}_grown")
+    shutil.copy(finished + ".pt", grown + ".pt")
+    rf, rg = run(longer, data, fresh, fresh + ".pt"), run(longer, data, grown, grown + ".pt")
+    check(f"{name}: a finished run grows into a longer one with the same learning rate up to its end",
+          rf.returncode == 0 and rg.returncode == 0 and "growing a finished run at step 8" in rg.stderr,
+          rf.stderr[-400:] + " | " + rg.stderr[-400:])
+    if rf.returncode == 0 and rg.returncode == 0:
+        check(f"{name}: the grown model equals the longer run's from scratch byte for byte", same_model(fresh, grown))
+
+
 def scenario(tmp, data, base, position):
     name = position["type"]
     cfg = dict(base, name=name, position=position)
@@ -67,9 +96,7 @@ def scenario(tmp, data, base, position):
                         num_key_value_heads=2, intermediate_size=64)
     cfg["train"] = dict(cfg["train"], context=64, batch_size=4, steps=8, warmup=2, eval_every=3, eval_windows=4)
     cfg["passkey"] = dict(cfg["passkey"], lengths=[58, 65], eval_windows=4)
-    config = os.path.join(tmp, f"{name}.json")
-    with open(config, "w") as f:
-        json.dump(cfg, f)
+    config = write_config(tmp, name, cfg)
     a, b = os.path.join(tmp, f"{name}_a"), os.path.join(tmp, f"{name}_b")
     ra = run(config, data, a, a + ".pt")
     check(f"{name}: uninterrupted run", ra.returncode == 0, ra.stderr[-800:])
@@ -80,8 +107,7 @@ def scenario(tmp, data, base, position):
           " | ".join(r.stderr[-400:] for r in rb))
     if ra.returncode or rb[2].returncode:
         return
-    with open(os.path.join(a, "model.safetensors"), "rb") as fa, open(os.path.join(b, "model.safetensors"), "rb") as fb:
-        check(f"{name}: resumed model.safetensors equals the uninterrupted one byte for byte", fa.read() == fb.read())
+    check(f"{name}: resumed model.safetensors equals the uninterrupted one byte for byte", same_model(a, b))
     check(f"{name}: final checkpoints' weights, AdamW state and generators equal", same_state(a + ".pt", b + ".pt"))
     check(f"{name}: train_log.csv equal but for the seconds", log_rows(a) == log_rows(b),
           f"{log_rows(a)} vs {log_rows(b)}")
@@ -97,6 +123,8 @@ def scenario(tmp, data, base, position):
     check(f"{name}: a checkpoint of another run config is refused in one line",
           other.returncode not in (0, 3) and err and "another run config" in err[-1] and "Traceback" not in other.stderr,
           other.stderr[-400:])
+    if name == "rope":
+        growing(tmp, data, cfg, a)
 
 
 def main():

@@ -38,7 +38,8 @@ the true prefix; `pert passkey`'s judge, digits starting with the key, is no str
 
 Tokenizer: a SentencePiece BPE (byte fallback) trained on the training stories, kept in
 models/tokenizer/ and shared by every run (trained on first use only). AdamW, linear warm-up then
-cosine decay, gradient clipping, fixed seed.
+cosine decay to min_lr at train.decay_steps (default: the last step; a run may go on past it at
+min_lr), gradient clipping, fixed seed.
 
 Resume: every eval_every steps, and when stopped early, CHECKPOINT (default
 build/train/NAME/checkpoint.pt, NAME the out directory's name) gets the weights, AdamW's state,
@@ -46,7 +47,10 @@ the generators' states, the step, the log rows and the run's hash (the resolved 
 its step count, the sha256 of the data files and of the tokenizer; not the device, threads, time
 limit or where the data lies), written to a temporary file then renamed. A run that finds its
 checkpoint continues from it to the weights an uninterrupted run reaches (identical on CPU with
-the same threads); a checkpoint of another run config is refused; --restart ignores it. A run
+the same threads); a checkpoint of another run config is refused, but for one of the same run
+shorter (only train.steps differs and the learning rate is the same up to the checkpoint's step,
+as a run with decay_steps set is to the run that ended there): the longer run grows from it, to
+the weights it would reach from scratch; --restart ignores it. A run
 whose OUT/card.json has the same hash is done already and exits at once (--restart trains again;
 a run that trains removes OUT/card.json first and writes it last, so only a finished run has one).
 --max-minutes stops at a step's end with a checkpoint (run again to continue).
@@ -149,6 +153,24 @@ def run_identity(cfg, steps, data_dir, tok_dir):
     ident = {"config": c, "data_sha256": {s: train_data.file_sha256(data_path(cfg, s, data_dir)) for s in used},
              "tokenizer_sha256": train_data.file_sha256(os.path.join(tok_dir, "tokenizer.model"))}
     return ident, hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def decay_end(train_block, steps):
+    """The step where the cosine reaches min_lr: train.decay_steps, else the run's last."""
+    return train_block.get("decay_steps") or steps
+
+
+def grows(earlier, later, at_step):
+    """Whether the run `later` is the run `earlier` made longer, the same up to step `at_step`:
+    their identities equal but for train.steps, the same decay end, and at_step within later's."""
+    if earlier is None:
+        return False
+    ends = [decay_end(r["config"]["train"], r["config"]["train"]["steps"]) for r in (earlier, later)]
+    short = [json.loads(json.dumps(r)) for r in (earlier, later)]
+    for r in short:
+        r["config"]["train"].pop("steps")
+        r["config"]["train"].pop("decay_steps", None)
+    return short[0] == short[1] and ends[0] == ends[1] and at_step <= later["config"]["train"]["steps"]
 
 
 def init_weights(hf, vocab, position, seed):
@@ -315,7 +337,7 @@ def main():
     def lr_at(step):
         if step < tc["warmup"]:
             return tc["lr"] * (step + 1) / tc["warmup"]
-        progress = (step - tc["warmup"]) / max(1, steps - tc["warmup"])
+        progress = (step - tc["warmup"]) / max(1, decay_end(tc, steps) - tc["warmup"])
         return tc["min_lr"] + 0.5 * (tc["lr"] - tc["min_lr"]) * (1 + math.cos(math.pi * min(1.0, progress)))
 
     def loss_of(x, y):
@@ -339,7 +361,7 @@ def main():
         return vl, pk_loss / max(1, len(pk_rows)), hits / max(1, len(pk_rows))
 
     def state(step, train_loss, log_rows, segments):
-        s = {"config_hash": run_hash, "step": step, "train_loss": train_loss, "log": log_rows,
+        s = {"config_hash": run_hash, "run": ident, "step": step, "train_loss": train_loss, "log": log_rows,
              "segments": segments, "weights": {k: v.detach().cpu() for k, v in W.items()},
              "optimizer": opt.state_dict(), "rng": rng.bit_generator.state, "passkey_rng": pk_rng.bit_generator.state,
              "torch_rng": torch.get_rng_state()}
@@ -350,7 +372,8 @@ def main():
     start_step, train_loss, log_rows, segments = 0, float("nan"), [], []
     if os.path.exists(ckpt_path) and not a.restart:
         ck = load_checkpoint(ckpt_path, device)
-        if ck["config_hash"] != run_hash:
+        grown = ck["config_hash"] != run_hash and grows(ck.get("run"), ident, ck["step"])
+        if ck["config_hash"] != run_hash and not grown:
             sys.exit(f"train.py: {ckpt_path} is of another run config (hash {ck['config_hash']}, this run's "
                      f"{run_hash}); --restart to start over")
         with torch.no_grad():
@@ -362,7 +385,8 @@ def main():
         if device.type == "cuda" and "cuda_rng" in ck:
             torch.cuda.set_rng_state_all([t.cpu() for t in ck["cuda_rng"]])
         start_step, train_loss, log_rows, segments = ck["step"], ck["train_loss"], ck["log"], ck["segments"]
-        print(f"train {cfg['name']}: resuming at step {start_step} from {ckpt_path}", file=sys.stderr)
+        print(f"train {cfg['name']}: {'growing a finished run' if grown else 'resuming'} at step {start_step} "
+              f"from {ckpt_path}", file=sys.stderr)
     segments.append({"command": shlex.join([sys.executable] + sys.argv), "from_step": start_step,
                      "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                      "threads": threads, "seconds": 0.0})
