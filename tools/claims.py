@@ -242,17 +242,18 @@ def effective(r):
 
 
 def kept_grid(r):
-    """(schemes, methods, {(method, scheme): (pass-key's, RULER's)}): each an effective length
+    """(schemes, methods, {(method, scheme): (pass-key's, RULER's, L)}): each an effective length
     (0: none, the pair does not retrieve at L; None: not measured) of every pair with results,
-    pass-key's accuracy read as a score out of 100."""
+    pass-key's accuracy read as a score out of 100, and the model's trained length."""
     passkey = {name: (L, {n: 100 * a for n, a in acc.items()}) for name, (L, acc) in r.passkey_files().items()}
     ruler = {name: (L, means) for name, (L, means, _) in ruler_means(r.ruler()).items()}
     grid = {}
     for name in set(passkey) | set(ruler):
         scheme, _, method = name.partition("+")
+        measured = [passkey.get(name, (None, None)), ruler.get(name, (None, None))]
         grid[(method or "plain", scheme)] = tuple(
-            None if not scores else effective_length(scores, L)[2] or 0
-            for L, scores in (passkey.get(name, (None, None)), ruler.get(name, (None, None))))
+            None if not scores else effective_length(scores, L)[2] or 0 for L, scores in measured) + (
+            next(L for L, _ in measured if L),)
     order = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire"]
     schemes = sorted({s for _, s in grid}, key=lambda s: (order.index(s) if s in order else len(order), s))
     methods = sorted({m for m, _ in grid}, key=lambda m: (m != "plain", m))
@@ -265,7 +266,7 @@ def kept(r, plot=None):
         return "(no pass-key or ruler results yet: tools/family_results.sh writes them)"
 
     def text(cell):
-        return "/".join("·" if x is None else "—" if x == 0 else str(x) for x in cell)
+        return "/".join("·" if x is None else "—" if x == 0 else str(x) for x in cell[:2])
 
     out = ["| method | " + " | ".join(schemes) + " |", "|---|" + "---:|" * len(schemes)]
     for m in methods:
@@ -290,9 +291,10 @@ def kept_plot(schemes, methods, grid, path):
         z = np.full((len(methods), len(schemes)), np.nan)
         for i, m in enumerate(methods):
             for j, s in enumerate(schemes):
-                v = grid.get((m, s), (None, None))[k]
+                cell = grid.get((m, s), (None, None, None))
+                v, L = cell[k], cell[2]
                 if v is not None:
-                    z[i, j] = math.log2(max(v, 64) / 128)  # 128: the family's L; none shown as below L
+                    z[i, j] = math.log2(max(v, L / 2) / L)  # none shown as below L
                     ax.text(j, i, "—" if v == 0 else str(v), ha="center", va="center", fontsize=6,
                             color="white" if z[i, j] < 2 else "black")
         im = ax.imshow(z, cmap=cmap, vmin=-1, vmax=5, aspect="auto")
