@@ -7,7 +7,9 @@ papers' numbers in docs/results/data/published_claims.json.
 
 TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective, kept (which method keeps
 retrieval past L on which scheme: methods x schemes, each cell the pass-key and the RULER
-effective lengths; --plot draws it as two heat-maps). The page marks each table
+effective lengths; --plot draws it as two heat-maps), grid (every score behind them as CSV: scheme,
+method, task (passkey or a RULER task), length, score out of 100 over depths and trials, trials;
+tasks that cannot be posed at a length left out). The page marks each table
 with this command, and tools/results_tables.py --check (CTest docs_tables) holds it to what the
 command prints. Inputs (DATA = --data):
   DATA/extend_family_rope.json   `pert sweep`: the rope model under each config, held-out stories
@@ -32,7 +34,7 @@ import sys
 from paper_shapes import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept")
+TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept", "grid")
 MARGIN, FLOOR = 10.0, 50.0  # the effective length's threshold: score at L − MARGIN, rows below FLOOR at L have none
 
 
@@ -41,7 +43,7 @@ class Results:
 
     def __init__(self, data, published):
         self.data, self.published = data, load(published)
-        self._sweeps, self._passkey = {}, None
+        self._sweeps, self._passkey, self.passkey_trials = {}, None, {}
 
     def sweep(self, name="extend_family_rope.json"):
         """{config label: {length: cell}} of a sweep of the rope model."""
@@ -69,6 +71,7 @@ class Results:
                     correct, trials = by_length.get(c["length"], (0, 0))
                     by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
                 out[f[:-5]] = (report["trained_length"], {n: k / t for n, (k, t) in by_length.items()})
+                self.passkey_trials[f[:-5]] = {n: t for n, (_, t) in by_length.items()}
         self._passkey = out
         return out
 
@@ -273,6 +276,26 @@ def kept(r, plot=None):
         out.append(f"| {m} | " + " | ".join(text(grid[(m, s)]) if (m, s) in grid else "" for s in schemes) + " |")
     if plot:
         kept_plot(schemes, methods, grid, plot)
+    return "\n".join(out)
+
+
+def grid(r):
+    """CSV: a row per (scheme, method, task, length) of every pass-key and ruler file."""
+    rows = {}  # (name, task, length) -> [score x trials summed, trials]
+    for name, (_, acc) in r.passkey_files().items():
+        trials = r.passkey_trials[name]
+        for n, a in acc.items():
+            rows[(name, "passkey", n)] = [100 * a * trials[n], trials[n]]
+    for name, f in r.ruler():
+        for c in f["cells"]:
+            if c["score"] is not None:
+                row = rows.setdefault((name, c["task"], c["length"]), [0.0, 0])
+                row[0] += c["score"] * c["trials"]
+                row[1] += c["trials"]
+    out = ["scheme,method,task,length,score,trials"]
+    for (name, task, n), (total, trials) in sorted(rows.items(), key=lambda kv: (kv[0][0].partition("+"), kv[0][1:])):
+        scheme, _, method = name.partition("+")
+        out.append(f"{scheme},{method or 'plain'},{task},{n},{total / trials:.1f},{trials}")
     return "\n".join(out)
 
 

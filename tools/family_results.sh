@@ -7,7 +7,8 @@
 #   4. pass-key accuracy at 64..4096 tokens for every scheme, plain and under each config of 3
 #      that applies to it;
 #   5. pert ruler's tasks at 128..4096 tokens for the same pairs, and the grid of which method
-#      keeps retrieval past L on which scheme (tools/claims.py kept, table and heat-map);
+#      keeps retrieval past L on which scheme (tools/claims.py kept, table and heat-map), and
+#      every score behind it in one CSV (scheme, method, task, length: tools/claims.py grid);
 #   6. docs/results/claims.md's tables (tools/claims.py): the published claims beside 3, 4 and 5.
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
@@ -113,6 +114,7 @@ for run in "${runs[@]}"; do
 done
 $PY tools/plot_passkey.py $OUT/ruler/rope.json --out $OUT/ruler_rope.png
 $PY tools/claims.py kept --plot $OUT/retrieval_kept.png > /dev/null
+$PY tools/claims.py grid > $OUT/retrieval_grid.csv.tmp && mv $OUT/retrieval_grid.csv.tmp $OUT/retrieval_grid.csv
 
 # 6. The published claims beside the family's numbers.
 $PY tools/results_tables.py --write docs/results/claims.md
