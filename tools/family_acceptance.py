@@ -45,6 +45,15 @@ def pert(args, threads):
             return json.load(f)
 
 
+def trained_steps(model):
+    """The optimizer steps of the model's training (its card.json), None without a card."""
+    card = os.path.join(ROOT, model, "card.json")
+    if not os.path.exists(card):
+        return None
+    with open(card) as f:
+        return json.load(f)["steps"]
+
+
 def measure(model, threads):
     """Pass-key accuracy at PASSKEY_LENGTHS, perplexity at L on TEXTS, RULER's tasks at L."""
     pk = pert(["passkey", "-m", model, "--lengths", ",".join(map(str, PASSKEY_LENGTHS)), "--trials", "10",
@@ -53,7 +62,7 @@ def measure(model, threads):
                / sum(len(c["results"]) for c in pk["cells"] if c["length"] == n) for n in PASSKEY_LENGTHS}
     ppl = {name: pert(["perplexity", "-m", model, "-f", path, "-c", str(L)] + flags, threads)["ppl"]
            for name, (path, _, flags) in TEXTS.items()}
-    return {"passkey": passkey, "ppl": ppl, "ruler": ruler_at_l(model, threads)}
+    return {"steps": trained_steps(model), "passkey": passkey, "ppl": ppl, "ruler": ruler_at_l(model, threads)}
 
 
 def ruler_at_l(model, threads):
@@ -96,14 +105,15 @@ def table(report, what="bars"):
         return "\n".join(lines) + (f"\n\nNot posable at L = {L} (their fixed text is longer): {', '.join(left)}."
                                    if left else "")
     a, b = PASSKEY_LENGTHS
-    lines = [f"| model | pass-key at {a} / {b} (baseline) | TinyStories PPL at L (baseline) | "
-             f"WikiText-2 PPL at L (baseline) | bars |", "|---|---|---:|---:|---|"]
+    lines = [f"| model | steps (baseline) | pass-key at {a} / {b} (baseline) | TinyStories PPL at L (baseline) | "
+             f"WikiText-2 PPL at L (baseline) | bars |", "|---|---:|---|---:|---:|---|"]
     missed = {}
     for name, what_missed in failures(report):
         missed.setdefault(name, []).append(what_missed)
     for name, m in models:
         p, bp = m["passkey"], m["baseline"]["passkey"]
-        cells = [f"{p[str(a)]:.2f} / {p[str(b)]:.2f} ({bp[str(a)]:.2f} / {bp[str(b)]:.2f})"]
+        cells = [f"{m.get('steps') or '?'} ({m['baseline'].get('steps') or '?'})",
+                 f"{p[str(a)]:.2f} / {p[str(b)]:.2f} ({bp[str(a)]:.2f} / {bp[str(b)]:.2f})"]
         for text in TEXTS:
             v, base = m["ppl"][text], m["baseline"]["ppl"][text]
             cells.append(f"{v:.2f} ({base:.2f}, {100 * (v / base - 1):+.1f}%)")
