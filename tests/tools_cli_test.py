@@ -130,7 +130,8 @@ def main():
                                                             for n, a in acc.items()]}, f)
         # none learns task a within L, not task b: b is left out of its mean, and of its method's
         for name, scores in (("none", {"a": {128: 100, 256: 40}, "b": {128: 0, 256: 0}}),
-                             ("none+streaming", {"a": {128: 100, 256: 95}, "b": {128: 100, 256: 100}})):
+                             ("none+streaming", {"a": {128: 100, 256: 95}, "b": {128: 100, 256: 100}}),
+                             ("t5", {"a": {128: 20, 256: 0}})):  # learns no task: "—", not "·"
             cells = [{"task": t, "length": n, "depth": 0, "score": v, "trials": 2}
                      for t, by in scores.items() for n, v in by.items()]
             cells.append({"task": "kv", "length": 128, "depth": None, "score": None, "trials": 2})  # not posable
@@ -140,13 +141,13 @@ def main():
         r = run([os.path.join(TOOLS, "claims.py"), "kept", "--data", tmp, "--plot", png], tmp)
         rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
         check("claims.py kept: methods x schemes, pass-key/RULER effective lengths, · for none, — below 50 at L",
-              r.returncode == 0 and rows == ["| method | none | rope | t5 |", "| plain | 256/128 | 128/· | —/· |",
+              r.returncode == 0 and rows == ["| method | none | rope | t5 |", "| plain | 256/128 | 128/· | —/— |",
                                              "| rerope |  | 512/· |  |", "| streaming | ·/256 |  |  |"]
               and os.path.getsize(png) > 0, f"exit {r.returncode}, {rows}, stderr {r.stderr[-300:]!r}")
         r = run([os.path.join(TOOLS, "claims.py"), "grid", "--data", tmp], tmp)
         lines = r.stdout.splitlines()
         check("claims.py grid: a CSV row per scheme, method, task and length; unposable cells left out",
-              r.returncode == 0 and len(lines) == 1 + 8 + 4 + 3 + 4 + 2
+              r.returncode == 0 and len(lines) == 1 + 8 + 4 + 3 + 4 + 4
               and lines[:3] == ["scheme,method,task,length,score,trials", "none,plain,a,128,100.0,2", "none,plain,a,256,40.0,2"]
               and "none,plain,passkey,512,20.0,10" in lines and "rope,rerope,passkey,512,80.0,10" in lines
               and not any(",kv," in line for line in lines), f"exit {r.returncode}, {lines}, stderr {r.stderr[-300:]!r}")

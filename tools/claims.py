@@ -254,8 +254,8 @@ def kept_grid(r):
     for name in set(passkey) | set(ruler):
         scheme, _, method = name.partition("+")
         measured = [passkey.get(name, (None, None)), ruler.get(name, (None, None))]
-        grid[(method or "plain", scheme)] = tuple(
-            None if not scores else effective_length(scores, L)[2] or 0 for L, scores in measured) + (
+        grid[(method or "plain", scheme)] = tuple(  # ruler's {}: no task the scheme does within L
+            None if scores is None else scores and effective_length(scores, L)[2] or 0 for L, scores in measured) + (
             next(L for L, _ in measured if L),)
     order = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire"]
     schemes = sorted({s for _, s in grid}, key=lambda s: (order.index(s) if s in order else len(order), s))
