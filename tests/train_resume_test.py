@@ -5,7 +5,8 @@ the run left alone: model.safetensors byte for byte, the checkpoints' tensors ex
 thread). Then: a finished run asked again exits 0 at once ("trained with this run config
 already"); a checkpoint of another run config (other --steps) is refused in one line; a finished
 run grows from its checkpoint into a longer one whose learning rate is the same up to there
-(train.decay_steps at the first run's end) to the weights the longer run reaches from scratch.
+(train.decay_steps at the first run's end; past it min_lr, or a second cosine from train.tail_lr)
+to the weights the longer run reaches from scratch.
 
     train_resume_test.py
 
@@ -75,10 +76,11 @@ def same_model(a, b):
         return fa.read() == fb.read()
 
 
-def growing(tmp, data, cfg, finished):
-    """The finished 8-step run `finished` (its model directory and checkpoint) grown to 11 steps."""
-    name = cfg["name"]
-    longer = write_config(tmp, f"{name}_longer", dict(cfg, train=dict(cfg["train"], steps=11, decay_steps=8)))
+def growing(tmp, data, cfg, finished, tail):
+    """The finished 8-step run `finished` (its model directory and checkpoint) grown to 11 steps,
+    at min_lr or on a second cosine from tail_lr."""
+    name = f"{cfg['name']}_{'tail' if tail else 'floor'}"
+    longer = write_config(tmp, name, dict(cfg, train=dict(cfg["train"], steps=11, decay_steps=8, **tail)))
     fresh, grown = os.path.join(tmp, f"{name}_fresh"), os.path.join(tmp, f"{name}_grown")
     shutil.copy(finished + ".pt", grown + ".pt")
     rf, rg = run(longer, data, fresh, fresh + ".pt"), run(longer, data, grown, grown + ".pt")
@@ -87,6 +89,10 @@ def growing(tmp, data, cfg, finished):
           rf.stderr[-400:] + " | " + rg.stderr[-400:])
     if rf.returncode == 0 and rg.returncode == 0:
         check(f"{name}: the grown model equals the longer run's from scratch byte for byte", same_model(fresh, grown))
+        lr = {row.split(",")[0]: row.split(",")[1] for row in log_rows(grown)}["9"]
+        want = train.learning_rate(dict(cfg["train"], decay_steps=8, **tail), 11, 8)
+        check(f"{name}: step 9's learning rate is {want:.6g} ({'the tail' if tail else 'min_lr'})",
+              float(lr) == float(f"{want:.6g}") and (want > cfg["train"]["min_lr"]) == bool(tail), f"{lr}")
 
 
 def scenario(tmp, data, base, position):
@@ -124,7 +130,8 @@ def scenario(tmp, data, base, position):
           other.returncode not in (0, 3) and err and "another run config" in err[-1] and "Traceback" not in other.stderr,
           other.stderr[-400:])
     if name == "rope":
-        growing(tmp, data, cfg, a)
+        for tail in ({}, {"tail_lr": 2e-3}):
+            growing(tmp, data, cfg, a, tail)
 
 
 def main():

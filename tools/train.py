@@ -38,8 +38,9 @@ the true prefix; `pert passkey`'s judge, digits starting with the key, is no str
 
 Tokenizer: a SentencePiece BPE (byte fallback) trained on the training stories, kept in
 models/tokenizer/ and shared by every run (trained on first use only). AdamW, linear warm-up then
-cosine decay to min_lr at train.decay_steps (default: the last step; a run may go on past it at
-min_lr), gradient clipping, fixed seed.
+cosine decay to min_lr at train.decay_steps (default: the last step; a run may go on past it, at
+min_lr or, with train.tail_lr, on a second cosine from tail_lr to min_lr), gradient clipping,
+fixed seed.
 
 Resume: every eval_every steps, and when stopped early, CHECKPOINT (default
 build/train/NAME/checkpoint.pt, NAME the out directory's name) gets the weights, AdamW's state,
@@ -48,8 +49,8 @@ its step count, the sha256 of the data files and of the tokenizer; not the devic
 limit or where the data lies), written to a temporary file then renamed. A run that finds its
 checkpoint continues from it to the weights an uninterrupted run reaches (identical on CPU with
 the same threads); a checkpoint of another run config is refused, but for one of the same run
-shorter (only train.steps differs and the learning rate is the same up to the checkpoint's step,
-as a run with decay_steps set is to the run that ended there): the longer run grows from it, to
+shorter (only the learning rate's schedule differs, and not before the checkpoint's step, as a
+run with decay_steps set differs from the run that ended there): the longer run grows from it, to
 the weights it would reach from scratch; --restart ignores it. A run
 whose OUT/card.json has the same hash is done already and exits at once (--restart trains again;
 a run that trains removes OUT/card.json first and writes it last, so only a finished run has one).
@@ -155,22 +156,37 @@ def run_identity(cfg, steps, data_dir, tok_dir):
     return ident, hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def decay_end(train_block, steps):
-    """The step where the cosine reaches min_lr: train.decay_steps, else the run's last."""
-    return train_block.get("decay_steps") or steps
+SCHEDULE = ("steps", "decay_steps", "tail_lr")  # the train keys that only shape the learning rate
+
+
+def learning_rate(tc, steps, step):
+    """Step `step`'s learning rate in a run of `steps`: linear warm-up to lr, cosine down to min_lr
+    at decay_steps (default: the last step); past it min_lr, or with tail_lr a second cosine from
+    tail_lr down to min_lr at the last step (a run grown past its first end)."""
+    if step < tc["warmup"]:
+        return tc["lr"] * (step + 1) / tc["warmup"]
+    end = tc.get("decay_steps") or steps
+    if step < end or not tc.get("tail_lr"):
+        progress = (step - tc["warmup"]) / max(1, end - tc["warmup"])
+        return tc["min_lr"] + 0.5 * (tc["lr"] - tc["min_lr"]) * (1 + math.cos(math.pi * min(1.0, progress)))
+    progress = (step - end) / max(1, steps - end)
+    return tc["min_lr"] + 0.5 * (tc["tail_lr"] - tc["min_lr"]) * (1 + math.cos(math.pi * progress))
 
 
 def grows(earlier, later, at_step):
     """Whether the run `later` is the run `earlier` made longer, the same up to step `at_step`:
-    their identities equal but for train.steps, the same decay end, and at_step within later's."""
+    their identities equal but for the schedule's keys, the same learning rate at every step
+    before at_step, and at_step within later's steps."""
     if earlier is None:
         return False
-    ends = [decay_end(r["config"]["train"], r["config"]["train"]["steps"]) for r in (earlier, later)]
+    trains = [r["config"]["train"] for r in (earlier, later)]
     short = [json.loads(json.dumps(r)) for r in (earlier, later)]
     for r in short:
-        r["config"]["train"].pop("steps")
-        r["config"]["train"].pop("decay_steps", None)
-    return short[0] == short[1] and ends[0] == ends[1] and at_step <= later["config"]["train"]["steps"]
+        for k in SCHEDULE:
+            r["config"]["train"].pop(k, None)
+    return (short[0] == short[1] and at_step <= trains[1]["steps"]
+            and all(learning_rate(trains[0], trains[0]["steps"], s) == learning_rate(trains[1], trains[1]["steps"], s)
+                    for s in range(at_step)))
 
 
 def init_weights(hf, vocab, position, seed):
@@ -335,10 +351,7 @@ def main():
     pk_rows = torch.from_numpy(pk_rows).to(device)
 
     def lr_at(step):
-        if step < tc["warmup"]:
-            return tc["lr"] * (step + 1) / tc["warmup"]
-        progress = (step - tc["warmup"]) / max(1, decay_end(tc, steps) - tc["warmup"])
-        return tc["min_lr"] + 0.5 * (tc["lr"] - tc["min_lr"]) * (1 + math.cos(math.pi * min(1.0, progress)))
+        return learning_rate(tc, steps, step)
 
     def loss_of(x, y):
         logits = reference.forward(hf, W, x)
