@@ -151,6 +151,11 @@ def main():
               and lines[:3] == ["scheme,method,task,length,score,trials", "none,plain,a,128,100.0,2", "none,plain,a,256,40.0,2"]
               and "none,plain,passkey,512,20.0,10" in lines and "rope,rerope,passkey,512,80.0,10" in lines
               and not any(",kv," in line for line in lines), f"exit {r.returncode}, {lines}, stderr {r.stderr[-300:]!r}")
+        csv = os.path.join(tmp, "grid.csv")
+        r = run([os.path.join(TOOLS, "claims.py"), "grid", "--data", tmp, "--out", csv], tmp)
+        written = open(csv).read().splitlines() if os.path.exists(csv) else None
+        check("claims.py grid --out: the same CSV in the file, nothing on stdout",
+              r.returncode == 0 and r.stdout == "" and written == lines, r.stderr[-300:])
         # ... and as a marked figure: results_tables.py draws it again and compares the pixels.
         page, fig = os.path.join(tmp, "page.md"), os.path.join(tmp, "fig", "kept.png")
         with open(page, "w") as f:

@@ -3,7 +3,7 @@
 docs/results/claims.md, one per claim, from the files tools/family_results.sh writes and the
 papers' numbers in docs/results/data/published_claims.json.
 
-    claims.py [--data models/extrapolation] [--published FILE] TABLE [--plot FILE.png]
+    claims.py [--data models/extrapolation] [--published FILE] TABLE [--plot FILE.png] [--out FILE]
 
 TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective, kept (which method keeps
 retrieval past L on which scheme: methods x schemes, each cell the pass-key and the RULER
@@ -43,7 +43,7 @@ class Results:
 
     def __init__(self, data, published):
         self.data, self.published = data, load(published)
-        self._sweeps, self._passkey, self.passkey_trials = {}, None, {}
+        self._sweeps, self._passkey = {}, None
 
     def sweep(self, name="extend_family_rope.json"):
         """{config label: {length: cell}} of a sweep of the rope model."""
@@ -59,21 +59,23 @@ class Results:
         name = scheme if config == "plain" else f"{scheme}+{config}"
         return self.passkey_files().get(name, (None, None))[1]
 
+    def passkey_counts(self):
+        """{NAME: (trained length, {length: (correct, trials)})} of every pass-key file, read once."""
+        if self._passkey is None:
+            d, self._passkey = os.path.join(self.data, "passkey"), {}
+            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if f.endswith(".json"):
+                    report, by_length = load(os.path.join(d, f)), {}
+                    for c in report["cells"]:
+                        correct, trials = by_length.get(c["length"], (0, 0))
+                        by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
+                    self._passkey[f[:-5]] = (report["trained_length"], by_length)
+        return self._passkey
+
     def passkey_files(self):
-        """{NAME: (trained length, {length: accuracy})} of every pass-key file, read once."""
-        if self._passkey is not None:
-            return self._passkey
-        d, out = os.path.join(self.data, "passkey"), {}
-        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-            if f.endswith(".json"):
-                report, by_length = load(os.path.join(d, f)), {}
-                for c in report["cells"]:
-                    correct, trials = by_length.get(c["length"], (0, 0))
-                    by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
-                out[f[:-5]] = (report["trained_length"], {n: k / t for n, (k, t) in by_length.items()})
-                self.passkey_trials[f[:-5]] = {n: t for n, (_, t) in by_length.items()}
-        self._passkey = out
-        return out
+        """{NAME: (trained length, {length: accuracy})} of every pass-key file."""
+        return {name: (L, {n: k / t for n, (k, t) in by_length.items()})
+                for name, (L, by_length) in self.passkey_counts().items()}
 
     def ruler(self):
         """[(name, result)] of every ruler file, schemes first, in name order."""
@@ -244,6 +246,14 @@ def effective(r):
     return "\n".join(out)
 
 
+def kept_length(L, scores):
+    """The effective length of {length: score}: None when not measured, 0 when there is none
+    (below FLOOR at L, or {}: no RULER task the scheme does within L)."""
+    if scores is None:
+        return None
+    return (effective_length(scores, L)[2] if scores else None) or 0
+
+
 def kept_grid(r):
     """(schemes, methods, {(method, scheme): (pass-key's, RULER's, L)}): each an effective length
     (0: none, the pair does not retrieve at L; None: not measured) of every pair with results,
@@ -254,8 +264,7 @@ def kept_grid(r):
     for name in set(passkey) | set(ruler):
         scheme, _, method = name.partition("+")
         measured = [passkey.get(name, (None, None)), ruler.get(name, (None, None))]
-        grid[(method or "plain", scheme)] = tuple(  # ruler's {}: no task the scheme does within L
-            None if scores is None else scores and effective_length(scores, L)[2] or 0 for L, scores in measured) + (
+        grid[(method or "plain", scheme)] = tuple(kept_length(L, scores) for L, scores in measured) + (
             next(L for L, _ in measured if L),)
     order = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire"]
     schemes = sorted({s for _, s in grid}, key=lambda s: (order.index(s) if s in order else len(order), s))
@@ -282,10 +291,9 @@ def kept(r, plot=None):
 def grid(r):
     """CSV: a row per (scheme, method, task, length) of every pass-key and ruler file."""
     rows = {}  # (name, task, length) -> [score x trials summed, trials]
-    for name, (_, acc) in r.passkey_files().items():
-        trials = r.passkey_trials[name]
-        for n, a in acc.items():
-            rows[(name, "passkey", n)] = [100 * a * trials[n], trials[n]]
+    for name, (_, by_length) in r.passkey_counts().items():
+        for n, (correct, trials) in by_length.items():
+            rows[(name, "passkey", n)] = [100 * correct, trials]
     for name, f in r.ruler():
         for c in f["cells"]:
             if c["score"] is not None:
@@ -334,13 +342,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("table", choices=TABLES, help="the table to print")
     ap.add_argument("--plot", metavar="FILE.png", help="kept: its heat-map too (.png or .svg)")
+    ap.add_argument("--out", metavar="FILE", help="the table to FILE, whole or not at all, instead of stdout")
     ap.add_argument("--data", default=os.path.join(ROOT, "models", "extrapolation"), help="the family's results")
     ap.add_argument("--published", default=os.path.join(ROOT, "docs", "results", "data", "published_claims.json"))
     a = ap.parse_args()
     if a.plot and a.table != "kept":
         ap.error("--plot is for the kept table")
     r = Results(a.data, a.published)
-    print(kept(r, a.plot) if a.table == "kept" else globals()[a.table](r))
+    text = kept(r, a.plot) if a.table == "kept" else globals()[a.table](r)
+    if a.out:
+        from outputs import replaced
+        with replaced(a.out) as f:
+            f.write(text + "\n")
+    else:
+        print(text)
 
 
 if __name__ == "__main__":

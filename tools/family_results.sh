@@ -114,7 +114,7 @@ for run in "${runs[@]}"; do
 done
 $PY tools/plot_passkey.py $OUT/ruler/rope.json --out $OUT/ruler_rope.png
 $PY tools/claims.py kept --plot $OUT/retrieval_kept.png > /dev/null
-$PY tools/claims.py grid > $OUT/retrieval_grid.csv.tmp && mv $OUT/retrieval_grid.csv.tmp $OUT/retrieval_grid.csv
+$PY tools/claims.py grid --out $OUT/retrieval_grid.csv
 
 # 6. The published claims beside the family's numbers.
 $PY tools/results_tables.py --write docs/results/claims.md

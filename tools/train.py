@@ -385,8 +385,8 @@ def main():
     start_step, train_loss, log_rows, segments = 0, float("nan"), [], []
     if os.path.exists(ckpt_path) and not a.restart:
         ck = load_checkpoint(ckpt_path, device)
-        grown = ck["config_hash"] != run_hash and grows(ck.get("run"), ident, ck["step"])
-        if ck["config_hash"] != run_hash and not grown:
+        grown = ck["config_hash"] != run_hash
+        if grown and not grows(ck.get("run"), ident, ck["step"]):
             sys.exit(f"train.py: {ckpt_path} is of another run config (hash {ck['config_hash']}, this run's "
                      f"{run_hash}); --restart to start over")
         with torch.no_grad():
