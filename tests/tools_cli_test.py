@@ -180,12 +180,19 @@ def main():
     digits = os.path.join(TOOLS, "passkey_digits.py")
     with tempfile.TemporaryDirectory() as tmp:
         none = os.path.join(os.path.dirname(HERE), "models", "none")
-        r = run([digits, none, "--json"], tmp)
+        r = run([digits, none, "--json", "--heads"], tmp)
         d = json.loads(r.stdout) if r.returncode == 0 else {}
         check("passkey_digits.py on models/none: every answer token right, no wrong digit",
               d.get("accuracy") == 1.0 and d.get("token_accuracy") == [1.0] * 6
               and d.get("wrong_later_digits") == {"near": 0, "none": 0} and d.get("p_first_digit", 0) > 0.5,
               f"exit {r.returncode}, {r.stdout[:300]!r}, stderr {r.stderr[-300:]!r}")
+        h = d.get("heads", {})
+        cells = [c for k in ("previous_token", "copy") for layer in h.get(k, []) for c in layer]
+        check("passkey_digits.py --heads: two weights per layer and head (5 x 4), each pair a share of one row's attention",
+              [len(h.get(k, [])) for k in ("previous_token", "copy")] == [5, 5] and len(cells) == 40
+              and all(len(c) == 2 and min(c) >= 0 and sum(c) <= 1.0005 for c in cells)
+              and h["previous_token"][h["sharpest_previous"][0]][h["sharpest_previous"][1]][0]
+              == max(c[0] for layer in h["previous_token"] for c in layer), str(h)[:300])
         r = run([digits, os.path.join(tmp, "nothing")], tmp)
         check("passkey_digits.py: a missing model is a one-line error naming it",
               r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "nothing" in r.stderr, r.stderr[-300:])

@@ -66,11 +66,47 @@ def diagnose(hf, W, rows, first):
             "wrong_later_digits": {"near": wrong["near"], "none": wrong["none"]}}
 
 
+def key_start(row, s, n):
+    """Where the needle's key (the answer's digits, row[s + 1:s + n]) starts in the row before
+    the answer; None if it is not there."""
+    key = row[s + 1:s + n]
+    return next((t for t in range(s - len(key), -1, -1) if row[t:t + len(key)] == key), None)
+
+
+def heads(hf, W, rows, first):
+    """Per layer and head [L, H]: the previous-token weights at 1 and 2 places back and the copy
+    weights on the key digit and on its neighbours (means over the digits of every row)."""
+    probs = {}
+    with torch.no_grad():
+        reference.forward(hf, W, rows[:, :-1], observe=lambda layer, p: probs.__setitem__(layer, p))
+    L, H = len(probs), probs[0].shape[1]
+    prev, copy, count = np.zeros((L, H, 2)), np.zeros((L, H, 2)), 0
+    for j, (s, n) in enumerate(first):
+        k = key_start(rows[j].tolist(), s, n)
+        if k is None:
+            continue
+        for i in range(1, n - 1):  # key digit i at k + i; answer digit i is written at s + i
+            for layer in range(L):
+                p = probs[layer][j]
+                prev[layer, :, 0] += p[:, k + i, k + i - 1].numpy()
+                prev[layer, :, 1] += p[:, k + i, k + i - 2].numpy()
+                copy[layer, :, 0] += p[:, s + i, k + i].numpy()
+                copy[layer, :, 1] += (p[:, s + i, k + i - 1] + p[:, s + i, k + i + 1]).numpy()
+            count += 1
+    prev, copy = prev / count, copy / count
+    cell = lambda a: [[[round(float(x), 3) for x in a[l, h]] for h in range(H)] for l in range(L)]
+    best = lambda a: [int(x) for x in np.unravel_index(np.argmax(a[..., 0]), a.shape[:2])]
+    return {"previous_token": cell(prev), "copy": cell(copy), "sharpest_previous": best(prev),
+            "strongest_copy": best(copy)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", metavar="MODEL")
     ap.add_argument("--run-config", default=os.path.join(ROOT, "configs", "train", "v3", "family.json"),
                     help="the run config whose held-out rows are read (default %(default)s)")
+    ap.add_argument("--heads", action="store_true",
+                    help="also the previous-token and copy heads' weights, per layer and head")
     ap.add_argument("--json", action="store_true", help="one JSON object per model")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -81,7 +117,10 @@ def main():
     for model in a.models:
         if not os.path.exists(model):
             sys.exit(f"passkey_digits.py: {model}: no such model directory or checkpoint")
-        d = dict(model=model, **diagnose(*load(model, cfg, sp.get_piece_size()), rows, first))
+        hf, W = load(model, cfg, sp.get_piece_size())
+        d = dict(model=model, **diagnose(hf, W, rows, first))
+        if a.heads:
+            d["heads"] = heads(hf, W, rows, first)
         if a.json:
             print(json.dumps(d))
         else:
@@ -89,6 +128,14 @@ def main():
             print(f"{model}: {d['rows']} rows, whole answers {d['accuracy']:.2f}; per token (space, digits 1-5) "
                   f"{' '.join(f'{x:.2f}' for x in d['token_accuracy'])}; p(digit 1) {d['p_first_digit']:.3f}; "
                   f"wrong later digits: {w['near']} a key digit 1-2 off, {w['none']} not")
+            if a.heads:
+                h = d["heads"]
+                (pl, ph), (cl, ch) = h["sharpest_previous"], h["strongest_copy"]
+                p1, p2 = h["previous_token"][pl][ph]
+                c0, c1 = h["copy"][cl][ch]
+                print(f"  sharpest previous-token head: layer {pl} head {ph}, weight {p1:.2f} 1 back, "
+                      f"{p2:.2f} 2 back; strongest copy head: layer {cl} head {ch}, weight {c0:.2f} "
+                      f"on the key digit, {c1:.2f} on its neighbours")
 
 
 if __name__ == "__main__":

@@ -367,11 +367,12 @@ def rmsnorm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def forward(config, W, ids, inputs=None):
+def forward(config, W, ids, inputs=None, observe=None):
     """Logits [..., T, vocab] for token ids [..., T] (a list, or a [B, T] tensor), causal, in the
     weights' dtype (float64 from load_model_dir; float32 when train.py trains through it).
     inputs(name, h): what the matrix `name` (HF's name without ".weight"; "lm_head" for the
-    output, tied or not) multiplies instead of h, e.g. h rounded as a runtime quantizes it."""
+    output, tied or not) multiplies instead of h, e.g. h rounded as a runtime quantizes it.
+    observe(layer, probs): called with each layer's attention weights [..., H, T, T]."""
     d = config["hidden_size"]
     H = config["num_attention_heads"]
     KV = config.get("num_key_value_heads") or H
@@ -480,7 +481,10 @@ def forward(config, W, ids, inputs=None):
                 query = torch.where(plan.near, query, plan.q_far[:, None].expand(T, T).floor().long())
             bias = fire_bias(pos, W, i, dist.clamp(min=0), query)
         scores = scores + bias + mask
-        att = torch.softmax(scores, dim=-1) @ v  # [..., H, T, hd]
+        probs = torch.softmax(scores, dim=-1)  # [..., H, query m, key n]
+        if observe:
+            observe(i, probs)
+        att = probs @ v  # [..., H, T, hd]
         x = x + linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
         h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
         if p + "mlp.gate_up_proj.weight" in W:  # Phi-3: gate rows first, then up
