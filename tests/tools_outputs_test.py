@@ -98,3 +98,34 @@ def test_figures_are_saved_whole_in_the_format_their_name_says(tmp_path):
     assert b"<svg" in (tmp_path / "plot.svg").read_bytes()[:400]
     assert sorted(os.listdir(tmp_path)) == ["plot.png", "plot.svg"]
 
+
+
+def test_copies_are_whole_and_never_through_a_planted_name(tmp_path):
+    from outputs import copy
+    src, dst, victim = tmp_path / "src.bin", tmp_path / "dst.bin", tmp_path / "victim"
+    src.write_bytes(bytes(range(256)) * 100)
+    victim.write_text("untouched\n")
+    dst.write_text("older\n")
+    os.symlink(victim, tmp_path / "dst.bin.tmp")
+    copy(src, dst)
+    assert dst.read_bytes() == src.read_bytes() and victim.read_text() == "untouched\n"
+    with pytest.raises(FileNotFoundError):
+        copy(tmp_path / "nothing", dst)
+    assert dst.read_bytes() == src.read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["dst.bin", "dst.bin.tmp", "src.bin", "victim"]
+
+
+def test_the_slurm_scripts_are_written_through_replaced(tmp_path):
+    """slurm_grid.py once wrote NAME.tmp then renamed it: a link planted at that name was followed."""
+    run, victim = tmp_path / "run", tmp_path / "victim"
+    run.mkdir()
+    victim.write_text("untouched\n")
+    for name in ("array.sbatch.tmp", "merge.sbatch.tmp"):
+        os.symlink(victim, run / name)
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "slurm_grid.py"), "--tasks", "2", "--dir", str(run), "--",
+                        "sweep", "-m", "models/rope", "--lengths", "128", "-f", "text.txt"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "untouched\n"
+    assert all((run / n).is_file() and not (run / n).is_symlink() and "#SBATCH" in (run / n).read_text()
+               for n in ("array.sbatch", "merge.sbatch"))

@@ -18,6 +18,7 @@ output_file.hpp; docs/robustness.md):
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -108,6 +109,13 @@ def replaced(path, mode="w", **open_args):
         raise
 
 
+def copy(src, dst):
+    """shutil.copyfile(src, dst) through replaced(): dst whole or not at all, never through a
+    link planted there."""
+    with open(src, "rb") as f, replaced(dst, "wb") as out:
+        shutil.copyfileobj(f, out)
+
+
 def save_figure(fig, path, **savefig_args):
     """fig.savefig(path) through replaced(), the format from the name's extension."""
     with replaced(path, "wb") as f:
@@ -116,7 +124,6 @@ def save_figure(fig, path, **savefig_args):
 
 def main():
     import argparse
-    import shutil
     ap = argparse.ArgumentParser(description="Writes standard input to FILE whole or not at all: to a temporary file "
                                              "beside it, renamed over it when complete (devices and stdout in place). "
                                              "For shell scripts: COMMAND | tools/outputs.py result.txt")

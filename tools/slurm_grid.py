@@ -31,6 +31,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from outputs import replaced  # noqa: E402  (whole or not at all, never through a planted link)
 # Options of `pert sweep` that take a path, made absolute so a task on another node finds them.
 PATH_OPTIONS = {"-m", "--model", "--config", "-f", "--file", "--essay"}
 # Each command's output flag (a task's shard file, the merge's result) and its plot.
@@ -121,10 +123,8 @@ def main():
     run, array, merge = scripts(a, command, task_args)
     os.makedirs(os.path.join(run, "logs"), exist_ok=True)
     for name, text in (("array.sbatch", array), ("merge.sbatch", merge)):
-        path = os.path.join(run, name)
-        with open(path + ".tmp", "w") as f:
+        with replaced(os.path.join(run, name)) as f:
             f.write(text)
-        os.replace(path + ".tmp", path)
     array_path, merge_path = os.path.join(run, "array.sbatch"), os.path.join(run, "merge.sbatch")
     if not a.submit:
         print(f"sbatch --parsable {array_path}   # prints ARRAY_ID")

@@ -71,7 +71,6 @@ import json
 import math
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 import time
@@ -87,7 +86,7 @@ import safetensors_io  # noqa: E402
 import tokenizer_json  # noqa: E402
 import train_data  # noqa: E402
 from train_data import data_path, encode, split  # noqa: E402  (tests and heldout.py use them as train.*)
-from outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
+from outputs import copy, replaced  # noqa: E402  (whole or not at all, as pert's own)
 
 STOPPED = 3
 LOG_COLUMNS = ["step", "lr", "train_loss", "val_loss", "passkey_loss", "passkey_acc", "seconds"]
@@ -130,7 +129,7 @@ def tokenizer(cfg, data_dir=None):
                 split_digits=True, add_dummy_prefix=True, remove_extra_whitespaces=False,
                 allow_whitespace_only_pieces=True, normalization_rule_name="identity",
                 unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
-            shutil.copy(os.path.join(tmp, "tokenizer.model"), model)
+            copy(os.path.join(tmp, "tokenizer.model"), model)
         tokenizer_json.write(tokenizer_json.from_spm(model), os.path.join(d, "tokenizer.json"))
     return spm.SentencePieceProcessor(model_file=model), d
 
@@ -408,10 +407,11 @@ def main():
     os.makedirs(out, exist_ok=True)
     if os.path.exists(card_path):  # the card, written last, marks a finished run: not until this one is
         os.remove(card_path)
-    log = open(os.path.join(out, "train_log.csv"), "w", newline="")
-    writer = csv.writer(log)
-    writer.writerows([LOG_COLUMNS] + log_rows)
-    log.flush()
+    def write_log():  # whole at each evaluation, as every output: a reader never sees half a row
+        with replaced(os.path.join(out, "train_log.csv"), newline="") as f:
+            csv.writer(f).writerows([LOG_COLUMNS] + log_rows)
+
+    write_log()
     start = time.time()
     print(f"train {cfg['name']}: {n_params:,} parameters on {segments[-1]['device']}, {len(val_ids):,} "
           f"validation tokens", file=sys.stderr)
@@ -436,8 +436,7 @@ def main():
             vl, pk_loss, pk_acc = evaluate()
             log_rows.append([step, f"{lr_at(step - 1):.6g}", f"{train_loss:.4f}", f"{vl:.4f}", f"{pk_loss:.4f}",
                              f"{pk_acc:.4f}", f"{elapsed:.1f}"])
-            writer.writerow(log_rows[-1])
-            log.flush()
+            write_log()
             progress.show(step, f"train {train_loss:.3f} val {vl:.3f} passkey {pk_loss:.3f} acc {pk_acc:.2f} "
                                 f"{elapsed:.0f}s", force=True)
         else:
@@ -452,21 +451,20 @@ def main():
                   f"continue", file=sys.stderr)
             return STOPPED
     progress.done()
-    log.close()
     vl, pk_loss, pk_acc = evaluate()
     tensors = {k: v.detach().cpu().numpy() for k, v in W.items()}
     safetensors_io.save(os.path.join(out, "model.safetensors"), tensors, cfg["dtype"], {"format": "pt"})
     with replaced(os.path.join(out, "config.json")) as f:
         json.dump(dict(hf, torch_dtype={"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[cfg["dtype"]]),
                   f, indent=2)
-    shutil.copy(os.path.join(tok_dir, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
+    copy(os.path.join(tok_dir, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
     card = {"name": cfg["name"], "position": cfg["position"], "parameters": n_params, "steps": steps,
             "context": T, "batch_size": B, "mix": mix.weights, "train_loss": train_loss, "val_loss": vl,
             "val_ppl_torch": math.exp(vl), "passkey_loss": pk_loss, "passkey_acc": pk_acc,
             "wall_seconds": round(sum(s["seconds"] for s in segments), 1), "threads": threads,
             "device": segments[-1]["device"], "torch": torch.__version__, "command": segments[-1]["command"],
             "segments": segments, "config_hash": run_hash, "run": ident}
-    with open(card_path, "w") as f:
+    with replaced(card_path) as f:
         json.dump(card, f, indent=2)
     print(json.dumps({k: card[k] for k in ("name", "steps", "train_loss", "val_loss", "passkey_acc",
                                            "wall_seconds", "device")}), file=sys.stderr)
