@@ -444,3 +444,20 @@ TEST_CASE("conventions: progress is a bar on a terminal, plain lines otherwise, 
   // Errors still print.
   require_clean_failure(run_pert(quiet({"perplexity", "-m", kRope + "/absent", "-f", text})), {"absent"});
 }
+
+TEST_CASE("conventions: a ruler cell past the learned table is skipped with its reason, alone it is refused", "[cli][conventions]") {
+  // vt at 112 needs 132 positions with its answer: the grid goes on without it, naming the flag.
+  const Run r = run_pert({"ruler", "-m", kLearned, "--tasks", "niah_single_1,vt", "--lengths", "112", "--depths", "0.5",
+                          "--trials", "1", "-t", "1", "-q", "--json"});
+  const json j = json_of(r);
+  REQUIRE(j["cells"].size() == 2);
+  CHECK(j["cells"][0]["task"] == "niah_single_1");
+  CHECK(j["cells"][0]["score"].is_number());
+  CHECK(j["cells"][1]["task"] == "vt");
+  CHECK(j["cells"][1]["score"].is_null());
+  const std::string why = j["cells"][1].value("skipped", "");
+  CHECK(why.find("vt at --lengths 112") != std::string::npos);
+  CHECK(why.find("learned position table (128 positions); --set position.beyond=clamp") != std::string::npos);
+  const Run alone = run_pert({"ruler", "-m", kLearned, "--tasks", "vt", "--lengths", "112", "-t", "1", "-q"});
+  require_clean_failure(alone, {"vt at --lengths 112", "learned position table (128 positions)"});
+}

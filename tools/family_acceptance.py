@@ -4,7 +4,8 @@ each model must retrieve within L (pass-key accuracy >= 0.95 at L/2 and at the l
 whose answer still ends within L, 5 depths x 10 trials, seed 7919) while its perplexity at L on
 held-out TinyStories and on the WikiText-2 test prefix stays within 3% of the baseline's (the
 same scheme's model in --baseline-dir). Also RULER's tasks at L (those whose fixed text fits in
-L: 3 depths x 10 trials), which say what a model of this size learns from its share of them.
+L: 3 depths x 10 trials; a learned table of L positions at 112, where the longest answer still
+ends within it), which say what a model of this size learns from its share of them.
 
     family_acceptance.py MODEL_DIR [...] --out FILE.json [--baseline-dir models] [-t THREADS]
     family_acceptance.py --table FILE.json [--what bars|ruler]
@@ -31,6 +32,7 @@ ESSAY = os.path.join(os.path.dirname(ROOT), "shared", "data", "text", "wikitext-
 SEED, L = 7919, 128
 PASSKEY_LENGTHS = (L // 2, L - 8)  # 120: the longest prompt whose 8 answer tokens end within L
 BAR_ACCURACY, BAR_PPL = 0.95, 0.03
+LEARNED_RULER_LENGTH = 112  # L less RULER's longest answer (16 tokens)
 
 
 def pert(args, threads):
@@ -62,12 +64,22 @@ def measure(model, threads):
                / sum(len(c["results"]) for c in pk["cells"] if c["length"] == n) for n in PASSKEY_LENGTHS}
     ppl = {name: pert(["perplexity", "-m", model, "-f", path, "-c", str(L)] + flags, threads)["ppl"]
            for name, (path, _, flags) in TEXTS.items()}
-    return {"steps": trained_steps(model), "passkey": passkey, "ppl": ppl, "ruler": ruler_at_l(model, threads)}
+    return {"steps": trained_steps(model), "passkey": passkey, "ppl": ppl, "ruler": ruler_at_l(model, threads),
+            "ruler_length": ruler_length(model)}
+
+
+def ruler_length(model):
+    """L, or for a learned table that cannot go past its rows (no "beyond": "clamp") the longest
+    prompt whose longest answer still ends within it (as tools/family_results.sh measures it)."""
+    with open(os.path.join(ROOT, model, "config.json")) as f:
+        pos = json.load(f).get("position", {})
+    return LEARNED_RULER_LENGTH if pos.get("type") == "learned" and pos.get("beyond") != "clamp" else L
 
 
 def ruler_at_l(model, threads):
-    """Each task's score at L (mean over depths), None where its fixed text does not fit."""
-    r = pert(["ruler", "-m", model, "--tasks", "all", "--lengths", str(L), "--depths", "0,0.5,1", "--trials", "10",
+    """Each task's score at ruler_length (mean over depths), None where its fixed text does not fit."""
+    n = ruler_length(model)
+    r = pert(["ruler", "-m", model, "--tasks", "all", "--lengths", str(n), "--depths", "0,0.5,1", "--trials", "10",
               "--seed", str(SEED), "--essay", ESSAY, "-q"], threads)
     tasks = {}
     for c in r["cells"]:
@@ -100,7 +112,8 @@ def table(report, what="bars"):
         tasks = [t for t in report["ruler_tasks"] if any(m["ruler"].get(t) is not None for _, m in models)]
         lines = [f"| model (baseline) | {' | '.join(tasks)} |", "|---|" + "---:|" * len(tasks)]
         for name, m in models:
-            lines.append(f"| {name} | " + " | ".join(f"{score(m, t)} ({score(m['baseline'], t)})" for t in tasks) + " |")
+            at = f" (at {m['ruler_length']})" if m.get("ruler_length", L) != L else ""
+            lines.append(f"| {name}{at} | " + " | ".join(f"{score(m, t)} ({score(m['baseline'], t)})" for t in tasks) + " |")
         left = [t for t in report["ruler_tasks"] if t not in tasks]
         return "\n".join(lines) + (f"\n\nNot posable at L = {L} (their fixed text is longer): {', '.join(left)}."
                                    if left else "")

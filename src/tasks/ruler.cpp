@@ -50,7 +50,9 @@ std::vector<double> task_depths(const RulerSettings& p, const std::string& task)
 }
 
 // Every prompt can be built and, with its answer, fits the positions and the memory. A length
-// too short for a task's fixed text skips that (task, length), the reason kept; returns them.
+// too short for a task's fixed text, or one whose prompt and answer run past a position table,
+// skips that (task, length), the reason kept (a grid of every task goes on without it); returns
+// them. Only when every cell is skipped is it an error.
 std::map<std::pair<std::string, int>, std::string> check_prompts(const Model& model, const RulerPrompts& prompts,
                                                                 const RulerSettings& p) {
   const ModelConfig& c = model.config();
@@ -68,11 +70,13 @@ std::map<std::pair<std::string, int>, std::string> check_prompts(const Model& mo
           continue;
         }
         const int need = int(r.ids.size()) + r.budget - 1;
-        if (max > 0 && need > max)
-          throw Error("ruler: " + task + " at `lengths` " + std::to_string(n) + ": the prompt and its answer take " +
-                      std::to_string(need) + " positions, past the " + c.position.scheme->label() + " position table (" +
-                      std::to_string(max) + " positions)" +
-                      (c.position.type() == "learned" ? "; `set position.beyond=clamp` reuses the last one" : ""));
+        if (max > 0 && need > max) {
+          skipped[{task, n}] = "ruler: " + task + " at `lengths` " + std::to_string(n) + ": the prompt and its answer take " +
+                               std::to_string(need) + " positions, past the " + c.position.scheme->label() +
+                               " position table (" + std::to_string(max) + " positions)" +
+                               (c.position.type() == "learned" ? "; `set position.beyond=clamp` reuses the last one" : "");
+          continue;
+        }
         longest = std::max(longest, need);
       }
   if (skipped.size() == p.tasks.size() * p.lengths.size())
