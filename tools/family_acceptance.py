@@ -64,8 +64,9 @@ def measure(model, threads):
                / sum(len(c["results"]) for c in pk["cells"] if c["length"] == n) for n in PASSKEY_LENGTHS}
     ppl = {name: pert(["perplexity", "-m", model, "-f", path, "-c", str(L)] + flags, threads)["ppl"]
            for name, (path, _, flags) in TEXTS.items()}
-    return {"steps": trained_steps(model), "passkey": passkey, "ppl": ppl, "ruler": ruler_at_l(model, threads),
-            "ruler_length": ruler_length(model)}
+    n = ruler_length(model)
+    return {"steps": trained_steps(model), "passkey": passkey, "ppl": ppl, "ruler": ruler_at(model, n, threads),
+            "ruler_length": n}
 
 
 def ruler_length(model):
@@ -76,9 +77,9 @@ def ruler_length(model):
     return LEARNED_RULER_LENGTH if pos.get("type") == "learned" and pos.get("beyond") != "clamp" else L
 
 
-def ruler_at_l(model, threads):
-    """Each task's score at ruler_length (mean over depths), None where its fixed text does not fit."""
-    n = ruler_length(model)
+def ruler_at(model, n, threads):
+    """Each task's score at length n (mean over depths), None where it does not fit (its fixed
+    text, or its prompt and answer in the model's positions)."""
     r = pert(["ruler", "-m", model, "--tasks", "all", "--lengths", str(n), "--depths", "0,0.5,1", "--trials", "10",
               "--seed", str(SEED), "--essay", ESSAY, "-q"], threads)
     tasks = {}
