@@ -73,6 +73,10 @@ $PERT sweep -m models/rope --config configs/rope/plain.json --config configs/ext
 #    window needs positions it can re-index); the learned table of 128 positions takes prompts up
 #    to 121 tokens, and past L only with "clamp".
 mkdir -p $OUT/passkey $OUT/ruler
+# The learned table's lengths where its answers still end within its rows: family_acceptance.py's.
+read -r learned_passkey learned_ruler < <($PY -c 'import sys; sys.path.insert(0, "tools"); import family_acceptance as f
+print(",".join(map(str, f.PASSKEY_LENGTHS)), f.LEARNED_RULER_LENGTH)')
+: "${learned_ruler:?family_acceptance.py gave no lengths for the learned table}"
 fresh() { local f=$1; shift; [ -s "$f" ] && for dep; do [ "$f" -nt "$dep" ] || return 1; done; }
 pair() {  # a run "NAME [CONFIG]": its file's name (NAME or NAME+METHOD) and its --config flag
   read -r n c <<< "$1"
@@ -90,7 +94,7 @@ done
 for run in "${runs[@]}"; do
   pair "$run"
   lengths=64,128,256,512,1024,2048,4096
-  [ "$run" = "learned " ] && lengths=64,120
+  [ "$run" = "learned " ] && lengths=$learned_passkey
   fresh $OUT/passkey/$name.json models/$n/model.safetensors $c && continue
   $PERT passkey -m models/$n "${config[@]}" --lengths $lengths --json-out $OUT/passkey/$name.json -q \
     "${threads[@]}" > /dev/null
@@ -107,7 +111,7 @@ ruler=(ruler --tasks all --depths 0,0.5,1 --trials 3 --essay ../shared/data/text
 for run in "${runs[@]}"; do
   pair "$run"
   lengths=128,256,512,1024,2048,4096
-  [ "$run" = "learned " ] && lengths=112
+  [ "$run" = "learned " ] && lengths=$learned_ruler
   fresh $OUT/ruler/$name.json models/$n/model.safetensors $c && continue
   $PERT "${ruler[@]}" -m models/$n "${config[@]}" --lengths $lengths --json-out $OUT/ruler/$name.json \
     "${threads[@]}" > /dev/null
