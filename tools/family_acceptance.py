@@ -32,7 +32,7 @@ ESSAY = os.path.join(os.path.dirname(ROOT), "shared", "data", "text", "wikitext-
 SEED, L = 7919, 128
 PASSKEY_LENGTHS = (L // 2, L - 8)  # 120: the longest prompt whose 8 answer tokens end within L
 BAR_ACCURACY, BAR_PPL = 0.95, 0.03
-LEARNED_RULER_LENGTH = 112  # L less RULER's longest answer (16 tokens); family_results.sh reads both
+LEARNED_RULER_LENGTH = L - 16  # 112: RULER's longest answer (16 tokens) ends within L; family_results.sh reads both
 
 
 def pert(args, threads):
