@@ -103,6 +103,16 @@ def main():
                          ({256: 90}, (None, None, None))):
         check(f"claims.py: effective length of {scores}", claims.effective_length(scores, 128) == want,
               claims.effective_length(scores, 128))
+    with tempfile.TemporaryDirectory() as tmp:  # finding a key (its first digit) apart from copying it
+        os.makedirs(os.path.join(tmp, "passkey"))
+        results = [{"key": 23472, "answer": " 2222222"}, {"key": 95550, "answer": " 95550."},
+                   {"key": 40000, "answer": " the 3"}, {"key": 12345, "answer": " no"}]
+        with open(os.path.join(tmp, "passkey", "rope+linear-x2.json"), "w") as f:
+            json.dump({"cells": [{"length": 64, "results": results[:2]}, {"length": 128, "results": results[2:]}]}, f)
+        r = claims.Results(tmp, os.path.join(os.path.dirname(TOOLS), "docs", "results", "data", "published_claims.json"))
+        check("claims.py: first digit right per length; a file that is not there is None",
+              r.first_digit("rope+linear-x2") == {64: 1.0, 128: 0.0} and r.first_digit("rope") is None,
+              r.first_digit("rope+linear-x2"))
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "ruler"))
         for name, per_length in (("alibi", {128: 90, 256: 50}), ("rope+rerope", {128: 80, 256: 75})):

@@ -77,6 +77,19 @@ class Results:
         return {name: (L, {n: k / t for n, (k, t) in by_length.items()})
                 for name, (L, by_length) in self.passkey_counts().items()}
 
+    def first_digit(self, name):
+        """{length: fraction of answers whose first digit is the key's} of pass-key file NAME, or
+        None: finding the key (its first digit) apart from copying it on (the rest)."""
+        path = os.path.join(self.data, "passkey", name + ".json")
+        if not os.path.exists(path):
+            return None
+        right = {}
+        for c in load(path)["cells"]:
+            for t in c["results"]:
+                digits = re.search(r"\d", t["answer"])
+                right.setdefault(c["length"], []).append(bool(digits) and digits.group() == str(t["key"])[0])
+        return {n: sum(v) / len(v) for n, v in right.items()}
+
     def ruler(self):
         """[(name, result)] of every ruler file, schemes first, in name order."""
         d = os.path.join(self.data, "ruler")
@@ -174,11 +187,20 @@ def pi(r):
     L = sweep["plain"][min(sweep["plain"])]["trained_length"]
     base = sweep["plain"][L]["ppl"]
     out = ["| pert: rope model | scale s | PPL at L (plain) | PPL at s×L | ratio |", "|---|---:|---:|---:|---:|"]
-    for label in sorted((k for k in sweep if re.fullmatch(r"linear-x\d+", k)), key=lambda k: int(k.split("x")[1])):
+    scaled = sorted((k for k in sweep if re.fullmatch(r"linear-x\d+", k)), key=lambda k: int(k.split("x")[1]))
+    for label in scaled:
         s = int(label.split("x")[1])
         cell = sweep[label].get(s * L)
         out.append(f"| {label} | {s} | {fmt(base)} | {fmt(cell and cell['ppl'])} | "
                    f"{fmt(cell and cell['ppl'] / base)} |")
+    found = {c: (r.passkey(c), r.first_digit("rope" if c == "plain" else f"rope+{c}")) for c in ["plain"] + scaled}
+    found = {c: v for c, v in found.items() if v[0] and v[1]}
+    if found:
+        lengths = [n for n in sorted(found["plain"][0] if "plain" in found else next(iter(found.values()))[0]) if n <= 2 * L]
+        out += ["", "| pert: rope model, pass-key: key right / first digit right | " + " | ".join(str(n) for n in lengths) + " |",
+                "|---|" + "---:|" * len(lengths)]
+        for c, (acc, first) in found.items():
+            out.append(f"| {c} | " + " | ".join(f"{fmt(acc.get(n))} / {fmt(first.get(n))}" for n in lengths) + " |")
     out += ["", "| published: LLaMA-7B, PG19 | scale s | PPL at L | PPL at s×L, no fine-tuning | ratio | after 1000 steps |",
             "|---|---:|---:|---:|---:|---:|"]
     for s, raw, tuned in zip(p["scale"], p["no_fine_tuning"], p["after_1000_steps"]):
