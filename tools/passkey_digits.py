@@ -10,7 +10,7 @@ scores as passkey_acc), teacher-forced:
 - each wrong later digit: is it a key digit 1 or 2 positions off (a copy that lands near the
   right place, a position blur) or none (not a copy)? By chance about a third would be.
 
-    passkey_digits.py MODEL [MODEL ...] [--run-config configs/train/v3/family.json] [--json]
+    passkey_digits.py MODEL [MODEL ...] [--run-config configs/train/family.json] [--json]
 
 MODEL: a model directory, or a train.py checkpoint (.pt) of RUN_CONFIG's run (its position block
 read from there).
@@ -103,7 +103,7 @@ def heads(hf, W, rows, first):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", metavar="MODEL")
-    ap.add_argument("--run-config", default=os.path.join(ROOT, "configs", "train", "v3", "family.json"),
+    ap.add_argument("--run-config", default=os.path.join(ROOT, "configs", "train", "family.json"),
                     help="the run config whose held-out rows are read (default %(default)s)")
     ap.add_argument("--heads", action="store_true",
                     help="also the previous-token and copy heads' weights, per layer and head")
