@@ -38,12 +38,17 @@ TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept",
 MARGIN, FLOOR = 10.0, 50.0  # the effective length's threshold: score at L − MARGIN, rows below FLOOR at L have none
 
 
+def passkey_name(config, scheme):
+    """A pass-key file's name: SCHEME for its plain model, SCHEME+CONFIG under a method."""
+    return scheme if config == "plain" else f"{scheme}+{config}"
+
+
 class Results:
     """The family's result files under DATA, read on first use."""
 
     def __init__(self, data, published):
         self.data, self.published = data, load(published)
-        self._sweeps, self._passkey = {}, None
+        self._sweeps, self._passkey, self._counts = {}, None, None
 
     def sweep(self, name="extend_family_rope.json"):
         """{config label: {length: cell}} of a sweep of the rope model."""
@@ -56,38 +61,44 @@ class Results:
 
     def passkey(self, config, scheme="rope"):
         """{length: accuracy} of SCHEME's model under CONFIG (plain: SCHEME.json), or None."""
-        name = scheme if config == "plain" else f"{scheme}+{config}"
-        return self.passkey_files().get(name, (None, None))[1]
+        return self.passkey_files().get(passkey_name(config, scheme), (None, None))[1]
+
+    def passkey_reports(self):
+        """{NAME: report} of every pass-key file, read once."""
+        if self._passkey is None:
+            d = os.path.join(self.data, "passkey")
+            self._passkey = {f[:-5]: load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".json")} \
+                if os.path.isdir(d) else {}
+        return self._passkey
 
     def passkey_counts(self):
-        """{NAME: (trained length, {length: (correct, trials)})} of every pass-key file, read once."""
-        if self._passkey is None:
-            d, self._passkey = os.path.join(self.data, "passkey"), {}
-            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-                if f.endswith(".json"):
-                    report, by_length = load(os.path.join(d, f)), {}
-                    for c in report["cells"]:
-                        correct, trials = by_length.get(c["length"], (0, 0))
-                        by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
-                    self._passkey[f[:-5]] = (report["trained_length"], by_length)
-        return self._passkey
+        """{NAME: (trained length, {length: (correct, trials)})} of every pass-key file, summed once."""
+        if self._counts is None:
+            self._counts = {}
+            for name, report in self.passkey_reports().items():
+                by_length = {}
+                for c in report["cells"]:
+                    correct, trials = by_length.get(c["length"], (0, 0))
+                    by_length[c["length"]] = (correct + c["correct"], trials + c["trials"])
+                self._counts[name] = (report["trained_length"], by_length)
+        return self._counts
 
     def passkey_files(self):
         """{NAME: (trained length, {length: accuracy})} of every pass-key file."""
         return {name: (L, {n: k / t for n, (k, t) in by_length.items()})
                 for name, (L, by_length) in self.passkey_counts().items()}
 
-    def first_digit(self, name):
-        """{length: fraction of answers whose first digit is the key's} of pass-key file NAME, or
-        None: finding the key (its first digit) apart from copying it on (the rest)."""
-        path = os.path.join(self.data, "passkey", name + ".json")
-        if not os.path.exists(path):
+    def first_digit(self, config, scheme="rope"):
+        """{length: fraction of answers whose first digit is the key's} of SCHEME's model under
+        CONFIG, or None: finding the key (its first digit) apart from copying it on (the rest)."""
+        report = self.passkey_reports().get(passkey_name(config, scheme))
+        if report is None:
             return None
         right = {}
-        for c in load(path)["cells"]:
+        for c in report["cells"]:
             for t in c["results"]:
-                digits = re.search(r"\d", t["answer"])
-                right.setdefault(c["length"], []).append(bool(digits) and digits.group() == str(t["key"])[0])
+                digit = re.search(r"\d", t["answer"])
+                right.setdefault(c["length"], []).append(bool(digit) and digit.group() == str(t["key"])[0])
         return {n: sum(v) / len(v) for n, v in right.items()}
 
     def ruler(self):
@@ -193,10 +204,10 @@ def pi(r):
         cell = sweep[label].get(s * L)
         out.append(f"| {label} | {s} | {fmt(base)} | {fmt(cell and cell['ppl'])} | "
                    f"{fmt(cell and cell['ppl'] / base)} |")
-    found = {c: (r.passkey(c), r.first_digit("rope" if c == "plain" else f"rope+{c}")) for c in ["plain"] + scaled}
+    found = {c: (r.passkey(c), r.first_digit(c)) for c in ["plain"] + scaled}
     found = {c: v for c, v in found.items() if v[0] and v[1]}
     if found:
-        lengths = [n for n in sorted(found["plain"][0] if "plain" in found else next(iter(found.values()))[0]) if n <= 2 * L]
+        lengths = sorted({n for acc, _ in found.values() for n in acc if n <= 2 * L})
         out += ["", "| pert: rope model, pass-key: key right / first digit right | " + " | ".join(str(n) for n in lengths) + " |",
                 "|---|" + "---:|" * len(lengths)]
         for c, (acc, first) in found.items():
