@@ -11,7 +11,8 @@ to the weights the longer run reaches from scratch.
     train_resume_test.py
 
 A tiny model (2 layers of 32) on a slice of each text source (a temporary --data-dir) with the
-family's tokenizer, for rope and kerple (the scheme whose tensors are clamped after each step).
+family's tokenizer, for rope and kerple (the scheme whose tensors are clamped after each step;
+its mix adds the copy rows). Also: each copy row's examples say their numbers twice, the same.
 Exit 77 when ../shared/data/text is missing.
 """
 import json
@@ -95,9 +96,39 @@ def growing(tmp, data, cfg, finished, tail):
               float(lr) == float(f"{want:.6g}") and (want > cfg["train"]["min_lr"]) == bool(tail), f"{lr}")
 
 
+def copy_rows(base):
+    """train_data.CopyRows: rows of context + 1 ids, BOS-led examples "Numbers: K... Again: K...."
+    with 1-4 five-digit numbers, the repeat equal to the list (the last example may be cut)."""
+    import re
+    import numpy as np
+    import sentencepiece as spm
+    import train_data
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, base["tokenizer"]["dir"], "tokenizer.model"))
+    rows = train_data.CopyRows(sp, base)
+    rng, whole, counts, bad = np.random.default_rng(5), 0, set(), []
+    for _ in range(20):
+        ids = rows.row(rng).tolist()
+        if len(ids) != base["train"]["context"] + 1 or ids[0] != train_data.BOS:
+            bad.append(f"row of {len(ids)} ids starting {ids[:1]}")
+            continue
+        starts = [i for i, t in enumerate(ids) if t == train_data.BOS] + [len(ids)]
+        examples = [sp.decode(ids[a + 1:b]) for a, b in zip(starts, starts[1:])]
+        for text in examples[:-1]:  # the last one may be cut by the row's end
+            m = re.fullmatch(r"Numbers: ((?:\d{5} ?)+)\. Again: ((?:\d{5} ?)+)\.", text.strip())
+            if not m or m[1] != m[2]:
+                bad.append(text)
+                continue
+            whole += 1
+            counts.add(len(m[1].split()))
+    check("copy rows: each whole example says its numbers twice, the same", not bad and whole >= 20, str(bad[:3]))
+    check("copy rows: 1 to 4 numbers an example", counts == {1, 2, 3, 4}, str(counts))
+
+
 def scenario(tmp, data, base, position):
     name = position["type"]
     cfg = dict(base, name=name, position=position)
+    if name == "kerple":  # one scenario trains on every synthetic source
+        cfg["mix"] = dict(cfg["mix"], copy=0.1)
     cfg["model"] = dict(cfg["model"], hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         num_key_value_heads=2, intermediate_size=64)
     cfg["train"] = dict(cfg["train"], context=64, batch_size=4, steps=8, warmup=2, eval_every=3, eval_windows=4)
@@ -144,6 +175,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "data")
         slice_data(base, data)
+        copy_rows(base)
         for position in ({"type": "rope"}, {"type": "kerple"}):
             scenario(tmp, data, base, position)
     print(f"{len(failures)} failed" if failures else "all passed")

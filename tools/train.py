@@ -9,7 +9,8 @@ Data (tools/train_data.py; the run config's "data", "mix" and "passkey" blocks):
 (tinystories_val.txt; its last validation_fraction of stories held out, never trained on),
 WikiText-2 valid (split into articles; WikiText-2 test is never trained on), tinyshakespeare
 (one document) and synthetic pass-key rows in `pert passkey`'s prompt format, the key followed by
-its answer. Each text source is one token stream, BOS before each document; each training row
+its answer (also `pert ruler`'s tasks and short copies of numbers, where the mix names "ruler" and
+"copy"; train_data.py's docstring). Each text source is one token stream, BOS before each document; each training row
 draws its source with the mix's weights, then a random window of context + 1 tokens of it. The
 files lie in data.dir (relative to the repository root; default ../shared/data/text) or --data-dir.
 

@@ -19,6 +19,10 @@ root, or --data-dir):
   ruler        synthetic rows of `pert ruler`'s tasks (tools/ruler_tasks.py, short wording; the
                run config's "ruler" block: tasks, lengths, essay source, seed), each prompt
                followed by its answer.
+  copy         synthetic rows of short copies: a list of 1-4 random 5-digit numbers said twice
+               ("Numbers: 48213 90127. Again: 48213 90127."), so that copying a key digit by
+               digit, the step the pass key's answer needs after its first digit, is trained
+               on its own (issue 33: xl's and deberta's copies are blurred).
 Each text source is one token stream, BOS before each document. A training row draws its source
 with the "mix" weights, then a random window of context + 1 tokens of that stream.
 """
@@ -35,7 +39,7 @@ sys.path.insert(0, HERE)
 import passkey_reference  # noqa: E402  (the pass-key prompt format, written once)
 
 TEXT_SOURCES = ("tinystories", "wikitext", "shakespeare")
-SYNTHETIC = ("passkey", "ruler")
+SYNTHETIC = ("passkey", "ruler", "copy")
 BOS = 1
 
 
@@ -211,6 +215,29 @@ class RulerRows:
         return np.array(ids[:self.width], dtype=np.int64)
 
 
+# ----------------------------------------------------------------------------- copy rows
+class CopyRows:
+    """Rows of short copies: each example "Numbers: K1 ... Kn. Again: K1 ... Kn." with n uniform
+    in 1..4 and each K uniform in 10000..99999, examples one after another (BOS before each) up to
+    context + 1 ids. The repeat is what is learnt: each of its digits is the one after the digit
+    just written, at the same place in the first list."""
+    MAX_NUMBERS = 4
+
+    def __init__(self, sp, cfg):
+        self.sp, self.width = sp, cfg["train"]["context"] + 1
+
+    def example(self, rng):
+        n = int(rng.integers(1, self.MAX_NUMBERS + 1))
+        keys = " ".join(str(int(k)) for k in rng.integers(10000, 100000, size=n))
+        return [BOS] + self.sp.encode(f"Numbers: {keys}. Again: {keys}.")
+
+    def row(self, rng):
+        ids = self.example(rng)
+        while len(ids) < self.width:
+            ids = ids + self.example(rng)
+        return np.array(ids[:self.width], dtype=np.int64)
+
+
 # ----------------------------------------------------------------------------- the mix
 class Mix:
     """The training rows: each row's source drawn with the mix weights, then a window of its
@@ -228,20 +255,25 @@ class Mix:
                 sys.exit(f"train.py: {n}: {len(s)} tokens, fewer than a window of {self.width}")
         self.passkey = Passkey(sp, cfg) if "passkey" in self.weights else None
         self.ruler = RulerRows(sp, cfg, data_dir) if "ruler" in self.weights else None
+        self.copy = CopyRows(sp, cfg) if "copy" in self.weights else None
+
+    def row(self, name, rng, pk_rng):
+        """One row of a source: synthetic rows draw from pk_rng, text windows from rng."""
+        if name == "passkey":
+            return self.passkey.row(pk_rng)[0]
+        if name == "ruler":
+            return self.ruler.row(pk_rng)
+        if name == "copy":
+            return self.copy.row(pk_rng)
+        s = int(rng.integers(0, len(self.streams[name]) - self.width + 1))
+        return self.streams[name][s:s + self.width]
 
     def batch(self, rng, pk_rng, rows):
         """[rows, context + 1] int64."""
         which = rng.choice(len(self.names), size=rows, p=self.p)
         out = np.empty((rows, self.width), dtype=np.int64)
         for r, i in enumerate(which):
-            name = self.names[i]
-            if name == "passkey":
-                out[r] = self.passkey.row(pk_rng)[0]
-            elif name == "ruler":
-                out[r] = self.ruler.row(pk_rng)
-            else:
-                s = int(rng.integers(0, len(self.streams[name]) - self.width + 1))
-                out[r] = self.streams[name][s:s + self.width]
+            out[r] = self.row(self.names[i], rng, pk_rng)
         return out
 
     def summary(self, steps, batch):
@@ -281,13 +313,7 @@ def main():
     rng = np.random.default_rng(0)
     for name in mix.names:
         for _ in range(a.rows):
-            if name == "passkey":
-                ids = mix.passkey.row(rng)[0]
-            elif name == "ruler":
-                ids = mix.ruler.row(rng)
-            else:
-                s = int(rng.integers(0, len(mix.streams[name]) - mix.width + 1))
-                ids = mix.streams[name][s:s + mix.width]
+            ids = mix.row(name, rng, rng)
             print(f"--- {name}: {sp.decode(ids.tolist())!r}")
 
 
