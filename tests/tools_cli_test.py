@@ -190,7 +190,7 @@ def main():
     digits = os.path.join(TOOLS, "passkey_digits.py")
     with tempfile.TemporaryDirectory() as tmp:
         none = os.path.join(os.path.dirname(HERE), "models", "none")
-        r = run([digits, none, "--json", "--heads"], tmp)
+        r = run([digits, none, "--json", "--heads", "--copy-rows"], tmp)
         d = json.loads(r.stdout) if r.returncode == 0 else {}
         check("passkey_digits.py on models/none: every answer token right, no wrong digit",
               d.get("accuracy") == 1.0 and d.get("token_accuracy") == [1.0] * 6
@@ -203,6 +203,9 @@ def main():
               and all(len(c) == 2 and min(c) >= 0 and sum(c) <= 1.0005 for c in cells)
               and h["previous_token"][h["sharpest_previous"][0]][h["sharpest_previous"][1]][0]
               == max(c[0] for layer in h["previous_token"] for c in layer), str(h)[:300])
+        c = d.get("copy_rows", {})
+        check("passkey_digits.py --copy-rows: whole numbers' digits only (a multiple of 5, at least 2 repeats a row)",
+              c.get("digits", 1) % 5 == 0 and c.get("digits", 0) >= 64 * 2 * 5 and 0 <= c.get("accuracy", -1) <= 1, str(c))
         r = run([digits, os.path.join(tmp, "nothing")], tmp)
         check("passkey_digits.py: a missing model is a one-line error naming it",
               r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "nothing" in r.stderr, r.stderr[-300:])

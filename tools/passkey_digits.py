@@ -10,7 +10,12 @@ scores as passkey_acc), teacher-forced:
 - each wrong later digit: is it a key digit 1 or 2 positions off (a copy that lands near the
   right place, a position blur) or none (not a copy)? By chance about a third would be.
 
-    passkey_digits.py MODEL [MODEL ...] [--run-config configs/train/family.json] [--json]
+    passkey_digits.py MODEL [MODEL ...] [--run-config configs/train/family.json] [--heads]
+                      [--copy-rows] [--json]
+
+--copy-rows adds the copy without the search: on 64 held-out copy rows (train_data.py's "Numbers:
+48213 90127. Again: 48213 90127."), the share of the repeat's digits predicted right, each
+given the true prefix (by chance about 1/10; a model never trained on the format need not copy).
 
 MODEL: a model directory, or a train.py checkpoint (.pt) of RUN_CONFIG's run (its position block
 read from there).
@@ -100,6 +105,30 @@ def heads(hf, W, rows, first):
             "strongest_copy": best(copy)}
 
 
+def copy_rows(hf, W, sp, cfg):
+    """Teacher-forced accuracy on the digits of held-out copy rows' repeats (the tokens after each
+    example's last ':' that decode to a digit), and how many there were."""
+    rows = train_data.CopyRows(sp, cfg)
+    rng = np.random.default_rng([cfg["train"]["seed"], 3])
+    ids = np.stack([rows.row(rng) for _ in range(64)])
+    with torch.no_grad():
+        guess = reference.forward(hf, W, torch.from_numpy(ids[:, :-1])).argmax(-1).numpy()
+    colon = sp.encode("Again:")[-1]
+    digit = {t for t in range(sp.get_piece_size()) if sp.decode([t]) in tuple("0123456789")}
+    hits = total = 0
+    for j, row in enumerate(ids.tolist()):
+        starts = [i for i, t in enumerate(row) if t == train_data.BOS] + [len(row)]
+        for a, b in zip(starts, starts[1:]):
+            colons = [i for i in range(a, b) if row[i] == colon]
+            if len(colons) < 2:  # the repeat was cut off by the row's end
+                continue
+            for i in range(colons[-1] + 1, b):
+                if row[i] in digit:
+                    total += 1
+                    hits += int(guess[j, i - 1] == row[i])
+    return {"accuracy": round(hits / total, 3), "digits": total}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", metavar="MODEL")
@@ -107,6 +136,8 @@ def main():
                     help="the run config whose held-out rows are read (default %(default)s)")
     ap.add_argument("--heads", action="store_true",
                     help="also the previous-token and copy heads' weights, per layer and head")
+    ap.add_argument("--copy-rows", action="store_true",
+                    help="also the digits of held-out copy rows' repeats predicted right")
     ap.add_argument("--json", action="store_true", help="one JSON object per model")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -121,6 +152,8 @@ def main():
         d = dict(model=model, **diagnose(hf, W, rows, first))
         if a.heads:
             d["heads"] = heads(hf, W, rows, first)
+        if a.copy_rows:
+            d["copy_rows"] = copy_rows(hf, W, sp, cfg)
         if a.json:
             print(json.dumps(d))
         else:
@@ -136,6 +169,9 @@ def main():
                 print(f"  sharpest previous-token head: layer {pl} head {ph}, weight {p1:.2f} 1 back, "
                       f"{p2:.2f} 2 back; strongest copy head: layer {cl} head {ch}, weight {c0:.2f} "
                       f"on the key digit, {c1:.2f} on its neighbours")
+            if a.copy_rows:
+                c = d["copy_rows"]
+                print(f"  copy rows: {c['accuracy']:.2f} of {c['digits']} repeated digits right")
 
 
 if __name__ == "__main__":
