@@ -111,8 +111,7 @@ def copy_rows(base):
         if len(ids) != base["train"]["context"] + 1 or ids[0] != train_data.BOS:
             bad.append(f"row of {len(ids)} ids starting {ids[:1]}")
             continue
-        starts = [i for i, t in enumerate(ids) if t == train_data.BOS] + [len(ids)]
-        examples = [sp.decode(ids[a + 1:b]) for a, b in zip(starts, starts[1:])]
+        examples = [sp.decode(ids[a + 1:b]) for a, b in train_data.examples(ids)]
         for text in examples[:-1]:  # the last one may be cut by the row's end
             m = re.fullmatch(r"Numbers: ((?:\d{5} ?)+)\. Again: ((?:\d{5} ?)+)\.", text.strip())
             if not m or m[1] != m[2]:

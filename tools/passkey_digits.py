@@ -117,8 +117,7 @@ def copy_rows(hf, W, sp, cfg):
     digit = {t for t in range(sp.get_piece_size()) if sp.decode([t]) in tuple("0123456789")}
     hits = total = 0
     for j, row in enumerate(ids.tolist()):
-        starts = [i for i, t in enumerate(row) if t == train_data.BOS] + [len(row)]
-        for a, b in zip(starts, starts[1:]):
+        for a, b in train_data.examples(row):
             colons = [i for i in range(a, b) if row[i] == colon]
             if len(colons) < 2:  # the repeat was cut off by the row's end
                 continue

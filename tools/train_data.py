@@ -120,6 +120,21 @@ def mix_weights(cfg):
     return {k: w / total for k, w in mix.items() if w > 0}
 
 
+# ----------------------------------------------------------------------------- synthetic rows
+def filled(ids, more, width):
+    """A row of `width` ids: ids, then more() appended until it is long enough, the last cut."""
+    while len(ids) < width:
+        ids = ids + more()
+    return np.array(ids[:width], dtype=np.int64)
+
+
+def examples(ids):
+    """(start, end) of each BOS-led example of a synthetic row, BOS included; the last one may
+    have been cut by the row's end."""
+    starts = [i for i, t in enumerate(ids) if t == BOS] + [len(ids)]
+    return list(zip(starts, starts[1:]))
+
+
 # ----------------------------------------------------------------------------- pass-key rows
 class Passkey:
     """Rows of pass-key examples, each BOS + `pert passkey`'s prompt of N tokens + the answer's
@@ -160,10 +175,7 @@ class Passkey:
     def row(self, rng):
         """A row of context + 1 ids and its first example's answer (start, length)."""
         ids, start, length = self.example(rng)
-        first = (start, length)
-        while len(ids) < self.width:
-            ids = ids + self.example(rng)[0]
-        return np.array(ids[:self.width], dtype=np.int64), first
+        return filled(ids, lambda: self.example(rng)[0], self.width), (start, length)
 
 
 # ----------------------------------------------------------------------------- retrieval rows
@@ -209,10 +221,7 @@ class RulerRows:
                 continue
 
     def row(self, rng):
-        ids = self.example(rng)
-        while len(ids) < self.width:
-            ids = ids + self.example(rng)
-        return np.array(ids[:self.width], dtype=np.int64)
+        return filled(self.example(rng), lambda: self.example(rng), self.width)
 
 
 # ----------------------------------------------------------------------------- copy rows
@@ -232,10 +241,7 @@ class CopyRows:
         return [BOS] + self.sp.encode(f"Numbers: {keys}. Again: {keys}.")
 
     def row(self, rng):
-        ids = self.example(rng)
-        while len(ids) < self.width:
-            ids = ids + self.example(rng)
-        return np.array(ids[:self.width], dtype=np.int64)
+        return filled(self.example(rng), lambda: self.example(rng), self.width)
 
 
 # ----------------------------------------------------------------------------- the mix
