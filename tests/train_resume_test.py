@@ -12,7 +12,8 @@ to the weights the longer run reaches from scratch.
 
 A tiny model (2 layers of 32) on a slice of each text source (a temporary --data-dir) with the
 family's tokenizer, for rope and kerple (the scheme whose tensors are clamped after each step;
-its mix adds the copy rows). Also: each copy row's examples say their numbers twice, the same.
+its mix adds the copy rows). Also: each copy row's examples say their numbers twice, the same; and each model in models/ is
+its run file's run (configs/train/NAME.json's run hash is its card's).
 Exit 77 when ../shared/data/text is missing.
 """
 import json
@@ -166,6 +167,25 @@ def scenario(tmp, data, base, position):
             growing(tmp, data, cfg, a, tail)
 
 
+def family_run_files():
+    """Each model of the family is what its run file trains: the run hash of
+    configs/train/NAME.json (settings, data and tokenizer) is the one in models/NAME/card.json, so
+    tools/train_family.sh makes (or resumes into) the committed weights and no other."""
+    tok_dir = os.path.join(ROOT, "models", "tokenizer")
+    names = sorted(n for n in os.listdir(os.path.join(ROOT, "models"))
+                   if os.path.exists(os.path.join(ROOT, "models", n, "card.json")))
+    differ = []
+    for name in names:
+        with open(os.path.join(ROOT, "models", name, "card.json")) as f:
+            card = json.load(f)
+        cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", f"{name}.json"))
+        _, run_hash = train.run_identity(cfg, cfg["train"]["steps"], None, tok_dir)
+        if run_hash != card["config_hash"]:
+            differ.append(f"{name}: run file {run_hash}, card {card['config_hash']}")
+    check(f"the family's {len(names)} models are their run files' runs (run hash = card's)",
+          len(names) == 11 and not differ, str(differ or names))
+
+
 def main():
     base = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
     if not os.path.exists(train.data_path(base, "tinystories")):
@@ -175,6 +195,7 @@ def main():
         data = os.path.join(tmp, "data")
         slice_data(base, data)
         copy_rows(base)
+        family_run_files()
         for position in ({"type": "rope"}, {"type": "kerple"}):
             scenario(tmp, data, base, position)
     print(f"{len(failures)} failed" if failures else "all passed")
