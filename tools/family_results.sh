@@ -12,14 +12,16 @@
 #   6. docs/results/claims.md's tables (tools/claims.py): the published claims beside 3, 4 and 5.
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
-# and tables follow each. NAMES=... (a subset of the eleven, space-separated) limits 1, 2 and 4.
+# and tables follow each. NAMES=... (a subset of the eleven, space-separated) limits what is
+# measured in 0, 1, 2, 4 and 5; every plot and table still shows all eleven.
 #   bash tools/family_results.sh [-t THREADS]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 threads=()
 [ "${1:-}" = -t ] && threads=(-t "$2")
 PY=/usr/bin/python3 PERT=build/pert OUT=models/extrapolation
-read -r -a NAMES <<< "${NAMES:-none learned sinusoidal rope alibi xpos t5 xl deberta kerple fire}"
+ALL=(none learned sinusoidal rope alibi xpos t5 xl deberta kerple fire)
+read -r -a NAMES <<< "${NAMES:-${ALL[*]}}"
 models=()
 for n in "${NAMES[@]}"; do models+=(-m "models/$n"); done
 $PY tools/heldout.py build/data/tinystories_heldout.txt
@@ -100,7 +102,7 @@ for run in "${runs[@]}"; do
     "${threads[@]}" > /dev/null
 done
 family=()
-for n in "${NAMES[@]}"; do [ "$n" = learned ] || family+=("$OUT/passkey/$n.json"); done
+for n in "${ALL[@]}"; do [ "$n" = learned ] || family+=("$OUT/passkey/$n.json"); done
 $PY tools/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
 $PY tools/paper_shapes.py ratios $OUT/family_wikitext.json
 $PY tools/paper_shapes.py passkey $OUT/passkey/*.json
