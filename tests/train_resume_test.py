@@ -12,8 +12,9 @@ to the weights the longer run reaches from scratch.
 
 A tiny model (2 layers of 32) on a slice of each text source (a temporary --data-dir) with the
 family's tokenizer, for rope and kerple (the scheme whose tensors are clamped after each step;
-its mix adds the copy rows). Also: each copy row's examples say their numbers twice, the same; and each model in models/ is
-its run file's run (configs/train/NAME.json's run hash is its card's).
+its mix adds the copy rows, its model attention biases). Also: each copy row's examples say
+their numbers twice, the same; and each model in models/ is its run file's run
+(configs/train/NAME.json's run hash is its card's).
 Exit 77 when ../shared/data/text is missing.
 """
 import json
@@ -127,9 +128,10 @@ def copy_rows(base):
 def scenario(tmp, data, base, position):
     name = position["type"]
     cfg = dict(base, name=name, position=position)
-    if name == "kerple":  # one scenario trains on every synthetic source
+    biases = name == "kerple"  # one scenario trains on every synthetic source, with attention biases
+    if biases:
         cfg["mix"] = dict(cfg["mix"], copy=0.1)
-    cfg["model"] = dict(cfg["model"], hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    cfg["model"] = dict(cfg["model"], attention_bias=biases, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         num_key_value_heads=2, intermediate_size=64)
     cfg["train"] = dict(cfg["train"], context=64, batch_size=4, steps=8, warmup=2, eval_every=3, eval_windows=4)
     cfg["passkey"] = dict(cfg["passkey"], lengths=[58, 65], eval_windows=4)
@@ -147,6 +149,15 @@ def scenario(tmp, data, base, position):
     if ra.returncode or rb[2].returncode:
         return
     check(f"{name}: resumed model.safetensors equals the uninterrupted one byte for byte", same_model(a, b))
+    if biases:
+        import safetensors_io
+        tensors = safetensors_io.load(os.path.join(a, "model.safetensors"))
+        trained = [f"model.layers.{i}.self_attn.{m}_proj.bias" for i in range(2) for m in "qkvo"]
+        with open(os.path.join(a, "config.json")) as f:
+            said = json.load(f).get("attention_bias")
+        check(f"{name}: attention_bias trains q/k/v/o biases from 0 and config.json says so",
+              said is True and all(t in tensors and abs(tensors[t]).max() > 0 for t in trained),
+              f"config {said}, {[t for t in trained if t not in tensors]} missing")
     check(f"{name}: final checkpoints' weights, AdamW state and generators equal", same_state(a + ".pt", b + ".pt"))
     check(f"{name}: train_log.csv equal but for the seconds", log_rows(a) == log_rows(b),
           f"{log_rows(a)} vs {log_rows(b)}")

@@ -37,6 +37,9 @@ passkey.eval_windows held-out pass-key rows: passkey_loss, and passkey_acc, the 
 whose first answer greedy decoding reproduces exactly (the argmax at every answer position given
 the true prefix; `pert passkey`'s judge, digits starting with the key, is no stricter).
 
+Model ("model" block): a Llama of the given sizes; "attention_bias": true adds Llama's q/k/v/o
+biases (started at 0, not decayed), which pert reads as LlamaForCausalLM's.
+
 Tokenizer: a SentencePiece BPE (byte fallback) trained on the training stories, kept in
 models/tokenizer/ and shared by every run (trained on first use only). AdamW, linear warm-up then
 cosine decay to min_lr at train.decay_steps (default: the last step; a run may go on past it, at
@@ -190,7 +193,8 @@ def grows(earlier, later, at_step):
 
 
 def init_weights(hf, vocab, position, seed):
-    """GPT-2 style: N(0, 0.02), residual projections scaled by 1/sqrt(2·layers), norms at 1."""
+    """GPT-2 style: N(0, 0.02), residual projections scaled by 1/sqrt(2·layers), norms at 1, attention
+    biases (model.attention_bias) at 0."""
     g = torch.Generator().manual_seed(seed)
     d, L, H = hf["hidden_size"], hf["num_hidden_layers"], hf["num_attention_heads"]
     KV, ff = hf["num_key_value_heads"], hf["intermediate_size"]
@@ -208,6 +212,9 @@ def init_weights(hf, vocab, position, seed):
                   p + "self_attn.o_proj.weight": normal(d, H * hd, std=0.02 / math.sqrt(2 * L)),
                   p + "mlp.gate_proj.weight": normal(ff, d), p + "mlp.up_proj.weight": normal(ff, d),
                   p + "mlp.down_proj.weight": normal(d, ff, std=0.02 / math.sqrt(2 * L))})
+        if hf.get("attention_bias"):  # Llama's option (DeBERTa's projections have biases): zeros, as HF starts them
+            W.update({p + f"self_attn.{m}_proj.bias": torch.zeros(n) for m, n in
+                      (("q", H * hd), ("k", KV * hd), ("v", KV * hd), ("o", d))})
     if not hf["tie_word_embeddings"]:
         W["lm_head.weight"] = normal(vocab, d)
     for name, shape in reference.position_tensor_shapes(position, d, H, hf["max_position_embeddings"],
