@@ -77,6 +77,9 @@ CASES = {
     "xl_gqa": ({"type": "xl"}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 2}, False),
     "deberta": ({"type": "deberta", "max_relative_positions": 8}, {}, False),
     "deberta_default_span": ({"type": "deberta"}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3}, False),
+    # Llama's attention biases under deberta: the biased q and k are what its position terms read.
+    "deberta_attention_bias": ({"type": "deberta", "max_relative_positions": 8},
+                               {"qkv_bias": True, "o_bias": True, "extra_config": {"attention_bias": True}}, False),
     "fire_narrow": ({"type": "fire", "width": 8, "eps": 0.01}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3}, False),
     "hf_yarn_partial": (None, {"extra_config": {"rope_theta": 5000.0, "partial_rotary_factor": 0.5,
                                                 "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}, False),

@@ -233,16 +233,18 @@ def main():
             return {"model": f"models/{model}", "label": label, "position_label": model, "length": length,
                     "trained_length": 128, "ppl": ppl}
         path = os.path.join(tmp, "s.json")
-        with open(path, "w") as f:  # b's 256 cell skipped (no ppl), as pert sweep records one
+        with open(path, "w") as f:  # skipped cells (no ppl), as pert sweep records them: b's at 256, all of c's
             json.dump({"cells": [cell("a", "plain", 128, 20.0), cell("a", "plain", 256, 30.0),
-                                 cell("b", "plain", 128, 10.0), cell("b", "plain", 256, None)]}, f)
+                                 cell("b", "plain", 128, 10.0), cell("b", "plain", 256, None),
+                                 cell("c", "plain", 128, None), cell("c", "plain", 256, None)]}, f)
         ppl = run([shapes, "ppl", path], tmp).stdout.splitlines()
         ratio = run([shapes, "ratios", path], tmp).stdout.splitlines()
         check("paper_shapes.py ppl: a row per model in the file's order, L marked, a skipped cell '—'",
-              ppl[:4] == ["| model | config | positions | 128 (L) | 256 |", "|---|---|---|---:|---:|",
-                          "| a | plain | a | 20.00 | 30.00 |", "| b | plain | b | 10.00 | — |"], ppl)
-        check("paper_shapes.py ratios: each row over its PPL at L", ratio[2:4] == [
-            "| a | plain | a | 1.00 | 1.50 |", "| b | plain | b | 1.00 | — |"], ratio)
+              ppl[:5] == ["| model | config | positions | 128 (L) | 256 |", "|---|---|---|---:|---:|",
+                          "| a | plain | a | 20.00 | 30.00 |", "| b | plain | b | 10.00 | — |",
+                          "| c | plain | c | — | — |"], ppl)
+        check("paper_shapes.py ratios: each row over its PPL at L, a row with none at L left out", ratio[2:5] == [
+            "| a | plain | a | 1.00 | 1.50 |", "| b | plain | b | 1.00 | — |", ""], ratio)
 
     plot = os.path.join(TOOLS, "plot.py")
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")

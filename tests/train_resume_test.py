@@ -155,7 +155,7 @@ def scenario(tmp, data, base, position):
         trained = [f"model.layers.{i}.self_attn.{m}_proj.bias" for i in range(2) for m in "qkvo"]
         with open(os.path.join(a, "config.json")) as f:
             said = json.load(f).get("attention_bias")
-        check(f"{name}: attention_bias trains q/k/v/o biases from 0 and config.json says so",
+        check(f"{name}: attention_bias trains q/k/v/o biases and config.json says so",
               said is True and all(t in tensors and abs(tensors[t]).max() > 0 for t in trained),
               f"config {said}, {[t for t in trained if t not in tensors]} missing")
     check(f"{name}: final checkpoints' weights, AdamW state and generators equal", same_state(a + ".pt", b + ".pt"))

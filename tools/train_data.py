@@ -22,7 +22,7 @@ root, or --data-dir):
   copy         synthetic rows of short copies: a list of 1-4 random 5-digit numbers said twice
                ("Numbers: 48213 90127. Again: 48213 90127."), so that copying a key digit by
                digit, the step the pass key's answer needs after its first digit, is trained
-               on its own (issue 33: xl's and deberta's copies are blurred).
+               on its own (issue 33: they took the blur out of xl's copies; not deberta's).
 Each text source is one token stream, BOS before each document. A training row draws its source
 with the "mix" weights, then a random window of context + 1 tokens of that stream.
 """
