@@ -2,12 +2,10 @@
 """The family's results as the papers report them: Markdown tables from `pert sweep` and `pert
 passkey` files.
 
-    paper_shapes.py ppl SWEEP.json             # PPL per row and length, as pert sweep prints it
     paper_shapes.py ratios SWEEP.json          # PPL ÷ PPL(L) per row, beside the ALiBi paper's Table 2
     paper_shapes.py passkey PASSKEY.json ...   # accuracy by prompt length (mean over depths), a row per file
 
-ppl: each row of the sweep (model × config) with its perplexity at every length, "—" where a
-cell was skipped. ratios: each row of the sweep (model × config) as its perplexity at every length divided by its
+ratios: each row of the sweep (model × config) as its perplexity at every length divided by its
 perplexity at the trained length L, then the ALiBi paper's Table 2 (Press et al. 2022,
 WikiText-103, 247M parameters, L = 512; docs/design.md) as the same ratios at its lengths
 (L, 2L, 5L, 11L, 30L) for the four schemes it shares with the family. A row with no cell at L is
@@ -38,32 +36,17 @@ def load(path):
         sys.exit(f"{os.path.basename(sys.argv[0])}: {path}: {e}")
 
 
-def sweep_rows(path):
-    """A sweep file's rows in its order: {(model, label, positions): {length: ppl}}, each row's
-    trained length, and every length of the file."""
-    rows, trained = {}, {}
-    for c in load(path).get("cells", []):
-        key = (c["model"], c["label"], c.get("position_label", ""))
-        row = rows.setdefault(key, {})
-        trained[key] = c["trained_length"]
-        if c.get("ppl") is not None:
-            row[c["length"]] = c["ppl"]
-    return rows, trained, sorted({c for r in rows.values() for c in r})
-
-
-def ppl(path):
-    rows, trained, lengths = sweep_rows(path)
-    L = min(trained.values(), default=0)
-    out = ["| model | config | positions | " + " | ".join(f"{n} (L)" if n == L else str(n) for n in lengths) + " |",
-           "|---|---|---|" + "---:|" * len(lengths)]
-    for (model, label, position), cells in rows.items():
-        out.append(f"| {model.rstrip('/').split('/')[-1]} | {label} | {position} | " +
-                   " | ".join(f"{cells[n]:.2f}" if n in cells else "—" for n in lengths) + " |")
-    return "\n".join(out)
-
-
 def ratios(path):
-    rows, trained, lengths = sweep_rows(path)
+    sweep = load(path)
+    rows = {}  # (model, label) -> {length: ppl}
+    trained = {}
+    for c in sweep.get("cells", []):
+        if c.get("ppl") is None:
+            continue
+        key = (c["model"], c["label"], c.get("position_label", ""))
+        rows.setdefault(key, {})[c["length"]] = c["ppl"]
+        trained[key] = c["trained_length"]
+    lengths = sorted({n for r in rows.values() for n in r})
     L = min(trained.values(), default=1)  # the family's L (a row trained longer still divides by its own)
     out = ["| model | config | positions | " + " | ".join(f"{n} ({n / L:g}×)" for n in lengths) + " |",
            "|---|---|---|" + "---:|" * len(lengths)]
@@ -100,15 +83,13 @@ def passkey(paths):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{ppl,ratios,passkey}")
-    sub.add_parser("ppl", help="PPL per sweep row and length").add_argument(
-        "sweep", metavar="SWEEP.json", help="a `pert sweep --out` file")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{ratios,passkey}")
     r = sub.add_parser("ratios", help="PPL ÷ PPL(L) per sweep row, beside the ALiBi paper's Table 2")
     r.add_argument("sweep", metavar="SWEEP.json", help="a `pert sweep --out` file")
     p = sub.add_parser("passkey", help="pass-key accuracy by length, a row per file")
     p.add_argument("files", metavar="PASSKEY.json", nargs="+", help="`pert passkey --json-out` files")
     a = ap.parse_args()
-    print({"ppl": lambda: ppl(a.sweep), "ratios": lambda: ratios(a.sweep), "passkey": lambda: passkey(a.files)}[a.cmd]())
+    print(ratios(a.sweep) if a.cmd == "ratios" else passkey(a.files))
 
 
 if __name__ == "__main__":
