@@ -4,8 +4,8 @@ stdout and writes no file (each runs in an empty scratch directory); and `refere
 on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
 with a one-line error naming the file, not a traceback; tools/passkey_digits.py on models/none
 (every answer token right) and on a missing model (a one-line error); family_acceptance.py's
-bars on a made-up report; paper_shapes.py's ratios of a made-up sweep; and tools/plot.py on the committed family sweep and on two small
-profiles writes its files and prints their paths.
+bars on a made-up report; paper_shapes.py's ratios of a made-up sweep; and tools/plot.py on the
+committed family sweep and on two small profiles writes its files and prints their paths.
 
     tools_cli_test.py
 """

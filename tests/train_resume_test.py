@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TRAIN = os.path.join(ROOT, "tools", "train.py")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+import safetensors_io  # noqa: E402
 import train  # noqa: E402
 
 SKIP = 77
@@ -131,8 +132,8 @@ def scenario(tmp, data, base, position):
     biases = name == "kerple"  # one scenario trains on every synthetic source, with attention biases
     if biases:
         cfg["mix"] = dict(cfg["mix"], copy=0.1)
-    cfg["model"] = dict(cfg["model"], attention_bias=biases, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        num_key_value_heads=2, intermediate_size=64)
+    cfg["model"] = dict(cfg["model"], attention_bias=biases, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=2, intermediate_size=64)
     cfg["train"] = dict(cfg["train"], context=64, batch_size=4, steps=8, warmup=2, eval_every=3, eval_windows=4)
     cfg["passkey"] = dict(cfg["passkey"], lengths=[58, 65], eval_windows=4)
     if "ruler" in cfg:  # the family's RULER rows, with tasks whose fixed text fits 65 tokens
@@ -150,7 +151,6 @@ def scenario(tmp, data, base, position):
         return
     check(f"{name}: resumed model.safetensors equals the uninterrupted one byte for byte", same_model(a, b))
     if biases:
-        import safetensors_io
         tensors = safetensors_io.load(os.path.join(a, "model.safetensors"))
         trained = [f"model.layers.{i}.self_attn.{m}_proj.bias" for i in range(2) for m in "qkvo"]
         with open(os.path.join(a, "config.json")) as f:
