@@ -24,9 +24,9 @@ BUILD = os.environ.get("PERT_BUILD_DIR", os.path.join(ROOT, "build"))
 BINARY = os.environ.get("PERT_BINARY", os.path.join(BUILD, "pert"))
 STORIES = os.path.join(BUILD, "models", "stories260K")
 TEXT = os.path.join(BUILD, "data", "tinystories_heldout.txt")
-FAMILY = [d for d in ("none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire")
-          if os.path.isfile(os.path.join(ROOT, "models", d, "config.json"))]
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+from family_names import FAMILY as NAMES  # noqa: E402  (tools/ on the path first)
+FAMILY = [d for d in NAMES if os.path.isfile(os.path.join(ROOT, "models", d, "config.json"))]
 
 
 def cli(*args):

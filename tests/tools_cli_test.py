@@ -5,7 +5,8 @@ on an ids file with an id outside the vocabulary (and one that is not an integer
 with a one-line error naming the file, not a traceback; tools/passkey_digits.py on models/none
 (every answer token right) and on a missing model (a one-line error); family_acceptance.py's
 bars on a made-up report; paper_shapes.py's ratios of a made-up sweep; and tools/plot.py on the
-committed family sweep and on two small profiles writes its files and prints their paths.
+committed family sweep and on two small profiles writes its files and prints their paths; and
+family_names.py's list is the set of the family's run files.
 
     tools_cli_test.py
 """
@@ -38,6 +39,15 @@ def main():
         check(f"{name} --help: exit 0, usage on stdout, no file written",
               r.returncode == 0 and out.startswith("usage:") and len(out.splitlines()) > 2 and not left,
               f"exit {r.returncode}, stdout {out[:200]!r}, stderr {r.stderr.strip()[-300:]!r}, files {left}")
+
+    # tools/family_names.py: the one list of the family is the set of its run files.
+    sys.path.insert(0, TOOLS)
+    from family_names import FAMILY
+    runs = {os.path.basename(f)[:-5] for f in glob.glob(os.path.join(os.path.dirname(TOOLS), "configs", "train", "*.json"))}
+    check("family_names.py: FAMILY names each configs/train/NAME.json (but family.json) once",
+          sorted(FAMILY) == sorted(runs - {"family"}), f"{FAMILY} against {sorted(runs)}")
+    r = run([os.path.join(TOOLS, "family_names.py")], TOOLS)
+    check("family_names.py prints FAMILY, space-separated", r.stdout.split() == FAMILY, r.stdout + r.stderr)
 
     reference = os.path.join(TOOLS, "reference.py")
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,10 +12,10 @@ import subprocess
 import sys
 import tempfile
 
+from family_names import FAMILY
 from outputs import replaced  # whole or not at all, as pert's own outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NAMES = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire"]
 
 
 def main():
@@ -29,7 +29,7 @@ def main():
     sys.path.insert(0, os.path.join(build, "python"))
     import pert
     rows, samples = [], []
-    for name in NAMES:
+    for name in FAMILY:
         model = os.path.join(ROOT, "models", name)
         if not os.path.exists(os.path.join(model, "card.json")):
             continue

@@ -20,7 +20,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 threads=()
 [ "${1:-}" = -t ] && threads=(-t "$2")
 PY=/usr/bin/python3 PERT=build/pert OUT=models/extrapolation
-ALL=(none learned sinusoidal rope alibi xpos t5 xl deberta kerple fire)
+read -r -a ALL <<< "$($PY tools/family_names.py)"
 read -r -a NAMES <<< "${NAMES:-${ALL[*]}}"
 models=()
 for n in "${NAMES[@]}"; do models+=(-m "models/$n"); done
