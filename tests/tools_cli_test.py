@@ -20,7 +20,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(os.path.dirname(HERE), "tools")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, TOOLS)  # the tools the checks below import
 from checklist import check, failures  # noqa: E402
+from family_names import FAMILY  # noqa: E402
 
 
 def run(args, cwd):
@@ -41,9 +43,8 @@ def main():
               f"exit {r.returncode}, stdout {out[:200]!r}, stderr {r.stderr.strip()[-300:]!r}, files {left}")
 
     # tools/family_names.py: the one list of the family is the set of its run files.
-    sys.path.insert(0, TOOLS)
-    from family_names import FAMILY
-    runs = {os.path.basename(f)[:-5] for f in glob.glob(os.path.join(os.path.dirname(TOOLS), "configs", "train", "*.json"))}
+    run_files = glob.glob(os.path.join(os.path.dirname(TOOLS), "configs", "train", "*.json"))
+    runs = {os.path.basename(f)[:-5] for f in run_files}
     check("family_names.py: FAMILY names each configs/train/NAME.json (but family.json) once",
           sorted(FAMILY) == sorted(runs - {"family"}), f"{FAMILY} against {sorted(runs)}")
     r = run([os.path.join(TOOLS, "family_names.py")], TOOLS)
@@ -101,7 +102,6 @@ def main():
               r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "tools/NAME.py" in r.stderr, r.stderr)
 
     # tools/claims.py: ReRoPE's loss measure and RULER's effective length, on made-up results.
-    sys.path.insert(0, TOOLS)
     import claims
     cell = {"length": 256, "nll_by_position": [{"first": 0, "nll": 9.0, "tokens": 128},
                                                {"first": 128, "nll": 2.0, "tokens": 96}, {"first": 224, "nll": 3.0, "tokens": 32}]}
