@@ -49,6 +49,7 @@ Scoring (RULER's string_match_all): the greedy answer, up to the reference answe
 scores the share of references found in it, case-insensitive; a cell's score is the mean × 100.
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -134,9 +135,11 @@ def draw_distinct(rng, kind, n):
     return out
 
 
+@functools.lru_cache(maxsize=4)
 def essay_sentences(path):
     """A text's sentences: heading lines (" = Title = ") left out, runs of ASCII white space
-    between words, a sentence ending with a word that ends in '.', '!' or '?'."""
+    between words, a sentence ending with a word that ends in '.', '!' or '?'. Read once per
+    path (a tuple, so no caller can change another's): training draws thousands of prompts."""
     words = []
     for line in open(path, encoding="utf-8", newline="\n"):
         s = line.strip(ASCII_SPACE)
@@ -151,7 +154,7 @@ def essay_sentences(path):
             current = []
     if current:
         sentences.append(" ".join(current))
-    return sentences
+    return tuple(sentences)
 
 
 # ----------------------------------------------------------------------------- templates
