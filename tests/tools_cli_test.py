@@ -5,8 +5,9 @@ on an ids file with an id outside the vocabulary (and one that is not an integer
 with a one-line error naming the file, not a traceback; tools/passkey_digits.py on models/none
 (every answer token right) and on a missing model (a one-line error); family_acceptance.py's
 bars on a made-up report; paper_shapes.py's ratios of a made-up sweep; and tools/plot.py on the
-committed family sweep and on two small profiles writes its files and prints their paths; and
-family_names.py's list is the set of the family's run files.
+committed family sweep and on two small profiles writes its files and prints their paths;
+family_names.py's list is the set of the family's run files; and models/README.md holds its
+template's text as family_report.py fills it from the models' train logs.
 
     tools_cli_test.py
 """
@@ -49,6 +50,18 @@ def main():
           sorted(FAMILY) == sorted(runs - {"family"}), f"{FAMILY} against {sorted(runs)}")
     r = run([os.path.join(TOOLS, "family_names.py")], TOOLS)
     check("family_names.py prints FAMILY, space-separated", r.stdout.split() == FAMILY, r.stdout + r.stderr)
+
+    # models/README.md is its template filled by family_report.py with what the models hold now:
+    # the words the template gives, and the losses it states from each train_log.csv.
+    import family_report
+    models = os.path.join(os.path.dirname(TOOLS), "models")
+    template = open(os.path.join(models, "README.template.md")).read()
+    worst, listed = family_report.overfit(FAMILY)
+    template = template.replace("{{OVERFIT}}", worst).replace("{{OVERFIT_LIST}}", listed)
+    readme = open(os.path.join(models, "README.md")).read()
+    stale = [line for line in template.splitlines() if "{{" not in line and line not in readme]
+    check("models/README.md: its template's text, the losses as the train logs give them now "
+          "(tools/family_report.py build rewrites it)", not stale, f"not in it: {stale[:3]}")
 
     reference = os.path.join(TOOLS, "reference.py")
     with tempfile.TemporaryDirectory() as tmp:

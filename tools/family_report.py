@@ -6,6 +6,7 @@ and the validation perplexity pert measures (tests/family_test.py), plus a sampl
                                     # Python module, build/python/pert)
 """
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -18,6 +19,19 @@ from outputs import replaced  # whole or not at all, as pert's own outputs
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def overfit(names, listed=3):
+    """How far each model's held-out loss ends above its lowest evaluation (its train_log.csv): the
+    largest, and the largest few by name with a bound on the others."""
+    gaps = {}
+    for name in names:
+        with open(os.path.join(ROOT, "models", name, "train_log.csv")) as f:
+            val = [float(r["val_loss"]) for r in csv.DictReader(f) if r["val_loss"]]
+        gaps[name] = val[-1] - min(val)
+    worst = sorted(gaps, key=gaps.get, reverse=True)
+    named = ", ".join(f"{n} {gaps[n]:.3f}" for n in worst[:listed])
+    return f"{gaps[worst[0]]:.3f}", f"{named}, the others {gaps[worst[listed]]:.3f} or less"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build", metavar="BUILD_DIR", help="CMake build directory holding pert and tests/pert_logits")
@@ -28,12 +42,13 @@ def main():
             sys.exit(f"family_report.py: {need}: missing (build it: cmake --build {build})")
     sys.path.insert(0, os.path.join(build, "python"))
     import pert
-    rows, samples = [], []
+    rows, samples, names = [], [], []
     for name in FAMILY:
         model = os.path.join(ROOT, "models", name)
         if not os.path.exists(os.path.join(model, "card.json")):
             continue
         card = json.load(open(os.path.join(model, "card.json")))
+        names.append(name)
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "ppl.json")
             subprocess.run([sys.executable, os.path.join(ROOT, "tests", "family_test.py"), name,
@@ -47,7 +62,10 @@ def main():
                     f"{card['wall_seconds'] / 60:.1f} min | `{card['command']}` |")
         samples.append(f"**{name}**: Once upon a time{story}".replace("\n", " "))
     text = open(os.path.join(ROOT, "models", "README.template.md")).read()
-    text = text.replace("{{TABLE}}", "\n".join(rows)).replace("{{SAMPLES}}", "\n\n".join(samples))
+    worst, listed = overfit(names)
+    for key, value in (("{{TABLE}}", "\n".join(rows)), ("{{SAMPLES}}", "\n\n".join(samples)),
+                       ("{{OVERFIT}}", worst), ("{{OVERFIT_LIST}}", listed)):
+        text = text.replace(key, value)
     with replaced(os.path.join(ROOT, "models", "README.md")) as f:
         f.write(text)
     print("\n".join(rows))
