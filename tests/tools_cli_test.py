@@ -4,7 +4,7 @@ stdout and writes no file (each runs in an empty scratch directory); and `refere
 on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
 with a one-line error naming the file, not a traceback; tools/passkey_digits.py on models/none
 (every answer token right) and on a missing model (a one-line error); family_acceptance.py's
-bars on a made-up report; paper_shapes.py's ratios of a made-up sweep; and tools/plot.py on the
+bars and two draws' table on made-up reports; paper_shapes.py's ratios of a made-up sweep; and tools/plot.py on the
 committed family sweep and on two small profiles writes its files and prints their paths;
 family_names.py's list is the set of the family's run files; and models/README.md holds its
 template's text as family_report.py fills it from the models' train logs.
@@ -249,6 +249,16 @@ def main():
         r = run([os.path.join(TOOLS, "family_acceptance.py"), "--check", path], tmp)
         check("family_acceptance.py --check: exit 1, a line per missed bar", r.returncode == 1
               and len(r.stdout.splitlines()) == 2, f"exit {r.returncode}, {r.stdout!r}")
+        # The same schemes in another draw: a only, b missing there (left out of the rows).
+        other = os.path.join(tmp, "o.json")
+        with open(other, "w") as f:
+            json.dump({"draw": "second", "models": {"a": dict(report["models"]["b"], ruler={"niah_single_1": 50.0})}}, f)
+        r = run([os.path.join(TOOLS, "family_acceptance.py"), "--table", path, "--what", "draws", "--beside", other], tmp)
+        rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
+        check("family_acceptance.py --what draws: a row per scheme in both, each cell 'this · other', means and gap",
+              r.returncode == 0 and len(rows) == 4
+              and rows[1] == "| a | 1.00 / 0.95 · 1.00 / 0.94 | +3.0% · +3.0% | -16.7% · +0.0% | — / — · 50 / — | met · missed |"
+              and rows[3] == "| mean gap between draws (points) | | 0.0 | 16.7 | | |", r.stdout + r.stderr)
 
     shapes = os.path.join(TOOLS, "paper_shapes.py")
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,11 @@ ends within it), which say what a model of this size learns from its share of th
 
     family_acceptance.py MODEL_DIR [...] --out FILE.json [--baseline-dir models] [-t THREADS]
     family_acceptance.py --table FILE.json [--what bars|ruler]
+    family_acceptance.py --table FILE.json --what draws --beside OTHER.json [...]
     family_acceptance.py --check FILE.json        exit 1 naming each model below a bar
+
+--what draws sets the same schemes trained with other draws (seeds, devices) beside FILE's: a
+report's "draw" key names it in the table.
 
 A measuring run adds its models to FILE.json (the others kept), so models are measured as their
 training ends. The texts are made first if missing (tools/heldout.py, tools/wikitext_prefix.py).
@@ -103,7 +107,7 @@ def failures(report):
 
 
 def score(m, task):
-    s = m["ruler"].get(task)
+    s = m.get("ruler", {}).get(task)
     return "—" if s is None else f"{s:.0f}"
 
 
@@ -136,6 +140,41 @@ def table(report, what="bars"):
     return "\n".join(lines)
 
 
+def draws(report, others):
+    """The same schemes trained twice (other draws: seeds, devices): a row per scheme with each
+    report's pass-key, perplexity rise over its baseline, RULER needles and bars as "A · B", then
+    the mean rise of each draw and the mean gap between them."""
+    labels = [r.get("draw", "this") for r in [report] + others]
+    a, b = PASSKEY_LENGTHS
+    lines = [f"Draws, as \"{' · '.join(labels)}\":", "",
+             f"| model | pass-key at {a} / {b} | TinyStories PPL at L vs baseline | WikiText-2 PPL at L vs baseline | "
+             f"niah_single_1 / 2 at L | bars |", "|---|---|---:|---:|---|---|"]
+    missed = [dict((n, True) for n, _ in failures(r)) for r in [report] + others]
+    rises = {text: [[] for _ in labels] for text in TEXTS}
+    for name, m in sorted(report["models"].items()):
+        ms = [m] + [r["models"].get(name) for r in others]
+        if any(x is None for x in ms):
+            continue
+
+        def each(cell):
+            return " · ".join(cell(x, i) for i, x in enumerate(ms))
+
+        cells = [each(lambda x, i: f"{x['passkey'][str(a)]:.2f} / {x['passkey'][str(b)]:.2f}")]
+        for text in TEXTS:
+            for i, x in enumerate(ms):
+                rises[text][i].append(100 * (x["ppl"][text] / x["baseline"]["ppl"][text] - 1))
+            cells.append(each(lambda x, i: f"{rises[text][i][-1]:+.1f}%"))
+        cells.append(each(lambda x, i: f"{score(x, 'niah_single_1')} / {score(x, 'niah_single_2')}"))
+        cells.append(each(lambda x, i: "missed" if name in missed[i] else "met"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    mean = [" · ".join(f"{sum(r) / len(r):+.1f}%" for r in rises[text]) for text in TEXTS]
+    gap = [f"{sum(abs(x - y) for x, y in zip(rises[text][0], r)) / len(r):.1f}" for text in TEXTS
+           for r in rises[text][1:]]
+    lines.append(f"| mean | | {mean[0]} | {mean[1]} | | |")
+    lines.append(f"| mean gap between draws (points) | | {gap[0]} | {gap[1]} | | |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", metavar="MODEL_DIR")
@@ -143,10 +182,18 @@ def main():
     ap.add_argument("--baseline-dir", default="models", help="where each scheme's baseline model is (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=1)
     add_table_flag(ap)
-    ap.add_argument("--what", choices=("bars", "ruler"), default="bars", help="which table --table prints")
+    ap.add_argument("--what", choices=("bars", "ruler", "draws"), default="bars", help="which table --table prints")
+    ap.add_argument("--beside", metavar="FILE.json", action="append", default=[],
+                    help="--what draws: reports of the same schemes' other draws (each report's \"draw\" names it)")
     ap.add_argument("--check", metavar="FILE.json", help="exit 1 naming each model below a bar")
     a = ap.parse_args()
     if a.table:
+        if a.what == "draws":
+            others = []
+            for path in a.beside:
+                with open(path) as f:
+                    others.append(json.load(f))
+            return print_table(a.table, lambda r: draws(r, others))
         return print_table(a.table, lambda r: table(r, a.what))
     if a.check:
         with open(a.check) as f:
