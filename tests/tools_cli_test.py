@@ -56,8 +56,8 @@ def main():
     import family_report
     models = os.path.join(os.path.dirname(TOOLS), "models")
     template = open(os.path.join(models, "README.template.md")).read()
-    worst, listed = family_report.overfit(FAMILY)
-    template = template.replace("{{OVERFIT}}", worst).replace("{{OVERFIT_LIST}}", listed)
+    for key, value in family_report.overfit(FAMILY).items():
+        template = template.replace(key, value)
     readme = open(os.path.join(models, "README.md")).read()
     stale = [line for line in template.splitlines() if "{{" not in line and line not in readme]
     check("models/README.md: its template's text, the losses as the train logs give them now "

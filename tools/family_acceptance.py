@@ -106,6 +106,11 @@ def failures(report):
     return out
 
 
+def rise(m, text):
+    """A model's perplexity on text over its baseline's, in percent."""
+    return 100 * (m["ppl"][text] / m["baseline"]["ppl"][text] - 1)
+
+
 def score(m, task):
     s = m.get("ruler", {}).get(task)
     return "—" if s is None else f"{s:.0f}"
@@ -134,7 +139,7 @@ def table(report, what="bars"):
                  f"{p[str(a)]:.2f} / {p[str(b)]:.2f} ({bp[str(a)]:.2f} / {bp[str(b)]:.2f})"]
         for text in TEXTS:
             v, base = m["ppl"][text], m["baseline"]["ppl"][text]
-            cells.append(f"{v:.2f} ({base:.2f}, {100 * (v / base - 1):+.1f}%)")
+            cells.append(f"{v:.2f} ({base:.2f}, {rise(m, text):+.1f}%)")
         cells.append("met" if name not in missed else "missed: " + "; ".join(missed[name]))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -149,7 +154,7 @@ def draws(report, others):
     lines = [f"Draws, as \"{' · '.join(labels)}\":", "",
              f"| model | pass-key at {a} / {b} | TinyStories PPL at L vs baseline | WikiText-2 PPL at L vs baseline | "
              f"niah_single_1 / 2 at L | bars |", "|---|---|---:|---:|---|---|"]
-    missed = [dict((n, True) for n, _ in failures(r)) for r in [report] + others]
+    missed = [{n for n, _ in failures(r)} for r in [report] + others]
     rises = {text: [[] for _ in labels] for text in TEXTS}
     for name, m in sorted(report["models"].items()):
         ms = [m] + [r["models"].get(name) for r in others]
@@ -162,7 +167,7 @@ def draws(report, others):
         cells = [each(lambda x, i: f"{x['passkey'][str(a)]:.2f} / {x['passkey'][str(b)]:.2f}")]
         for text in TEXTS:
             for i, x in enumerate(ms):
-                rises[text][i].append(100 * (x["ppl"][text] / x["baseline"]["ppl"][text] - 1))
+                rises[text][i].append(rise(x, text))
             cells.append(each(lambda x, i: f"{rises[text][i][-1]:+.1f}%"))
         cells.append(each(lambda x, i: f"{score(x, 'niah_single_1')} / {score(x, 'niah_single_2')}"))
         cells.append(each(lambda x, i: "missed" if name in missed[i] else "met"))
@@ -189,6 +194,8 @@ def main():
     a = ap.parse_args()
     if a.table:
         if a.what == "draws":
+            if not a.beside:
+                ap.error("--what draws needs --beside OTHER.json (the other draws' reports)")
             others = []
             for path in a.beside:
                 with open(path) as f:

@@ -20,8 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def overfit(names, listed=3):
-    """How far each model's held-out loss ends above its lowest evaluation (its train_log.csv): the
-    largest, and the largest few by name with a bound on the others."""
+    """How far each model's held-out loss ends above its lowest evaluation (its train_log.csv), as
+    the template's {{OVERFIT}} (the largest) and {{OVERFIT_LIST}} (the largest few by name, with a
+    bound on the others)."""
     gaps = {}
     for name in names:
         with open(os.path.join(ROOT, "models", name, "train_log.csv")) as f:
@@ -29,7 +30,8 @@ def overfit(names, listed=3):
         gaps[name] = val[-1] - min(val)
     worst = sorted(gaps, key=gaps.get, reverse=True)
     named = ", ".join(f"{n} {gaps[n]:.3f}" for n in worst[:listed])
-    return f"{gaps[worst[0]]:.3f}", f"{named}, the others {gaps[worst[listed]]:.3f} or less"
+    return {"{{OVERFIT}}": f"{gaps[worst[0]]:.3f}",
+            "{{OVERFIT_LIST}}": f"{named}, the others {gaps[worst[listed]]:.3f} or less"}
 
 
 def main():
@@ -62,9 +64,8 @@ def main():
                     f"{card['wall_seconds'] / 60:.1f} min | `{card['command']}` |")
         samples.append(f"**{name}**: Once upon a time{story}".replace("\n", " "))
     text = open(os.path.join(ROOT, "models", "README.template.md")).read()
-    worst, listed = overfit(names)
-    for key, value in (("{{TABLE}}", "\n".join(rows)), ("{{SAMPLES}}", "\n\n".join(samples)),
-                       ("{{OVERFIT}}", worst), ("{{OVERFIT_LIST}}", listed)):
+    fields = {"{{TABLE}}": "\n".join(rows), "{{SAMPLES}}": "\n\n".join(samples), **overfit(names)}
+    for key, value in fields.items():
         text = text.replace(key, value)
     with replaced(os.path.join(ROOT, "models", "README.md")) as f:
         f.write(text)
