@@ -88,19 +88,21 @@ TEST_CASE("kv_cache: every type reads back its definition's rounding", "[kv_cach
 }
 
 TEST_CASE("kv_cache: F16 widening is exact over every F16 value", "[kv_cache]") {
-  std::vector<float> all;  // every finite and infinite F16 value, NaNs aside
-  for (uint32_t h = 0; h < 65536; ++h)
-    if ((h & 0x7c00) != 0x7c00 || (h & 0x3ff) == 0) all.push_back(f16_to_f32(uint16_t(h)));
-  const int width = 64;
-  all.resize((all.size() + width - 1) / width * width, 0.0f);
-  const size_t rows = all.size() / width;
-  KvCache cache(CacheType::F16, rows, width);
-  cache.store(0, all.data(), rows);
-  std::vector<float> back(all.size());
-  cache.load(back.data(), 0, rows);
-  size_t wrong = 0;
-  for (size_t i = 0; i < all.size(); ++i) wrong += bits(back[i]) != bits(all[i]);
-  CHECK(wrong == 0);
+  on_each_path("cache", cache_kernels, cache_kernel, select_cache_kernel, [&] {
+    std::vector<float> all;  // every finite and infinite F16 value, NaNs aside
+    for (uint32_t h = 0; h < 65536; ++h)
+      if ((h & 0x7c00) != 0x7c00 || (h & 0x3ff) == 0) all.push_back(f16_to_f32(uint16_t(h)));
+    const int width = 64;
+    all.resize((all.size() + width - 1) / width * width, 0.0f);
+    const size_t rows = all.size() / width;
+    KvCache cache(CacheType::F16, rows, width);
+    cache.store(0, all.data(), rows);
+    std::vector<float> back(all.size());
+    cache.load(back.data(), 0, rows);
+    size_t wrong = 0;
+    for (size_t i = 0; i < all.size(); ++i) wrong += bits(back[i]) != bits(all[i]);
+    CHECK(wrong == 0);
+  });
 }
 
 TEST_CASE("kv_cache: type names", "[kv_cache]") {
@@ -114,28 +116,30 @@ TEST_CASE("kv_cache: type names", "[kv_cache]") {
 // Decoding's products widen in registers (AVX2 where the CPU has it, 4 rows and 64 outputs at a
 // time, remainders plain): each equals the loop over the rows read back.
 TEST_CASE("kv_cache: dot and weighted_sum equal loops over the rows read back", "[kv_cache]") {
-  for (CacheType type : {CacheType::F32, CacheType::BF16, CacheType::F16, CacheType::Q8})
-    for (int width : {8, 12, 40, 64, 72, 136})
-      for (int n : {1, 3, 4, 7, 33}) {
-        INFO(cache_type_name(type) << ", width " << width << ", rows " << n);
-        const std::vector<float> x = random_floats(size_t(n + 2) * width, 3, 2.0f), q = random_floats(size_t(width), 4);
-        const std::vector<float> p = random_floats(size_t(n), 5);
-        KvCache cache(type, size_t(n + 2), width);
-        cache.store(0, x.data(), size_t(n + 2));
-        std::vector<float> rows(x.size());
-        cache.load(rows.data(), 0, size_t(n + 2));
-        std::vector<float> scores(static_cast<size_t>(n)), out(static_cast<size_t>(width), -1.0f);
-        cache.rows(2).dot(q.data(), n, 0.5f, scores.data());
-        cache.rows(2).weighted_sum(p.data(), n, out.data());
-        for (int j = 0; j < n; ++j) {
-          double want = 0.0;
-          for (int i = 0; i < width; ++i) want += double(q[size_t(i)]) * rows[size_t((j + 2) * width + i)];
-          CHECK(scores[size_t(j)] == Approx(0.5 * want).margin(1e-5));
+  on_each_path("cache", cache_kernels, cache_kernel, select_cache_kernel, [&] {
+    for (CacheType type : {CacheType::F32, CacheType::BF16, CacheType::F16, CacheType::Q8})
+      for (int width : {8, 12, 40, 64, 72, 136})
+        for (int n : {1, 3, 4, 7, 33}) {
+          INFO(cache_type_name(type) << ", width " << width << ", rows " << n);
+          const std::vector<float> x = random_floats(size_t(n + 2) * width, 3, 2.0f), q = random_floats(size_t(width), 4);
+          const std::vector<float> p = random_floats(size_t(n), 5);
+          KvCache cache(type, size_t(n + 2), width);
+          cache.store(0, x.data(), size_t(n + 2));
+          std::vector<float> rows(x.size());
+          cache.load(rows.data(), 0, size_t(n + 2));
+          std::vector<float> scores(static_cast<size_t>(n)), out(static_cast<size_t>(width), -1.0f);
+          cache.rows(2).dot(q.data(), n, 0.5f, scores.data());
+          cache.rows(2).weighted_sum(p.data(), n, out.data());
+          for (int j = 0; j < n; ++j) {
+            double want = 0.0;
+            for (int i = 0; i < width; ++i) want += double(q[size_t(i)]) * rows[size_t((j + 2) * width + i)];
+            CHECK(scores[size_t(j)] == Approx(0.5 * want).margin(1e-5));
+          }
+          for (int i = 0; i < width; ++i) {
+            double want = 0.0;
+            for (int j = 0; j < n; ++j) want += double(p[size_t(j)]) * rows[size_t((j + 2) * width + i)];
+            CHECK(out[size_t(i)] == Approx(want).margin(1e-5));
+          }
         }
-        for (int i = 0; i < width; ++i) {
-          double want = 0.0;
-          for (int j = 0; j < n; ++j) want += double(p[size_t(j)]) * rows[size_t((j + 2) * width + i)];
-          CHECK(out[size_t(i)] == Approx(want).margin(1e-5));
-        }
-      }
+  });
 }

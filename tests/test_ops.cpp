@@ -20,145 +20,247 @@ using namespace pert;
 
 // y[T][N] = x[T][K]·W[N][K]ᵀ (+ y when accumulating), on the GEMV (T = 1) and GEMM (T > 1) paths.
 TEST_CASE("ops: matmul matches a triple loop", "[ops]") {
-  // K = 37 and N = 23 leave remainders in every kernel's steps (and a 7-column last slice of the
-  // GEMM's per-thread slices of 16); 4096 rows run threaded; 131 × 200 leaves a 6-row group
-  // and a 64-column panel short (AVX-512 GEMM).
-  for (const auto& [T, K, N] : {std::tuple{1, 37, 23}, std::tuple{2, 37, 23}, std::tuple{9, 37, 23},
-                                std::tuple{1, 64, 4096}, std::tuple{9, 64, 4096}, std::tuple{1, 7, 3},
-                                std::tuple{131, 75, 200}}) {
-    for (bool accumulate : {false, true}) {
-      INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
-      const std::vector<float> x = random_floats(size_t(T * K), 1), w = random_floats(size_t(N * K), 2);
-      const std::vector<float> y0 = random_floats(size_t(T * N), 3);
-      std::vector<float> y = y0;
-      matmul(y.data(), x.data(), w.data(), T, K, N, accumulate);
-      for (int t = 0; t < T; ++t)
-        for (int n = 0; n < N; ++n) {
-          double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
-          for (int k = 0; k < K; ++k) want += double(x[size_t(t * K + k)]) * w[size_t(n * K + k)];
-          CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
-        }
+  on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
+    // K = 37 and N = 23 leave remainders in every kernel's steps (and a 7-column last slice of the
+    // GEMM's per-thread slices of 16); 4096 rows run threaded; 131 × 200 leaves a 6-row group
+    // and a 64-column panel short (AVX-512 GEMM).
+    for (const auto& [T, K, N] : {std::tuple{1, 37, 23}, std::tuple{2, 37, 23}, std::tuple{9, 37, 23},
+                                  std::tuple{1, 64, 4096}, std::tuple{9, 64, 4096}, std::tuple{1, 7, 3},
+                                  std::tuple{131, 75, 200}}) {
+      for (bool accumulate : {false, true}) {
+        INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
+        const std::vector<float> x = random_floats(size_t(T * K), 1), w = random_floats(size_t(N * K), 2);
+        const std::vector<float> y0 = random_floats(size_t(T * N), 3);
+        std::vector<float> y = y0;
+        matmul(y.data(), x.data(), w.data(), T, K, N, accumulate);
+        for (int t = 0; t < T; ++t)
+          for (int n = 0; n < N; ++n) {
+            double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
+            for (int k = 0; k < K; ++k) want += double(x[size_t(t * K + k)]) * w[size_t(n * K + k)];
+            CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
+          }
+      }
     }
-  }
+  });
 }
 
 // One thread's GEMMs as attention calls them: rows of x, y and W apart by more than their length,
 // a scale (gemm_nt), accumulation; N and K leave short blocks, panels and row groups.
 TEST_CASE("ops: gemm_nt and gemm_nn match a triple loop", "[ops]") {
-  for (const auto& [T, K, N] : {std::tuple{1, 5, 3}, std::tuple{7, 37, 23}, std::tuple{13, 64, 70},
-                                std::tuple{6, 16, 64}, std::tuple{20, 75, 130}}) {
-    const int ldx = K + 3, ldy = N + 5, ldw = N + 2;
-    const std::vector<float> x = random_floats(size_t(T * ldx), 21), w = random_floats(size_t(K * ldw + N * K), 22);
-    const std::vector<float> y0 = random_floats(size_t(T * ldy), 23);
-    for (bool accumulate : {false, true}) {
-      INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
-      std::vector<float> nt = y0, nn = y0;
-      gemm_nt(nt.data(), ldy, x.data(), ldx, T, K, w.data(), N, 0.5f, accumulate);  // W [N][K]
-      gemm_nn(nn.data(), ldy, x.data(), ldx, T, K, w.data(), ldw, N, accumulate);    // W [K][N], rows ldw apart
-      for (int t = 0; t < T; ++t) {
-        for (int n = 0; n < N; ++n) {
-          double want_nt = 0.0, want_nn = 0.0;
-          for (int k = 0; k < K; ++k) {
-            want_nt += double(x[size_t(t * ldx + k)]) * w[size_t(n * K + k)];
-            want_nn += double(x[size_t(t * ldx + k)]) * w[size_t(k * ldw + n)];
+  on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
+    for (const auto& [T, K, N] : {std::tuple{1, 5, 3}, std::tuple{7, 37, 23}, std::tuple{13, 64, 70},
+                                  std::tuple{6, 16, 64}, std::tuple{20, 75, 130}}) {
+      const int ldx = K + 3, ldy = N + 5, ldw = N + 2;
+      const std::vector<float> x = random_floats(size_t(T * ldx), 21), w = random_floats(size_t(K * ldw + N * K), 22);
+      const std::vector<float> y0 = random_floats(size_t(T * ldy), 23);
+      for (bool accumulate : {false, true}) {
+        INFO("T " << T << ", K " << K << ", N " << N << ", accumulate " << accumulate);
+        std::vector<float> nt = y0, nn = y0;
+        gemm_nt(nt.data(), ldy, x.data(), ldx, T, K, w.data(), N, 0.5f, accumulate);  // W [N][K]
+        gemm_nn(nn.data(), ldy, x.data(), ldx, T, K, w.data(), ldw, N, accumulate);    // W [K][N], rows ldw apart
+        for (int t = 0; t < T; ++t) {
+          for (int n = 0; n < N; ++n) {
+            double want_nt = 0.0, want_nn = 0.0;
+            for (int k = 0; k < K; ++k) {
+              want_nt += double(x[size_t(t * ldx + k)]) * w[size_t(n * K + k)];
+              want_nn += double(x[size_t(t * ldx + k)]) * w[size_t(k * ldw + n)];
+            }
+            const double base = accumulate ? y0[size_t(t * ldy + n)] : 0.0;
+            CHECK(nt[size_t(t * ldy + n)] == Approx(base + 0.5 * want_nt).margin(1e-5));
+            CHECK(nn[size_t(t * ldy + n)] == Approx(base + want_nn).margin(1e-5));
           }
-          const double base = accumulate ? y0[size_t(t * ldy + n)] : 0.0;
-          CHECK(nt[size_t(t * ldy + n)] == Approx(base + 0.5 * want_nt).margin(1e-5));
-          CHECK(nn[size_t(t * ldy + n)] == Approx(base + want_nn).margin(1e-5));
+          for (int n = N; n < ldy; ++n) CHECK(nt[size_t(t * ldy + n)] == y0[size_t(t * ldy + n)]);  // past N: untouched
         }
-        for (int n = N; n < ldy; ++n) CHECK(nt[size_t(t * ldy + n)] == y0[size_t(t * ldy + n)]);  // past N: untouched
       }
     }
-  }
+  });
 }
 
 // Attention's row products: every row count around the four-row step and widths around the
 // vector length (8 or 16 lanes), the accumulator's old value kept.
 TEST_CASE("ops: dot_rows and add_weighted_rows match a loop", "[ops]") {
-  for (int K : {1, 7, 8, 24, 48, 64, 100})
-    for (int n : {1, 3, 4, 5, 9, 64}) {
-      INFO("K " << K << ", n " << n);
-      const std::vector<float> rows = random_floats(size_t(n * K), 31), x = random_floats(size_t(K), 32),
-                               p = random_floats(size_t(n), 33), acc0 = random_floats(size_t(K), 34);
-      std::vector<float> y(size_t(n) + 1, -7.0f), acc = acc0;
-      dot_rows(y.data(), rows.data(), x.data(), n, K);
-      add_weighted_rows(acc.data(), p.data(), rows.data(), n, K);
-      for (int j = 0; j < n; ++j) {
-        double want = 0.0;
-        for (int k = 0; k < K; ++k) want += double(rows[size_t(j * K + k)]) * x[size_t(k)];
-        CHECK(y[size_t(j)] == Approx(want).margin(1e-5));
+  on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
+    for (int K : {1, 7, 8, 24, 48, 64, 100})
+      for (int n : {1, 3, 4, 5, 9, 64}) {
+        INFO("K " << K << ", n " << n);
+        const std::vector<float> rows = random_floats(size_t(n * K), 31), x = random_floats(size_t(K), 32),
+                                 p = random_floats(size_t(n), 33), acc0 = random_floats(size_t(K), 34);
+        std::vector<float> y(size_t(n) + 1, -7.0f), acc = acc0;
+        dot_rows(y.data(), rows.data(), x.data(), n, K);
+        add_weighted_rows(acc.data(), p.data(), rows.data(), n, K);
+        for (int j = 0; j < n; ++j) {
+          double want = 0.0;
+          for (int k = 0; k < K; ++k) want += double(rows[size_t(j * K + k)]) * x[size_t(k)];
+          CHECK(y[size_t(j)] == Approx(want).margin(1e-5));
+        }
+        CHECK(y[size_t(n)] == -7.0f);  // past n: untouched
+        for (int k = 0; k < K; ++k) {
+          double want = acc0[size_t(k)];
+          for (int j = 0; j < n; ++j) want += double(p[size_t(j)]) * rows[size_t(j * K + k)];
+          CHECK(acc[size_t(k)] == Approx(want).margin(1e-5));
+        }
       }
-      CHECK(y[size_t(n)] == -7.0f);  // past n: untouched
-      for (int k = 0; k < K; ++k) {
-        double want = acc0[size_t(k)];
-        for (int j = 0; j < n; ++j) want += double(p[size_t(j)]) * rows[size_t(j * K + k)];
-        CHECK(acc[size_t(k)] == Approx(want).margin(1e-5));
-      }
-    }
+  });
 }
 
 // Products of one x (q, k, v) in one call: the columns of all three cut into per-thread slices,
 // a slice crossing from one product into the next; one product accumulates.
 TEST_CASE("ops: matmul_shared with F32 weights matches a triple loop per product", "[ops]") {
-  const int K = 37;
-  const int Ns[3] = {41, 100, 16};
-  const bool accumulate[3] = {false, true, false};
-  for (int T : {1, 2, 33}) {
-    INFO("T " << T);
-    const std::vector<float> x = random_floats(size_t(T * K), 11);
-    std::vector<std::vector<float>> w, y0, y;
-    std::vector<Weight> weights(3);
-    for (int i = 0; i < 3; ++i) {
-      w.push_back(random_floats(size_t(Ns[i] * K), uint32_t(12 + i)));
-      y0.push_back(random_floats(size_t(T * Ns[i]), uint32_t(15 + i)));
-      weights[size_t(i)].f32 = w.back().data();
+  on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
+    const int K = 37;
+    const int Ns[3] = {41, 100, 16};
+    const bool accumulate[3] = {false, true, false};
+    for (int T : {1, 2, 33}) {
+      INFO("T " << T);
+      const std::vector<float> x = random_floats(size_t(T * K), 11);
+      std::vector<std::vector<float>> w, y0, y;
+      std::vector<Weight> weights(3);
+      for (int i = 0; i < 3; ++i) {
+        w.push_back(random_floats(size_t(Ns[i] * K), uint32_t(12 + i)));
+        y0.push_back(random_floats(size_t(T * Ns[i]), uint32_t(15 + i)));
+        weights[size_t(i)].f32 = w.back().data();
+      }
+      y = y0;
+      matmul_shared(x.data(), T, K, {{y[0].data(), &weights[0], Ns[0], accumulate[0]},
+                                     {y[1].data(), &weights[1], Ns[1], accumulate[1]},
+                                     {y[2].data(), &weights[2], Ns[2], accumulate[2]}});
+      for (int i = 0; i < 3; ++i)
+        for (int t = 0; t < T; ++t)
+          for (int n = 0; n < Ns[i]; ++n) {
+            double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
+            for (int k = 0; k < K; ++k) want += double(x[size_t(t * K + k)]) * w[size_t(i)][size_t(n * K + k)];
+            CHECK(y[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-5));
+          }
     }
-    y = y0;
-    matmul_shared(x.data(), T, K, {{y[0].data(), &weights[0], Ns[0], accumulate[0]},
-                                   {y[1].data(), &weights[1], Ns[1], accumulate[1]},
-                                   {y[2].data(), &weights[2], Ns[2], accumulate[2]}});
-    for (int i = 0; i < 3; ++i)
-      for (int t = 0; t < T; ++t)
-        for (int n = 0; n < Ns[i]; ++n) {
-          double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
-          for (int k = 0; k < K; ++k) want += double(x[size_t(t * K + k)]) * w[size_t(i)][size_t(n * K + k)];
-          CHECK(y[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-5));
-        }
-  }
+  });
 }
 
 // BF16 weights (packed): x is rounded to BF16 too, products of BF16 pairs summed in F32. Odd K
 // and N = 41 exercise the padding; T = 17 the 6-row kernel's remainders.
 TEST_CASE("ops: matmul with BF16 weights matches a triple loop over the rounded values", "[ops]") {
-  const int K = 75, N = 41;
-  CHECK(f32_to_bf16(1.0f) == 0x3f80);
-  CHECK(f32_to_bf16(1.00390625f) == 0x3f80);  // halfway: to even
-  CHECK(f32_to_bf16(1.01171875f) == 0x3f82);  // halfway: to even (up)
-  CHECK(bf16_to_f32_value(0x3f80) == 1.0f);
-  for (int T : {1, 3, 17}) {
-    for (bool accumulate : {false, true}) {
-      INFO("T " << T << ", accumulate " << accumulate);
-      const std::vector<float> x = random_floats(size_t(T * K), 4), wf = random_floats(size_t(N * K), 5);
-      std::vector<uint16_t> w(wf.size());
-      for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
-      const std::vector<float> y0 = random_floats(size_t(T * N), 6);
-      std::vector<float> y = y0;
-      std::vector<uint16_t> packed(bf16_packed_size(N, K));
-      pack_bf16(packed.data(), w.data(), N, K);
-      for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k) REQUIRE(bf16_packed_at(packed.data(), K, n, k) == w[size_t(n * K + k)]);
-      matmul(y.data(), x.data(), Weight{nullptr, packed.data()}, T, K, N, accumulate);
-      for (int t = 0; t < T; ++t)
-        for (int n = 0; n < N; ++n) {
-          double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
-          for (int k = 0; k < K; ++k) {
-            const float xk = x[size_t(t * K + k)];
-            want += double(bf16_to_f32_value(f32_to_bf16(xk))) * bf16_to_f32_value(w[size_t(n * K + k)]);
+  on_each_path("bf16", bf16_kernels, bf16_kernel, select_bf16_kernel, [&] {
+    const int K = 75, N = 41;
+    CHECK(f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(f32_to_bf16(1.00390625f) == 0x3f80);  // halfway: to even
+    CHECK(f32_to_bf16(1.01171875f) == 0x3f82);  // halfway: to even (up)
+    CHECK(bf16_to_f32_value(0x3f80) == 1.0f);
+    for (int T : {1, 3, 17}) {
+      for (bool accumulate : {false, true}) {
+        INFO("T " << T << ", accumulate " << accumulate);
+        const std::vector<float> x = random_floats(size_t(T * K), 4), wf = random_floats(size_t(N * K), 5);
+        std::vector<uint16_t> w(wf.size());
+        for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+        const std::vector<float> y0 = random_floats(size_t(T * N), 6);
+        std::vector<float> y = y0;
+        std::vector<uint16_t> packed(bf16_packed_size(N, K));
+        pack_bf16(packed.data(), w.data(), N, K);
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < K; ++k) REQUIRE(bf16_packed_at(packed.data(), K, n, k) == w[size_t(n * K + k)]);
+        matmul(y.data(), x.data(), Weight{nullptr, packed.data()}, T, K, N, accumulate);
+        for (int t = 0; t < T; ++t)
+          for (int n = 0; n < N; ++n) {
+            double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
+            for (int k = 0; k < K; ++k) {
+              const float xk = x[size_t(t * K + k)];
+              want += double(bf16_to_f32_value(f32_to_bf16(xk))) * bf16_to_f32_value(w[size_t(n * K + k)]);
+            }
+            CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
           }
-          CHECK(y[size_t(t * N + n)] == Approx(want).margin(1e-5));
-        }
+      }
     }
+  });
+}
+
+// BF16 products of one x in one call (prefill widens each thread's slice of all three): a product
+// of 300 rows crosses the 256-row chunks of the widening, one accumulates.
+TEST_CASE("ops: matmul_shared with BF16 weights matches a triple loop per product", "[ops]") {
+  on_each_path("bf16", bf16_kernels, bf16_kernel, select_bf16_kernel, [&] {
+    const int K = 75;
+    const int Ns[3] = {41, 300, 16};
+    const bool accumulate[3] = {false, true, false};
+    for (int T : {1, 2, 33}) {
+      INFO("T " << T);
+      const std::vector<float> x = random_floats(size_t(T * K), 51);
+      std::vector<std::vector<uint16_t>> w, packed;
+      std::vector<std::vector<float>> y0, y;
+      std::vector<Weight> weights(3);
+      for (int i = 0; i < 3; ++i) {
+        const std::vector<float> wf = random_floats(size_t(Ns[i] * K), uint32_t(52 + i));
+        w.emplace_back(wf.size());
+        for (size_t j = 0; j < wf.size(); ++j) w.back()[j] = f32_to_bf16(wf[j]);
+        packed.emplace_back(bf16_packed_size(Ns[i], K));
+        pack_bf16(packed.back().data(), w.back().data(), Ns[i], K);
+        weights[size_t(i)].bf16 = packed.back().data();
+        y0.push_back(random_floats(size_t(T * Ns[i]), uint32_t(55 + i)));
+      }
+      y = y0;
+      matmul_shared(x.data(), T, K, {{y[0].data(), &weights[0], Ns[0], accumulate[0]},
+                                     {y[1].data(), &weights[1], Ns[1], accumulate[1]},
+                                     {y[2].data(), &weights[2], Ns[2], accumulate[2]}});
+      for (int i = 0; i < 3; ++i)
+        for (int t = 0; t < T; ++t)
+          for (int n = 0; n < Ns[i]; ++n) {
+            double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
+            for (int k = 0; k < K; ++k)
+              want += double(bf16_to_f32_value(f32_to_bf16(x[size_t(t * K + k)]))) *
+                      bf16_to_f32_value(w[size_t(i)][size_t(n * K + k)]);
+            CHECK(y[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-5));
+          }
+    }
+  });
+}
+
+// The prefetch hint moves data, never arithmetic: decoding gives the same bits under each.
+TEST_CASE("ops: F32 decoding gives the same bits under every prefetch hint", "[ops]") {
+  const std::string before = f32_prefetch();
+  const int K = 300, N = 4096;
+  const std::vector<float> x = random_floats(size_t(K), 61), w = random_floats(size_t(N * K), 62);
+  on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
+    std::vector<std::vector<float>> ys;
+    for (const char* hint : {"nta", "t0", "none"}) {
+      select_f32_prefetch(hint);
+      REQUIRE(f32_prefetch() == hint);
+      ys.emplace_back(size_t(N));
+      matmul(ys.back().data(), x.data(), w.data(), 1, K, N);
+    }
+    CHECK(ys[0] == ys[1]);
+    CHECK(ys[0] == ys[2]);
+  });
+  select_f32_prefetch(before);
+  CHECK_THROWS_AS(select_f32_prefetch("l2"), std::invalid_argument);
+}
+
+// The paths: every family lists what this CPU runs, best first and plain last; select_kernels
+// puts each at its best at or below a level; names it does not know are refused.
+TEST_CASE("kernels: paths by level, chosen and listed", "[ops][kernels]") {
+  const auto& levels = kernel_levels();
+  REQUIRE(levels.front() == "plain");
+  CHECK(cpu_supports("plain"));
+  CHECK_FALSE(cpu_supports("avx9000"));
+  CHECK_FALSE(cpu_info().model.empty());
+  std::vector<std::string> before;
+  for (const KernelFamily& f : kernel_families()) {
+    INFO(f.name);
+    before.push_back(f.selected);
+    REQUIRE_FALSE(f.available.empty());
+    CHECK(f.available.back() == "plain");
+    for (const std::string& path : f.available) CHECK(cpu_supports(path));
   }
+  select_kernels("plain");
+  for (const KernelFamily& f : kernel_families()) CHECK(f.selected == "plain");
+  select_kernels(levels.back());  // the best of each
+  for (const KernelFamily& f : kernel_families()) CHECK(f.selected == f.available.front());
+  CHECK_THROWS_AS(select_kernels("avx9000"), std::invalid_argument);
+  CHECK_THROWS_AS(select_f32_kernel("avx9000"), std::invalid_argument);
+  CHECK_THROWS_AS(select_bf16_kernel("avx9000"), std::invalid_argument);
+  CHECK_THROWS_AS(select_cache_kernel("avx9000"), std::invalid_argument);
+  const std::vector<KernelFamily> now = kernel_families();
+  select_f32_kernel(before[0]);
+  select_bf16_kernel(before[1]);
+  select_q8_kernel(before[2]);
+  select_block_kernel(before[3]);
+  select_cache_kernel(before[4]);
+  CHECK(kernel_summary().find("f32 " + before[0]) == 0);
 }
 
 // RMSNorm: out = x / sqrt(mean(x²) + eps) · weight, row by row; a zero row stays finite.

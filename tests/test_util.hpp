@@ -15,6 +15,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "pert/kernels.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -179,3 +181,21 @@ inline void write_model_dir(const fs::path& dir, const json& config, const std::
     }                                                                                \
     REQUIRE(thrown_);                                                                \
   } while (0)
+
+// body() once on each path of a kernel family that this CPU runs (kernels.hpp), the family's path
+// named in every failure and restored afterwards, so a test covers every path, not only the best.
+template <class Body>
+void on_each_path(const std::string& family, std::vector<std::string> (*paths)(), const std::string& (*current)(),
+                  void (*select)(const std::string&), Body body) {
+  struct Restore {
+    std::string name;
+    void (*select)(const std::string&);
+    ~Restore() { select(name); }
+  } restore{current(), select};
+  for (const std::string& path : paths()) {
+    select(path);
+    INFO(family << " kernel path " << path);
+    body();
+  }
+}
+

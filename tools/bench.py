@@ -14,6 +14,12 @@ and gives each F32 prompt test's matrix products (projections and MLP: 2 · thei
 token) as GFLOP/s and as a fraction of that round's sgemm, the median of the rounds' fractions.
 --roof passes `pert bench --roof`: each tg row gets the bytes a token reads, GB/s at the median t/s,
 and its share of the median of the runs' read-bandwidth probes.
+--llama-bench PATH runs llama.cpp's llama-bench beside pert in every round, on GGUF files of the
+same weights (tools/bench_gguf.py's conversion of the shape's F32 checkpoint, seed 0 as here: F32
+for F32, BF16 for BF16, Q8_0 for Q8), the same -p, -n, -r and -t; depth-0 tests only (llama-bench
+b4748 has no depth option). Its rows get llama.cpp's median and pert ÷ llama.cpp.
+The table's first line names the CPU, the instructions that choose pert's kernel paths and the
+paths that ran (pert bench's report).
 Prints a Markdown table (date, machine, threads) and writes every sample as JSON;
 --table FILE.json prints that table again from such a file, measuring nothing (the results
 pages' tables are made so: tools/results_tables.py).
@@ -27,16 +33,17 @@ import statistics
 import subprocess
 import sys
 
+import bench_gguf  # gguf_file, run_llama_samples, llama_build
 import perplexity_rate  # sgemm_gflops, matrix_flops_per_token
 from results_tables import add_table_flag, print_and_save, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
+GGUF_TYPE = {"F32": "F32", "BF16": "BF16", "Q8": "Q8_0"}  # --llama-bench: each precision's GGUF
 
 
 def checkpoint(shape, dtype):
     if shape == "tinyllama":  # 1.1B, GQA: one F32 checkpoint (numpy-drawn); BF16 is --dtype bf16 at load
-        import bench_gguf
         return bench_gguf.source(shape)
     path = os.path.join(ROOT, "build", "models", f"bench-{shape}-{dtype.lower()}")
     if not os.path.exists(os.path.join(path, "model.safetensors")):
@@ -64,11 +71,19 @@ def table(report):
                                                      ("vs f32 cache", lambda r: (r["shape"], r["precision"], "f32", r["test"]),
                                                       {r["cache_type"] for r in results}))
               if len(kinds) > 1]
-    lines = [f"pert bench, {report['date']}, {report['cpu']}, {report.get('cores', '?')} cores, OpenBLAS core "
+    cpu = report["cpu"] + (f" ({report['cpu_features']})" if "cpu_features" in report else "")
+    kernels = (f", kernels {', '.join(f'{k} {v}' for k, v in report['kernels'].items())}, F32 decode prefetch "
+               f"{report['f32_prefetch']}" if "kernels" in report else "")
+    lines = [f"pert bench, {report['date']}, {cpu}, {report.get('cores', '?')} cores{kernels}, OpenBLAS core "
              f"{report['blas_core']}, -t {report['threads']}; median (min–max) of {report['rounds']} rounds × "
              f"{report['repetitions']} runs", "",
              "| shape | precision | kv cache | test | t/s |" + "".join(f" {n} |" for n, _ in ratios),
              "|---|---|---|---|---:|" + "---:|" * len(ratios)]
+    llama = {(r["shape"], r["precision"], r["test"]): r for r in report.get("llama_cpp", [])}
+    if llama:
+        lines[0] += f"; llama.cpp: {report['llama_cpp_build']} on GGUF files of the same weights"
+        lines[2] += " llama.cpp t/s | pert ÷ llama.cpp |"
+        lines[3] += "---:|---:|"
     roof = report.get("roof_bytes_per_second")  # --roof: one probe a run
     if roof:
         lines[0] += (f"; memory roof (pert bench --roof's read probe, a run each) median {statistics.median(roof) / 1e9:.1f} "
@@ -77,6 +92,10 @@ def table(report):
         lines[3] += "---:|---:|---:|"
     for r in results:
         cells = [f"{r['median'] / median[base(r)]:.2f}×" if base(r) in median else "" for _, base in ratios]
+        if llama:
+            other = llama.get((r["shape"], r["precision"], r["test"]))
+            cells += ([f"{other['median']:.1f} ({other['min']:.0f}–{other['max']:.0f})", f"{r['median'] / other['median']:.2f}×"]
+                      if other else ["", ""])
         if roof:
             per_token = r.get("bytes_per_token")
             cells += ([f"{per_token / 1e6:.0f}", f"{per_token * r['median'] / 1e9:.1f}",
@@ -113,6 +132,7 @@ def main():
     ap.add_argument("--roof", action="store_true",
                     help="pert bench --roof: each tg row's bytes a token, GB/s and %% of the memory's read probe (median of the runs')")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
+    ap.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside pert on GGUF files of the same weights")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
     if a.table:
@@ -126,6 +146,10 @@ def main():
     roof = []  # --roof: read bytes/s, a run each
     bytes_per_token = {}  # --roof: (shape, dtype, cache type, tg test) -> bytes a token reads
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
+    machine = {}  # pert's report of the CPU and the kernel paths it ran
+    llama = {}  # --llama-bench: (shape, dtype, test) -> [t/s of every run]
+    llama_files = {(s, d): bench_gguf.gguf_file(s, GGUF_TYPE[d]) for s, d, _, _ in models} if a.llama_bench else {}
+    depth0 = [d for d in a.d.split(",") if int(d) == 0]
     for r in range(a.rounds):
         if a.sgemm:
             sgemm.append(perplexity_rate.sgemm_gflops())
@@ -136,6 +160,7 @@ def main():
                                  + (["--roof"] if a.roof else []), check=True, capture_output=True, text=True).stdout
             report = json.loads(out)
             blas_core = report.get("blas_core", blas_core)
+            machine = {k: report[k] for k in ("cpu_features", "kernels", "f32_prefetch") if k in report}
             roof += [p["read_bytes_per_second"] for p in report.get("roof", [])]
             for res in report["results"]:
                 samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])
@@ -144,13 +169,22 @@ def main():
                 if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
                     rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
+            if a.llama_bench and depth0 and cache == "f32":
+                runs, llama_build = bench_gguf.run_llama_samples(a.llama_bench, llama_files[(shape, dtype)], a.p, a.n,
+                                                                 a.repetitions, a.threads)
+                for test, v in runs.items():
+                    llama.setdefault((shape, dtype, test), []).extend(v)
             print(f"round {r + 1}/{a.rounds}: {shape} {dtype} cache {cache} done", file=sys.stderr)
     rows = [{"shape": shape, "precision": dtype, "cache_type": cache, "test": test, "median": statistics.median(v),
              "min": min(v), "max": max(v), "samples": v} for (shape, dtype, cache, test), v in samples.items()]
     for row in rows:
         if (row["shape"], row["precision"], row["cache_type"], row["test"]) in bytes_per_token:
             row["bytes_per_token"] = bytes_per_token[(row["shape"], row["precision"], row["cache_type"], row["test"])]
-    report = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cores": os.cpu_count(),
+    if llama:
+        machine["llama_cpp"] = [{"shape": shape, "precision": dtype, "test": test, "median": statistics.median(v),
+                                 "min": min(v), "max": max(v), "samples": v} for (shape, dtype, test), v in llama.items()]
+        machine["llama_cpp_build"] = llama_build
+    report = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cores": os.cpu_count(), **machine,
               "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds, "repetitions": a.repetitions,
               "results": rows, "sgemm_gflops": sgemm, **({"roof_bytes_per_second": roof} if roof else {}),
               "matrix_flops_per_token": {shape: perplexity_rate.matrix_flops_per_token(checkpoint(shape, "F32"), False)

@@ -204,16 +204,26 @@ def run_pert(a, path):
     return {res["test"]: res["samples"] for res in rep["results"]}, None
 
 
-def run_llama(a, path):
-    cmd = [a.llama_bench, "-m", path, "-p", a.p, "-n", a.n, "-r", str(a.repetitions), "-t", str(a.threads), "-o", "json"]
+def run_llama_samples(binary, path, p, n, repetitions, threads):
+    """llama-bench on one file: ({test: t/s samples}, its build as "commit (build number)"); raises
+    RuntimeError with its last line of stderr when it fails."""
+    cmd = [binary, "-m", path, "-p", str(p), "-n", str(n), "-r", str(repetitions), "-t", str(threads), "-o", "json"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        return None, f"exit {r.returncode}: {(r.stderr.strip().splitlines() or ['(no message)'])[-1]}"
-    out = {}
+        raise RuntimeError(f"exit {r.returncode}: {(r.stderr.strip().splitlines() or ['(no message)'])[-1]}")
+    out, build = {}, "?"
     for rec in json.loads(r.stdout):
         test = f"pp{rec['n_prompt']}" if rec["n_prompt"] else f"tg{rec['n_gen']}"
         out[test] = rec["samples_ts"]
-    return out, None
+        build = f"{rec.get('build_commit', '?')} (build {rec.get('build_number', '?')})"
+    return out, build
+
+
+def run_llama(a, path):
+    try:
+        return run_llama_samples(a.llama_bench, path, a.p, a.n, a.repetitions, a.threads)[0], None
+    except RuntimeError as e:
+        return None, str(e)
 
 
 def stats(v):

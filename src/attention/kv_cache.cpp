@@ -7,12 +7,18 @@
 #include "pert/fp16.hpp"
 #include "pert/ops.hpp"
 
-#if defined(__F16C__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "../kernels/dispatch.hpp"
+#include "pert/kernels.hpp"
+
 namespace pert {
 
+// Decoding's products over a BF16, F16 or Q8 cache read each row widened in registers. Two paths
+// (kernels.hpp): avx2 (AVX2, FMA and F16C: 4 keys' dot products at a time, 64 outputs of P·V
+// held across the rows) and plain C++.
 namespace {
 
 int q8_blocks(int width) { return (width + 31) / 32; }
@@ -22,19 +28,8 @@ void widen_bf16(float* out, const uint16_t* in, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(in[i]);
 }
 
-// 8 F16 values widened by vcvtph2ps: exact, as f16_to_f32 (test_kv_cache checks every F16 value).
-#if defined(__F16C__)
-inline __m256 load_f16x8(const uint16_t* in) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
-}
-#endif
-
-void widen_f16(float* out, const uint16_t* in, size_t n) {
-  size_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load_f16x8(in + i));
-#endif
-  for (; i < n; ++i) out[i] = f16_to_f32(in[i]);
+void widen_f16_plain(float* out, const uint16_t* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(in[i]);
 }
 
 // One row of Q8 blocks: value k is scale[k / 32] · q[k].
@@ -58,7 +53,50 @@ float value_at(const KvRows& v, size_t row, int i) {
   if constexpr (T == CacheType::F32) return v.f32[at];
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// Rows [j0, n): scores[j] = scale · rows[j]·q.
+template <CacheType T>
+void dot_rows_plain(const KvRows& v, const float* q, int j0, int n, float scale, float* scores) {
+  for (int j = j0; j < n; ++j) {
+    float s = 0.0f;
+    for (int i = 0; i < v.width; ++i) s += q[i] * value_at<T>(v, size_t(j), i);
+    scores[j] = scale * s;
+  }
+}
+
+// Outputs [i0, width): out[i] = Σ_j p[j]·rows[j][i].
+template <CacheType T>
+void weighted_sum_plain(const KvRows& v, const float* p, int n, int i0, float* out) {
+  for (int i = i0; i < v.width; ++i) {
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s += p[j] * value_at<T>(v, size_t(j), i);
+    out[i] = s;
+  }
+}
+
+template <CacheType T>
+void dot_plain(const KvRows& v, const float* q, int n, float scale, float* scores) {
+  dot_rows_plain<T>(v, q, 0, n, scale, scores);
+}
+template <CacheType T>
+void weighted_plain(const KvRows& v, const float* p, int n, float* out) {
+  weighted_sum_plain<T>(v, p, n, 0, out);
+}
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+// 8 F16 values widened by vcvtph2ps: exact, as f16_to_f32 (test_kv_cache checks every F16 value).
+inline __m256 load_f16x8(const uint16_t* in) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+}
+
+void widen_f16_avx2(float* out, const uint16_t* in, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load_f16x8(in + i));
+  widen_f16_plain(out + i, in + i, n - i);
+}
+
 // Values [i, i + 8) of row `row` widened into a register (i + 8 <= width, i a multiple of 8).
 template <CacheType T>
 inline __m256 load8(const KvRows& v, size_t row, int i) {
@@ -66,7 +104,7 @@ inline __m256 load8(const KvRows& v, size_t row, int i) {
   if constexpr (T == CacheType::BF16)
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v.half + at))), 16));
-  if constexpr (T == CacheType::F16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v.half + at)));
+  if constexpr (T == CacheType::F16) return load_f16x8(v.half + at);
   if constexpr (T == CacheType::Q8) {
     const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v.q8 + at))));
     const uint16_t d = v.scales[row * size_t(q8_blocks(v.width)) + size_t(i / 32)];
@@ -80,14 +118,11 @@ inline float hsum(__m256 x) {
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
-#endif
 
 template <CacheType T>
-void dot_rows(const KvRows& v, const float* q, int n, float scale, float* scores) {
-  const int width = v.width;
+void dot_avx2(const KvRows& v, const float* q, int n, float scale, float* scores) {
+  const int width = v.width, full = width - width % 8;
   int j = 0;
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  const int full = width - width % 8;
   for (; j + 4 <= n; j += 4) {  // 4 rows at a time, one accumulator each
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int i = 0; i < full; i += 8) {
@@ -100,21 +135,13 @@ void dot_rows(const KvRows& v, const float* q, int n, float scale, float* scores
       scores[j + r] = scale * s;
     }
   }
-#endif
-  for (; j < n; ++j) {
-    float s = 0.0f;
-    for (int i = 0; i < width; ++i) s += q[i] * value_at<T>(v, size_t(j), i);
-    scores[j] = scale * s;
-  }
+  dot_rows_plain<T>(v, q, j, n, scale, scores);
 }
 
 template <CacheType T>
-void weighted_sum_rows(const KvRows& v, const float* p, int n, float* out) {
-  const int width = v.width;
-  int i0 = 0;
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  const int full = width - width % 8;
-  for (; i0 < full; i0 += 64) {  // up to 64 outputs held in 8 registers over all rows
+void weighted_avx2(const KvRows& v, const float* p, int n, float* out) {
+  const int full = v.width - v.width % 8;
+  for (int i0 = 0; i0 < full; i0 += 64) {  // up to 64 outputs held in 8 registers over all rows
     const int chunks = std::min(8, (full - i0) / 8);
     __m256 acc[8];
     for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
@@ -124,33 +151,49 @@ void weighted_sum_rows(const KvRows& v, const float* p, int n, float* out) {
     }
     for (int c = 0; c < chunks; ++c) _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
   }
-  i0 = full;
+  weighted_sum_plain<T>(v, p, n, full, out);
+}
+
+#pragma GCC pop_options
 #endif
-  for (int i = i0; i < width; ++i) {
-    float s = 0.0f;
-    for (int j = 0; j < n; ++j) s += p[j] * value_at<T>(v, size_t(j), i);
-    out[i] = s;
-  }
+
+// A path's products, by CacheType.
+struct CacheKernels {
+  void (*dot[4])(const KvRows&, const float*, int, float, float*);
+  void (*weighted_sum[4])(const KvRows&, const float*, int, float*);
+  void (*widen_f16)(float*, const uint16_t*, size_t);
+};
+
+KernelChoice<CacheKernels>& choice() {
+  using C = CacheType;
+  static KernelChoice<CacheKernels> c(
+      "cache", {
+#if defined(__x86_64__)
+                   {"avx2",
+                    {{dot_avx2<C::F32>, dot_avx2<C::BF16>, dot_avx2<C::F16>, dot_avx2<C::Q8>},
+                     {weighted_avx2<C::F32>, weighted_avx2<C::BF16>, weighted_avx2<C::F16>, weighted_avx2<C::Q8>},
+                     widen_f16_avx2}},
+#endif
+                   {"plain",
+                    {{dot_plain<C::F32>, dot_plain<C::BF16>, dot_plain<C::F16>, dot_plain<C::Q8>},
+                     {weighted_plain<C::F32>, weighted_plain<C::BF16>, weighted_plain<C::F16>, weighted_plain<C::Q8>},
+                     widen_f16_plain}},
+               });
+  return c;
 }
 
 }  // namespace
 
+std::vector<std::string> cache_kernels() { return choice().names(); }
+const std::string& cache_kernel() { return choice().name(); }
+void select_cache_kernel(const std::string& name) { choice().select(name); }
+
 void KvRows::dot(const float* q, int n, float scale, float* scores) const {
-  switch (type) {
-    case CacheType::F32: return dot_rows<CacheType::F32>(*this, q, n, scale, scores);
-    case CacheType::BF16: return dot_rows<CacheType::BF16>(*this, q, n, scale, scores);
-    case CacheType::F16: return dot_rows<CacheType::F16>(*this, q, n, scale, scores);
-    case CacheType::Q8: return dot_rows<CacheType::Q8>(*this, q, n, scale, scores);
-  }
+  choice().table().dot[int(type)](*this, q, n, scale, scores);
 }
 
 void KvRows::weighted_sum(const float* p, int n, float* out) const {
-  switch (type) {
-    case CacheType::F32: return weighted_sum_rows<CacheType::F32>(*this, p, n, out);
-    case CacheType::BF16: return weighted_sum_rows<CacheType::BF16>(*this, p, n, out);
-    case CacheType::F16: return weighted_sum_rows<CacheType::F16>(*this, p, n, out);
-    case CacheType::Q8: return weighted_sum_rows<CacheType::Q8>(*this, p, n, out);
-  }
+  choice().table().weighted_sum[int(type)](*this, p, n, out);
 }
 
 const char* cache_type_name(CacheType type) {
@@ -194,7 +237,7 @@ const float* KvRows::read(int n, float* buf) const {
   switch (type) {
     case CacheType::F32: return f32;
     case CacheType::BF16: widen_bf16(buf, half, values); break;
-    case CacheType::F16: widen_f16(buf, half, values); break;
+    case CacheType::F16: choice().table().widen_f16(buf, half, values); break;
     case CacheType::Q8:
       for (int r = 0; r < n; ++r)
         widen_q8_row(buf + size_t(r) * width, q8 + size_t(r) * width, scales + size_t(r) * q8_blocks(width), width);

@@ -201,10 +201,12 @@ void run(const BenchArgs& a) {
       if (stdout_failed()) finish_stdout();
     }
   }
+  if (format == "md") std::printf("\ncpu: %s\n", cpu_line().c_str());  // as llama-bench ends on its build
   if (format == "json") {
     nlohmann::json out = {{"model_dir", dir.string()}, {"params", params}, {"precision", precision}, {"cache_type", kv},
                           {"threads", thread_counts}, {"repetitions", a.reps}, {"blas", openblas_get_config()},
                           {"blas_core", openblas_get_corename()}, {"results", results}};
+    out.update(cpu_json());
     if (a.roof) {
       out["matrix_bytes"] = model->matrix_bytes();
       for (const auto& [threads, bytes_per_s] : roof)

@@ -12,6 +12,7 @@
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
+#include "pert/kernels.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/output_file.hpp"
 
@@ -243,5 +244,15 @@ std::vector<NamedPath> run_inputs(const std::vector<std::string>& model_dirs, co
 void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
   write_file(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
+
+nlohmann::json cpu_json() {
+  const CpuInfo& cpu = cpu_info();
+  nlohmann::json kernels = nlohmann::json::object();
+  for (const KernelFamily& f : kernel_families()) kernels[f.name] = f.selected;
+  return {{"cpu", cpu.model}, {"cpu_vendor", cpu.vendor}, {"cpu_features", cpu.features},
+          {"kernels", kernels}, {"f32_prefetch", f32_prefetch()}};
+}
+
+std::string cpu_line() { return cpu_info().model + " (" + cpu_info().features + "); kernels: " + kernel_summary(); }
 
 }  // namespace pert::cli

@@ -107,6 +107,10 @@ std::vector<NamedPath> run_inputs(const std::vector<std::string>& model_dirs, co
 
 // Writes `j` to `path` ("-": stdout) by pert::write_file: whole or not at all (pert/output_file.hpp).
 void write_json(const std::filesystem::path& path, const nlohmann::json& j);
+// The CPU and the kernel paths that run on it (kernels.hpp): {"cpu", "cpu_vendor", "cpu_features",
+// "kernels": {family: path}, "f32_prefetch"}; cpu_line() says the same in one line of text.
+nlohmann::json cpu_json();
+std::string cpu_line();
 
 // Thrown by a subcommand that has finished its output but must exit with `code` (e.g. 130
 // after SIGINT); main returns it.

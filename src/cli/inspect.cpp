@@ -70,6 +70,7 @@ void run_inspect(const InspectArgs& args) {
                           {"position_label", position_label(c)}, {"tensors", tensors},
                           {"parameters", params},          {"ignored_config_keys", ignored},
                           {"checks", m.checks}, {"memory", memory_estimate(m, c)}};
+    out.update(cpu_json());
     if (m.gguf) {
       nlohmann::json meta = nlohmann::json::object();
       for (const std::string& key : m.gguf->header().keys) meta[printable(key)] = gguf_value_json(*m.gguf->find(key));
@@ -92,6 +93,7 @@ void run_inspect(const InspectArgs& args) {
     std::printf("position   %s\n", position.c_str());
   }
   std::printf("parameters %lld (%.3f M)\n", (long long)params, params / 1e6);
+  std::printf("cpu        %s\n", cpu_line().c_str());
   const nlohmann::json memory = memory_estimate(m, c);
   std::printf("memory     weights %.1f MiB%s; KV cache %.1f MiB per 1000 positions (f32; --cache-type f16 halves it)\n",
               memory["weight_bytes"].get<double>() / 1048576.0, m.gguf ? " as stored, read in place (--dtype auto)" : " as stored",

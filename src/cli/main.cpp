@@ -10,6 +10,7 @@
 
 #include "common.hpp"
 #include "pert/error.hpp"
+#include "pert/kernels.hpp"
 #include "pert/json_util.hpp"
 #include "pert/output_file.hpp"
 
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     try {
+      pert::check_kernel_environment();  // PERT_KERNELS / PERT_PREFETCH: one line now, not mid-run
       app.parse(argc, argv);  // runs the chosen subcommand
     } catch (const pert::cli::ExitStatus& e) {  // the output is complete (e.g. interrupted: 130)
       code = e.code;

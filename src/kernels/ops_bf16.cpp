@@ -1,23 +1,32 @@
-// BF16 matrix products on the packed layout of ops.hpp. One vdpbf16ps multiplies 16 rows' column
-// pairs by one pair of x broadcast to every lane, so a 16-row block accumulates in one register;
-// the GEMM kernel holds R rows of x × P blocks of 16 outputs in R·P registers.
-// CPUs without AVX-512 BF16 do the same arithmetic otherwise: decoding (T = 1) widens each pair
-// word in AVX2 registers (a BF16 is the top half of an F32: a shift and a mask) and multiplies
-// with FMA, streaming half F32's bytes; prefill widens 256 rows at a time into F32 and hands
-// them to OpenBLAS's sgemm with x rounded to BF16 (products of BF16 values are exact in F32).
+// BF16 matrix products on the packed layout of ops.hpp. Four paths (kernels.hpp), chosen at run
+// time:
+//   avx512bf16  one vdpbf16ps multiplies 16 rows' column pairs by one pair of x broadcast to every
+//               lane, so a 16-row block accumulates in one register; the GEMM kernel holds R rows
+//               of x × P blocks of 16 outputs in R·P registers, prefill and decoding alike;
+//   avx512      decoding as avx2; prefill widens 64 rows at a time into the F32 panels of pert's
+//               own AVX-512 GEMM (src/kernels/ops_f32_avx512.cpp) and multiplies them there;
+//   avx2        decoding widens each pair word in registers (a BF16 is the top half of an F32: a
+//               shift and a mask) and multiplies with FMA, streaming half F32's bytes; prefill
+//               widens 256 rows at a time (the same shift and mask, 16 values a step) for
+//               OpenBLAS's sgemm;
+//   plain       the same arithmetic in C++.
+// Prefill widening: each thread its own slice of the columns (as F32's), so no thread waits for
+// another; x is rounded to BF16 first (products of BF16 values are exact in F32).
+
+#include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "dispatch.hpp"
+#include "ops_f32.hpp"
 #include "parallel.hpp"
+#include "pert/kernels.hpp"
 #include "pert/ops.hpp"
 
-#if defined(__AVX512BF16__) || defined(__AVX2__)
+#if defined(__x86_64__)
 #include <immintrin.h>
-#endif
-#if !defined(__AVX512BF16__)
-#include <cblas.h>
 #endif
 
 namespace pert {
@@ -38,36 +47,45 @@ namespace {
 constexpr int kRows = 6;    // rows of x per GEMM kernel call
 constexpr int kBlocks = 4;  // 16-row weight blocks per GEMM kernel call
 
-// out[r][16·p + j] (+)= Σ_pairs x[r] pair · W block p pair, for R rows and P blocks; `valid`
-// outputs of the last block are stored (the rest is padding).
+// Every kernel: out[r][16·p + j] (+)= Σ_pairs x[r] pair · W block p pair, for R rows and P
+// blocks; `valid_last` outputs of the last block are stored (the rest is padding).
+using Kernel = void (*)(float* y, int ldy, const uint32_t* xp, int ldx, const uint16_t* w, size_t block_stride,
+                        int pairs, int valid_last, bool accumulate);
+// Widening: a 16-row block's pairs [pairs][16][2] to F32 out[k][j] = W[j][k], out's rows
+// k_stride apart, k < K.
+using Widen = void (*)(float* out, size_t k_stride, const uint16_t* block, int pairs, int K);
+
 template <int R, int P>
-void kernel(float* y, int ldy, const uint32_t* xp, int ldx, const uint16_t* w, size_t block_stride, int pairs,
-            int valid_last, bool accumulate) {
-#if defined(__AVX512BF16__)
-  __m512 acc[R][P];
+void kernel_plain(float* y, int ldy, const uint32_t* xp, int ldx, const uint16_t* w, size_t block_stride, int pairs,
+                  int valid_last, bool accumulate) {
   for (int r = 0; r < R; ++r)
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  for (int kp = 0; kp < pairs; ++kp) {
-    __m512bh wv[P];
-    for (int p = 0; p < P; ++p) {
-      const uint16_t* at = w + p * block_stride + size_t(kp) * 32;
-      _mm_prefetch(reinterpret_cast<const char*>(at + 32 * 16), _MM_HINT_T0);  // 1 KB ahead in each stream
-      wv[p] = (__m512bh)_mm512_loadu_si512(at);
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m512bh xv = (__m512bh)_mm512_set1_epi32(int(xp[size_t(r) * ldx + kp]));
-      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], wv[p], xv);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int p = 0; p < P; ++p) {
-      float* out = y + size_t(r) * ldy + 16 * p;
-      const __mmask16 m = p == P - 1 ? __mmask16((1u << valid_last) - 1) : __mmask16(0xffff);
-      __m512 v = acc[r][p];
-      if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
-      _mm512_mask_storeu_ps(out, m, v);
-    }
-#elif defined(__AVX2__) && defined(__FMA__)
+    for (int p = 0; p < P; ++p)
+      for (int j = 0; j < (p == P - 1 ? valid_last : 16); ++j) {
+        float dot = 0.0f;
+        for (int kp = 0; kp < pairs; ++kp) {
+          const uint32_t xv = xp[size_t(r) * ldx + kp];
+          const uint16_t* wp = w + p * block_stride + size_t(kp) * 32 + 2 * j;
+          dot += bf16_to_f32_value(wp[0]) * bf16_to_f32_value(uint16_t(xv)) +
+                 bf16_to_f32_value(wp[1]) * bf16_to_f32_value(uint16_t(xv >> 16));
+        }
+        float& out = y[size_t(r) * ldy + 16 * p + j];
+        out = accumulate ? out + dot : dot;
+      }
+}
+
+void widen_plain(float* out, size_t k_stride, const uint16_t* block, int pairs, int K) {
+  for (int kp = 0; kp < pairs; ++kp, block += 32)
+    for (int half = 0; half < 2 && 2 * kp + half < K; ++half)
+      for (int j = 0; j < 16; ++j) out[size_t(2 * kp + half) * k_stride + j] = bf16_to_f32_value(block[2 * j + half]);
+}
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+template <int R, int P>
+void kernel_avx2(float* y, int ldy, const uint32_t* xp, int ldx, const uint16_t* w, size_t block_stride, int pairs,
+                 int valid_last, bool accumulate) {
   // Lane j of a pair word holds row j's k (low half) and k + 1 (high half).
   const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
   __m256 acc[R][P][2];
@@ -97,80 +115,193 @@ void kernel(float* y, int ldy, const uint32_t* xp, int ldx, const uint16_t* w, s
       float* out = y + size_t(r) * ldy + 16 * p;
       for (int j = 0; j < (p == P - 1 ? valid_last : 16); ++j) out[j] = accumulate ? out[j] + lanes[j] : lanes[j];
     }
-#else
-  for (int r = 0; r < R; ++r)
-    for (int p = 0; p < P; ++p)
-      for (int j = 0; j < (p == P - 1 ? valid_last : 16); ++j) {
-        float dot = 0.0f;
-        for (int kp = 0; kp < pairs; ++kp) {
-          const uint32_t xv = xp[size_t(r) * ldx + kp];
-          const uint16_t* wp = w + p * block_stride + size_t(kp) * 32 + 2 * j;
-          dot += bf16_to_f32_value(wp[0]) * bf16_to_f32_value(uint16_t(xv)) +
-                 bf16_to_f32_value(wp[1]) * bf16_to_f32_value(uint16_t(xv >> 16));
-        }
-        float& out = y[size_t(r) * ldy + 16 * p + j];
-        out = accumulate ? out + dot : dot;
-      }
-#endif
 }
 
-using Kernel = void (*)(float*, int, const uint32_t*, int, const uint16_t*, size_t, int, int, bool);
+// 16 values a step: a pair word's low halves are the block's k, its high halves k + 1.
+void widen_avx2(float* out, size_t k_stride, const uint16_t* block, int pairs, int K) {
+  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
+  for (int kp = 0; kp < pairs; ++kp, block += 32) {
+    float* at = out + size_t(2 * kp) * k_stride;
+    for (int half = 0; half < 2; ++half) {  // rows 8·half ... 8·half + 7
+      const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16 * half));
+      _mm256_storeu_ps(at + 8 * half, _mm256_castsi256_ps(_mm256_slli_epi32(words, 16)));
+      if (2 * kp + 1 < K) _mm256_storeu_ps(at + k_stride + 8 * half, _mm256_castsi256_ps(_mm256_and_si256(words, high)));
+    }
+  }
+}
 
-template <int R>
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")
+
+template <int R, int P>
+void kernel_avx512bf16(float* y, int ldy, const uint32_t* xp, int ldx, const uint16_t* w, size_t block_stride,
+                       int pairs, int valid_last, bool accumulate) {
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  for (int kp = 0; kp < pairs; ++kp) {
+    __m512bh wv[P];
+    for (int p = 0; p < P; ++p) {
+      const uint16_t* at = w + p * block_stride + size_t(kp) * 32;
+      _mm_prefetch(reinterpret_cast<const char*>(at + 32 * 16), _MM_HINT_T0);  // 1 KB ahead in each stream
+      wv[p] = (__m512bh)_mm512_loadu_si512(at);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(int(xp[size_t(r) * ldx + kp]));
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], wv[p], xv);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) {
+      float* out = y + size_t(r) * ldy + 16 * p;
+      const __mmask16 m = p == P - 1 ? __mmask16((1u << valid_last) - 1) : __mmask16(0xffff);
+      __m512 v = acc[r][p];
+      if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
+      _mm512_mask_storeu_ps(out, m, v);
+    }
+}
+
+#pragma GCC pop_options
+#endif
+
+template <int R, int P> struct Plain { static constexpr Kernel kernel = kernel_plain<R, P>; };
+#if defined(__x86_64__)
+template <int R, int P> struct Avx2 { static constexpr Kernel kernel = kernel_avx2<R, P>; };
+template <int R, int P> struct Avx512Bf16 { static constexpr Kernel kernel = kernel_avx512bf16<R, P>; };
+#endif
+
+// The kernel for r rows of x and p blocks, of one path.
+using Picker = Kernel (*)(int r, int p);
+template <template <int, int> class F, int R>
 Kernel pick_blocks(int p) {
   switch (p) {
-    case 1: return kernel<R, 1>;
-    case 2: return kernel<R, 2>;
-    case 3: return kernel<R, 3>;
-    default: return kernel<R, 4>;
+    case 1: return F<R, 1>::kernel;
+    case 2: return F<R, 2>::kernel;
+    case 3: return F<R, 3>::kernel;
+    default: return F<R, 4>::kernel;
   }
 }
-
+template <template <int, int> class F>
 Kernel pick(int r, int p) {
   switch (r) {
-    case 1: return pick_blocks<1>(p);
-    case 2: return pick_blocks<2>(p);
-    case 3: return pick_blocks<3>(p);
-    case 4: return pick_blocks<4>(p);
-    case 5: return pick_blocks<5>(p);
-    default: return pick_blocks<6>(p);
+    case 1: return pick_blocks<F, 1>(p);
+    case 2: return pick_blocks<F, 2>(p);
+    case 3: return pick_blocks<F, 3>(p);
+    case 4: return pick_blocks<F, 4>(p);
+    case 5: return pick_blocks<F, 5>(p);
+    default: return pick_blocks<F, 6>(p);
   }
 }
 
-#if !defined(__AVX512BF16__)
-// Prefill without vdpbf16ps: y (+)= round_bf16(x) · Wᵀ by sgemm, W widened kPanel rows at a time.
-constexpr int kPanel = 256;
-void matmul_widened(float* y, const float* x, const uint16_t* packed, int T, int K, int N, bool accumulate) {
-  static thread_local std::vector<float> xr, panel;  // grow once, then reused
+// A path: its kernels, and for prefill without vdpbf16ps the widening (null: the kernels do prefill too).
+struct Bf16Kernels {
+  Picker pick;
+  Widen widen;
+};
+
+KernelChoice<Bf16Kernels>& choice() {
+  static KernelChoice<Bf16Kernels> c("bf16", {
+#if defined(__x86_64__)
+                                                 {"avx512bf16", {pick<Avx512Bf16>, nullptr}},
+                                                 {"avx512", {pick<Avx2>, widen_avx2}},
+                                                 {"avx2", {pick<Avx2>, widen_avx2}},
+#endif
+                                                 {"plain", {pick<Plain>, widen_plain}},
+                                             });
+  return c;
+}
+
+// Prefill without vdpbf16ps: y (+)= round_bf16(x) · Wᵀ for each product, W widened to F32 a
+// chunk at a time. Where the F32 path has its own GEMM (avx512), the columns are cut in one slice
+// per thread (multiples of 16), each slice widened 64 rows at a time into this thread's panels
+// [4][K][16] and multiplied there, so no thread waits for another. Else each product's 256-row
+// chunks are widened by all threads into [K][256] and handed to OpenBLAS's sgemm, which threads
+// itself: Debian's OpenBLAS 0.3.21 corrupted results when two threads of one region called its
+// sgemm on such (NN) operands at once (stories260K's BF16 logits off by up to 27 at -t 2).
+void matmul_widened(const float* x, int T, int K, const Projection* products, size_t count, Widen widen) {
+  static thread_local std::vector<float> xr;  // x rounded to BF16: [T][K], read by every thread
   xr.resize(size_t(T) * K);
-  panel.resize(size_t(kPanel) * K);
   for (size_t i = 0; i < xr.size(); ++i) xr[i] = bf16_to_f32_value(f32_to_bf16(x[i]));
-  float* const wf = panel.data();  // this thread's, named inside the loop
-  for (int n0 = 0; n0 < N; n0 += kPanel) {
-    const int rows = std::min(kPanel, N - n0);
-    const int pairs = (K + 1) / 2;
-    parallel_for_if(size_t(rows) * K > 32768, (rows + 15) / 16, [&](int b) {  // a block of 16 rows, pair by pair
-      const uint16_t* src = packed + size_t(n0 / 16 + b) * size_t(pairs) * 32;
-      const int n_rows = std::min(16, rows - 16 * b);
-      for (int kp = 0; kp < pairs; ++kp, src += 32)
-        for (int j = 0; j < n_rows; ++j) {
-          float* dst = wf + size_t(16 * b + j) * K + 2 * kp;
-          dst[0] = bf16_to_f32_value(src[2 * j]);
-          if (2 * kp + 1 < K) dst[1] = bf16_to_f32_value(src[2 * j + 1]);
+  const float* const xb = xr.data();
+  const int pairs = (K + 1) / 2;
+  const F32Kernels& f32 = f32_kernels_table();
+  if (f32.gemm_packed) {
+    constexpr int kChunk = 64;
+    return on_each_thread([&](int threads, int me) {
+      static thread_local std::vector<float> buffer;  // grows once, then reused
+      buffer.resize(size_t(K) * kChunk);
+      float* const panels = buffer.data();  // this thread's, named inside the loop
+      thread_share(products, count, 16, threads, me, [&](const Projection& p, int n0, int n1) {
+        for (int c0 = n0; c0 < n1; c0 += kChunk) {
+          const int cols = std::min(kChunk, n1 - c0);
+          for (int b = 0; b * 16 < cols; ++b)
+            widen(panels + size_t(b) * K * 16, 16, p.w->bf16 + size_t(c0 / 16 + b) * size_t(pairs) * 32, pairs, K);
+          f32.gemm_packed(p.y + c0, p.N, xb, K, T, panels, K, cols, p.accumulate);
         }
+      });
     });
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, rows, K, 1.0f, xr.data(), K, wf, K, accumulate ? 1.0f : 0.0f,
-                y + n0, N);
+  }
+  constexpr int kChunk = 256;
+  static thread_local std::vector<float> buffer;  // [K][256], grows once, then reused
+  buffer.resize(size_t(K) * kChunk);
+  float* const wf = buffer.data();  // this thread's: thread_local names another inside the loop
+  for (size_t i = 0; i < count; ++i) {
+    const Projection& p = products[i];
+    for (int c0 = 0; c0 < p.N; c0 += kChunk) {
+      const int cols = std::min(kChunk, p.N - c0);
+      parallel_for_if(size_t(cols) * K > 32768, (cols + 15) / 16, [&](int b) {
+        widen(wf + 16 * b, kChunk, p.w->bf16 + size_t(c0 / 16 + b) * size_t(pairs) * 32, pairs, K);
+      });
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, cols, K, 1.0f, xb, K, wf, kChunk,
+                  p.accumulate ? 1.0f : 0.0f, p.y + c0, p.N);
+    }
   }
 }
-#endif
+
+void matmul_bf16(float* y, const float* x, const uint16_t* packed, int T, int K, int N, bool accumulate) {
+  const Bf16Kernels& path = choice().table();
+  if (T > 1 && path.widen) {
+    const Weight w{nullptr, packed};
+    const Projection product{y, &w, N, accumulate};
+    return matmul_widened(x, T, K, &product, 1, path.widen);
+  }
+  const int pairs = (K + 1) / 2, n_blocks = (N + 15) / 16;
+  const size_t block_stride = size_t(pairs) * 32;
+  // x rounded to BF16, as pairs: [T][pairs] (a zero pads odd K). Grows once, then reused.
+  static thread_local std::vector<uint32_t> xb;
+  xb.assign(size_t(T) * pairs, 0u);
+  uint32_t* const xp = xb.data();  // this thread's: thread_local names another inside the loops
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < K; ++k)
+      xp[size_t(t) * pairs + k / 2] |= uint32_t(f32_to_bf16(x[size_t(t) * K + k])) << (16 * (k % 2));
+  // Work items: groups of kBlocks weight blocks (independent accumulators, so no one waits).
+  const int group = kBlocks, n_groups = (n_blocks + group - 1) / group;
+  const Picker pick_kernel = path.pick;
+  parallel_for_if(size_t(T) * N * K > 32768, n_groups, [&](int g) {
+    const int b0 = g * group, nb = std::min(group, n_blocks - b0);
+    const int valid_last = std::min(16, N - (b0 + nb - 1) * 16);
+    for (int t0 = 0; t0 < T; t0 += kRows) {
+      const int rows = std::min(kRows, T - t0);
+      pick_kernel(rows, nb)(y + size_t(t0) * N + size_t(b0) * 16, N, xp + size_t(t0) * pairs, pairs,
+                            packed + size_t(b0) * block_stride, block_stride, pairs, valid_last, accumulate);
+    }
+  });
+}
 
 }  // namespace
 
+std::vector<std::string> bf16_kernels() { return choice().names(); }
+const std::string& bf16_kernel() { return choice().name(); }
+void select_bf16_kernel(const std::string& name) { choice().select(name); }
+
 void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products) {
-  bool all_q8 = true, all_f32 = true, all_blocks = products.size() <= 4;
-  for (const Projection& p : products)
+  bool all_q8 = true, all_f32 = true, all_bf16 = true, all_blocks = products.size() <= 4;
+  for (const Projection& p : products) {
     all_q8 = all_q8 && p.w->q8, all_f32 = all_f32 && p.w->f32, all_blocks = all_blocks && p.w->blocks.data;
+    all_bf16 = all_bf16 && p.w->bf16;
+  }
   if (all_q8) return matmul_q8(x, T, K, products.begin(), products.size());
   if (all_blocks) {  // x quantized once for all of them
     BlockProduct blocks[4];
@@ -179,6 +310,8 @@ void matmul_shared(const float* x, int T, int K, std::initializer_list<Projectio
     return matmul_blocks(x, T, K, blocks, n);
   }
   if (all_f32) return matmul_f32(x, T, K, products.begin(), products.size());
+  const Bf16Kernels& path = choice().table();
+  if (all_bf16 && T > 1 && path.widen) return matmul_widened(x, T, K, products.begin(), products.size(), path.widen);
   for (const Projection& p : products) matmul(p.y, x, *p.w, T, K, p.N, p.accumulate);
 }
 
@@ -193,29 +326,7 @@ void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool
   if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
   if (w.q8) return matmul_q8(y, x, w, T, K, N, accumulate);
   if (w.blocks.data) return matmul_blocks(y, x, w.blocks, T, K, N, accumulate);
-#if !defined(__AVX512BF16__)
-  if (T > 1) return matmul_widened(y, x, w.bf16, T, K, N, accumulate);
-#endif
-  const int pairs = (K + 1) / 2, n_blocks = (N + 15) / 16;
-  const size_t block_stride = size_t(pairs) * 32;
-  // x rounded to BF16, as pairs: [T][pairs] (a zero pads odd K). Grows once, then reused.
-  static thread_local std::vector<uint32_t> xb;
-  xb.assign(size_t(T) * pairs, 0u);
-  uint32_t* const xp = xb.data();  // this thread's: thread_local names another inside the loops
-  for (int t = 0; t < T; ++t)
-    for (int k = 0; k < K; ++k)
-      xp[size_t(t) * pairs + k / 2] |= uint32_t(f32_to_bf16(x[size_t(t) * K + k])) << (16 * (k % 2));
-  // Work items: groups of kBlocks weight blocks (independent accumulators, so no one waits).
-  const int group = kBlocks, n_groups = (n_blocks + group - 1) / group;
-  parallel_for_if(size_t(T) * N * K > 32768, n_groups, [&](int g) {
-    const int b0 = g * group, nb = std::min(group, n_blocks - b0);
-    const int valid_last = std::min(16, N - (b0 + nb - 1) * 16);
-    for (int t0 = 0; t0 < T; t0 += kRows) {
-      const int rows = std::min(kRows, T - t0);
-      pick(rows, nb)(y + size_t(t0) * N + size_t(b0) * 16, N, xp + size_t(t0) * pairs, pairs,
-                     w.bf16 + size_t(b0) * block_stride, block_stride, pairs, valid_last, accumulate);
-    }
-  });
+  matmul_bf16(y, x, w.bf16, T, K, N, accumulate);
 }
 
 }  // namespace pert

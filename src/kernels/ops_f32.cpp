@@ -1,184 +1,67 @@
 // F32 matrix products: y[T][N] (+)= x[T][K] · W[N][K]ᵀ with W row-major, as safetensors holds it.
-// Decoding (T = 1) streams W once (gemv, pert's own on AVX-512 and AVX2). Prefill runs the columns in one slice per thread, each
-// slice one gemm_nt. With AVX-512 that is pert's own GEMM: W packed 64 columns at a time (a
-// panel, [4][K][16], by 16 × 16 transposes in registers) and 6 rows of x multiplied by it in 24
-// registers, x broadcast, so no sums across lanes; gemm_nn reads a W whose rows already hold the
-// columns side by side (attention's values) in place. That runs at twice the rate of OpenBLAS's
-// AVX2 (Haswell) kernels, which some machines are held to (OPENBLAS_CORETYPE: older OpenBLAS
-// builds' AVX-512 kernels fail on some CPUs). Without AVX-512, OpenBLAS's sgemm.
+// Decoding (T = 1) streams W once (gemv). Prefill runs the columns in one slice per thread, each
+// slice one gemm_nt. Three paths (kernels.hpp), chosen at run time:
+//   avx512  pert's own GEMM and a 16-lane gemv (src/kernels/ops_f32_avx512.cpp);
+//   avx2    OpenBLAS's sgemm and an 8-lane gemv (here, in a target region);
+//   plain   OpenBLAS's sgemm and loops in C++.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
-#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "dispatch.hpp"
+#include "ops_f32.hpp"
 #include "parallel.hpp"
+#include "pert/error.hpp"
+#include "pert/kernels.hpp"
 #include "pert/ops.hpp"
 
 namespace pert {
 
-#if defined(__AVX512F__)
 namespace {
 
-constexpr int kGemmRows = 6;     // rows of x per kernel call
-constexpr int kPanelBlocks = 4;  // blocks of 16 columns per kernel call (a panel)
+// ---- plain ----
 
-// y[r][16·p + j] (+)= alpha · Σ_k x[r][k] · w[p][k][j] for R rows and P blocks of 16 columns,
-// w's block p at w + p·block_stride, its k-th row k_stride further; of the 16·P columns the
-// first `valid` are read and stored.
-template <int R, int P>
-void gemm_kernel(float* y, int ldy, const float* x, int ldx, const float* w, size_t block_stride, size_t k_stride,
-                 int K, int valid, float alpha, bool accumulate) {
-  const __mmask16 last = __mmask16((1u << (valid - 16 * (P - 1))) - 1);  // the last block's columns
-  __m512 acc[R][P];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  for (int k = 0; k < K; ++k) {
-    const float* at = w + size_t(k) * k_stride;
-    __m512 wv[P];
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      _mm_prefetch(reinterpret_cast<const char*>(at + p * block_stride + 16 * k_stride), _MM_HINT_T0);  // 16 rows ahead
-      wv[p] = p < P - 1 ? _mm512_loadu_ps(at + p * block_stride) : _mm512_maskz_loadu_ps(last, at + p * block_stride);
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_set1_ps(x[size_t(r) * ldx + k]);
-#pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wv[p], acc[r][p]);
-    }
-  }
-  const __m512 a = _mm512_set1_ps(alpha);
-  // Every loop over acc unrolled: indexed at run time, GCC keeps acc in memory and stores it each step.
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      const __mmask16 m = p < P - 1 ? __mmask16(0xffff) : last;
-      float* out = y + size_t(r) * ldy + 16 * p;
-      __m512 v = _mm512_mul_ps(acc[r][p], a);
-      if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
-      _mm512_mask_storeu_ps(out, m, v);
-    }
-}
-
-using GemmKernel = void (*)(float*, int, const float*, int, const float*, size_t, size_t, int, int, float, bool);
-template <int R>
-constexpr GemmKernel kRowKernels[kPanelBlocks] = {gemm_kernel<R, 1>, gemm_kernel<R, 2>, gemm_kernel<R, 3>, gemm_kernel<R, 4>};
-constexpr const GemmKernel* kGemmKernels[kGemmRows] = {kRowKernels<1>, kRowKernels<2>, kRowKernels<3>,
-                                                       kRowKernels<4>, kRowKernels<5>, kRowKernels<6>};
-
-// Every 6 rows of x against one panel of `cols` <= 64 columns, laid out as gemm_kernel reads it.
-void gemm_panel(float* y, int ldy, const float* x, int ldx, int T, const float* w, size_t block_stride,
-                size_t k_stride, int K, int cols, float alpha, bool accumulate) {
-  const int blocks = (cols + 15) / 16;
-  for (int t0 = 0; t0 < T; t0 += kGemmRows) {
-    const int rows = std::min(kGemmRows, T - t0);
-    kGemmKernels[rows - 1][blocks - 1](y + size_t(t0) * ldy, ldy, x + size_t(t0) * ldx, ldx, w, block_stride, k_stride,
-                                       K, cols, alpha, accumulate);
+void gemv_plain(float* y, const float* w, const float* x, int n0, int n1, int K, bool accumulate, Prefetch) {
+  for (int n = n0; n < n1; ++n) {
+    const float* row = w + size_t(n) * K;
+    float dot = 0.0f;
+    for (int k = 0; k < K; ++k) dot += row[k] * x[k];
+    y[n] = accumulate ? y[n] + dot : dot;
   }
 }
 
-// Full-mask forms with a defined pass-through (a): GCC 12 warns that the plain forms' internal
-// _mm512_undefined_ps() may be used uninitialized.
-__m512 unpack_lo(__m512 a, __m512 b) { return _mm512_mask_unpacklo_ps(a, 0xffff, a, b); }
-__m512 unpack_hi(__m512 a, __m512 b) { return _mm512_mask_unpackhi_ps(a, 0xffff, a, b); }
-template <int kLanes>
-__m512 lanes(__m512 a, __m512 b) { return _mm512_mask_shuffle_f32x4(a, 0xffff, a, b, kLanes); }
-
-// r[i][j] -> r[j][i] for a 16 × 16 tile: pairs, then quads within each 128-bit lane, then lanes.
-void transpose16(__m512 r[16]) {
-  __m512 a[16], b[16];
-  for (int i = 0; i < 16; i += 2) {  // lane L of a[i]: rows i, i+1 at columns 4L, 4L+1 (lo) or 4L+2, 4L+3 (hi)
-    a[i] = unpack_lo(r[i], r[i + 1]);
-    a[i + 1] = unpack_hi(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {  // lane L of b[i + c]: rows i..i+3 at column 4L + c
-    b[i] = _mm512_shuffle_ps(a[i], a[i + 2], 0x44);
-    b[i + 1] = _mm512_shuffle_ps(a[i], a[i + 2], 0xee);
-    b[i + 2] = _mm512_shuffle_ps(a[i + 1], a[i + 3], 0x44);
-    b[i + 3] = _mm512_shuffle_ps(a[i + 1], a[i + 3], 0xee);
-  }
-  for (int c = 0; c < 4; ++c) {  // column 4L + c: lane L of b[c], b[4 + c], b[8 + c], b[12 + c]
-    const __m512 even0 = lanes<0x88>(b[c], b[4 + c]), odd0 = lanes<0xdd>(b[c], b[4 + c]);
-    const __m512 even1 = lanes<0x88>(b[8 + c], b[12 + c]), odd1 = lanes<0xdd>(b[8 + c], b[12 + c]);
-    r[c] = lanes<0x88>(even0, even1);
-    r[4 + c] = lanes<0x88>(odd0, odd1);
-    r[8 + c] = lanes<0xdd>(even0, even1);
-    r[12 + c] = lanes<0xdd>(odd0, odd1);
+void add_weighted_plain(float* acc, const float* p, const float* rows, int n, int K) {
+  for (int j = 0; j < n; ++j) {
+    const float* row = rows + size_t(j) * K;
+#pragma omp simd
+    for (int k = 0; k < K; ++k) acc[k] += p[j] * row[k];
   }
 }
 
-// block[k][j] = W[j][k] for the block's first n <= 16 rows of W (zero past them), k < K.
-void pack_block(float* block, const float* w, int n, int K) {
-  for (int k0 = 0; k0 < K; k0 += 16) {
-    const int kn = std::min(16, K - k0);
-    const __mmask16 m = __mmask16((1u << kn) - 1);
-    __m512 r[16];
-    for (int j = 0; j < 16; ++j) r[j] = j < n ? _mm512_maskz_loadu_ps(m, w + size_t(j) * K + k0) : _mm512_setzero_ps();
-    transpose16(r);
-    for (int k = 0; k < kn; ++k) _mm512_storeu_ps(block + size_t(k0 + k) * 16, r[k]);
-  }
-}
-
-}  // namespace
-
-// W's rows are packed 64 at a time into a panel ([4][K][16], each block's columns side by side).
-void gemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int N, float alpha,
-             bool accumulate) {
-  constexpr int kPanel = 16 * kPanelBlocks;  // columns
-  static thread_local std::vector<float> panel_storage;  // grows once, then reused
-  panel_storage.resize(size_t(K) * kPanel);
-  float* const panel = panel_storage.data();  // this thread's: thread_local names another inside loops
-  for (int n0 = 0; n0 < N; n0 += kPanel) {
-    const int cols = std::min(kPanel, N - n0);
-    for (int b = 0; b * 16 < cols; ++b)
-      pack_block(panel + size_t(b) * K * 16, w + size_t(n0 + 16 * b) * K, std::min(16, cols - 16 * b), K);
-    gemm_panel(y + n0, ldy, x, ldx, T, panel, size_t(K) * 16, 16, K, cols, alpha, accumulate);
-  }
-}
-
-// W's rows already hold 16 columns side by side: each panel is read where it is.
-void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate) {
-  for (int n0 = 0; n0 < N; n0 += 16 * kPanelBlocks)
-    gemm_panel(y + n0, ldy, x, ldx, T, w + n0, 16, size_t(ldw), K, std::min(16 * kPanelBlocks, N - n0), 1.0f, accumulate);
-}
-
-#else
-
-void gemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int N, float alpha,
-             bool accumulate) {
+void sgemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int N, float alpha,
+              bool accumulate) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, alpha, x, ldx, w, K, accumulate ? 1.0f : 0.0f, y, ldy);
 }
 
-void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate) {
+void sgemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, N, K, 1.0f, x, ldx, w, ldw, accumulate ? 1.0f : 0.0f, y, ldy);
 }
 
-#endif
+// ---- avx2 ----
 
-namespace {
-
-// Decoding: y[n] (+)= W[n]·x for one thread's rows [n0, n1), 4 rows a step so x is loaded once
-// for four rows. W is prefetched two steps ahead with the non-temporal hint: it streams past
-// the cache instead of evicting what stays there (on stories15M the 24 MB of layers stay in the
-// 32 MB L3 while the 37 MB classifier streams by: tg128 +19% over OpenBLAS's sgemv on AVX-512).
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-using Vec = __m512;
-inline Vec vzero() { return _mm512_setzero_ps(); }
-inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-inline Vec vbroadcast(float x) { return _mm512_set1_ps(x); }
-inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
-#elif defined(__AVX2__) && defined(__FMA__)
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
 constexpr int kLanes = 8;
 using Vec = __m256;
 inline Vec vzero() { return _mm256_setzero_ps(); }
@@ -186,68 +69,85 @@ inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline Vec vbroadcast(float x) { return _mm256_set1_ps(x); }
 inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
-#else
-constexpr int kLanes = 0;
+#include "ops_f32_simd.inc"
+}  // namespace avx2
+#pragma GCC pop_options
 #endif
 
-template <bool Stream = true>  // Stream: W passes by once (prefetched, not kept)
-void gemv_rows(float* y, const float* w, const float* x, int n0, int n1, int K, bool accumulate) {
-  const size_t end = size_t(n1) * K;  // prefetches stay inside this thread's rows
-  for (int n = n0; n < n1; n += 4) {
-    const int rows = std::min(4, n1 - n);
-    const float* row[4];  // a short last step repeats its last row
-    for (int i = 0; i < 4; ++i) row[i] = w + size_t(n + std::min(i, rows - 1)) * K;
-    float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int k = 0;
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-    const size_t ahead = size_t(n + 8) * K;  // two steps on
-    Vec acc[4] = {vzero(), vzero(), vzero(), vzero()};
-    for (; k + kLanes <= K; k += kLanes) {
-      const Vec xv = vload(x + k);
-      for (int i = 0; i < 4; ++i) {
-        const size_t at = ahead + size_t(i) * K + size_t(k);
-        if (Stream && k % 16 == 0 && at < end) _mm_prefetch(reinterpret_cast<const char*>(w + at), _MM_HINT_NTA);  // a line a row
-        acc[i] = vfma(vload(row[i] + k), xv, acc[i]);
-      }
-    }
-    for (int i = 0; i < 4; ++i) {
-      alignas(64) float lanes[kLanes];
-      std::memcpy(lanes, &acc[i], sizeof lanes);
-      for (float lane : lanes) dot[i] += lane;
-    }
+KernelChoice<F32Kernels>& choice() {
+  static KernelChoice<F32Kernels> c("f32", {
+#if defined(__x86_64__)
+                                               {"avx512", f32_avx512_kernels()},
+                                               {"avx2", {avx2::gemv, avx2::add_weighted_rows, sgemm_nt, sgemm_nn, nullptr}},
 #endif
-    for (; k < K; ++k)
-      for (int i = 0; i < 4; ++i) dot[i] += row[i][k] * x[k];
-    for (int i = 0; i < rows; ++i) y[n + i] = accumulate ? y[n + i] + dot[i] : dot[i];
-  }
+                                               {"plain", {gemv_plain, add_weighted_plain, sgemm_nt, sgemm_nn, nullptr}},
+                                           });
+  return c;
 }
 
-int total_rows(const Projection* products, size_t count) {
-  int total = 0;
-  for (size_t i = 0; i < count; ++i) total += products[i].N;
-  return total;
+// The prefetch hint: PERT_PREFETCH, else T0. Measured (docs/speed.md): T0 over NTA on an Intel Xeon
+// (AVX-512; the stories110M shape's F32 decode 22 -> 56 t/s, issue 53) and on an AMD EPYC Zen 3
+// (stories15M shape +13%, stories110M +7%); no CPU measured so far prefers NTA.
+Prefetch parse_prefetch(const std::string& hint) {
+  if (hint == "nta") return Prefetch::Nta;
+  if (hint == "t0") return Prefetch::T0;
+  if (hint == "none") return Prefetch::None;
+  throw std::invalid_argument("prefetch hint '" + hint + "' is not one of nta, t0, none");
+}
+Prefetch& prefetch() {
+  static Prefetch p = [] {
+    const char* env = std::getenv("PERT_PREFETCH");
+    if (!env || !*env) return Prefetch::T0;
+    try {
+      return parse_prefetch(env);
+    } catch (const std::invalid_argument& e) {
+      throw Error(std::string("PERT_PREFETCH: ") + e.what());
+    }
+  }();
+  return p;
 }
 
-// Thread `me` of `threads`' share of the products' rows (W's, y's columns) laid end to end and
-// cut into equal runs at multiples of `unit`: f(product, n0, n1) for each part of its run.
-template <class F>
-void thread_share(const Projection* products, size_t count, int unit, int threads, int me, F f) {
-  const int total = total_rows(products, count), slice = (total + unit * threads - 1) / (unit * threads) * unit;
-  const int lo = std::min(total, me * slice), hi = std::min(total, lo + slice);
-  int base = 0;  // the first row of product i
-  for (size_t i = 0; i < count; base += products[i].N, ++i) {
-    const int n0 = std::max(lo, base) - base, n1 = std::min(hi, base + products[i].N) - base;
-    if (n1 > n0) f(products[i], n0, n1);
-  }
+}  // namespace
+
+const F32Kernels& f32_kernels_table() { return choice().table(); }
+Prefetch f32_prefetch_hint() { return prefetch(); }
+std::vector<std::string> f32_kernels() { return choice().names(); }
+const std::string& f32_kernel() { return choice().name(); }
+void select_f32_kernel(const std::string& name) { choice().select(name); }
+const std::string& f32_prefetch() {
+  static std::string names[3] = {"none", "t0", "nta"};
+  return names[int(prefetch())];
 }
+void select_f32_prefetch(const std::string& hint) { prefetch() = parse_prefetch(hint); }
+
+void gemm_nt(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int N, float alpha,
+             bool accumulate) {
+  f32_kernels_table().gemm_nt(y, ldy, x, ldx, T, K, w, N, alpha, accumulate);
+}
+
+void gemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N, bool accumulate) {
+  f32_kernels_table().gemm_nn(y, ldy, x, ldx, T, K, w, ldw, N, accumulate);
+}
+
+void dot_rows(float* y, const float* rows, const float* x, int n, int K) {
+  f32_kernels_table().gemv(y, rows, x, 0, n, K, false, Prefetch::None);
+}
+
+void add_weighted_rows(float* acc, const float* p, const float* rows, int n, int K) {
+  f32_kernels_table().add_weighted_rows(acc, p, rows, n, K);
+}
+
+namespace {
 
 // Decoding's products of one x in one run per thread (rows at multiples of 4), so each thread
 // streams its part of every matrix once and the threads meet once per call, not once per
 // product. Small products run on the calling thread.
 void gemv_products(const float* x, int K, const Projection* products, size_t count) {
+  const F32Kernels& kernels = f32_kernels_table();
+  const Prefetch hint = prefetch();
   auto run = [&](int threads, int me) {
     thread_share(products, count, 4, threads, me, [&](const Projection& p, int n0, int n1) {
-      gemv_rows(p.y, p.w->f32, x, n0, n1, K, p.accumulate);
+      kernels.gemv(p.y, p.w->f32, x, n0, n1, K, p.accumulate, hint);
     });
   };
   if (size_t(total_rows(products, count)) * size_t(K) > 32768) on_each_thread(run);
@@ -255,44 +155,6 @@ void gemv_products(const float* x, int K, const Projection* products, size_t cou
 }
 
 }  // namespace
-
-void dot_rows(float* y, const float* rows, const float* x, int n, int K) { gemv_rows<false>(y, rows, x, 0, n, K, false); }
-
-namespace {
-
-// acc[k0, k0 + V·lanes) += Σ_j p[j]·rows[j][k0 ...]: V vectors of acc held in registers while the
-// rows stream past once, in order.
-template <int V>
-int add_weighted_chunk(float* acc, const float* p, const float* rows, int n, int K, int k0) {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  for (; k0 + V * kLanes <= K; k0 += V * kLanes) {
-    Vec a[V];
-#pragma GCC unroll 8
-    for (int i = 0; i < V; ++i) a[i] = vload(acc + k0 + i * kLanes);
-    for (int j = 0; j < n; ++j) {
-      const Vec pj = vbroadcast(p[j]);
-      const float* row = rows + size_t(j) * K + k0;
-#pragma GCC unroll 8
-      for (int i = 0; i < V; ++i) a[i] = vfma(pj, vload(row + i * kLanes), a[i]);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < V; ++i) vstore(acc + k0 + i * kLanes, a[i]);
-  }
-#else
-  (void)acc, (void)p, (void)rows, (void)n, (void)K;
-#endif
-  return k0;
-}
-
-}  // namespace
-
-void add_weighted_rows(float* acc, const float* p, const float* rows, int n, int K) {
-  int k = add_weighted_chunk<8>(acc, p, rows, n, K, 0);  // a head of 64 (AVX2) or 128 in one pass
-  k = add_weighted_chunk<2>(acc, p, rows, n, K, k);
-  k = add_weighted_chunk<1>(acc, p, rows, n, K, k);
-  for (; k < K; ++k)
-    for (int j = 0; j < n; ++j) acc[k] += p[j] * rows[size_t(j) * K + k];
-}
 
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
   const Weight weight{w};
@@ -306,12 +168,12 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 // region runs single-threaded).
 void matmul_f32(const float* x, int T, int K, const Projection* products, size_t count) {
   if (T == 1) return gemv_products(x, K, products, count);
+  const F32Kernels& kernels = f32_kernels_table();
   on_each_thread([&](int threads, int me) {
     thread_share(products, count, 16, threads, me, [&](const Projection& p, int n0, int n1) {
-      gemm_nt(p.y + n0, p.N, x, K, T, K, p.w->f32 + size_t(n0) * K, n1 - n0, 1.0f, p.accumulate);
+      kernels.gemm_nt(p.y + n0, p.N, x, K, T, K, p.w->f32 + size_t(n0) * K, n1 - n0, 1.0f, p.accumulate);
     });
   });
 }
-
 
 }  // namespace pert

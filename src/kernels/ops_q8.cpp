@@ -18,6 +18,7 @@
 
 #include "parallel.hpp"
 #include "pert/fp16.hpp"
+#include "pert/kernels.hpp"
 #include "pert/ops.hpp"
 
 #if defined(__x86_64__)
@@ -269,7 +270,7 @@ struct Selection {
 };
 Selection& selected() {
   static Selection s = [] {
-    const std::string first = q8_kernels().front();
+    const std::string first = initial_kernel(q8_kernels());
     return Selection{first, picker_for(first)};
   }();
   return s;

@@ -20,6 +20,7 @@
 
 #include "parallel.hpp"
 #include "pert/error.hpp"
+#include "pert/kernels.hpp"
 #include "pert/ops.hpp"
 #include "pert/quants.hpp"
 #include "quants_blocks.hpp"
@@ -234,7 +235,7 @@ Selection make_selection(const std::string& name) {
   return s;
 }
 Selection& selected() {
-  static Selection s = make_selection(block_kernels().front());
+  static Selection s = make_selection(initial_kernel(block_kernels()));
   return s;
 }
 
