@@ -161,3 +161,31 @@ TEST_CASE("q8: matmul_shared equals one matmul per weight, every kernel", "[ops]
     }
   }
 }
+
+// A GGUF file's Q8_0 rows repacked into the Q8 layout hold the same numbers: every value equals
+// GGML's dequantization, and the Q8 kernels' products equal the block kernels' on the rows.
+TEST_CASE("q8: GGML Q8_0 rows repack into the same values and products", "[q8]") {
+  const int N = 37, K = 96, T = 5;
+  const std::vector<float> rows = random_floats(size_t(N * K), 71), x = random_floats(size_t(T * K), 72);
+  const size_t row_bytes = block_row_bytes(BlockType::Q8_0, K);
+  std::vector<uint8_t> blocks(size_t(N) * row_bytes);
+  for (int n = 0; n < N; ++n)
+    pert::quantize_row(BlockType::Q8_0, rows.data() + size_t(n) * K, blocks.data() + size_t(n) * row_bytes, K);
+  std::vector<uint8_t> packed(q8_packed_size(N, K));
+  std::vector<uint16_t> scales(q8_scales_size(N, K));
+  repack_q8_0(packed.data(), scales.data(), blocks.data(), row_bytes, N, K);
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int n = 0; n < N; ++n) {
+    dequantize_row(BlockType::Q8_0, blocks.data() + size_t(n) * row_bytes, row.data(), K);
+    for (int k = 0; k < K; ++k) REQUIRE(q8_value_at(packed.data(), scales.data(), K, n, k) == row[size_t(k)]);
+  }
+  const BlockMatrix m{blocks.data(), BlockType::Q8_0, row_bytes};
+  Weight w;
+  w.q8 = packed.data(), w.q8_scales = scales.data();
+  for (int t : {1, T}) {
+    std::vector<float> by_blocks(size_t(t * N)), by_q8(size_t(t * N));
+    matmul_blocks(by_blocks.data(), x.data(), m, t, K, N);
+    matmul(by_q8.data(), x.data(), w, t, K, N);
+    for (size_t i = 0; i < by_q8.size(); ++i) CHECK(by_q8[i] == Approx(by_blocks[i]).margin(1e-5));
+  }
+}

@@ -18,6 +18,7 @@ and its share of the median of the runs' read-bandwidth probes.
 same weights (tools/bench_gguf.py's conversion of the shape's F32 checkpoint, seed 0 as here: F32
 for F32, BF16 for BF16, Q8_0 for Q8), the same -p, -n, -r and -t; depth-0 tests only (llama-bench
 b4748 has no depth option). Its rows get llama.cpp's median and pert ÷ llama.cpp.
+--prefetch nta,t0 runs every precision under each PERT_PREFETCH hint (decoding's F32 prefetch).
 The table's first line names the CPU, the instructions that choose pert's kernel paths and the
 paths that ran (pert bench's report).
 Prints a Markdown table (date, machine, threads) and writes every sample as JSON;
@@ -132,13 +133,18 @@ def main():
     ap.add_argument("--roof", action="store_true",
                     help="pert bench --roof: each tg row's bytes a token, GB/s and %% of the memory's read probe (median of the runs')")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
+    ap.add_argument("--prefetch", help="comma-separated PERT_PREFETCH hints (nta, t0, none): every precision under each, "
+                                       "labelled \"F32 prefetch t0\"")
     ap.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside pert on GGUF files of the same weights")
+    ap.add_argument("--llama-version", help="what to call that llama.cpp in the table (default: the commit its JSON names)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
     if a.table:
         return print_table(a.table, table)
-    models = [(s, d, c, checkpoint(s, "BF16" if d == "BF16" else "F32")) for s in a.shapes.split(",")
-              for d in a.dtypes.split(",") for c in a.cache_types.split(",")]
+    hints = a.prefetch.split(",") if a.prefetch else [None]
+    # (shape, precision label, cache, checkpoint): the label is the precision, or "F32 prefetch t0"
+    models = [(s, d if h is None else f"{d} prefetch {h}", c, checkpoint(s, "BF16" if d == "BF16" else "F32"))
+              for s in a.shapes.split(",") for d in a.dtypes.split(",") for h in hints for c in a.cache_types.split(",")]
     flops = {path: perplexity_rate.matrix_flops_per_token(path, False) for _, _, _, path in models} if a.sgemm else {}
     samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
     of_sgemm = {}  # (shape, cache type, test) -> [F32 prompt test's matrix GFLOP/s ÷ sgemm's, a round each]
@@ -148,7 +154,8 @@ def main():
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     machine = {}  # pert's report of the CPU and the kernel paths it ran
     llama = {}  # --llama-bench: (shape, dtype, test) -> [t/s of every run]
-    llama_files = {(s, d): bench_gguf.gguf_file(s, GGUF_TYPE[d]) for s, d, _, _ in models} if a.llama_bench else {}
+    llama_files = ({(s, d): bench_gguf.gguf_file(s, GGUF_TYPE[d.split()[0]]) for s, d, _, _ in models}
+                   if a.llama_bench else {})
     depth0 = [d for d in a.d.split(",") if int(d) == 0]
     for r in range(a.rounds):
         if a.sgemm:
@@ -156,8 +163,10 @@ def main():
             print(f"round {r + 1}/{a.rounds}: sgemm {sgemm[-1]:.0f} GFLOP/s", file=sys.stderr)
         for shape, dtype, cache, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
-                                  "-t", str(a.threads), "--dtype", dtype.lower(), "--cache-type", cache, "--json"]
-                                 + (["--roof"] if a.roof else []), check=True, capture_output=True, text=True).stdout
+                                  "-t", str(a.threads), "--dtype", dtype.split()[0].lower(), "--cache-type", cache, "--json"]
+                                 + (["--roof"] if a.roof else []), check=True, capture_output=True, text=True,
+                                 env={**os.environ, "PERT_PREFETCH": dtype.split()[-1]} if " prefetch " in dtype
+                                 else None).stdout
             report = json.loads(out)
             blas_core = report.get("blas_core", blas_core)
             machine = {k: report[k] for k in ("cpu_features", "kernels", "f32_prefetch") if k in report}
@@ -166,7 +175,7 @@ def main():
                 samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])
                 if "bytes_per_token" in res:
                     bytes_per_token[(shape, dtype, cache, res["test"])] = res["bytes_per_token"]
-                if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
+                if a.sgemm and dtype.split()[0] == "F32" and res["test"].startswith("pp"):
                     rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
             if a.llama_bench and depth0 and cache == "f32":
@@ -183,7 +192,7 @@ def main():
     if llama:
         machine["llama_cpp"] = [{"shape": shape, "precision": dtype, "test": test, "median": statistics.median(v),
                                  "min": min(v), "max": max(v), "samples": v} for (shape, dtype, test), v in llama.items()]
-        machine["llama_cpp_build"] = llama_build
+        machine["llama_cpp_build"] = a.llama_version or llama_build
     report = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cores": os.cpu_count(), **machine,
               "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds, "repetitions": a.repetitions,
               "results": rows, "sgemm_gflops": sgemm, **({"roof_bytes_per_second": roof} if roof else {}),

@@ -73,6 +73,10 @@ void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, in
 // [-127, 127] to q[32] (zeros past n). What the weights, x and a q8 KV cache are made of.
 float quantize_q8_block(const float* v, int n, int8_t* q);
 float q8_value_at(const uint8_t* packed, const uint16_t* scales, int K, int n, int k);  // d · q
+// GGML's Q8_0 rows (a GGUF file's: per 32 values an F16 scale and 32 int8, rows row_stride bytes
+// apart, K a multiple of 32) into the packed layout: the same numbers, which the Q8 kernels
+// multiply faster than the block kernels (their panels hold 16 rows side by side).
+void repack_q8_0(uint8_t* packed, uint16_t* scales, const uint8_t* rows, size_t row_stride, int N, int K);
 // Q8 weights: x is quantized the same way (per row, blocks of 32, its own scales) and each
 // block's products summed exactly in int32, then scaled: AVX-512 VNNI `vpdpbusd`, AVX2, or plain
 // C++, whichever the CPU has first; select_q8_kernel picks one of q8_kernels() (tests compare them).

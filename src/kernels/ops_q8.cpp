@@ -54,6 +54,20 @@ void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, in
     }
 }
 
+void repack_q8_0(uint8_t* packed, uint16_t* scales, const uint8_t* rows, size_t row_stride, int N, int K) {
+  const int blocks = (K + 31) / 32;
+  std::fill(packed, packed + q8_packed_size(N, K), uint8_t(128));  // padding: q = 0
+  std::fill(scales, scales + q8_scales_size(N, K), uint16_t(0));
+  for (int n = 0; n < N; ++n)
+    for (int b = 0; b < blocks; ++b) {
+      const uint8_t* block = rows + size_t(n) * row_stride + size_t(b) * 34;  // GGML's block_q8_0: F16 d, 32 int8
+      const size_t at = size_t(n / 16) * blocks + size_t(b);
+      std::memcpy(&scales[at * 16 + size_t(n % 16)], block, 2);
+      for (int k = 0; k < 32; ++k)
+        packed[at * 512 + size_t(k / 4) * 64 + size_t(n % 16) * 4 + size_t(k % 4)] = uint8_t(int8_t(block[2 + k]) + 128);
+    }
+}
+
 float q8_value_at(const uint8_t* packed, const uint16_t* scales, int K, int n, int k) {
   const size_t at = size_t(n / 16) * size_t((K + 31) / 32) + size_t(k / 32);
   const int q = int(packed[at * 512 + size_t(k % 32 / 4) * 64 + size_t(n % 16) * 4 + size_t(k % 4)]) - 128;
