@@ -18,6 +18,8 @@ and its share of the median of the runs' read-bandwidth probes.
 same weights (tools/bench_gguf.py's conversion of the shape's F32 checkpoint, seed 0 as here: F32
 for F32, BF16 for BF16, Q8_0 for Q8), the same -p, -n, -r and -t; depth-0 tests only (llama-bench
 b4748 has no depth option). Its rows get llama.cpp's median and pert ÷ llama.cpp.
+A --dtypes entry with an underscore (Q8_0, Q4_K_M) is a GGUF file type: pert and llama.cpp both run
+tools/bench_gguf.py's file of that type (pert with --dtype auto, as the file holds it).
 --prefetch nta,t0 runs every precision under each PERT_PREFETCH hint (decoding's F32 prefetch).
 The table's first line names the CPU, the instructions that choose pert's kernel paths and the
 paths that ran (pert bench's report).
@@ -41,6 +43,11 @@ from results_tables import add_table_flag, print_and_save, print_table  # noqa: 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
 GGUF_TYPE = {"F32": "F32", "BF16": "BF16", "Q8": "Q8_0"}  # --llama-bench: each precision's GGUF
+
+
+def is_gguf(dtype):
+    """A --dtypes entry naming a GGUF file type (Q8_0, Q4_K_M, ...): pert and llama.cpp run that file."""
+    return "_" in dtype
 
 
 def checkpoint(shape, dtype):
@@ -124,7 +131,8 @@ def main():
     ap.add_argument("--shapes", default="stories15M,stories110M",
                     help="comma-separated tools/bench_model.py shapes, or tinyllama (TinyLlama-1.1B's GQA shape, "
                          "tools/bench_gguf.py's checkpoint) (default %(default)s)")
-    ap.add_argument("--dtypes", default="F32,BF16", help="comma-separated precisions: F32, BF16, Q8 (default %(default)s)")
+    ap.add_argument("--dtypes", default="F32,BF16", help="comma-separated precisions: F32, BF16, Q8, or GGUF file types "
+                                                        "(Q8_0, Q4_K_M, ...: tools/to_gguf.py's file of the shape) (default %(default)s)")
     ap.add_argument("--cache-types", default="f32", help="comma-separated pert bench --cache-type values (default %(default)s)")
     ap.add_argument("-p", default="512", help="pert bench -p: prompt lengths, comma-separated; 0 skips (default %(default)s)")
     ap.add_argument("-n", default="128", help="pert bench -n: generated tokens, comma-separated; 0 skips (default %(default)s)")
@@ -143,7 +151,8 @@ def main():
         return print_table(a.table, table)
     hints = a.prefetch.split(",") if a.prefetch else [None]
     # (shape, precision label, cache, checkpoint): the label is the precision, or "F32 prefetch t0"
-    models = [(s, d if h is None else f"{d} prefetch {h}", c, checkpoint(s, "BF16" if d == "BF16" else "F32"))
+    models = [(s, d if h is None else f"{d} prefetch {h}", c,
+               bench_gguf.gguf_file(s, d) if is_gguf(d) else checkpoint(s, "BF16" if d == "BF16" else "F32"))
               for s in a.shapes.split(",") for d in a.dtypes.split(",") for h in hints for c in a.cache_types.split(",")]
     flops = {path: perplexity_rate.matrix_flops_per_token(path, False) for _, _, _, path in models} if a.sgemm else {}
     samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
@@ -154,7 +163,7 @@ def main():
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     machine = {}  # pert's report of the CPU and the kernel paths it ran
     llama = {}  # --llama-bench: (shape, dtype, test) -> [t/s of every run]
-    llama_files = ({(s, d): bench_gguf.gguf_file(s, GGUF_TYPE[d.split()[0]]) for s, d, _, _ in models}
+    llama_files = ({(s, d): path if is_gguf(d) else bench_gguf.gguf_file(s, GGUF_TYPE[d.split()[0]]) for s, d, _, path in models}
                    if a.llama_bench else {})
     depth0 = [d for d in a.d.split(",") if int(d) == 0]
     for r in range(a.rounds):
@@ -163,7 +172,7 @@ def main():
             print(f"round {r + 1}/{a.rounds}: sgemm {sgemm[-1]:.0f} GFLOP/s", file=sys.stderr)
         for shape, dtype, cache, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
-                                  "-t", str(a.threads), "--dtype", dtype.split()[0].lower(), "--cache-type", cache, "--json"]
+                                  "-t", str(a.threads), "--dtype", "auto" if is_gguf(dtype) else dtype.split()[0].lower(), "--cache-type", cache, "--json"]
                                  + (["--roof"] if a.roof else []), check=True, capture_output=True, text=True,
                                  env={**os.environ, "PERT_PREFETCH": dtype.split()[-1]} if " prefetch " in dtype
                                  else None).stdout
