@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "cli_util.hpp"
+#include "pert/kernels.hpp"
+#include "pert/ops.hpp"
 #include "pert/safetensors.hpp"
 #include "pert/threads.hpp"
 
@@ -257,4 +259,29 @@ TEST_CASE("threads: the default stays within a Slurm task's SLURM_CPUS_PER_TASK"
   unsetenv("SLURM_CPUS_PER_TASK");
   CHECK(pert::default_threads() >= 1);
   if (before) setenv("SLURM_CPUS_PER_TASK", saved.c_str(), 1);
+}
+
+// The CPU and the kernel paths a run took, in bench's and inspect's JSON and at the end of bench's
+// table; PERT_KERNELS holds every family at a level, and a value that is no level (or no prefetch
+// hint) stops the command with one line naming the variable.
+TEST_CASE("cli: bench and inspect name the CPU and the kernel paths; PERT_KERNELS and PERT_PREFETCH", "[cli]") {
+  const Run plain = run_shell("PERT_KERNELS=plain PERT_PREFETCH=nta exec " +
+                              pert_line({"bench", "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--json"}));
+  INFO(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  const json j = json::parse(plain.out);
+  CHECK_FALSE(j["cpu"].get<std::string>().empty());
+  CHECK_FALSE(j["cpu_features"].get<std::string>().empty());
+  CHECK(j["f32_prefetch"] == "nta");
+  for (const char* family : {"f32", "bf16", "q8", "blocks", "cache"}) CHECK(j["kernels"][family] == "plain");
+  const Run best = run_pert({"bench", "-p", "4", "-n", "2", "-r", "1", "-t", "1"});
+  REQUIRE(best.exit_code == 0);
+  CHECK(best.out.find("\ncpu: ") != std::string::npos);
+  CHECK(best.out.find("kernels: f32 " + f32_kernels().front()) != std::string::npos);
+  const Run info = run_pert({"inspect", kRope, "--json"});
+  REQUIRE(info.exit_code == 0);
+  CHECK(json::parse(info.out)["kernels"]["q8"] == q8_kernels().front());
+  require_refusal(run_shell("PERT_KERNELS=avx9 exec " + pert_line({"bench", "-p", "4", "-n", "0", "-r", "1"})),
+                  {"PERT_KERNELS", "avx9", "plain, avx2"});
+  require_refusal(run_shell("PERT_PREFETCH=l2 exec " + pert_line({"inspect", kRope})), {"PERT_PREFETCH", "l2", "nta, t0, none"});
 }

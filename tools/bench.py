@@ -80,8 +80,8 @@ def table(report):
                                                       {r["cache_type"] for r in results}))
               if len(kinds) > 1]
     cpu = report["cpu"] + (f" ({report['cpu_features']})" if "cpu_features" in report else "")
-    kernels = (f", kernels {', '.join(f'{k} {v}' for k, v in report['kernels'].items())}, F32 decode prefetch "
-               f"{report['f32_prefetch']}" if "kernels" in report else "")
+    kernels = (f", kernels {', '.join(f'{k} {v}' for k, v in report['kernels'].items())}" if "kernels" in report else "")
+    kernels += f", F32 decode prefetch {report['f32_prefetch']}" if "f32_prefetch" in report else ""
     lines = [f"pert bench, {report['date']}, {cpu}, {report.get('cores', '?')} cores{kernels}, OpenBLAS core "
              f"{report['blas_core']}, -t {report['threads']}; median (min–max) of {report['rounds']} rounds × "
              f"{report['repetitions']} runs", "",
@@ -178,7 +178,8 @@ def main():
                                  else None).stdout
             report = json.loads(out)
             blas_core = report.get("blas_core", blas_core)
-            machine = {k: report[k] for k in ("cpu_features", "kernels", "f32_prefetch") if k in report}
+            machine = {k: report[k] for k in ("cpu_features", "kernels", "f32_prefetch")  # --prefetch: the rows say
+                       if k in report and not (a.prefetch and k == "f32_prefetch")}
             roof += [p["read_bytes_per_second"] for p in report.get("roof", [])]
             for res in report["results"]:
                 samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])

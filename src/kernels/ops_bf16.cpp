@@ -218,8 +218,9 @@ KernelChoice<Bf16Kernels>& choice() {
 // per thread (multiples of 16), each slice widened 64 rows at a time into this thread's panels
 // [4][K][16] and multiplied there, so no thread waits for another. Else each product's 256-row
 // chunks are widened by all threads into [K][256] and handed to OpenBLAS's sgemm, which threads
-// itself: Debian's OpenBLAS 0.3.21 corrupted results when two threads of one region called its
-// sgemm on such (NN) operands at once (stories260K's BF16 logits off by up to 27 at -t 2).
+// itself. (Two threads of one region calling Debian's OpenBLAS 0.3.21 sgemm on such NN operands
+// at once left stories260K's BF16 logits off by up to 27 at -t 2, though each product checked
+// right after its call was exact; the same calls one at a time were exact.)
 void matmul_widened(const float* x, int T, int K, const Projection* products, size_t count, Widen widen) {
   static thread_local std::vector<float> xr;  // x rounded to BF16: [T][K], read by every thread
   xr.resize(size_t(T) * K);
