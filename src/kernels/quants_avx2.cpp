@@ -214,7 +214,7 @@ inline void q6k_super(const uint8_t* w, const QuantizedX& x, size_t xs0, size_t 
   }
 }
 
-// The K-quant kernels: four super-blocks a step, their int32 totals scaled into the four
+// The K-quant kernels: four super-blocks a step, their int32 totals (hsum4) scaled into the four
 // float lanes by one vfmadd (two for Q4_K/Q5_K: the scales, then the mins), as the plain
 // kernels add them lane by lane; the last nb % 4 super-blocks one at a time.
 template <BlockType Type, int R>
@@ -224,36 +224,28 @@ void k_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
   constexpr size_t d_at = six ? 208 : 0;
   const size_t nb = size_t(x.K / QK_K);
   const size_t xs0 = size_t(t0) * nb;  // x's super-block (t0, 0)
-  __m256i dot[R], offset[R];
+  __m256i dot[4][R], offset[4][R];
   __m128 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
   size_t s = 0;
   for (; s + 4 <= nb; s += 4, w += 4 * bytes) {
-    // Each super-block's lanes summed at once into its int32 total: R rows' accumulators stay in
-    // registers (holding four super-blocks' took 8R of the 16 and spilled the rest).
-    alignas(16) int32_t dots[R][4], offsets[R][4];
     for (int u = 0; u < 4; ++u) {
       const uint8_t* b = w + u * bytes;
       _mm_prefetch(reinterpret_cast<const char*>(b + 4 * bytes), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b + 4 * bytes + 64), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b + 4 * bytes + 128), _MM_HINT_T0);
       if (six) {
-        q6k_super<R>(b, x, xs0 + s + u, nb, dot);
+        q6k_super<R>(b, x, xs0 + s + u, nb, dot[u]);
       } else {
-        q45k_super<five, R>(b, x, xs0 + s + u, nb, dot, offset);
-      }
-      for (int r = 0; r < R; ++r) {
-        dots[r][u] = hsum(dot[r]);
-        if (!six) offsets[r][u] = hsum(offset[r]);
+        q45k_super<five, R>(b, x, xs0 + s + u, nb, dot[u], offset[u]);
       }
     }
     const __m128 d = f16x4(w, bytes, d_at);
     for (int r = 0; r < R; ++r) {
       const __m128 dx = _mm_loadu_ps(x.d + xs0 + size_t(r) * nb + s);
-      const __m128i total = _mm_load_si128(reinterpret_cast<const __m128i*>(dots[r]));
-      acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(total), _mm_mul_ps(d, dx), acc[r]);
+      acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4(dot[0][r], dot[1][r], dot[2][r], dot[3][r])), _mm_mul_ps(d, dx), acc[r]);
       if (!six) {
-        const __m128i m = _mm_load_si128(reinterpret_cast<const __m128i*>(offsets[r]));
+        const __m128i m = hsum4(offset[0][r], offset[1][r], offset[2][r], offset[3][r]);
         acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_sub_epi32(_mm_setzero_si128(), m)),
                               _mm_mul_ps(f16x4(w, bytes, 2), dx), acc[r]);
       }
@@ -263,14 +255,14 @@ void k_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
   for (int r = 0; r < R; ++r) _mm_storeu_ps(lanes[r].v, acc[r]);
   for (; s < nb; ++s, w += bytes) {
     if (six) {
-      q6k_super<R>(w, x, xs0 + s, nb, dot);
+      q6k_super<R>(w, x, xs0 + s, nb, dot[0]);
     } else {
-      q45k_super<five, R>(w, x, xs0 + s, nb, dot, offset);
+      q45k_super<five, R>(w, x, xs0 + s, nb, dot[0], offset[0]);
     }
     for (int r = 0; r < R; ++r) {
       const float dx = x.d[xs0 + size_t(r) * nb + s];
-      lanes[r].add(int(s), float(hsum(dot[r])), load_f16(w + d_at) * dx);
-      if (!six) lanes[r].add(int(s), float(-hsum(offset[r])), load_f16(w + 2) * dx);
+      lanes[r].add(int(s), float(hsum(dot[0][r])), load_f16(w + d_at) * dx);
+      if (!six) lanes[r].add(int(s), float(-hsum(offset[0][r])), load_f16(w + 2) * dx);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = lanes[r].sum();
