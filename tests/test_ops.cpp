@@ -103,35 +103,55 @@ TEST_CASE("ops: dot_rows and add_weighted_rows match a loop", "[ops]") {
   });
 }
 
+namespace {
+
+// matmul_shared of three products of one x (q, k, v) against a triple loop per product, for T =
+// 1, 2 and 33: x drawn from `seed`, product i's weights from seed + 1 + i and its old y from
+// seed + 4 + i; product 1 accumulates. keep(values, N, storage) gives the Weight a product runs
+// on, rounding the values in place to what it holds; x is multiplied as round(x).
+template <class Keep>
+void check_shared_products(int K, const int (&Ns)[3], uint32_t seed, Keep keep, float (*round)(float)) {
+  const bool accumulate[3] = {false, true, false};
+  for (int T : {1, 2, 33}) {
+    INFO("T " << T);
+    const std::vector<float> x = random_floats(size_t(T * K), seed);
+    std::vector<std::vector<float>> w, y0, y;
+    std::vector<std::vector<uint16_t>> storage(3);
+    std::vector<Weight> weights(3);
+    for (int i = 0; i < 3; ++i) {
+      w.push_back(random_floats(size_t(Ns[i] * K), seed + 1 + uint32_t(i)));
+      weights[size_t(i)] = keep(w.back(), Ns[i], storage[size_t(i)]);
+      y0.push_back(random_floats(size_t(T * Ns[i]), seed + 4 + uint32_t(i)));
+    }
+    y = y0;
+    matmul_shared(x.data(), T, K, {{y[0].data(), &weights[0], Ns[0], accumulate[0]},
+                                   {y[1].data(), &weights[1], Ns[1], accumulate[1]},
+                                   {y[2].data(), &weights[2], Ns[2], accumulate[2]}});
+    for (int i = 0; i < 3; ++i)
+      for (int t = 0; t < T; ++t)
+        for (int n = 0; n < Ns[i]; ++n) {
+          double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
+          for (int k = 0; k < K; ++k) want += double(round(x[size_t(t * K + k)])) * w[size_t(i)][size_t(n * K + k)];
+          CHECK(y[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-5));
+        }
+  }
+}
+
+float exact(float v) { return v; }
+float to_bf16(float v) { return bf16_to_f32_value(f32_to_bf16(v)); }
+
+}  // namespace
+
 // Products of one x (q, k, v) in one call: the columns of all three cut into per-thread slices,
 // a slice crossing from one product into the next; one product accumulates.
 TEST_CASE("ops: matmul_shared with F32 weights matches a triple loop per product", "[ops]") {
   on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
-    const int K = 37;
     const int Ns[3] = {41, 100, 16};
-    const bool accumulate[3] = {false, true, false};
-    for (int T : {1, 2, 33}) {
-      INFO("T " << T);
-      const std::vector<float> x = random_floats(size_t(T * K), 11);
-      std::vector<std::vector<float>> w, y0, y;
-      std::vector<Weight> weights(3);
-      for (int i = 0; i < 3; ++i) {
-        w.push_back(random_floats(size_t(Ns[i] * K), uint32_t(12 + i)));
-        y0.push_back(random_floats(size_t(T * Ns[i]), uint32_t(15 + i)));
-        weights[size_t(i)].f32 = w.back().data();
-      }
-      y = y0;
-      matmul_shared(x.data(), T, K, {{y[0].data(), &weights[0], Ns[0], accumulate[0]},
-                                     {y[1].data(), &weights[1], Ns[1], accumulate[1]},
-                                     {y[2].data(), &weights[2], Ns[2], accumulate[2]}});
-      for (int i = 0; i < 3; ++i)
-        for (int t = 0; t < T; ++t)
-          for (int n = 0; n < Ns[i]; ++n) {
-            double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
-            for (int k = 0; k < K; ++k) want += double(x[size_t(t * K + k)]) * w[size_t(i)][size_t(n * K + k)];
-            CHECK(y[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-5));
-          }
-    }
+    check_shared_products(37, Ns, 11, [](std::vector<float>& w, int, std::vector<uint16_t>&) {
+      Weight kept;
+      kept.f32 = w.data();
+      return kept;
+    }, exact);
   });
 }
 
@@ -177,36 +197,15 @@ TEST_CASE("ops: matmul_shared with BF16 weights matches a triple loop per produc
   on_each_path("bf16", bf16_kernels, bf16_kernel, select_bf16_kernel, [&] {
     const int K = 75;
     const int Ns[3] = {41, 300, 16};
-    const bool accumulate[3] = {false, true, false};
-    for (int T : {1, 2, 33}) {
-      INFO("T " << T);
-      const std::vector<float> x = random_floats(size_t(T * K), 51);
-      std::vector<std::vector<uint16_t>> w, packed;
-      std::vector<std::vector<float>> y0, y;
-      std::vector<Weight> weights(3);
-      for (int i = 0; i < 3; ++i) {
-        const std::vector<float> wf = random_floats(size_t(Ns[i] * K), uint32_t(52 + i));
-        w.emplace_back(wf.size());
-        for (size_t j = 0; j < wf.size(); ++j) w.back()[j] = f32_to_bf16(wf[j]);
-        packed.emplace_back(bf16_packed_size(Ns[i], K));
-        pack_bf16(packed.back().data(), w.back().data(), Ns[i], K);
-        weights[size_t(i)].bf16 = packed.back().data();
-        y0.push_back(random_floats(size_t(T * Ns[i]), uint32_t(55 + i)));
-      }
-      y = y0;
-      matmul_shared(x.data(), T, K, {{y[0].data(), &weights[0], Ns[0], accumulate[0]},
-                                     {y[1].data(), &weights[1], Ns[1], accumulate[1]},
-                                     {y[2].data(), &weights[2], Ns[2], accumulate[2]}});
-      for (int i = 0; i < 3; ++i)
-        for (int t = 0; t < T; ++t)
-          for (int n = 0; n < Ns[i]; ++n) {
-            double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
-            for (int k = 0; k < K; ++k)
-              want += double(bf16_to_f32_value(f32_to_bf16(x[size_t(t * K + k)]))) *
-                      bf16_to_f32_value(w[size_t(i)][size_t(n * K + k)]);
-            CHECK(y[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-5));
-          }
-    }
+    check_shared_products(K, Ns, 51, [&](std::vector<float>& w, int N, std::vector<uint16_t>& packed) {
+      std::vector<uint16_t> rows(w.size());
+      for (size_t j = 0; j < w.size(); ++j) rows[j] = f32_to_bf16(w[j]), w[j] = bf16_to_f32_value(rows[j]);
+      packed.resize(bf16_packed_size(N, K));
+      pack_bf16(packed.data(), rows.data(), N, K);
+      Weight kept;
+      kept.bf16 = packed.data();
+      return kept;
+    }, to_bf16);
   });
 }
 

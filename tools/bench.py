@@ -31,12 +31,11 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
-import bench_gguf  # gguf_file, run_llama_samples, llama_build
+import bench_gguf  # cpu_name, source, gguf_file, run_llama_samples
 import perplexity_rate  # sgemm_gflops, matrix_flops_per_token
 from results_tables import add_table_flag, print_and_save, print_table  # noqa: E402  (--table FILE.json)
 
@@ -60,11 +59,7 @@ def checkpoint(shape, dtype):
     return path
 
 
-def cpu_name():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+cpu_name = bench_gguf.cpu_name  # (tools/bench_extend.py reads it here)
 
 
 def table(report):
@@ -150,11 +145,12 @@ def main():
     if a.table:
         return print_table(a.table, table)
     hints = a.prefetch.split(",") if a.prefetch else [None]
-    # (shape, precision label, cache, checkpoint): the label is the precision, or "F32 prefetch t0"
-    models = [(s, d if h is None else f"{d} prefetch {h}", c,
+    # (shape, label, precision, prefetch hint, cache, checkpoint): the label is the precision, or
+    # "F32 prefetch t0" under --prefetch
+    models = [(s, d if h is None else f"{d} prefetch {h}", d, h, c,
                bench_gguf.gguf_file(s, d) if is_gguf(d) else checkpoint(s, "BF16" if d == "BF16" else "F32"))
               for s in a.shapes.split(",") for d in a.dtypes.split(",") for h in hints for c in a.cache_types.split(",")]
-    flops = {path: perplexity_rate.matrix_flops_per_token(path, False) for _, _, _, path in models} if a.sgemm else {}
+    flops = {m[-1]: perplexity_rate.matrix_flops_per_token(m[-1], False) for m in models} if a.sgemm else {}
     samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
     of_sgemm = {}  # (shape, cache type, test) -> [F32 prompt test's matrix GFLOP/s ÷ sgemm's, a round each]
     sgemm = []  # GFLOP/s, a round each
@@ -163,37 +159,37 @@ def main():
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     machine = {}  # pert's report of the CPU and the kernel paths it ran
     llama = {}  # --llama-bench: (shape, dtype, test) -> [t/s of every run]
-    llama_files = ({(s, d): path if is_gguf(d) else bench_gguf.gguf_file(s, GGUF_TYPE[d.split()[0]]) for s, d, _, path in models}
-                   if a.llama_bench else {})
-    depth0 = [d for d in a.d.split(",") if int(d) == 0]
+    llama_files = ({(s, label): path if is_gguf(d) else bench_gguf.gguf_file(s, GGUF_TYPE[d])
+                    for s, label, d, _, _, path in models} if a.llama_bench else {})
+    depth0 = any(int(d) == 0 for d in a.d.split(","))
     for r in range(a.rounds):
         if a.sgemm:
             sgemm.append(perplexity_rate.sgemm_gflops())
             print(f"round {r + 1}/{a.rounds}: sgemm {sgemm[-1]:.0f} GFLOP/s", file=sys.stderr)
-        for shape, dtype, cache, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
+        for shape, label, dtype, hint, cache, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
-                                  "-t", str(a.threads), "--dtype", "auto" if is_gguf(dtype) else dtype.split()[0].lower(), "--cache-type", cache, "--json"]
-                                 + (["--roof"] if a.roof else []), check=True, capture_output=True, text=True,
-                                 env={**os.environ, "PERT_PREFETCH": dtype.split()[-1]} if " prefetch " in dtype
-                                 else None).stdout
+                                  "-t", str(a.threads), "--dtype", "auto" if is_gguf(dtype) else dtype.lower(),
+                                  "--cache-type", cache, "--json"] + (["--roof"] if a.roof else []),
+                                 check=True, capture_output=True, text=True,
+                                 env={**os.environ, "PERT_PREFETCH": hint} if hint else None).stdout
             report = json.loads(out)
             blas_core = report.get("blas_core", blas_core)
             machine = {k: report[k] for k in ("cpu_features", "kernels", "f32_prefetch")  # --prefetch: the rows say
                        if k in report and not (a.prefetch and k == "f32_prefetch")}
             roof += [p["read_bytes_per_second"] for p in report.get("roof", [])]
             for res in report["results"]:
-                samples.setdefault((shape, dtype, cache, res["test"]), []).extend(res["samples"])
+                samples.setdefault((shape, label, cache, res["test"]), []).extend(res["samples"])
                 if "bytes_per_token" in res:
-                    bytes_per_token[(shape, dtype, cache, res["test"])] = res["bytes_per_token"]
-                if a.sgemm and dtype.split()[0] == "F32" and res["test"].startswith("pp"):
+                    bytes_per_token[(shape, label, cache, res["test"])] = res["bytes_per_token"]
+                if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
                     rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
             if a.llama_bench and depth0 and cache == "f32":
-                runs, llama_build = bench_gguf.run_llama_samples(a.llama_bench, llama_files[(shape, dtype)], a.p, a.n,
+                runs, llama_build = bench_gguf.run_llama_samples(a.llama_bench, llama_files[(shape, label)], a.p, a.n,
                                                                  a.repetitions, a.threads)
                 for test, v in runs.items():
-                    llama.setdefault((shape, dtype, test), []).extend(v)
-            print(f"round {r + 1}/{a.rounds}: {shape} {dtype} cache {cache} done", file=sys.stderr)
+                    llama.setdefault((shape, label, test), []).extend(v)
+            print(f"round {r + 1}/{a.rounds}: {shape} {label} cache {cache} done", file=sys.stderr)
     rows = [{"shape": shape, "precision": dtype, "cache_type": cache, "test": test, "median": statistics.median(v),
              "min": min(v), "max": max(v), "samples": v} for (shape, dtype, cache, test), v in samples.items()]
     for row in rows:

@@ -32,6 +32,7 @@ import argparse
 import datetime
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -92,7 +93,7 @@ def cpu_name():
     for line in open("/proc/cpuinfo"):
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
-    return "?"
+    return platform.processor() or "?"
 
 
 def tokenizer():

@@ -95,6 +95,8 @@ std::string features() {
   return out.empty() ? "no SIMD paths" : out;
 }
 
+#undef has
+
 }  // namespace
 
 bool cpu_supports(const std::string& level) {

@@ -10,8 +10,7 @@
 //               widens 256 rows at a time (the same shift and mask, 16 values a step) for
 //               OpenBLAS's sgemm;
 //   plain       the same arithmetic in C++.
-// Prefill widening: each thread its own slice of the columns (as F32's), so no thread waits for
-// another; x is rounded to BF16 first (products of BF16 values are exact in F32).
+// Prefill rounds x to BF16 first, so the widened products are exact in F32 as vdpbf16ps's are.
 
 #include <cblas.h>
 
@@ -227,6 +226,7 @@ void matmul_widened(const float* x, int T, int K, const Projection* products, si
   for (size_t i = 0; i < xr.size(); ++i) xr[i] = bf16_to_f32_value(f32_to_bf16(x[i]));
   const float* const xb = xr.data();
   const int pairs = (K + 1) / 2;
+  auto block = [&](const Projection& p, int b) { return p.w->bf16 + size_t(b) * size_t(pairs) * 32; };  // 16 rows
   const F32Kernels& f32 = f32_kernels_table();
   if (f32.gemm_packed) {
     constexpr int kChunk = 64;
@@ -238,7 +238,7 @@ void matmul_widened(const float* x, int T, int K, const Projection* products, si
         for (int c0 = n0; c0 < n1; c0 += kChunk) {
           const int cols = std::min(kChunk, n1 - c0);
           for (int b = 0; b * 16 < cols; ++b)
-            widen(panels + size_t(b) * K * 16, 16, p.w->bf16 + size_t(c0 / 16 + b) * size_t(pairs) * 32, pairs, K);
+            widen(panels + size_t(b) * K * 16, 16, block(p, c0 / 16 + b), pairs, K);
           f32.gemm_packed(p.y + c0, p.N, xb, K, T, panels, K, cols, p.accumulate);
         }
       });
@@ -253,7 +253,7 @@ void matmul_widened(const float* x, int T, int K, const Projection* products, si
     for (int c0 = 0; c0 < p.N; c0 += kChunk) {
       const int cols = std::min(kChunk, p.N - c0);
       parallel_for_if(size_t(cols) * K > 32768, (cols + 15) / 16, [&](int b) {
-        widen(wf + 16 * b, kChunk, p.w->bf16 + size_t(c0 / 16 + b) * size_t(pairs) * 32, pairs, K);
+        widen(wf + 16 * b, kChunk, block(p, c0 / 16 + b), pairs, K);
       });
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, cols, K, 1.0f, xb, K, wf, kChunk,
                   p.accumulate ? 1.0f : 0.0f, p.y + c0, p.N);

@@ -85,13 +85,12 @@ KernelChoice<F32Kernels>& choice() {
   return c;
 }
 
-// The prefetch hint: PERT_PREFETCH, else T0. Measured (docs/speed.md): T0 over NTA on an Intel Xeon
-// (AVX-512; the stories110M shape's F32 decode 22 -> 56 t/s, issue 53) and on an AMD EPYC Zen 3
-// (stories15M shape +13%, stories110M +7%); no CPU measured so far prefers NTA.
+// The prefetch hint: PERT_PREFETCH, else T0. T0 took an Intel Xeon's stories110M F32 decode from
+// 22 to 56 t/s (issue 53); on an AMD EPYC Zen 3 the two are about 1% apart (docs/speed.md).
+constexpr const char* kPrefetchNames[] = {"none", "t0", "nta"};  // by Prefetch
 Prefetch parse_prefetch(const std::string& hint) {
-  if (hint == "nta") return Prefetch::Nta;
-  if (hint == "t0") return Prefetch::T0;
-  if (hint == "none") return Prefetch::None;
+  for (int i = 0; i < 3; ++i)
+    if (hint == kPrefetchNames[i]) return Prefetch(i);
   throw std::invalid_argument("prefetch hint '" + hint + "' is not one of nta, t0, none");
 }
 Prefetch& prefetch() {
@@ -110,12 +109,11 @@ Prefetch& prefetch() {
 }  // namespace
 
 const F32Kernels& f32_kernels_table() { return choice().table(); }
-Prefetch f32_prefetch_hint() { return prefetch(); }
 std::vector<std::string> f32_kernels() { return choice().names(); }
 const std::string& f32_kernel() { return choice().name(); }
 void select_f32_kernel(const std::string& name) { choice().select(name); }
 const std::string& f32_prefetch() {
-  static std::string names[3] = {"none", "t0", "nta"};
+  static const std::string names[] = {kPrefetchNames[0], kPrefetchNames[1], kPrefetchNames[2]};
   return names[int(prefetch())];
 }
 void select_f32_prefetch(const std::string& hint) { prefetch() = parse_prefetch(hint); }

@@ -30,7 +30,6 @@ const F32Kernels& f32_kernels_table();  // the selected path's
 #if defined(__x86_64__)
 F32Kernels f32_avx512_kernels();  // src/kernels/ops_f32_avx512.cpp
 #endif
-Prefetch f32_prefetch_hint();
 
 inline int total_rows(const Projection* products, size_t count) {
   int total = 0;

@@ -38,34 +38,42 @@ float quantize_q8_block(const float* v, int n, int8_t* q) {
   return d;
 }
 
-void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K) {
+namespace {
+
+// The packed layout filled block by block: block(n, b, q) writes row n's block b of 32 int8 to q
+// and returns its F16 scale; padding rows and columns are q = 0, d = 0.
+template <class Block>
+void pack_q8(uint8_t* packed, uint16_t* scales, int N, int K, Block block) {
   const int blocks = (K + 31) / 32;
   std::fill(packed, packed + q8_packed_size(N, K), uint8_t(128));  // padding: q = 0
   std::fill(scales, scales + q8_scales_size(N, K), uint16_t(0));
   int8_t q[32];
   for (int n = 0; n < N; ++n)
     for (int b = 0; b < blocks; ++b) {
-      const int k0 = b * 32, len = std::min(32, K - k0);
-      const float d = quantize_q8_block(rows + size_t(n) * K + k0, len, q);
       const size_t at = size_t(n / 16) * blocks + size_t(b);
-      scales[at * 16 + size_t(n % 16)] = f32_to_f16(d);
+      scales[at * 16 + size_t(n % 16)] = block(n, b, q);
       for (int k = 0; k < 32; ++k)
         packed[at * 512 + size_t(k / 4) * 64 + size_t(n % 16) * 4 + size_t(k % 4)] = uint8_t(q[k] + 128);
     }
 }
 
+}  // namespace
+
+void quantize_q8(uint8_t* packed, uint16_t* scales, const float* rows, int N, int K) {
+  pack_q8(packed, scales, N, K, [&](int n, int b, int8_t* q) {
+    const int k0 = b * 32;
+    return f32_to_f16(quantize_q8_block(rows + size_t(n) * K + k0, std::min(32, K - k0), q));
+  });
+}
+
 void repack_q8_0(uint8_t* packed, uint16_t* scales, const uint8_t* rows, size_t row_stride, int N, int K) {
-  const int blocks = (K + 31) / 32;
-  std::fill(packed, packed + q8_packed_size(N, K), uint8_t(128));  // padding: q = 0
-  std::fill(scales, scales + q8_scales_size(N, K), uint16_t(0));
-  for (int n = 0; n < N; ++n)
-    for (int b = 0; b < blocks; ++b) {
-      const uint8_t* block = rows + size_t(n) * row_stride + size_t(b) * 34;  // GGML's block_q8_0: F16 d, 32 int8
-      const size_t at = size_t(n / 16) * blocks + size_t(b);
-      std::memcpy(&scales[at * 16 + size_t(n % 16)], block, 2);
-      for (int k = 0; k < 32; ++k)
-        packed[at * 512 + size_t(k / 4) * 64 + size_t(n % 16) * 4 + size_t(k % 4)] = uint8_t(int8_t(block[2 + k]) + 128);
-    }
+  pack_q8(packed, scales, N, K, [&](int n, int b, int8_t* q) {
+    const uint8_t* block = rows + size_t(n) * row_stride + size_t(b) * 34;  // GGML's block_q8_0: F16 d, 32 int8
+    std::memcpy(q, block + 2, 32);
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    return d;
+  });
 }
 
 float q8_value_at(const uint8_t* packed, const uint16_t* scales, int K, int n, int k) {

@@ -116,6 +116,12 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   // them as floats (TensorLookup).
   std::set<std::string> scheme_tensors;
   for (const ExpectedTensor& t : position_tensors(md.config)) scheme_tensors.insert(t.name);
+  auto q8_tensor = [&](const RowSlice& part, int K) -> Q8Tensor& {  // a part's Q8 matrix, sized
+    Q8Tensor& q = m->q8_tensors_[part.name];
+    q.packed.resize(q8_packed_size(int(part.rows), K));
+    q.scales.resize(q8_scales_size(int(part.rows), K));
+    return q;
+  };
   for (const ExpectedTensor& e : expected_tensors(md.config)) {
     check_interrupt();  // a large model's load (checked, converted, packed) can be stopped tensor by tensor
     const TensorView& view = *md.checkpoint.find(e.name);
@@ -131,9 +137,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
       const size_t row_bytes = block_row_bytes(stored, K);
       if (stored == BlockType::Q8_0) {  // the same numbers in Q8's panels: its kernels run them faster
         for (const RowSlice& part : slices) {
-          Q8Tensor& q = m->q8_tensors_[part.name];
-          q.packed.resize(q8_packed_size(int(part.rows), K));
-          q.scales.resize(q8_scales_size(int(part.rows), K));
+          Q8Tensor& q = q8_tensor(part, K);
           repack_q8_0(q.packed.data(), q.scales.data(), view.data + size_t(part.row0) * row_bytes, row_bytes,
                       int(part.rows), K);
         }
@@ -172,9 +176,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     } else if (type == WeightType::Q8 && matrix) {
       const std::vector<float> f = read_f32(view);
       for (const RowSlice& part : slices) {
-        Q8Tensor& q = m->q8_tensors_[part.name];
-        q.packed.resize(q8_packed_size(int(part.rows), K));
-        q.scales.resize(q8_scales_size(int(part.rows), K));
+        Q8Tensor& q = q8_tensor(part, K);
         quantize_q8(q.packed.data(), q.scales.data(), f.data() + size_t(part.row0) * K, int(part.rows), K);
       }
     } else if (slices.size() == 1) {
