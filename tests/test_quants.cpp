@@ -318,6 +318,57 @@ TEST_CASE("quants: matmul_blocks matches the float64 product of the dequantized 
   CHECK_THROWS_AS(select_block_kernel("avx9000"), std::invalid_argument);
 }
 
+TEST_CASE("quants: K-quant panels hold the rows' bytes and give their floats bit for bit, every kernel", "[quants]") {
+  // Rows from the quantizer, random bytes (every code and 6-bit scale), and the int16 extremes:
+  // every code at its top (all bits set) against x at ±127, where a sub-block's int16 sums peak.
+  RestoreBlockKernel restore;
+  for (const BlockType type : {BlockType::Q4_K, BlockType::Q5_K, BlockType::Q6_K}) {
+    REQUIRE(has_panels(type));
+    const size_t bytes = block_type_info(type).block_bytes, d_at = type == BlockType::Q6_K ? 208 : 0;
+    for (const int K : {256, 1280}) {
+      const int N = K == 256 ? 8 : 24;
+      const size_t row = block_row_bytes(type, K), prow = panel_row_bytes(type, K);
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<uint8_t> w(row * size_t(N));
+        std::mt19937 rng(uint32_t(K + pattern));
+        if (pattern == 0) {
+          const std::vector<float> wf = gaussian(size_t(N) * K, uint32_t(K));
+          for (int n = 0; n < N; ++n) quantize_row(type, wf.data() + size_t(n) * K, w.data() + size_t(n) * row, K);
+        } else {
+          for (uint8_t& b : w) b = pattern == 1 ? uint8_t(rng()) : 0xff;
+          for (size_t at = 0; at < w.size(); at += bytes) {  // finite F16 scales: d, and dmin (Q4_K, Q5_K)
+            put16(w, at + d_at, uint16_t(0x2000 + rng() % 0x1000));
+            if (type != BlockType::Q6_K) put16(w, at + 2, uint16_t(0x1c00 + rng() % 0x1000));
+          }
+        }
+        std::vector<uint8_t> panels(prow * size_t(N));
+        repack_panels(type, w.data(), row, N, K, panels.data());
+        for (const int T : {1, 3, 6}) {
+          std::vector<float> x = gaussian(size_t(T) * K, uint32_t(T + pattern), 2.0f);
+          if (pattern == 2)
+            for (size_t i = 0; i < x.size(); ++i) x[i] = i / size_t(K) % 2 ? -1.0f : 1.0f;
+          std::vector<float> want(size_t(T) * N);
+          select_block_kernel("plain");
+          matmul_blocks(want.data(), x.data(), BlockMatrix{w.data(), type, row}, T, K, N);
+          for (const std::string& kernel : block_kernels()) {
+            select_block_kernel(kernel);
+            INFO(block_type_info(type).name << ", kernel " << kernel << ", K " << K << ", pattern " << pattern << ", T " << T);
+            std::vector<float> y(size_t(T) * N, -1e30f);
+            matmul_blocks(y.data(), x.data(), BlockMatrix{panels.data(), type, prow, true}, T, K, N);
+            REQUIRE(y == want);
+          }
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> w(144 * 12), panels(148 * 12);
+  CHECK_THROWS_AS(repack_panels(BlockType::Q4_K, w.data(), 144, 12, 256, panels.data()), Error);  // not whole panels
+  CHECK_THROWS_AS(panel_row_bytes(BlockType::Q4_K, 200), Error);
+  CHECK_THROWS_AS(panel_row_bytes(BlockType::Q8_0, 256), Error);
+  std::vector<float> x(256), y(12);
+  CHECK_THROWS_AS(matmul_blocks(y.data(), x.data(), BlockMatrix{panels.data(), BlockType::Q4_K, 148, true}, 1, 256, 12), Error);
+}
+
 TEST_CASE("quants: matmul_blocks of several products equals one call per product; bad shapes refused", "[quants]") {
   const int K = 512, T = 6;
   const std::vector<float> x = gaussian(size_t(T) * K, 3);

@@ -46,12 +46,23 @@ size_t block_row_bytes(BlockType type, int64_t n);
 void dequantize_row(BlockType type, const void* blocks, float* out, int64_t n);
 void quantize_row(BlockType type, const float* values, void* blocks, int64_t n);
 
-// A matrix W [N][K] in blocks: row n at data + n·row_stride, block_row_bytes(type, K) bytes.
+// A matrix W [N][K] in blocks: row n at data + n·row_stride, block_row_bytes(type, K) bytes;
+// or (panels) K-quant rows interleaved 8 at a time by repack_panels, panel n/8 at data + n·row_stride.
 struct BlockMatrix {
   const uint8_t* data = nullptr;
   BlockType type = BlockType::F32;
   size_t row_stride = 0;
+  bool panels = false;
 };
+
+// Q4_K, Q5_K and Q6_K rows repacked into panels of 8 rows: per super-block the 8 rows' codes
+// side by side, 4 values of a row in each 4 bytes, and their scales unpacked to bytes, so that
+// one broadcast of 4 values of x meets 8 rows in one instruction and a sub-block's products add
+// up in int16 before one multiply by the 8 rows' scales (src/kernels/quants_panels.cpp). The same
+// numbers: matmul_blocks gives the same floats on panels as on the rows. N % 8 == 0.
+bool has_panels(BlockType type);
+size_t panel_row_bytes(BlockType type, int K);  // bytes per row of the panels (row_stride)
+void repack_panels(BlockType type, const uint8_t* rows, size_t row_stride, int N, int K, uint8_t* panels);
 
 // y[T][N] (+)= x[T][K] · W[N][K]ᵀ on the blocks. Quantized types: each row of x is quantized
 // once, per 32 values for the legacy types (as GGML's Q8_0/Q8_1, with F32 scales) and per 256 for

@@ -61,6 +61,7 @@ struct QuantizedX {
   const float* d = nullptr;      // [T][K/32] (legacy) or [T][K/256] (K-quants)
   const int32_t* sum = nullptr;  // [T][K/32]: Σ q of each block of 32 (legacy)
   const int16_t* bsum = nullptr; // [T][K/16]: Σ q of each 16 (K-quants)
+  const int16_t* sum32 = nullptr; // [T][K/32]: Σ q of each 32 (K-quants)
   const float* f = nullptr;      // [T][K]: x itself, for F32/F16/BF16 weights
   int K = 0;
 };
@@ -86,5 +87,19 @@ struct KernelSet {
 // Defined in quants_dot.cpp (plain) and quants_avx2.cpp (avx2, x86-64 only).
 KernelSet plain_kernels(int ggml_type);
 KernelSet avx2_kernels(int ggml_type);
+
+// K-quant panels (quants_panels.cpp): one panel of kPanelRows weight rows against R rows of x
+// from t0: out[r·kPanelRows + i] = Σ_k w[i][k]·x[t0 + r][k], the same float as the row kernels.
+constexpr int kPanelRows = 8;
+using PanelKernel = void (*)(const uint8_t* panel, const QuantizedX& x, int t0, float* out);
+struct PanelSet {
+  PanelKernel rows[kMaxRows] = {};
+};
+// Bytes of one super-block of a panel (kPanelRows rows' worth), or 0 for a type without panels.
+size_t panel_block_bytes(int ggml_type);
+// The panel's super-blocks back as its rows' GGML blocks: rows[i] at rows + i·row_bytes.
+void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, size_t row_bytes);
+PanelSet plain_panel_kernels(int ggml_type);
+PanelSet avx2_panel_kernels(int ggml_type);  // quants_panels_avx2.cpp
 
 }  // namespace pert::quants

@@ -171,6 +171,7 @@ struct XBuffers {
   std::vector<float> d32, d256;   // [T][K/32], [T][K/256]
   std::vector<int32_t> sum32;     // [T][K/32]
   std::vector<int16_t> bsum16;    // [T][K/16]
+  std::vector<int16_t> bsum32;    // [T][K/32]
 
   void fill_legacy(const float* x, int T, int K) {
     const int nb = K / QK;
@@ -191,9 +192,11 @@ struct XBuffers {
   void fill_k(const float* x, int T, int K) {
     const int nb = K / QK_K;
     q256.resize(size_t(T) * K), d256.resize(size_t(T) * nb), bsum16.resize(size_t(T) * K / 16);
+    bsum32.resize(size_t(T) * K / 32);
     int8_t* const q = q256.data();
     float* const d = d256.data();
     int16_t* const bsum = bsum16.data();
+    int16_t* const sum32 = bsum32.data();
     parallel_for_if(size_t(T) * K > 65536, T * nb, [&](int at) {
       const float* v = x + size_t(at) * QK_K;
       int8_t* qb = q + size_t(at) * QK_K;
@@ -207,6 +210,8 @@ struct XBuffers {
         for (int i = 16 * j; i < 16 * j + 16; ++i) s += qb[i];
         bsum[size_t(at) * 16 + size_t(j)] = int16_t(s);
       }
+      for (int j = 0; j < 8; ++j)
+        sum32[size_t(at) * 8 + size_t(j)] = int16_t(bsum[size_t(at) * 16 + size_t(2 * j)] + bsum[size_t(at) * 16 + size_t(2 * j + 1)]);
     });
   }
 };
@@ -216,19 +221,25 @@ struct XBuffers {
 struct Selection {
   std::string name;
   KernelSet sets[64];  // by ggml_type number; a family's gaps filled with plain
+  PanelSet panel_sets[64];
 };
 Selection make_selection(const std::string& name) {
-  Selection s{name, {}};
+  Selection s{name, {}, {}};
   for (const BlockType t : {BlockType::F32, BlockType::F16, BlockType::BF16, BlockType::Q8_0, BlockType::Q4_0,
                             BlockType::Q4_1, BlockType::Q5_0, BlockType::Q5_1, BlockType::Q4_K, BlockType::Q5_K,
                             BlockType::Q6_K}) {
     KernelSet& set = s.sets[int(t)];
+    PanelSet& panels = s.panel_sets[int(t)];
     set = plain_kernels(int(t));
+    panels = plain_panel_kernels(int(t));
 #if defined(__x86_64__)
     if (name == "avx2") {
       const KernelSet fast = avx2_kernels(int(t));
-      for (int r = 0; r < kMaxRows; ++r)
+      const PanelSet fast_panels = avx2_panel_kernels(int(t));
+      for (int r = 0; r < kMaxRows; ++r) {
         if (fast.rows[r]) set.rows[r] = fast.rows[r];
+        if (fast_panels.rows[r]) panels.rows[r] = fast_panels.rows[r];
+      }
     }
 #endif
   }
@@ -241,6 +252,7 @@ Selection& selected() {
 
 constexpr int kRowsPerItem = 16;  // weight rows per work item
 constexpr int kChunk = 64;        // rows of x per work item (prefill)
+static_assert(kRowsPerItem % kPanelRows == 0, "an item holds whole panels");
 constexpr size_t kMaxProducts = 4;
 
 }  // namespace
@@ -289,9 +301,11 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
   bool legacy = false, k_quant = false;
   for (size_t i = 0; i < count; ++i) {
     const BlockMatrix& w = *products[i].w;
-    if (w.row_stride < block_row_bytes(w.type, K))  // throws for a K that is not whole blocks
+    if (w.row_stride < (w.panels ? panel_row_bytes(w.type, K) : block_row_bytes(w.type, K)))  // throws for a K that is not whole blocks
       throw Error(std::string("matmul_blocks: rows of ") + block_type_info(w.type).name + " " +
                   std::to_string(w.row_stride) + " bytes apart overlap");
+    if (w.panels && products[i].N % kPanelRows != 0)
+      throw Error("matmul_blocks: " + std::to_string(products[i].N) + " rows are not whole panels of 8");
     k_quant = k_quant || is_k_quant(w.type);
     legacy = legacy || !(is_k_quant(w.type) || is_float(w.type));
   }
@@ -299,8 +313,8 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
   static thread_local XBuffers buffers;
   if (legacy) buffers.fill_legacy(x, T, K);
   if (k_quant) buffers.fill_k(x, T, K);
-  const QuantizedX x_legacy{buffers.q32.data(), buffers.d32.data(), buffers.sum32.data(), nullptr, x, K};
-  const QuantizedX x_k{buffers.q256.data(), buffers.d256.data(), nullptr, buffers.bsum16.data(), x, K};
+  const QuantizedX x_legacy{buffers.q32.data(), buffers.d32.data(), buffers.sum32.data(), nullptr, nullptr, x, K};
+  const QuantizedX x_k{buffers.q256.data(), buffers.d256.data(), nullptr, buffers.bsum16.data(), buffers.bsum32.data(), x, K};
   const Selection& sel = selected();
 
   const int chunks = (T + kChunk - 1) / kChunk;
@@ -318,6 +332,21 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
     const int n1 = std::min(p.N, n0 + kRowsPerItem), t_end = std::min(T, (c + 1) * kChunk);
     const QuantizedX& xq = is_k_quant(p.w->type) ? x_k : x_legacy;
     const KernelSet& set = sel.sets[int(p.w->type)];
+    if (p.w->panels) {  // kRowsPerItem is whole panels
+      float out[kMaxRows * kPanelRows];
+      const PanelSet& panels = sel.panel_sets[int(p.w->type)];
+      for (int n = n0; n < n1; n += kPanelRows)
+        for (int t0 = c * kChunk; t0 < t_end; t0 += kMaxRows) {
+          const int rows = std::min(kMaxRows, t_end - t0);
+          panels.rows[rows - 1](p.w->data + size_t(n) * p.w->row_stride, xq, t0, out);
+          for (int r = 0; r < rows; ++r)
+            for (int i = 0; i < kPanelRows; ++i) {
+              float& y = p.y[size_t(t0 + r) * p.N + size_t(n + i)];
+              y = p.accumulate ? y + out[r * kPanelRows + i] : out[r * kPanelRows + i];
+            }
+        }
+      return;
+    }
     float out[kMaxRows];
     for (int n = n0; n < n1; ++n) {
       const uint8_t* row = p.w->data + size_t(n) * p.w->row_stride;

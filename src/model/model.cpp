@@ -122,6 +122,20 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     q.scales.resize(q8_scales_size(int(part.rows), K));
     return q;
   };
+  // K-quant matrices go to panels of 8 rows (quants.hpp), all but the embedding, which is read by
+  // rows; returns false where rows are left as they are (a part whose rows are not whole panels).
+  auto panelled = [](const RowSlice& part, BlockType type) {
+    return has_panels(type) && part.rows % 8 == 0 && part.name != tensor_names::kEmbed;
+  };
+  auto keep_blocks = [&](const RowSlice& part, const uint8_t* rows, BlockType type, size_t row_bytes, int K) {
+    if (!panelled(part, type)) return false;
+    std::vector<uint8_t>& panels = m->block_tensors_[part.name];
+    const size_t panel_row = panel_row_bytes(type, K);
+    panels.resize(size_t(part.rows) * panel_row);
+    repack_panels(type, rows, row_bytes, int(part.rows), K, panels.data());
+    m->block_weights_[part.name] = {panels.data(), type, panel_row, true};
+    return true;
+  };
   for (const ExpectedTensor& e : expected_tensors(md.config)) {
     check_interrupt();  // a large model's load (checked, converted, packed) can be stopped tensor by tensor
     const TensorView& view = *md.checkpoint.find(e.name);
@@ -144,8 +158,17 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
         release_pages(view);
         continue;
       }
-      for (const RowSlice& part : slices)
-        m->block_weights_[part.name] = {view.data + size_t(part.row0) * row_bytes, stored, row_bytes};
+      bool repacked = true;
+      for (const RowSlice& part : slices) {
+        const uint8_t* rows = view.data + size_t(part.row0) * row_bytes;
+        if (keep_blocks(part, rows, stored, row_bytes, K)) continue;
+        m->block_weights_[part.name] = {rows, stored, row_bytes};
+        repacked = false;
+      }
+      if (repacked) {
+        release_pages(view);
+        continue;
+      }
       m->storage_ = md.checkpoint.storage();
       continue;  // its pages stay: the products read them
     }
@@ -159,6 +182,10 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
         for (int64_t r = 0; r < part.rows; ++r)
           quantize_row(blocks, f.data() + size_t(part.row0 + r) * size_t(K), q.data() + size_t(r) * row_bytes, K);
         m->block_weights_[part.name] = {q.data(), blocks, row_bytes};
+        if (panelled(part, blocks)) {
+          const std::vector<uint8_t> rows = std::move(q);  // keep_blocks puts the panels where the rows were
+          keep_blocks(part, rows.data(), blocks, row_bytes, K);
+        }
       }
     } else if (type == WeightType::BF16 && matrix) {
       std::vector<uint16_t> rows(size_t(view.numel));  // [N][K] as stored, or rounded

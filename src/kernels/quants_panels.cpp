@@ -1,0 +1,197 @@
+// K-quant panels: Q4_K, Q5_K and Q6_K rows repacked 8 at a time (after ik_llama.cpp's
+// row-interleaved Q4_K_R4 / Q4_0_R8, laid out here for AVX2's vpmaddubsw). Why: a row kernel
+// multiplies one row's 32 codes by 32 values of x and needs one vpmaddwd per 32 products to
+// apply the sub-block's scale; in a panel, 4 bytes of x broadcast meet the same 4 positions of
+// 8 rows in one vpmaddubsw, a whole sub-block's products add up in int16 first, and one
+// vpmaddwd applies the 8 rows' scales. The numbers are GGML's, unchanged: the integer sums are
+// the row kernels', the floats added in the same order, so the result is the same float.
+//
+// One super-block of a panel (8 rows × 256 values), in bytes:
+//   Q4_K, Q5_K [1184, 1440]
+//     d[8] F16 | dmin[8] F16 | scales [4][8][2] | mins [4][8][2] | codes [32][32] | Q5_K: fifth [8][32]
+//   Q6_K [1680]
+//     d[8] F16 | scales int8 [8][8][2] | codes [32][32] | high [16][32]
+// scales [p][i][e]: row i's scale of sub-block 2p + e (unpacked from GGML's 6 bits; Q6_K's int8),
+// mins alike. codes [u][32]: per 8 values u of the super-block, byte 4i + l holds row i's value
+// 8u + l in its low nibble and 8u + 4 + l in its high one (the codes' low 4 bits). Q5_K's fifth
+// bits, per sub-block j of 32: bit g of byte 4i + l is that of row i's value 32j + 4g + l;
+// Q6_K's top two bits, per sub-block j of 16: bits 2g, 2g + 1 of byte 4i + l are those of row
+// i's value 16j + 4g + l.
+#include <vector>
+
+#include "pert/error.hpp"
+#include "pert/quants.hpp"
+#include "quants_blocks.hpp"
+
+namespace pert {
+
+using namespace quants;
+
+namespace {
+
+constexpr int R8 = kPanelRows;
+
+// The code (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) of value v of a GGML super-block, and its inverse.
+int k_code(BlockType type, const uint8_t* b, int v) {
+  if (type == BlockType::Q6_K) {
+    const int h = v / 128, p = v % 128 / 32, l = v % 32;
+    return (b[64 * h + l + 32 * (p % 2)] >> (4 * (p / 2)) & 15) | (b[128 + 32 * h + l] >> (2 * p) & 3) << 4;
+  }
+  const bool five = type == BlockType::Q5_K;
+  const int nibble = b[(five ? 48 : 16) + 32 * (v / 64) + v % 32] >> (4 * (v % 64 / 32)) & 15;
+  return five ? nibble | (b[16 + v % 32] >> (v / 32) & 1) << 4 : nibble;
+}
+void set_k_code(BlockType type, uint8_t* b, int v, int code) {  // b's code bytes start zeroed
+  if (type == BlockType::Q6_K) {
+    const int h = v / 128, p = v % 128 / 32, l = v % 32;
+    b[64 * h + l + 32 * (p % 2)] |= uint8_t((code & 15) << (4 * (p / 2)));
+    b[128 + 32 * h + l] |= uint8_t((code >> 4) << (2 * p));
+    return;
+  }
+  const bool five = type == BlockType::Q5_K;
+  b[(five ? 48 : 16) + 32 * (v / 64) + v % 32] |= uint8_t((code & 15) << (4 * (v % 64 / 32)));
+  if (five) b[16 + v % 32] |= uint8_t((code >> 4) << (v / 32));
+}
+
+// GGML's 12 bytes of 6-bit scales and mins from the 8 of each (scale_min_k4's inverse).
+void pack_scale_min_k4(const uint8_t sc[8], const uint8_t mn[8], uint8_t* packed) {
+  for (int j = 0; j < 4; ++j) {
+    packed[j] = uint8_t(sc[j] | (sc[j + 4] >> 4) << 6);
+    packed[j + 4] = uint8_t(mn[j] | (mn[j + 4] >> 4) << 6);
+    packed[j + 8] = uint8_t((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+  }
+}
+
+struct Layout {
+  size_t scales, mins, codes, high, bytes;  // offsets in a panel's super-block, and its size
+};
+Layout layout(BlockType type) {
+  switch (type) {
+    case BlockType::Q4_K: return {32, 96, 160, 0, 1184};
+    case BlockType::Q5_K: return {32, 96, 160, 1184, 1440};
+    case BlockType::Q6_K: return {16, 0, 144, 1168, 1680};
+    default: return {0, 0, 0, 0, 0};
+  }
+}
+
+// Rows' super-block s (row i at rows + i·row_bytes) into panel super-block p, or back (Unpack).
+template <bool Unpack>
+void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s) {
+  const Layout at = layout(type);
+  const bool six = type == BlockType::Q6_K;
+  const size_t bytes = block_type_info(type).block_bytes;
+  for (int i = 0; i < R8; ++i) {
+    uint8_t* b = rows + size_t(i) * row_bytes + size_t(s) * bytes;
+    uint8_t* d = p + 2 * i;  // d[8] first, dmin[8] after (Q4_K, Q5_K)
+    const size_t d_at = six ? 208 : 0;
+    if (Unpack) {
+      std::memset(b, 0, bytes);
+      std::memcpy(b + d_at, d, 2);
+      if (!six) std::memcpy(b + 2, d + 16, 2);
+    } else {
+      std::memcpy(d, b + d_at, 2);
+      if (!six) std::memcpy(d + 16, b + 2, 2);
+    }
+    const int subs = six ? 16 : 8;
+    uint8_t sc[16], mn[8];
+    if (!Unpack) {
+      if (six) std::memcpy(sc, b + 192, 16);
+      else scale_min_k4(b + 4, sc, mn);
+    }
+    for (int j = 0; j < subs; ++j) {
+      uint8_t& ps = p[at.scales + size_t(j / 2) * 16 + size_t(i) * 2 + size_t(j % 2)];
+      uint8_t& pm = p[at.mins + size_t(j / 2) * 16 + size_t(i) * 2 + size_t(j % 2)];
+      if (Unpack) {
+        sc[j] = ps;
+        if (!six) mn[j] = pm;
+      } else {
+        ps = sc[j];
+        if (!six) pm = mn[j];
+      }
+    }
+    if (Unpack) {
+      if (six) std::memcpy(b + 192, sc, 16);
+      else pack_scale_min_k4(sc, mn, b + 4);
+    }
+    for (int v = 0; v < QK_K; ++v) {
+      uint8_t& nib = p[at.codes + size_t(v / 8) * 32 + size_t(4 * i + v % 4)];
+      const int nib_shift = 4 * (v % 8 / 4);
+      const int span = six ? 16 : 32, group = v % span / 4, bits = six ? 2 : 1;
+      uint8_t* high = at.high ? &p[at.high + size_t(v / span) * 32 + size_t(4 * i + v % 4)] : nullptr;
+      if (Unpack) {
+        int code = nib >> nib_shift & 15;
+        if (high) code |= (*high >> (bits * group) & ((1 << bits) - 1)) << 4;
+        set_k_code(type, b, v, code);
+      } else {
+        const int code = k_code(type, b, v);
+        nib = uint8_t(nib | (code & 15) << nib_shift);
+        if (high) *high = uint8_t(*high | (code >> 4) << (bits * group));
+      }
+    }
+  }
+}
+
+// The plain kernel on a panel: its rows back as GGML's blocks, then the plain row kernel on each,
+// which is what makes every path's float the row kernels' float.
+template <BlockType Type, int R>
+void panel_plain(const uint8_t* panel, const QuantizedX& x, int t0, float* out) {
+  static thread_local std::vector<uint8_t> rows;
+  const size_t row_bytes = block_row_bytes(Type, x.K);
+  rows.resize(row_bytes * R8);
+  unpack_panel(int(Type), panel, x.K, rows.data(), row_bytes);
+  const RowKernel kernel = plain_kernels(int(Type)).rows[R - 1];
+  for (int i = 0; i < R8; ++i) {
+    float y[kMaxRows];
+    kernel(rows.data() + size_t(i) * row_bytes, x, t0, y);
+    for (int r = 0; r < R; ++r) out[r * R8 + i] = y[r];
+  }
+}
+template <BlockType T>
+PanelSet plain_set() {
+  return {{panel_plain<T, 1>, panel_plain<T, 2>, panel_plain<T, 3>, panel_plain<T, 4>}};
+}
+
+}  // namespace
+
+namespace quants {
+
+size_t panel_block_bytes(int ggml_type) { return layout(BlockType(ggml_type)).bytes; }
+
+void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, size_t row_bytes) {
+  const BlockType type = BlockType(ggml_type);
+  const size_t bytes = panel_block_bytes(ggml_type);
+  for (int s = 0; s < K / QK_K; ++s)  // convert<true> only reads the panel
+    convert<true>(type, const_cast<uint8_t*>(panel) + size_t(s) * bytes, rows, row_bytes, s);
+}
+
+PanelSet plain_panel_kernels(int ggml_type) {
+  switch (BlockType(ggml_type)) {
+    case BlockType::Q4_K: return plain_set<BlockType::Q4_K>();
+    case BlockType::Q5_K: return plain_set<BlockType::Q5_K>();
+    case BlockType::Q6_K: return plain_set<BlockType::Q6_K>();
+    default: return {};
+  }
+}
+
+}  // namespace quants
+
+bool has_panels(BlockType type) { return panel_block_bytes(int(type)) != 0; }
+
+size_t panel_row_bytes(BlockType type, int K) {
+  if (!has_panels(type)) throw Error(std::string(block_type_info(type).name) + " has no panels");
+  block_row_bytes(type, K);  // throws for a K that is not whole super-blocks
+  return panel_block_bytes(int(type)) * size_t(K / QK_K) / R8;
+}
+
+void repack_panels(BlockType type, const uint8_t* rows, size_t row_stride, int N, int K, uint8_t* panels) {
+  const size_t row_bytes = panel_row_bytes(type, K), bytes = panel_block_bytes(int(type));
+  if (N % R8 != 0) throw Error("repack_panels: " + std::to_string(N) + " rows are not whole panels of 8");
+  for (int n = 0; n < N; n += R8) {
+    uint8_t* panel = panels + size_t(n) * row_bytes;
+    std::memset(panel, 0, row_bytes * R8);
+    for (int s = 0; s < K / QK_K; ++s)  // convert<false> only reads the rows
+      convert<false>(type, panel + size_t(s) * bytes, const_cast<uint8_t*>(rows) + size_t(n) * row_stride, row_stride, s);
+  }
+}
+
+}  // namespace pert
