@@ -408,16 +408,25 @@ TEST_CASE("quants: matmul_blocks speed", "[.bench]") {
   const int K = 2048, N = 5632;
   const std::vector<float> wf = gaussian(size_t(N) * K, 1), x = gaussian(size_t(128) * K, 2);
   std::vector<float> y(size_t(128) * N);
-  for (const BlockType type : kAll) {
-    const size_t row = block_row_bytes(type, K), bytes = row * N, copies = (size_t(128) << 20) / bytes + 1;
+  for (const BlockType type : kAll)
+  for (const bool panels : {false, true}) {
+    if (panels && !has_panels(type)) continue;
+    const size_t row = panels ? panel_row_bytes(type, K) : block_row_bytes(type, K), bytes = row * N,
+                 copies = (size_t(128) << 20) / bytes + 1;
     std::vector<uint8_t> w(bytes * copies);
-    for (int n = 0; n < N; ++n) quantize_row(type, wf.data() + size_t(n) * K, w.data() + n * row, K);
+    if (panels) {
+      std::vector<uint8_t> rows(block_row_bytes(type, K) * N);
+      for (int n = 0; n < N; ++n) quantize_row(type, wf.data() + size_t(n) * K, rows.data() + n * block_row_bytes(type, K), K);
+      repack_panels(type, rows.data(), block_row_bytes(type, K), N, K, w.data());
+    } else {
+      for (int n = 0; n < N; ++n) quantize_row(type, wf.data() + size_t(n) * K, w.data() + n * row, K);
+    }
     for (size_t c = 1; c < copies; ++c) std::memcpy(w.data() + c * bytes, w.data(), bytes);
     size_t next = 0;
     auto seconds = [&](int T, int reps) {
       double best = 1e30;
       for (int r = 0; r <= reps; ++r) {  // the first a warm-up
-        const BlockMatrix m{w.data() + (next++ % copies) * bytes, type, row};
+        const BlockMatrix m{w.data() + (next++ % copies) * bytes, type, row, panels};
         const auto t0 = std::chrono::steady_clock::now();
         matmul_blocks(y.data(), x.data(), m, T, K, N);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -426,7 +435,7 @@ TEST_CASE("quants: matmul_blocks speed", "[.bench]") {
       return best;
     };
     const double decode = seconds(1, 30), prefill = seconds(128, 3);
-    WARN(block_type_info(type).name << " (" << block_kernel() << "): T=1 " << double(bytes) / decode / 1e9 << " GB/s, "
+    WARN(block_type_info(type).name << (panels ? " panels" : "") << " (" << block_kernel() << "): T=1 " << double(bytes) / decode / 1e9 << " GB/s, "
                                     << decode * 1e3 << " ms; T=128 " << 2.0 * 128 * K * double(N) / prefill / 1e9
                                     << " GFLOP/s");
   }
