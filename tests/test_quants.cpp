@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pert/error.hpp"
+#include "../src/kernels/quants_blocks.hpp"
 #include "pert/quants.hpp"
 #include "test_util.hpp"
 
@@ -341,21 +342,27 @@ TEST_CASE("quants: K-quant panels hold the rows' bytes and give their floats bit
             if (type != BlockType::Q6_K) put16(w, at + 2, uint16_t(0x1c00 + rng() % 0x1000));
           }
         }
-        std::vector<uint8_t> panels(prow * size_t(N));
+        std::vector<uint8_t> panels(prow * size_t(N)), back(row * size_t(N));
         repack_panels(type, w.data(), row, N, K, panels.data());
-        for (const int T : {1, 3, 6}) {
+        for (int n = 0; n < N; n += 8)  // every byte back where it was
+          quants::unpack_panel(int(type), panels.data() + size_t(n) * prow, K, back.data() + size_t(n) * row, row);
+        REQUIRE(back == w);
+        for (const int T : {1, 3, 70}) {  // 70: a second chunk of x, and 2 rows left over
           std::vector<float> x = gaussian(size_t(T) * K, uint32_t(T + pattern), 2.0f);
           if (pattern == 2)
             for (size_t i = 0; i < x.size(); ++i) x[i] = i / size_t(K) % 2 ? -1.0f : 1.0f;
-          std::vector<float> want(size_t(T) * N);
-          select_block_kernel("plain");
-          matmul_blocks(want.data(), x.data(), BlockMatrix{w.data(), type, row}, T, K, N);
-          for (const std::string& kernel : block_kernels()) {
-            select_block_kernel(kernel);
-            INFO(block_type_info(type).name << ", kernel " << kernel << ", K " << K << ", pattern " << pattern << ", T " << T);
-            std::vector<float> y(size_t(T) * N, -1e30f);
-            matmul_blocks(y.data(), x.data(), BlockMatrix{panels.data(), type, prow, true}, T, K, N);
-            REQUIRE(y == want);
+          for (const bool accumulate : {false, true}) {
+            std::vector<float> want(size_t(T) * N, 0.75f);
+            select_block_kernel("plain");
+            matmul_blocks(want.data(), x.data(), BlockMatrix{w.data(), type, row}, T, K, N, accumulate);
+            for (const std::string& kernel : block_kernels()) {
+              select_block_kernel(kernel);
+              INFO(block_type_info(type).name << ", kernel " << kernel << ", K " << K << ", pattern " << pattern
+                                              << ", T " << T << ", accumulate " << accumulate);
+              std::vector<float> y(size_t(T) * N, accumulate ? 0.75f : -1e30f);
+              matmul_blocks(y.data(), x.data(), BlockMatrix{panels.data(), type, prow, true}, T, K, N, accumulate);
+              REQUIRE(std::memcmp(y.data(), want.data(), sizeof(float) * y.size()) == 0);
+            }
           }
         }
       }

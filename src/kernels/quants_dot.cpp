@@ -12,7 +12,9 @@
 // of x, and in an item each weight row (a KiB or so) is read once and then multiplied from L1 by
 // the chunk's rows of x, kMaxRows at a time, which the kernels share the unpacking of codes over.
 // Kernels: "avx2" (src/kernels/quants_avx2.cpp) where the CPU has it, else "plain" (here), which gives
-// the same integers and the same float result (quants_blocks.hpp: Lanes).
+// the same integers and the same float result (quants_blocks.hpp: Lanes). K-quant matrices
+// repacked into panels of 8 rows (quants_panels.cpp) run the panel kernels, 8 rows a call, with
+// the same float again.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -169,9 +171,9 @@ bool is_float(BlockType t) { return t == BlockType::F32 || t == BlockType::F16 |
 struct XBuffers {
   std::vector<int8_t> q32, q256;  // [T][K]
   std::vector<float> d32, d256;   // [T][K/32], [T][K/256]
-  std::vector<int32_t> sum32;     // [T][K/32]
-  std::vector<int16_t> bsum16;    // [T][K/16]
-  std::vector<int16_t> bsum32;    // [T][K/32]
+  std::vector<int32_t> sum32;     // [T][K/32] (legacy)
+  std::vector<int16_t> bsum16;    // [T][K/16] (K-quants)
+  std::vector<int16_t> bsum32;    // [T][K/32] (K-quants' panels)
 
   void fill_legacy(const float* x, int T, int K) {
     const int nb = K / QK;

@@ -19,6 +19,7 @@
 // i's value 16j + 4g + l.
 #include <vector>
 
+#include "parallel.hpp"
 #include "pert/error.hpp"
 #include "pert/quants.hpp"
 #include "quants_blocks.hpp"
@@ -84,7 +85,7 @@ void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s)
     uint8_t* b = rows + size_t(i) * row_bytes + size_t(s) * bytes;
     uint8_t* d = p + 2 * i;  // d[8] first, dmin[8] after (Q4_K, Q5_K)
     const size_t d_at = six ? 208 : 0;
-    if (Unpack) {
+    if constexpr (Unpack) {
       std::memset(b, 0, bytes);
       std::memcpy(b + d_at, d, 2);
       if (!six) std::memcpy(b + 2, d + 16, 2);
@@ -93,23 +94,22 @@ void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s)
       if (!six) std::memcpy(d + 16, b + 2, 2);
     }
     const int subs = six ? 16 : 8;
-    uint8_t sc[16], mn[8];
-    if (!Unpack) {
+    uint8_t sc[16], mn[8] = {};
+    if constexpr (!Unpack) {
       if (six) std::memcpy(sc, b + 192, 16);
       else scale_min_k4(b + 4, sc, mn);
     }
-    for (int j = 0; j < subs; ++j) {
-      uint8_t& ps = p[at.scales + size_t(j / 2) * 16 + size_t(i) * 2 + size_t(j % 2)];
-      uint8_t& pm = p[at.mins + size_t(j / 2) * 16 + size_t(i) * 2 + size_t(j % 2)];
-      if (Unpack) {
-        sc[j] = ps;
-        if (!six) mn[j] = pm;
+    for (int j = 0; j < subs; ++j) {  // [pair][row][2]
+      const size_t pair_at = size_t(j / 2) * 16 + size_t(i) * 2 + size_t(j % 2);
+      if constexpr (Unpack) {
+        sc[j] = p[at.scales + pair_at];
+        if (!six) mn[j] = p[at.mins + pair_at];
       } else {
-        ps = sc[j];
-        if (!six) pm = mn[j];
+        p[at.scales + pair_at] = sc[j];
+        if (!six) p[at.mins + pair_at] = mn[j];
       }
     }
-    if (Unpack) {
+    if constexpr (Unpack) {
       if (six) std::memcpy(b + 192, sc, 16);
       else pack_scale_min_k4(sc, mn, b + 4);
     }
@@ -118,7 +118,7 @@ void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s)
       const int nib_shift = 4 * (v % 8 / 4);
       const int span = six ? 16 : 32, group = v % span / 4, bits = six ? 2 : 1;
       uint8_t* high = at.high ? &p[at.high + size_t(v / span) * 32 + size_t(4 * i + v % 4)] : nullptr;
-      if (Unpack) {
+      if constexpr (Unpack) {
         int code = nib >> nib_shift & 15;
         if (high) code |= (*high >> (bits * group) & ((1 << bits) - 1)) << 4;
         set_k_code(type, b, v, code);
@@ -186,12 +186,13 @@ size_t panel_row_bytes(BlockType type, int K) {
 void repack_panels(BlockType type, const uint8_t* rows, size_t row_stride, int N, int K, uint8_t* panels) {
   const size_t row_bytes = panel_row_bytes(type, K), bytes = panel_block_bytes(int(type));
   if (N % R8 != 0) throw Error("repack_panels: " + std::to_string(N) + " rows are not whole panels of 8");
-  for (int n = 0; n < N; n += R8) {
-    uint8_t* panel = panels + size_t(n) * row_bytes;
+  parallel_for_if(size_t(N) * size_t(K) > 65536, N / R8, [&](int panel_index) {  // a 1B model's in a second or two
+    const size_t n = size_t(panel_index) * R8;
+    uint8_t* panel = panels + n * row_bytes;
     std::memset(panel, 0, row_bytes * R8);
     for (int s = 0; s < K / QK_K; ++s)  // convert<false> only reads the rows
-      convert<false>(type, panel + size_t(s) * bytes, const_cast<uint8_t*>(rows) + size_t(n) * row_stride, row_stride, s);
-  }
+      convert<false>(type, panel + size_t(s) * bytes, const_cast<uint8_t*>(rows) + n * row_stride, row_stride, s);
+  });
 }
 
 }  // namespace pert

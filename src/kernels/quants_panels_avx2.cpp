@@ -2,7 +2,7 @@
 // against R rows of x. Per 4 values of a sub-block, x's 4 bytes broadcast (vpbroadcastd) meet the
 // 8 rows' codes in one vpmaddubsw; the sub-block's products add up in int16 (at most
 // 8 × 2 × 15 × 127 = 30,480 for Q4_K, 4 × 2 × 31 × 127 = 31,496 for Q5_K and
-// 2 × 2 × 63 × 127 = 32,004 for Q6_K, so half a Q5_K sub-block and a quarter of Q6_K's at a time)
+// 2 × 2 × 63 × 127 = 32,004 for Q6_K, so half a sub-block at a time for Q5_K and Q6_K)
 // before one vpmaddwd by the 8 rows' scales. The int32 totals and the float steps are the row
 // kernels' (quants_blocks.hpp: Lanes), so the float is the same, bit for bit. Compiled for any
 // x86-64 (`target` pragma), chosen at run time.
@@ -40,7 +40,7 @@ inline __m256i one_of_pair(__m256i pairs) {
   return _mm256_shuffle_epi8(pairs, pick);
 }
 
-// Σ over 8 groups (Q4_K) or 4 (Q5_K, Q6_K halves) of codes·x in int16, from x's group `first`.
+// Σ over Groups groups of 4 values (codes[g] against x from qx + 4g) of codes·x, in int16.
 template <int Groups>
 inline __m256i group_sums(const __m256i* codes, const int8_t* qx) {
   __m256i a = _mm256_maddubs_epi16(codes[0], broadcast4(qx));
