@@ -7,9 +7,9 @@
 //               own AVX-512 GEMM (src/kernels/ops_f32_avx512.cpp) and multiplies them there;
 //   avx2        decoding widens each pair word in registers (a BF16 is the top half of an F32: a
 //               shift and a mask) and multiplies with FMA, streaming half F32's bytes; prefill
-//               widens 256 rows at a time (the same shift and mask, 16 values a step) for
-//               OpenBLAS's sgemm;
-//   plain       the same arithmetic in C++.
+//               widens 64 rows at a time (the same shift and mask, 16 values a step) into the
+//               panels of pert's AVX2 GEMM (src/kernels/ops_f32.cpp);
+//   plain       the same arithmetic in C++, prefill widening 256 rows at a time for OpenBLAS's sgemm.
 // Prefill rounds x to BF16 first, so the widened products are exact in F32 as vdpbf16ps's are.
 
 #include <cblas.h>
@@ -213,7 +213,7 @@ KernelChoice<Bf16Kernels>& choice() {
 }
 
 // Prefill without vdpbf16ps: y (+)= round_bf16(x) · Wᵀ for each product, W widened to F32 a
-// chunk at a time. Where the F32 path has its own GEMM (avx512), the columns are cut in one slice
+// chunk at a time. Where the F32 path has its own GEMM (avx512, avx2), the columns are cut in one slice
 // per thread (multiples of 16), each slice widened 64 rows at a time into this thread's panels
 // [4][K][16] and multiplied there, so no thread waits for another. Else each product's 256-row
 // chunks are widened by all threads into [K][256] and handed to OpenBLAS's sgemm, which threads

@@ -2,7 +2,8 @@
 // Decoding (T = 1) streams W once (gemv). Prefill runs the columns in one slice per thread, each
 // slice one gemm_nt. Three paths (kernels.hpp), chosen at run time:
 //   avx512  pert's own GEMM and a 16-lane gemv (src/kernels/ops_f32_avx512.cpp);
-//   avx2    OpenBLAS's sgemm and an 8-lane gemv (here, in a target region);
+//   avx2    OpenBLAS's sgemm and an 8-lane gemv (here, in a target region), and a 6 × 16 GEMM
+//           on packed panels for BF16 weights widened to F32 (gemm_packed);
 //   plain   OpenBLAS's sgemm and loops in C++.
 #include <cblas.h>
 #include <omp.h>
@@ -70,6 +71,45 @@ inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline Vec vbroadcast(float x) { return _mm256_set1_ps(x); }
 inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 #include "ops_f32_simd.inc"
+
+// y[r][j] (+)= Σ_k x[r][k]·w[k][j] for R rows of x and one block of 16 columns (w [K][16]), the
+// first `valid` columns stored: 12 accumulators, two columns' vectors and x broadcast, 15 of the
+// 16 registers.
+template <int R>
+void gemm_block(float* y, int ldy, const float* x, int ldx, const float* w, int K, int valid, bool accumulate) {
+  __m256 acc[R][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int k = 0; k < K; ++k) {
+    const __m256 w0 = _mm256_loadu_ps(w + 16 * size_t(k)), w1 = _mm256_loadu_ps(w + 16 * size_t(k) + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 xv = _mm256_broadcast_ss(x + size_t(r) * ldx + k);
+      acc[r][0] = _mm256_fmadd_ps(xv, w0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(xv, w1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    float row[16];
+    _mm256_storeu_ps(row, acc[r][0]);
+    _mm256_storeu_ps(row + 8, acc[r][1]);
+    float* out = y + size_t(r) * ldy;
+    for (int j = 0; j < valid; ++j) out[j] = accumulate ? out[j] + row[j] : row[j];
+  }
+}
+
+// ops_f32.hpp's gemm_packed: each block of 16 columns against every 6 rows of x in turn, the block
+// (K × 64 bytes) read from L2 by each.
+void gemm_packed(float* y, int ldy, const float* x, int ldx, int T, const float* panels, int K, int cols,
+                 bool accumulate) {
+  using Block = void (*)(float*, int, const float*, int, const float*, int, int, bool);
+  static constexpr Block kBlocks[6] = {gemm_block<1>, gemm_block<2>, gemm_block<3>, gemm_block<4>, gemm_block<5>, gemm_block<6>};
+  for (int b = 0; 16 * b < cols; ++b)
+    for (int t0 = 0; t0 < T; t0 += 6)
+      kBlocks[std::min(6, T - t0) - 1](y + size_t(t0) * ldy + 16 * b, ldy, x + size_t(t0) * ldx, ldx,
+                                       panels + size_t(b) * K * 16, K, std::min(16, cols - 16 * b), accumulate);
+}
 }  // namespace avx2
 #pragma GCC pop_options
 #endif
@@ -78,7 +118,7 @@ KernelChoice<F32Kernels>& choice() {
   static KernelChoice<F32Kernels> c("f32", {
 #if defined(__x86_64__)
                                                {"avx512", f32_avx512_kernels()},
-                                               {"avx2", {avx2::gemv, avx2::add_weighted_rows, sgemm_nt, sgemm_nn, nullptr}},
+                                               {"avx2", {avx2::gemv, avx2::add_weighted_rows, sgemm_nt, sgemm_nn, avx2::gemm_packed}},
 #endif
                                                {"plain", {gemv_plain, add_weighted_plain, sgemm_nt, sgemm_nn, nullptr}},
                                            });

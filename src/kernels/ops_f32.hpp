@@ -22,7 +22,7 @@ struct F32Kernels {
   void (*gemm_nn)(float* y, int ldy, const float* x, int ldx, int T, int K, const float* w, int ldw, int N,
                   bool accumulate);
   // y[T][cols] (+)= x[T][K] · W, W packed as panels [⌈cols/16⌉][K][16] (16 columns side by side
-  // for each k): pert's own GEMM, null on the paths that use OpenBLAS's sgemm.
+  // for each k): pert's own GEMM (avx512, avx2), null on the plain path.
   void (*gemm_packed)(float* y, int ldy, const float* x, int ldx, int T, const float* panels, int K, int cols,
                       bool accumulate);
 };
