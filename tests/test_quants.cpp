@@ -319,13 +319,16 @@ TEST_CASE("quants: matmul_blocks matches the float64 product of the dequantized 
   CHECK_THROWS_AS(select_block_kernel("avx9000"), std::invalid_argument);
 }
 
-TEST_CASE("quants: K-quant panels hold the rows' bytes and give their floats bit for bit, every kernel", "[quants]") {
+TEST_CASE("quants: panels hold the rows' bytes and give their floats bit for bit, every kernel", "[quants]") {
   // Rows from the quantizer, random bytes (every code and 6-bit scale), and the int16 extremes:
   // every code at its top (all bits set) against x at ±127, where a sub-block's int16 sums peak.
   RestoreBlockKernel restore;
-  for (const BlockType type : {BlockType::Q4_K, BlockType::Q5_K, BlockType::Q6_K}) {
-    REQUIRE(has_panels(type));
+  for (const BlockType type : kAll) {
+    REQUIRE(has_panels(type) == !(is_float(type) || type == BlockType::Q8_0));
+    if (!has_panels(type)) continue;
     const size_t bytes = block_type_info(type).block_bytes, d_at = type == BlockType::Q6_K ? 208 : 0;
+    const bool second_scale = type == BlockType::Q4_K || type == BlockType::Q5_K || type == BlockType::Q4_1 ||
+                              type == BlockType::Q5_1;  // dmin or m at byte 2
     for (const int K : {256, 1280}) {
       const int N = K == 256 ? 8 : 24;
       const size_t row = block_row_bytes(type, K), prow = panel_row_bytes(type, K);
@@ -337,9 +340,9 @@ TEST_CASE("quants: K-quant panels hold the rows' bytes and give their floats bit
           for (int n = 0; n < N; ++n) quantize_row(type, wf.data() + size_t(n) * K, w.data() + size_t(n) * row, K);
         } else {
           for (uint8_t& b : w) b = pattern == 1 ? uint8_t(rng()) : 0xff;
-          for (size_t at = 0; at < w.size(); at += bytes) {  // finite F16 scales: d, and dmin (Q4_K, Q5_K)
+          for (size_t at = 0; at < w.size(); at += bytes) {  // finite F16 scales: d, and dmin or m
             put16(w, at + d_at, uint16_t(0x2000 + rng() % 0x1000));
-            if (type != BlockType::Q6_K) put16(w, at + 2, uint16_t(0x1c00 + rng() % 0x1000));
+            if (second_scale) put16(w, at + 2, uint16_t(0x1c00 + rng() % 0x1000));
           }
         }
         std::vector<uint8_t> panels(prow * size_t(N)), back(row * size_t(N));
@@ -371,6 +374,7 @@ TEST_CASE("quants: K-quant panels hold the rows' bytes and give their floats bit
   std::vector<uint8_t> w(144 * 12), panels(148 * 12);
   CHECK_THROWS_AS(repack_panels(BlockType::Q4_K, w.data(), 144, 12, 256, panels.data()), Error);  // not whole panels
   CHECK_THROWS_AS(panel_row_bytes(BlockType::Q4_K, 200), Error);
+  CHECK_THROWS_AS(panel_row_bytes(BlockType::Q5_0, 200), Error);
   CHECK_THROWS_AS(panel_row_bytes(BlockType::Q8_0, 256), Error);
   std::vector<float> x(256), y(12);
   CHECK_THROWS_AS(matmul_blocks(y.data(), x.data(), BlockMatrix{panels.data(), BlockType::Q4_K, 148, true}, 1, 256, 12), Error);

@@ -47,7 +47,7 @@ void dequantize_row(BlockType type, const void* blocks, float* out, int64_t n);
 void quantize_row(BlockType type, const float* values, void* blocks, int64_t n);
 
 // A matrix W [N][K] in blocks: row n at data + n·row_stride, block_row_bytes(type, K) bytes;
-// or (panels) K-quant rows interleaved 8 at a time by repack_panels, panel n/8 at data + n·row_stride.
+// or (panels) rows interleaved 8 at a time by repack_panels, panel n/8 at data + n·row_stride.
 struct BlockMatrix {
   const uint8_t* data = nullptr;
   BlockType type = BlockType::F32;
@@ -55,11 +55,12 @@ struct BlockMatrix {
   bool panels = false;
 };
 
-// Q4_K, Q5_K and Q6_K rows repacked into panels of 8 rows: per super-block the 8 rows' codes
-// side by side, 4 values of a row in each 4 bytes, and their scales unpacked to bytes, so that
-// one broadcast of 4 values of x meets 8 rows in one instruction and a sub-block's products add
-// up in int16 before one multiply by the 8 rows' scales (src/kernels/quants_panels.cpp). The same
-// numbers: matmul_blocks gives the same floats on panels as on the rows. N % 8 == 0.
+// Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q4_1 and Q5_1 rows repacked into panels of 8 rows: per
+// (super-)block the 8 rows' codes side by side, 4 values of a row in each 4 bytes, the K-quants'
+// scales unpacked to bytes, so that one broadcast of 4 values of x meets 8 rows in one
+// instruction and a (sub-)block's products add up in int16 before one multiply by the 8 rows'
+// scales (src/kernels/quants_panels.cpp). The same numbers: matmul_blocks gives the same floats on
+// panels as on the rows. N % 8 == 0.
 bool has_panels(BlockType type);
 size_t panel_row_bytes(BlockType type, int K);  // bytes per row of the panels (row_stride)
 void repack_panels(BlockType type, const uint8_t* rows, size_t row_stride, int N, int K, uint8_t* panels);

@@ -1,4 +1,4 @@
-// K-quant panels: Q4_K, Q5_K and Q6_K rows repacked 8 at a time (after ik_llama.cpp's
+// Panels: Q4_K, Q5_K and Q6_K rows (and the legacy Q4_0, Q5_0, Q4_1, Q5_1) repacked 8 at a time (after ik_llama.cpp's
 // row-interleaved Q4_K_R4 / Q4_0_R8, laid out here for AVX2's vpmaddubsw). Why: a row kernel
 // multiplies one row's 32 codes by 32 values of x and needs one vpmaddwd per 32 products to
 // apply the sub-block's scale; in a panel, 4 bytes of x broadcast meet the same 4 positions of
@@ -17,6 +17,9 @@
 // bits, per sub-block j of 32: bit g of byte 4i + l is that of row i's value 32j + 4g + l;
 // Q6_K's top two bits, per sub-block j of 16: bits 2g, 2g + 1 of byte 4i + l are those of row
 // i's value 16j + 4g + l.
+// The legacy types, per block of 32 values (8 rows): d[8] F16 | Q4_1, Q5_1: m[8] F16 | codes
+// [4][32] as above | Q5_0, Q5_1: fifth [32] as Q5_K's: Q4_0 [144], Q5_0 [176], Q4_1 [160],
+// Q5_1 [192] bytes, each 8 rows' blocks exactly.
 #include <vector>
 
 #include "parallel.hpp"
@@ -64,14 +67,48 @@ void pack_scale_min_k4(const uint8_t sc[8], const uint8_t mn[8], uint8_t* packed
 }
 
 struct Layout {
-  size_t scales, mins, codes, high, bytes;  // offsets in a panel's super-block, and its size
+  size_t scales, mins, codes, high, bytes;  // offsets in a panel's (super-)block, and its size
 };
 Layout layout(BlockType type) {
   switch (type) {
     case BlockType::Q4_K: return {32, 96, 160, 0, 1184};
     case BlockType::Q5_K: return {32, 96, 160, 1184, 1440};
     case BlockType::Q6_K: return {16, 0, 144, 1168, 1680};
+    case BlockType::Q4_0: return {0, 0, 16, 0, 144};  // scales: d[8]; mins: m[8] at 16 (Q4_1, Q5_1)
+    case BlockType::Q5_0: return {0, 0, 16, 144, 176};
+    case BlockType::Q4_1: return {0, 16, 32, 0, 160};
+    case BlockType::Q5_1: return {0, 16, 32, 160, 192};
     default: return {0, 0, 0, 0, 0};
+  }
+}
+bool is_legacy(BlockType t) {
+  return t == BlockType::Q4_0 || t == BlockType::Q5_0 || t == BlockType::Q4_1 || t == BlockType::Q5_1;
+}
+int panel_unit(BlockType t) { return is_legacy(t) ? QK : QK_K; }  // values of a row in one panel block
+
+// A legacy block's code of value v (Q4_0/Q4_1 0..15, Q5_0/Q5_1 0..31), and its inverse.
+struct LegacyFields {
+  size_t m, qh, qs;  // byte offsets (m and qh 0 when the type has none)
+};
+LegacyFields legacy_fields(BlockType t) {
+  switch (t) {
+    case BlockType::Q4_0: return {0, 0, 2};
+    case BlockType::Q5_0: return {0, 2, 6};
+    case BlockType::Q4_1: return {2, 0, 4};
+    default: return {2, 4, 8};  // Q5_1
+  }
+}
+int legacy_code(BlockType t, const uint8_t* b, int v) {
+  const LegacyFields f = legacy_fields(t);
+  const int nibble = b[f.qs + size_t(v % 16)] >> (4 * (v / 16)) & 15;
+  return f.qh ? nibble | int(load_u32(b + f.qh) >> v & 1) << 4 : nibble;
+}
+void set_legacy_code(BlockType t, uint8_t* b, int v, int code) {  // b's code bytes start zeroed
+  const LegacyFields f = legacy_fields(t);
+  b[f.qs + size_t(v % 16)] |= uint8_t((code & 15) << (4 * (v / 16)));
+  if (f.qh) {
+    const uint32_t qh = load_u32(b + f.qh) | uint32_t(code >> 4) << v;
+    std::memcpy(b + f.qh, &qh, 4);
   }
 }
 
@@ -131,6 +168,40 @@ void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s)
   }
 }
 
+// A legacy type's block b of 8 rows into a panel block, or back: d[8] (and m[8]) F16, the codes
+// as the K-quants' (4 values of a row in each 4 bytes) and Q5's fifth bits as Q5_K's.
+template <bool Unpack>
+void convert_legacy(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int b) {
+  const Layout at = layout(type);
+  const LegacyFields f = legacy_fields(type);
+  const size_t bytes = block_type_info(type).block_bytes;
+  for (int i = 0; i < R8; ++i) {
+    uint8_t* blk = rows + size_t(i) * row_bytes + size_t(b) * bytes;
+    if constexpr (Unpack) {
+      std::memset(blk, 0, bytes);
+      std::memcpy(blk, p + 2 * i, 2);
+      if (f.m) std::memcpy(blk + f.m, p + at.mins + 2 * i, 2);
+    } else {
+      std::memcpy(p + 2 * i, blk, 2);
+      if (f.m) std::memcpy(p + at.mins + 2 * i, blk + f.m, 2);
+    }
+    for (int v = 0; v < QK; ++v) {
+      uint8_t& nib = p[at.codes + size_t(v / 8) * 32 + size_t(4 * i + v % 4)];
+      const int nib_shift = 4 * (v % 8 / 4);
+      uint8_t* high = at.high ? &p[at.high + size_t(4 * i + v % 4)] : nullptr;
+      if constexpr (Unpack) {
+        int code = nib >> nib_shift & 15;
+        if (high) code |= (*high >> (v / 4) & 1) << 4;
+        set_legacy_code(type, blk, v, code);
+      } else {
+        const int code = legacy_code(type, blk, v);
+        nib = uint8_t(nib | (code & 15) << nib_shift);
+        if (high) *high = uint8_t(*high | (code >> 4) << (v / 4));
+      }
+    }
+  }
+}
+
 // The plain kernel on a panel: its rows back as GGML's blocks, then the plain row kernel on each,
 // which is what makes every path's float the row kernels' float.
 template <BlockType Type, int R>
@@ -160,8 +231,11 @@ size_t panel_block_bytes(int ggml_type) { return layout(BlockType(ggml_type)).by
 void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, size_t row_bytes) {
   const BlockType type = BlockType(ggml_type);
   const size_t bytes = panel_block_bytes(ggml_type);
-  for (int s = 0; s < K / QK_K; ++s)  // convert<true> only reads the panel
-    convert<true>(type, const_cast<uint8_t*>(panel) + size_t(s) * bytes, rows, row_bytes, s);
+  for (int s = 0; s < K / panel_unit(type); ++s) {  // convert<true> only reads the panel
+    uint8_t* block = const_cast<uint8_t*>(panel) + size_t(s) * bytes;
+    if (is_legacy(type)) convert_legacy<true>(type, block, rows, row_bytes, s);
+    else convert<true>(type, block, rows, row_bytes, s);
+  }
 }
 
 PanelSet plain_panel_kernels(int ggml_type) {
@@ -169,6 +243,10 @@ PanelSet plain_panel_kernels(int ggml_type) {
     case BlockType::Q4_K: return plain_set<BlockType::Q4_K>();
     case BlockType::Q5_K: return plain_set<BlockType::Q5_K>();
     case BlockType::Q6_K: return plain_set<BlockType::Q6_K>();
+    case BlockType::Q4_0: return plain_set<BlockType::Q4_0>();
+    case BlockType::Q5_0: return plain_set<BlockType::Q5_0>();
+    case BlockType::Q4_1: return plain_set<BlockType::Q4_1>();
+    case BlockType::Q5_1: return plain_set<BlockType::Q5_1>();
     default: return {};
   }
 }
@@ -179,8 +257,8 @@ bool has_panels(BlockType type) { return panel_block_bytes(int(type)) != 0; }
 
 size_t panel_row_bytes(BlockType type, int K) {
   if (!has_panels(type)) throw Error(std::string(block_type_info(type).name) + " has no panels");
-  block_row_bytes(type, K);  // throws for a K that is not whole super-blocks
-  return panel_block_bytes(int(type)) * size_t(K / QK_K) / R8;
+  block_row_bytes(type, K);  // throws for a K that is not whole (super-)blocks
+  return panel_block_bytes(int(type)) * size_t(K / panel_unit(type)) / R8;
 }
 
 void repack_panels(BlockType type, const uint8_t* rows, size_t row_stride, int N, int K, uint8_t* panels) {
@@ -190,8 +268,11 @@ void repack_panels(BlockType type, const uint8_t* rows, size_t row_stride, int N
     const size_t n = size_t(panel_index) * R8;
     uint8_t* panel = panels + n * row_bytes;
     std::memset(panel, 0, row_bytes * R8);
-    for (int s = 0; s < K / QK_K; ++s)  // convert<false> only reads the rows
-      convert<false>(type, panel + size_t(s) * bytes, const_cast<uint8_t*>(rows) + n * row_stride, row_stride, s);
+    uint8_t* const first = const_cast<uint8_t*>(rows) + n * row_stride;  // convert<false> only reads the rows
+    for (int s = 0; s < K / panel_unit(type); ++s) {
+      if (is_legacy(type)) convert_legacy<false>(type, panel + size_t(s) * bytes, first, row_stride, s);
+      else convert<false>(type, panel + size_t(s) * bytes, first, row_stride, s);
+    }
   });
 }
 

@@ -1,4 +1,4 @@
-// AVX2 (+FMA, F16C) kernels for the K-quant panels (layout in quants_panels.cpp): 8 weight rows
+// AVX2 (+FMA, F16C) kernels for the panels (layout in quants_panels.cpp): 8 weight rows
 // against R rows of x. Per 4 values of a sub-block, x's 4 bytes broadcast (vpbroadcastd) meet the
 // 8 rows' codes in one vpmaddubsw; the sub-block's products add up in int16 (at most
 // 8 × 2 × 15 × 127 = 30,480 for Q4_K, 4 × 2 × 31 × 127 = 31,496 for Q5_K and
@@ -162,10 +162,56 @@ void q6k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
   for (int r = 0; r < R; ++r) store_rows(lanes[r], out + r * kPanelRows);
 }
 
+// The legacy types, a block of 32 values (8 rows) a step: Σ c·qx in int16 (Q5's codes to 31:
+// two halves), widened by vpmaddwd with ones, the bias taken off in int32 (Q4_0 8·Σqx, Q5_0
+// 16·Σqx), then per block one fmadd by d·dx (and Q4_1/Q5_1's m·dx·Σqx), as the row kernels.
+template <BlockType Type, int R>
+void legacy_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
+  constexpr bool five = Type == BlockType::Q5_0 || Type == BlockType::Q5_1;
+  constexpr bool affine = Type == BlockType::Q4_1 || Type == BlockType::Q5_1;
+  constexpr int bias = Type == BlockType::Q4_0 ? 8 : Type == BlockType::Q5_0 ? 16 : 0;
+  constexpr size_t codes_at = affine ? 32 : 16, high_at = codes_at + 128, bytes = high_at + (five ? 32 : 0);
+  const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+  const size_t nb = size_t(x.K / QK), xb0 = size_t(t0) * nb;
+  __m256 lanes[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < 4; ++u) lanes[r][u] = _mm256_setzero_ps();
+  for (size_t b = 0; b < nb; ++b, p += bytes) {
+    prefetch_block<bytes>(p + 4 * kAhead * bytes);  // a block is 3 lines: 16 blocks ahead
+    __m256i c[8];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i q = load256(p + codes_at + 32 * k);
+      c[2 * k] = _mm256_and_si256(q, low4);
+      c[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    }
+    if (five) {
+      const __m256i h = load256(p + high_at);
+      for (int g = 0; g < 8; ++g)
+        c[g] = _mm256_or_si256(c[g], _mm256_and_si256(g < 4 ? _mm256_slli_epi16(h, 4 - g) : _mm256_srli_epi16(h, g - 4), bit4));
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(p));
+    for (int r = 0; r < R; ++r) {
+      const size_t xb = xb0 + size_t(r) * nb + b;
+      const int8_t* qx = x.q + xb * QK;
+      __m256i dot = five ? _mm256_add_epi32(_mm256_madd_epi16(group_sums<4>(c, qx), ones),
+                                            _mm256_madd_epi16(group_sums<4>(c + 4, qx + 16), ones))
+                         : _mm256_madd_epi16(group_sums<8>(c, qx), ones);
+      if (bias) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(bias * x.sum[xb]));
+      const __m256 dx = _mm256_set1_ps(x.d[xb]);
+      add_lanes(lanes[r], b, dot, d, dx);
+      if (affine)
+        lanes[r][b & 3] = _mm256_fmadd_ps(_mm256_set1_ps(float(x.sum[xb])), _mm256_mul_ps(_mm256_cvtph_ps(load128(p + 16)), dx),
+                                          lanes[r][b & 3]);
+    }
+  }
+  for (int r = 0; r < R; ++r) store_rows(lanes[r], out + r * kPanelRows);
+}
+
 template <BlockType T, int R> struct Panel {
   static void run(const uint8_t* p, const QuantizedX& x, int t0, float* o) {
-    if (T == BlockType::Q6_K) q6k_panel<R>(p, x, t0, o);
-    else q45k_panel<T == BlockType::Q5_K, R>(p, x, t0, o);
+    if constexpr (T == BlockType::Q6_K) q6k_panel<R>(p, x, t0, o);
+    else if constexpr (T == BlockType::Q4_K || T == BlockType::Q5_K) q45k_panel<T == BlockType::Q5_K, R>(p, x, t0, o);
+    else legacy_panel<T, R>(p, x, t0, o);
   }
 };
 template <BlockType T> PanelSet panels() { return {{Panel<T, 1>::run, Panel<T, 2>::run, Panel<T, 3>::run, Panel<T, 4>::run}}; }
@@ -179,6 +225,10 @@ PanelSet avx2_panel_kernels(int ggml_type) {
     case BlockType::Q4_K: return panels<BlockType::Q4_K>();
     case BlockType::Q5_K: return panels<BlockType::Q5_K>();
     case BlockType::Q6_K: return panels<BlockType::Q6_K>();
+    case BlockType::Q4_0: return panels<BlockType::Q4_0>();
+    case BlockType::Q5_0: return panels<BlockType::Q5_0>();
+    case BlockType::Q4_1: return panels<BlockType::Q4_1>();
+    case BlockType::Q5_1: return panels<BlockType::Q5_1>();
     default: return {};
   }
 }
