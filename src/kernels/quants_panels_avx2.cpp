@@ -56,6 +56,30 @@ inline void prefetch_block(const uint8_t* p) {
   for (size_t at = 0; at < Bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(p + at), _MM_HINT_T0);
 }
 
+// 8 groups of 4 values of 8 rows (32 values each) from 128 bytes of nibbles, and Five: a fifth
+// bit each from 32 bytes (bit g of each byte to bit 4 of group g's byte; 16-bit shifts keep each
+// byte's own bits at 4).
+template <bool Five>
+inline void unpack_groups(const uint8_t* codes, const uint8_t* high, __m256i* c) {
+  const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i q = load256(codes + 32 * k);
+    c[2 * k] = _mm256_and_si256(q, low4);
+    c[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+  }
+  if (Five) {
+    const __m256i h = load256(high);
+    for (int g = 0; g < 8; ++g)
+      c[g] = _mm256_or_si256(c[g], _mm256_and_si256(g < 4 ? _mm256_slli_epi16(h, 4 - g) : _mm256_srli_epi16(h, g - 4), bit4));
+  }
+}
+
+template <int R>
+inline void zero_lanes(__m256 (*lanes)[4]) {
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < 4; ++u) lanes[r][u] = _mm256_setzero_ps();
+}
+
 // The float steps of a super-block s for the 8 rows (as Lanes::add: lane s mod 4, one fmadd each).
 inline void add_lanes(__m256* lanes, size_t s, __m256i dot, __m256 scale, __m256 dx) {
   lanes[s & 3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, dx), lanes[s & 3]);
@@ -67,11 +91,9 @@ inline void store_rows(const __m256* lanes, float* out) {
 template <bool Five, int R>
 void q45k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
   constexpr size_t bytes = Five ? 1440 : 1184, scales_at = 32, mins_at = 96, codes_at = 160, high_at = 1184;
-  const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10);
   const size_t nb = size_t(x.K / QK_K), xs0 = size_t(t0) * nb;
   __m256 lanes[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int u = 0; u < 4; ++u) lanes[r][u] = _mm256_setzero_ps();
+  zero_lanes<R>(lanes);
   for (size_t s = 0; s < nb; ++s, p += bytes) {
     prefetch_block<bytes>(p + kAhead * bytes);
     __m256i dot[R];
@@ -80,16 +102,7 @@ void q45k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
       const __m256i pairs = _mm256_cvtepu8_epi16(load128(p + scales_at + 16 * (j / 2)));
       const __m256i scale = j % 2 ? one_of_pair<true>(pairs) : one_of_pair<false>(pairs);
       __m256i c[8];
-      for (int k = 0; k < 4; ++k) {
-        const __m256i q = load256(p + codes_at + 32 * (4 * j + k));
-        c[2 * k] = _mm256_and_si256(q, low4);
-        c[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      }
-      if (Five) {  // bit g of each byte to bit 4 of group g's byte (16-bit shifts keep each byte's own bits at 4)
-        const __m256i h = load256(p + high_at + 32 * j);
-        for (int g = 0; g < 8; ++g)
-          c[g] = _mm256_or_si256(c[g], _mm256_and_si256(g < 4 ? _mm256_slli_epi16(h, 4 - g) : _mm256_srli_epi16(h, g - 4), bit4));
-      }
+      unpack_groups<Five>(p + codes_at + 128 * j, p + high_at + 32 * j, c);
       for (int r = 0; r < R; ++r) {
         const int8_t* qx = x.q + (xs0 + size_t(r) * nb + s) * QK_K + 32 * j;
         if (Five) {
@@ -124,8 +137,7 @@ void q6k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
   const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30);
   const size_t nb = size_t(x.K / QK_K), xs0 = size_t(t0) * nb;
   __m256 lanes[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int u = 0; u < 4; ++u) lanes[r][u] = _mm256_setzero_ps();
+  zero_lanes<R>(lanes);
   for (size_t s = 0; s < nb; ++s, p += bytes) {
     prefetch_block<bytes>(p + kAhead * bytes);
     __m256i dot[R], offset[R];
@@ -171,24 +183,14 @@ void legacy_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
   constexpr bool affine = Type == BlockType::Q4_1 || Type == BlockType::Q5_1;
   constexpr int bias = Type == BlockType::Q4_0 ? 8 : Type == BlockType::Q5_0 ? 16 : 0;
   constexpr size_t codes_at = affine ? 32 : 16, high_at = codes_at + 128, bytes = high_at + (five ? 32 : 0);
-  const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   const size_t nb = size_t(x.K / QK), xb0 = size_t(t0) * nb;
   __m256 lanes[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int u = 0; u < 4; ++u) lanes[r][u] = _mm256_setzero_ps();
+  zero_lanes<R>(lanes);
   for (size_t b = 0; b < nb; ++b, p += bytes) {
     prefetch_block<bytes>(p + 4 * kAhead * bytes);  // a block is 3 lines: 16 blocks ahead
     __m256i c[8];
-    for (int k = 0; k < 4; ++k) {
-      const __m256i q = load256(p + codes_at + 32 * k);
-      c[2 * k] = _mm256_and_si256(q, low4);
-      c[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-    }
-    if (five) {
-      const __m256i h = load256(p + high_at);
-      for (int g = 0; g < 8; ++g)
-        c[g] = _mm256_or_si256(c[g], _mm256_and_si256(g < 4 ? _mm256_slli_epi16(h, 4 - g) : _mm256_srli_epi16(h, g - 4), bit4));
-    }
+    unpack_groups<five>(p + codes_at, p + high_at, c);
     const __m256 d = _mm256_cvtph_ps(load128(p));
     for (int r = 0; r < R; ++r) {
       const size_t xb = xb0 + size_t(r) * nb + b;
