@@ -86,7 +86,7 @@ class Model {
     std::vector<uint16_t> scales;  // F16
   };
   std::map<std::string, Q8Tensor> q8_tensors_;
-  std::map<std::string, std::vector<uint8_t>> block_tensors_;  // made at load: GGML blocks, [N] rows or K-quant panels
+  std::map<std::string, std::vector<uint8_t>> block_tensors_;  // made at load: GGML blocks, [N] rows or panels of 8
   std::map<std::string, BlockMatrix> block_weights_;           // into block_tensors_ or the GGUF mapping
   std::shared_ptr<const void> storage_;                        // the GGUF mapping, while block_weights_ use it
   std::shared_ptr<const GgufFile> gguf_;

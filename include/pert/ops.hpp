@@ -22,7 +22,7 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 // [-127, 127] (llama.cpp's Q8_0); per 16 rows and block the quads of 4 columns, each holding the
 // 16 rows' quads side by side as bytes q + 128, [⌈N/16⌉][⌈K/32⌉][8][16][4], and the scales
 // [⌈N/16⌉][⌈K/32⌉][16], padding q = 0 and d = 0 (src/kernels/ops_q8.cpp). Or GGML's blocks as a GGUF
-// file (or --dtype q4_k ...) holds them, row after row, the K-quants repacked into panels of 8 rows
+// file (or --dtype q4_k ...) holds them, row after row, or repacked into panels of 8 rows
 // (`blocks`, quants.hpp; its data null when unused): matmul and matmul_shared multiply on them
 // with matmul_blocks.
 struct Weight {

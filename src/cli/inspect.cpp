@@ -96,7 +96,7 @@ void run_inspect(const InspectArgs& args) {
   std::printf("cpu        %s\n", cpu_line().c_str());
   const nlohmann::json memory = memory_estimate(m, c);
   std::printf("memory     weights %.1f MiB%s; KV cache %.1f MiB per 1000 positions (f32; --cache-type f16 halves it)\n",
-              memory["weight_bytes"].get<double>() / 1048576.0, m.gguf ? " as stored, read in place (--dtype auto; Q8_0 and K-quant matrices copied at load into their kernels' layouts)" : " as stored",
+              memory["weight_bytes"].get<double>() / 1048576.0, m.gguf ? " as stored, read in place (--dtype auto; quantized matrices copied at load into their kernels' layouts)" : " as stored",
               memory["kv_cache_bytes_per_1000_positions"].get<double>() / 1048576.0);
   if (m.gguf) {
     std::printf("\nGGUF v%u metadata (%zu keys):\n", m.gguf->header().version, m.gguf->header().keys.size());

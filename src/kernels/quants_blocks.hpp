@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "pert/fp16.hpp"
+#include "pert/quants.hpp"
 
 namespace pert::quants {
 
@@ -88,18 +89,31 @@ struct KernelSet {
 KernelSet plain_kernels(int ggml_type);
 KernelSet avx2_kernels(int ggml_type);
 
-// K-quant panels (quants_panels.cpp): one panel of kPanelRows weight rows against R rows of x
-// from t0: out[r·kPanelRows + i] = Σ_k w[i][k]·x[t0 + r][k], the same float as the row kernels.
+// Panels (quants_panels.cpp, which draws their layout): a panel kernel is a RowKernel whose w
+// is one panel of kPanelRows weight rows, out[r·kPanelRows + i] = Σ_k w[i][k]·x[t0 + r][k], the
+// same float as the row kernels give row by row.
 constexpr int kPanelRows = 8;
-using PanelKernel = void (*)(const uint8_t* panel, const QuantizedX& x, int t0, float* out);
-struct PanelSet {
-  PanelKernel rows[kMaxRows] = {};
+// Byte offsets in one (super-)block of a panel (kPanelRows rows' worth), and its size; bytes 0
+// for a type without panels. d[8] F16 at 0 always; `mins`: the K-quants' 6-bit mins, or the
+// legacy types' m[8] F16 (Q4_K/Q5_K's dmin[8] sit at 16); `high`: Q5's fifth bits, Q6_K's top two.
+struct PanelLayout {
+  size_t scales, mins, codes, high, bytes;
 };
-// Bytes of one super-block of a panel (kPanelRows rows' worth), or 0 for a type without panels.
-size_t panel_block_bytes(int ggml_type);
+constexpr PanelLayout panel_layout(BlockType type) {
+  switch (type) {
+    case BlockType::Q4_K: return {32, 96, 160, 0, 1184};
+    case BlockType::Q5_K: return {32, 96, 160, 1184, 1440};
+    case BlockType::Q6_K: return {16, 0, 144, 1168, 1680};
+    case BlockType::Q4_0: return {0, 0, 16, 0, 144};
+    case BlockType::Q5_0: return {0, 0, 16, 144, 176};
+    case BlockType::Q4_1: return {0, 16, 32, 0, 160};
+    case BlockType::Q5_1: return {0, 16, 32, 160, 192};
+    default: return {0, 0, 0, 0, 0};
+  }
+}
 // The panel's super-blocks back as its rows' GGML blocks: rows[i] at rows + i·row_bytes.
 void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, size_t row_bytes);
-PanelSet plain_panel_kernels(int ggml_type);
-PanelSet avx2_panel_kernels(int ggml_type);  // quants_panels_avx2.cpp
+KernelSet plain_panel_kernels(int ggml_type);
+KernelSet avx2_panel_kernels(int ggml_type);  // quants_panels_avx2.cpp
 
 }  // namespace pert::quants

@@ -12,9 +12,9 @@
 // of x, and in an item each weight row (a KiB or so) is read once and then multiplied from L1 by
 // the chunk's rows of x, kMaxRows at a time, which the kernels share the unpacking of codes over.
 // Kernels: "avx2" (src/kernels/quants_avx2.cpp) where the CPU has it, else "plain" (here), which gives
-// the same integers and the same float result (quants_blocks.hpp: Lanes). K-quant matrices
-// repacked into panels of 8 rows (quants_panels.cpp) run the panel kernels, 8 rows a call, with
-// the same float again.
+// the same integers and the same float result (quants_blocks.hpp: Lanes). Matrices repacked
+// into panels of 8 rows (quants_panels.cpp) run the panel kernels, 8 rows a call, with the same
+// float again.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -222,8 +222,8 @@ struct XBuffers {
 
 struct Selection {
   std::string name;
-  KernelSet sets[64];  // by ggml_type number; a family's gaps filled with plain
-  PanelSet panel_sets[64];
+  KernelSet sets[64];        // by ggml_type number; a family's gaps filled with plain
+  KernelSet panel_sets[64];  // the same for panels (quants_blocks.hpp: kPanelRows)
 };
 Selection make_selection(const std::string& name) {
   Selection s{name, {}, {}};
@@ -231,13 +231,13 @@ Selection make_selection(const std::string& name) {
                             BlockType::Q4_1, BlockType::Q5_0, BlockType::Q5_1, BlockType::Q4_K, BlockType::Q5_K,
                             BlockType::Q6_K}) {
     KernelSet& set = s.sets[int(t)];
-    PanelSet& panels = s.panel_sets[int(t)];
+    KernelSet& panels = s.panel_sets[int(t)];
     set = plain_kernels(int(t));
     panels = plain_panel_kernels(int(t));
 #if defined(__x86_64__)
     if (name == "avx2") {
       const KernelSet fast = avx2_kernels(int(t));
-      const PanelSet fast_panels = avx2_panel_kernels(int(t));
+      const KernelSet fast_panels = avx2_panel_kernels(int(t));
       for (int r = 0; r < kMaxRows; ++r) {
         if (fast.rows[r]) set.rows[r] = fast.rows[r];
         if (fast_panels.rows[r]) panels.rows[r] = fast_panels.rows[r];
@@ -333,32 +333,20 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
     const int local = item - first_item[i], n0 = local / chunks * kRowsPerItem, c = local % chunks;
     const int n1 = std::min(p.N, n0 + kRowsPerItem), t_end = std::min(T, (c + 1) * kChunk);
     const QuantizedX& xq = is_k_quant(p.w->type) ? x_k : x_legacy;
-    const KernelSet& set = sel.sets[int(p.w->type)];
-    if (p.w->panels) {  // kRowsPerItem is whole panels
-      float out[kMaxRows * kPanelRows];
-      const PanelSet& panels = sel.panel_sets[int(p.w->type)];
-      for (int n = n0; n < n1; n += kPanelRows)
-        for (int t0 = c * kChunk; t0 < t_end; t0 += kMaxRows) {
-          const int rows = std::min(kMaxRows, t_end - t0);
-          panels.rows[rows - 1](p.w->data + size_t(n) * p.w->row_stride, xq, t0, out);
-          for (int r = 0; r < rows; ++r)
-            for (int i = 0; i < kPanelRows; ++i) {
-              float& y = p.y[size_t(t0 + r) * p.N + size_t(n + i)];
-              y = p.accumulate ? y + out[r * kPanelRows + i] : out[r * kPanelRows + i];
-            }
-        }
-      return;
-    }
-    float out[kMaxRows];
-    for (int n = n0; n < n1; ++n) {
-      const uint8_t* row = p.w->data + size_t(n) * p.w->row_stride;
+    // A kernel call covers one weight row, or one panel of kPanelRows (kRowsPerItem is whole panels).
+    const int width = p.w->panels ? kPanelRows : 1;
+    const KernelSet& set = (p.w->panels ? sel.panel_sets : sel.sets)[int(p.w->type)];
+    float out[kMaxRows * kPanelRows];
+    for (int n = n0; n < n1; n += width) {
+      const uint8_t* w = p.w->data + size_t(n) * p.w->row_stride;
       for (int t0 = c * kChunk; t0 < t_end; t0 += kMaxRows) {
         const int rows = std::min(kMaxRows, t_end - t0);
-        set.rows[rows - 1](row, xq, t0, out);
-        for (int r = 0; r < rows; ++r) {
-          float& y = p.y[size_t(t0 + r) * p.N + size_t(n)];
-          y = p.accumulate ? y + out[r] : out[r];
-        }
+        set.rows[rows - 1](w, xq, t0, out);
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < width; ++j) {
+            float& y = p.y[size_t(t0 + r) * p.N + size_t(n + j)];
+            y = p.accumulate ? y + out[r * width + j] : out[r * width + j];
+          }
       }
     }
   });

@@ -66,21 +66,6 @@ void pack_scale_min_k4(const uint8_t sc[8], const uint8_t mn[8], uint8_t* packed
   }
 }
 
-struct Layout {
-  size_t scales, mins, codes, high, bytes;  // offsets in a panel's (super-)block, and its size
-};
-Layout layout(BlockType type) {
-  switch (type) {
-    case BlockType::Q4_K: return {32, 96, 160, 0, 1184};
-    case BlockType::Q5_K: return {32, 96, 160, 1184, 1440};
-    case BlockType::Q6_K: return {16, 0, 144, 1168, 1680};
-    case BlockType::Q4_0: return {0, 0, 16, 0, 144};  // scales: d[8]; mins: m[8] at 16 (Q4_1, Q5_1)
-    case BlockType::Q5_0: return {0, 0, 16, 144, 176};
-    case BlockType::Q4_1: return {0, 16, 32, 0, 160};
-    case BlockType::Q5_1: return {0, 16, 32, 160, 192};
-    default: return {0, 0, 0, 0, 0};
-  }
-}
 bool is_legacy(BlockType t) {
   return t == BlockType::Q4_0 || t == BlockType::Q5_0 || t == BlockType::Q4_1 || t == BlockType::Q5_1;
 }
@@ -112,10 +97,31 @@ void set_legacy_code(BlockType t, uint8_t* b, int v, int code) {  // b's code by
   }
 }
 
+// Row i's n codes between its block (get(v) reads code v, set(v, code) writes it into zeroed
+// bytes) and a panel (super-)block: the low 4 bits in `codes`, the top `bits` bits of each value
+// in `high`, per span of `span` values (a group of 4 values g of the span at bits g·bits).
+template <bool Unpack, class Get, class Set>
+void convert_codes(uint8_t* p, const PanelLayout& at, int i, int n, int span, int bits, Get get, Set set) {
+  for (int v = 0; v < n; ++v) {
+    uint8_t& nib = p[at.codes + size_t(v / 8) * 32 + size_t(4 * i + v % 4)];
+    const int nib_shift = 4 * (v % 8 / 4), high_shift = bits * (v % span / 4);
+    uint8_t* high = at.high ? &p[at.high + size_t(v / span) * 32 + size_t(4 * i + v % 4)] : nullptr;
+    if constexpr (Unpack) {
+      int code = nib >> nib_shift & 15;
+      if (high) code |= (*high >> high_shift & ((1 << bits) - 1)) << 4;
+      set(v, code);
+    } else {
+      const int code = get(v);
+      nib = uint8_t(nib | (code & 15) << nib_shift);
+      if (high) *high = uint8_t(*high | (code >> 4) << high_shift);
+    }
+  }
+}
+
 // Rows' super-block s (row i at rows + i·row_bytes) into panel super-block p, or back (Unpack).
 template <bool Unpack>
 void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s) {
-  const Layout at = layout(type);
+  const PanelLayout at = panel_layout(type);
   const bool six = type == BlockType::Q6_K;
   const size_t bytes = block_type_info(type).block_bytes;
   for (int i = 0; i < R8; ++i) {
@@ -150,21 +156,8 @@ void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s)
       if (six) std::memcpy(b + 192, sc, 16);
       else pack_scale_min_k4(sc, mn, b + 4);
     }
-    for (int v = 0; v < QK_K; ++v) {
-      uint8_t& nib = p[at.codes + size_t(v / 8) * 32 + size_t(4 * i + v % 4)];
-      const int nib_shift = 4 * (v % 8 / 4);
-      const int span = six ? 16 : 32, group = v % span / 4, bits = six ? 2 : 1;
-      uint8_t* high = at.high ? &p[at.high + size_t(v / span) * 32 + size_t(4 * i + v % 4)] : nullptr;
-      if constexpr (Unpack) {
-        int code = nib >> nib_shift & 15;
-        if (high) code |= (*high >> (bits * group) & ((1 << bits) - 1)) << 4;
-        set_k_code(type, b, v, code);
-      } else {
-        const int code = k_code(type, b, v);
-        nib = uint8_t(nib | (code & 15) << nib_shift);
-        if (high) *high = uint8_t(*high | (code >> 4) << (bits * group));
-      }
-    }
+    convert_codes<Unpack>(p, at, i, QK_K, six ? 16 : 32, six ? 2 : 1, [&](int v) { return k_code(type, b, v); },
+                          [&](int v, int code) { set_k_code(type, b, v, code); });
   }
 }
 
@@ -172,7 +165,7 @@ void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s)
 // as the K-quants' (4 values of a row in each 4 bytes) and Q5's fifth bits as Q5_K's.
 template <bool Unpack>
 void convert_legacy(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int b) {
-  const Layout at = layout(type);
+  const PanelLayout at = panel_layout(type);
   const LegacyFields f = legacy_fields(type);
   const size_t bytes = block_type_info(type).block_bytes;
   for (int i = 0; i < R8; ++i) {
@@ -185,20 +178,8 @@ void convert_legacy(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes,
       std::memcpy(p + 2 * i, blk, 2);
       if (f.m) std::memcpy(p + at.mins + 2 * i, blk + f.m, 2);
     }
-    for (int v = 0; v < QK; ++v) {
-      uint8_t& nib = p[at.codes + size_t(v / 8) * 32 + size_t(4 * i + v % 4)];
-      const int nib_shift = 4 * (v % 8 / 4);
-      uint8_t* high = at.high ? &p[at.high + size_t(4 * i + v % 4)] : nullptr;
-      if constexpr (Unpack) {
-        int code = nib >> nib_shift & 15;
-        if (high) code |= (*high >> (v / 4) & 1) << 4;
-        set_legacy_code(type, blk, v, code);
-      } else {
-        const int code = legacy_code(type, blk, v);
-        nib = uint8_t(nib | (code & 15) << nib_shift);
-        if (high) *high = uint8_t(*high | (code >> 4) << (v / 4));
-      }
-    }
+    convert_codes<Unpack>(p, at, i, QK, QK, 1, [&](int v) { return legacy_code(type, blk, v); },
+                          [&](int v, int code) { set_legacy_code(type, blk, v, code); });
   }
 }
 
@@ -218,7 +199,7 @@ void panel_plain(const uint8_t* panel, const QuantizedX& x, int t0, float* out) 
   }
 }
 template <BlockType T>
-PanelSet plain_set() {
+KernelSet plain_set() {
   return {{panel_plain<T, 1>, panel_plain<T, 2>, panel_plain<T, 3>, panel_plain<T, 4>}};
 }
 
@@ -226,11 +207,9 @@ PanelSet plain_set() {
 
 namespace quants {
 
-size_t panel_block_bytes(int ggml_type) { return layout(BlockType(ggml_type)).bytes; }
-
 void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, size_t row_bytes) {
   const BlockType type = BlockType(ggml_type);
-  const size_t bytes = panel_block_bytes(ggml_type);
+  const size_t bytes = panel_layout(type).bytes;
   for (int s = 0; s < K / panel_unit(type); ++s) {  // convert<true> only reads the panel
     uint8_t* block = const_cast<uint8_t*>(panel) + size_t(s) * bytes;
     if (is_legacy(type)) convert_legacy<true>(type, block, rows, row_bytes, s);
@@ -238,7 +217,7 @@ void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, siz
   }
 }
 
-PanelSet plain_panel_kernels(int ggml_type) {
+KernelSet plain_panel_kernels(int ggml_type) {
   switch (BlockType(ggml_type)) {
     case BlockType::Q4_K: return plain_set<BlockType::Q4_K>();
     case BlockType::Q5_K: return plain_set<BlockType::Q5_K>();
@@ -253,16 +232,16 @@ PanelSet plain_panel_kernels(int ggml_type) {
 
 }  // namespace quants
 
-bool has_panels(BlockType type) { return panel_block_bytes(int(type)) != 0; }
+bool has_panels(BlockType type) { return panel_layout(type).bytes != 0; }
 
 size_t panel_row_bytes(BlockType type, int K) {
   if (!has_panels(type)) throw Error(std::string(block_type_info(type).name) + " has no panels");
   block_row_bytes(type, K);  // throws for a K that is not whole (super-)blocks
-  return panel_block_bytes(int(type)) * size_t(K / panel_unit(type)) / R8;
+  return panel_layout(type).bytes * size_t(K / panel_unit(type)) / R8;
 }
 
 void repack_panels(BlockType type, const uint8_t* rows, size_t row_stride, int N, int K, uint8_t* panels) {
-  const size_t row_bytes = panel_row_bytes(type, K), bytes = panel_block_bytes(int(type));
+  const size_t row_bytes = panel_row_bytes(type, K), bytes = panel_layout(type).bytes;
   if (N % R8 != 0) throw Error("repack_panels: " + std::to_string(N) + " rows are not whole panels of 8");
   parallel_for_if(size_t(N) * size_t(K) > 65536, N / R8, [&](int panel_index) {  // a 1B model's in a second or two
     const size_t n = size_t(panel_index) * R8;

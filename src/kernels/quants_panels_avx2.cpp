@@ -88,9 +88,11 @@ inline void store_rows(const __m256* lanes, float* out) {
   _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(lanes[0], lanes[1]), _mm256_add_ps(lanes[2], lanes[3])));
 }
 
-template <bool Five, int R>
+template <BlockType Type, int R>
 void q45k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
-  constexpr size_t bytes = Five ? 1440 : 1184, scales_at = 32, mins_at = 96, codes_at = 160, high_at = 1184;
+  constexpr bool Five = Type == BlockType::Q5_K;
+  constexpr PanelLayout at = panel_layout(Type);
+  constexpr size_t bytes = at.bytes;
   const size_t nb = size_t(x.K / QK_K), xs0 = size_t(t0) * nb;
   __m256 lanes[R][4];
   zero_lanes<R>(lanes);
@@ -99,10 +101,10 @@ void q45k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
     __m256i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-      const __m256i pairs = _mm256_cvtepu8_epi16(load128(p + scales_at + 16 * (j / 2)));
+      const __m256i pairs = _mm256_cvtepu8_epi16(load128(p + at.scales + 16 * (j / 2)));
       const __m256i scale = j % 2 ? one_of_pair<true>(pairs) : one_of_pair<false>(pairs);
       __m256i c[8];
-      unpack_groups<Five>(p + codes_at + 128 * j, p + high_at + 32 * j, c);
+      unpack_groups<Five>(p + at.codes + 128 * j, p + at.high + 32 * j, c);
       for (int r = 0; r < R; ++r) {
         const int8_t* qx = x.q + (xs0 + size_t(r) * nb + s) * QK_K + 32 * j;
         if (Five) {
@@ -120,7 +122,7 @@ void q45k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
       for (int q = 0; q < 4; ++q) {
         int32_t sums;
         std::memcpy(&sums, x.sum32 + xs * 8 + 2 * q, 4);
-        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(p + mins_at + 16 * q)),
+        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(p + at.mins + 16 * q)),
                                                             _mm256_set1_epi32(sums)));
       }
       const __m256 dx = _mm256_set1_ps(x.d[xs]);
@@ -133,7 +135,8 @@ void q45k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
 
 template <int R>
 void q6k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
-  constexpr size_t bytes = 1680, scales_at = 16, codes_at = 144, high_at = 1168;
+  constexpr PanelLayout at = panel_layout(BlockType::Q6_K);
+  constexpr size_t bytes = at.bytes;
   const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30);
   const size_t nb = size_t(x.K / QK_K), xs0 = size_t(t0) * nb;
   __m256 lanes[R][4];
@@ -143,12 +146,12 @@ void q6k_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
     __m256i dot[R], offset[R];
     for (int r = 0; r < R; ++r) dot[r] = offset[r] = _mm256_setzero_si256();
     for (int q = 0; q < 8; ++q) {  // sub-blocks 2q and 2q + 1
-      const __m256i pairs = _mm256_cvtepi8_epi16(load128(p + scales_at + 16 * q));
+      const __m256i pairs = _mm256_cvtepi8_epi16(load128(p + at.scales + 16 * q));
       for (int e = 0; e < 2; ++e) {
         const int j = 2 * q + e;
         const __m256i scale = e ? one_of_pair<true>(pairs) : one_of_pair<false>(pairs);
-        const __m256i q0 = load256(p + codes_at + 64 * j), q1 = load256(p + codes_at + 64 * j + 32);
-        const __m256i h = load256(p + high_at + 32 * j);
+        const __m256i q0 = load256(p + at.codes + 64 * j), q1 = load256(p + at.codes + 64 * j + 32);
+        const __m256i h = load256(p + at.high + 32 * j);
         const __m256i c[4] = {
             _mm256_or_si256(_mm256_and_si256(q0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45)),
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45)),
@@ -182,7 +185,8 @@ void legacy_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
   constexpr bool five = Type == BlockType::Q5_0 || Type == BlockType::Q5_1;
   constexpr bool affine = Type == BlockType::Q4_1 || Type == BlockType::Q5_1;
   constexpr int bias = Type == BlockType::Q4_0 ? 8 : Type == BlockType::Q5_0 ? 16 : 0;
-  constexpr size_t codes_at = affine ? 32 : 16, high_at = codes_at + 128, bytes = high_at + (five ? 32 : 0);
+  constexpr PanelLayout at = panel_layout(Type);
+  constexpr size_t bytes = at.bytes;
   const __m256i ones = _mm256_set1_epi16(1);
   const size_t nb = size_t(x.K / QK), xb0 = size_t(t0) * nb;
   __m256 lanes[R][4];
@@ -190,8 +194,8 @@ void legacy_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
   for (size_t b = 0; b < nb; ++b, p += bytes) {
     prefetch_block<bytes>(p + 4 * kAhead * bytes);  // a block is 3 lines: 16 blocks ahead
     __m256i c[8];
-    unpack_groups<five>(p + codes_at, p + high_at, c);
-    const __m256 d = _mm256_cvtph_ps(load128(p));
+    unpack_groups<five>(p + at.codes, p + at.high, c);
+    const __m256 d = _mm256_cvtph_ps(load128(p)), m = affine ? _mm256_cvtph_ps(load128(p + at.mins)) : _mm256_setzero_ps();
     for (int r = 0; r < R; ++r) {
       const size_t xb = xb0 + size_t(r) * nb + b;
       const int8_t* qx = x.q + xb * QK;
@@ -202,8 +206,7 @@ void legacy_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
       const __m256 dx = _mm256_set1_ps(x.d[xb]);
       add_lanes(lanes[r], b, dot, d, dx);
       if (affine)
-        lanes[r][b & 3] = _mm256_fmadd_ps(_mm256_set1_ps(float(x.sum[xb])), _mm256_mul_ps(_mm256_cvtph_ps(load128(p + 16)), dx),
-                                          lanes[r][b & 3]);
+        lanes[r][b & 3] = _mm256_fmadd_ps(_mm256_set1_ps(float(x.sum[xb])), _mm256_mul_ps(m, dx), lanes[r][b & 3]);
     }
   }
   for (int r = 0; r < R; ++r) store_rows(lanes[r], out + r * kPanelRows);
@@ -212,17 +215,17 @@ void legacy_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
 template <BlockType T, int R> struct Panel {
   static void run(const uint8_t* p, const QuantizedX& x, int t0, float* o) {
     if constexpr (T == BlockType::Q6_K) q6k_panel<R>(p, x, t0, o);
-    else if constexpr (T == BlockType::Q4_K || T == BlockType::Q5_K) q45k_panel<T == BlockType::Q5_K, R>(p, x, t0, o);
+    else if constexpr (T == BlockType::Q4_K || T == BlockType::Q5_K) q45k_panel<T, R>(p, x, t0, o);
     else legacy_panel<T, R>(p, x, t0, o);
   }
 };
-template <BlockType T> PanelSet panels() { return {{Panel<T, 1>::run, Panel<T, 2>::run, Panel<T, 3>::run, Panel<T, 4>::run}}; }
+template <BlockType T> KernelSet panels() { return {{Panel<T, 1>::run, Panel<T, 2>::run, Panel<T, 3>::run, Panel<T, 4>::run}}; }
 
 }  // namespace
 
 #pragma GCC pop_options
 
-PanelSet avx2_panel_kernels(int ggml_type) {
+KernelSet avx2_panel_kernels(int ggml_type) {
   switch (BlockType(ggml_type)) {
     case BlockType::Q4_K: return panels<BlockType::Q4_K>();
     case BlockType::Q5_K: return panels<BlockType::Q5_K>();
@@ -239,6 +242,6 @@ PanelSet avx2_panel_kernels(int ggml_type) {
 
 #else
 namespace pert::quants {
-PanelSet avx2_panel_kernels(int) { return {}; }
+KernelSet avx2_panel_kernels(int) { return {}; }
 }  // namespace pert::quants
 #endif

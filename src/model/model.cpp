@@ -122,13 +122,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     q.scales.resize(q8_scales_size(int(part.rows), K));
     return q;
   };
-  // K-quant matrices go to panels of 8 rows (quants.hpp), all but the embedding, which is read by
-  // rows; returns false where rows are left as they are (a part whose rows are not whole panels).
-  auto panelled = [](const RowSlice& part, BlockType type) {
-    return has_panels(type) && part.rows % 8 == 0 && part.name != tensor_names::kEmbed;
-  };
+  // Quantized matrices go to panels of 8 rows (quants.hpp: has_panels), all but the embedding,
+  // which is read by rows; false where the rows stay as they are (a type without panels, or a
+  // part whose rows are not whole panels), for the caller to keep.
   auto keep_blocks = [&](const RowSlice& part, const uint8_t* rows, BlockType type, size_t row_bytes, int K) {
-    if (!panelled(part, type)) return false;
+    if (!has_panels(type) || part.rows % 8 != 0 || part.name == tensor_names::kEmbed) return false;
     std::vector<uint8_t>& panels = m->block_tensors_[part.name];
     const size_t panel_row = panel_row_bytes(type, K);
     panels.resize(size_t(part.rows) * panel_row);
@@ -177,15 +175,12 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
       const std::vector<float> f = read_f32(view);
       const size_t row_bytes = block_row_bytes(blocks, K);
       for (const RowSlice& part : slices) {
-        std::vector<uint8_t>& q = m->block_tensors_[part.name];
-        q.resize(size_t(part.rows) * row_bytes);
+        std::vector<uint8_t> q(size_t(part.rows) * row_bytes);
         for (int64_t r = 0; r < part.rows; ++r)
           quantize_row(blocks, f.data() + size_t(part.row0 + r) * size_t(K), q.data() + size_t(r) * row_bytes, K);
-        m->block_weights_[part.name] = {q.data(), blocks, row_bytes};
-        if (panelled(part, blocks)) {
-          const std::vector<uint8_t> rows = std::move(q);  // keep_blocks puts the panels where the rows were
-          keep_blocks(part, rows.data(), blocks, row_bytes, K);
-        }
+        if (keep_blocks(part, q.data(), blocks, row_bytes, K)) continue;
+        std::vector<uint8_t>& kept = m->block_tensors_[part.name] = std::move(q);
+        m->block_weights_[part.name] = {kept.data(), blocks, row_bytes};
       }
     } else if (type == WeightType::BF16 && matrix) {
       std::vector<uint16_t> rows(size_t(view.numel));  // [N][K] as stored, or rounded
