@@ -112,6 +112,27 @@ CASES = {
     "phi3_longrope_window": (None, {"fused": True, "kv_heads": 4, "extra_config": PHI3}, True),
     "phi3_partial_mscale_bf16": (None, {"fused": True, "kv_heads": 4, "dtype": "BF16", "extra_config": PHI3_PARTIAL}, True),
     # Training-free extension at attention time: config.json's "extend" block (DESIGN §5).
+    # pert's "layers" block: layers with their own scheme, window, chunk or temperature
+    "layers_nope_every_4th": ({"type": "rope"}, {"layers": 4, "extra_config": {
+        "layers": {"nope": {"every": 4, "position": {"type": "none"}}}}}, False),
+    "layers_rnope_swa": ({"type": "rope", "base": 500.0}, {"layers": 4, "extra_config": {
+        "layers": {"global": {"every": 2, "position": {"type": "none"}}, "local": {"others": True, "window": 8}}}}, False),
+    "layers_irope": ({"type": "rope", "layout": "interleaved", "scaling": {"type": "llama3", "factor": 4.0}},
+                     {"layers": 4, "extra_config": {"layers": {
+                         "global": {"every": 4, "position": {"type": "none"}, "temperature": {"scale": 0.5, "floor": 8}},
+                         "local": {"others": True, "chunk": 16}}}}, False),
+    "layers_two_bases": ({"type": "rope", "base": 1000000.0, "scaling": {"type": "linear", "factor": 4.0}},
+                         {"layers": 3, "extra_config": {"layers": {
+                             "global": {"every": 3},
+                             "local": {"others": True, "window": 8, "position": {"type": "rope", "base": 100.0}}}}}, False),
+    "layers_alibi_rope": ({"type": "alibi"}, {"layers": 3, "extra_config": {
+        "layers": {"rope": {"layers": [1], "position": {"type": "rope"}, "window": 12}}}}, False),
+    "layers_dynamic": ({"type": "rope"}, {"layers": 3, "extra_config": {
+        "layers": {"dynamic": {"layers": [0, 2], "position": {"type": "rope", "scaling": {"type": "dynamic", "factor": 2.0}}}}}},
+                       True),
+    "layers_nope_self_extend": ({"type": "rope"}, {"layers": 4, "extend": {"self_extend": {"window": 8, "group": 4}},
+                                                   "extra_config": {"layers": {"nope": {"every": 2, "position": {"type": "none"}}}}},
+                                False),
     "extend_self_extend": ({"type": "rope"}, {"extend": {"self_extend": {"window": 8, "group": 4}}}, False),
     "extend_self_extend_w10_g4": ({"type": "rope"}, {"extend": {"self_extend": {"window": 10, "group": 4}}}, False),
     "extend_self_extend_llama_cpp": ({"type": "rope"}, {"extend": {"self_extend": {"window": 8, "group": 4,

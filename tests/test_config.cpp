@@ -14,6 +14,12 @@ const std::string kSource = "dir/config.json";
 
 ModelConfig parse(const json& j) { return parse_model_config(j, kSource); }
 
+std::vector<int> windows(const ModelConfig& m) {
+  std::vector<int> out;
+  for (const LayerAttention& l : m.layers) out.push_back(l.window);
+  return out;
+}
+
 json with_position(json position) {
   json c = tiny_config();
   c["position"] = std::move(position);
@@ -393,7 +399,7 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   ModelConfig m = parse(c);
   CHECK(m.architecture == Architecture::Llama);
   CHECK((!m.qkv_bias && !m.o_bias && !m.mlp_bias && !m.fused_projections));
-  CHECK(m.sliding_window == std::vector<int>{0, 0});
+  CHECK(windows(m) == std::vector<int>{0, 0});
   c["attention_bias"] = true;
   c["mlp_bias"] = true;
   m = parse(c);
@@ -403,12 +409,12 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   c["architectures"] = {"MistralForCausalLM"};
   c["model_type"] = "mistral";
   c["sliding_window"] = 4096;
-  CHECK(parse(c).sliding_window == std::vector<int>{4096, 4096});
+  CHECK(windows(parse(c)) == std::vector<int>{4096, 4096});
   c["sliding_window"] = nullptr;  // Mistral v0.2 on: no window
-  CHECK(parse(c).sliding_window == std::vector<int>{0, 0});
+  CHECK(windows(parse(c)) == std::vector<int>{0, 0});
   c["sliding_window"] = 16;
   c["layer_types"] = {"sliding_attention", "full_attention"};
-  CHECK(parse(c).sliding_window == std::vector<int>{16, 0});
+  CHECK(windows(parse(c)) == std::vector<int>{16, 0});
 
   c = tiny_config();
   c["architectures"] = {"Qwen2ForCausalLM"};
@@ -417,9 +423,9 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   c["max_window_layers"] = 1;
   m = parse(c);
   CHECK((m.qkv_bias && !m.o_bias && !m.mlp_bias));
-  CHECK(m.sliding_window == std::vector<int>{0, 0});  // use_sliding_window defaults to false
+  CHECK(windows(m) == std::vector<int>{0, 0});  // use_sliding_window defaults to false
   c["use_sliding_window"] = true;
-  CHECK(parse(c).sliding_window == std::vector<int>{0, 32});  // layers >= max_window_layers
+  CHECK(windows(parse(c)) == std::vector<int>{0, 32});  // layers >= max_window_layers
   CHECK(describe_architecture(parse(c)) == "Qwen2ForCausalLM: q/k/v biases; sliding window 32 on layer 1");
   c.erase("architectures");  // model_type alone names it too
   CHECK(parse(c).architecture == Architecture::Qwen2);
@@ -428,7 +434,7 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   c["model_type"] = "qwen3";
   m = parse(c);
   CHECK((m.qk_norm && !m.qkv_bias && !m.o_bias));
-  CHECK(m.sliding_window == std::vector<int>{0, 32});
+  CHECK(windows(m) == std::vector<int>{0, 32});
   c["attention_bias"] = true;
   CHECK((parse(c).qkv_bias && parse(c).o_bias));
 
@@ -438,7 +444,7 @@ TEST_CASE("config: the architectures' extras, as HF's configs define them", "[co
   c["sliding_window"] = 2047;
   m = parse(c);
   CHECK((m.fused_projections && !m.qkv_bias));
-  CHECK(m.sliding_window == std::vector<int>{2047, 2047});
+  CHECK(windows(m) == std::vector<int>{2047, 2047});
   CHECK(to_json(m)["architectures"] == json{"Phi3ForCausalLM"});
   CHECK(describe_architecture(m) == "Phi3ForCausalLM: fused qkv and gate_up projections; sliding window 2047 on every layer");
 
@@ -577,4 +583,89 @@ TEST_CASE("config: the extend block's methods, their defaults from L, and the ru
   SECTION("null removes a method (a merge patch's way)") {
     CHECK(parse(with_extend({{"rerope", nullptr}})).extend.empty());
   }
+}
+
+TEST_CASE("config: the layers block gives layers their own scheme, window, chunk and temperature", "[config][layers]") {
+  json c = tiny_config();
+  c["num_hidden_layers"] = 8;
+  // Cohere's RNoPE-SWA: RoPE in sliding-window layers, a global NoPE layer every 4th
+  c["layers"] = {{"global", {{"every", 4}, {"position", {{"type", "none"}}}}}, {"local", {{"others", true}, {"window", 16}}}};
+  ModelConfig m = parse(c);
+  CHECK(windows(m) == std::vector<int>{16, 16, 16, 0, 16, 16, 16, 0});
+  for (int i = 0; i < 8; ++i) CHECK(m.layers[size_t(i)].position.type() == (i % 4 == 3 ? "none" : "rope"));
+  CHECK(m.layers[0].position.scheme == m.position.scheme);  // shared, not a copy
+  CHECK(has_layer_schemes(m));
+  CHECK(describe_layers(m) == "layers 3, 7: NoPE: no positional signal; only the causal mask orders tokens");
+  CHECK(position_label(m) == "rope x6 + none x2");
+  CHECK(to_json(parse(to_json(m))) == to_json(m));
+
+  // Llama 4's iRoPE: chunked-local RoPE, global NoPE every 4th with the query temperature
+  c["layers"] = {{"nope", {{"every", 4}, {"position", {{"type", "none"}}}, {"temperature", {{"scale", 0.1}, {"floor", 8}}}}},
+                 {"chunked", {{"others", true}, {"chunk", 8}}}};
+  m = parse(c);
+  CHECK(m.layers[3].temperature_scale == 0.1);
+  CHECK(m.layers[3].temperature_floor == 8);
+  CHECK(m.layers[3].query_temperature(6) == 1.0);
+  CHECK(m.layers[3].query_temperature(7) == Approx(1 + 0.1 * std::log(2.0)));
+  CHECK(m.layers[0].query_temperature(1000) == 1.0);
+  CHECK(m.layers[0].chunk == 8);
+  CHECK(m.layers[3].chunk == 0);
+  CHECK(describe_layers(m) ==
+        "every layer but layers 3, 7: chunked local attention of 8 positions; layers 3, 7: NoPE: no positional signal; "
+        "only the causal mask orders tokens, query temperature 1 + 0.1·ln(1 + ⌊(m + 1)/8⌋)");
+  CHECK(position_label(m) == "rope chunk8 x6 + none temp x2");
+  CHECK(to_json(parse(to_json(m))) == to_json(m));
+
+  // Gemma 3: five local layers (their own base, a window) to one global (the model's scheme)
+  c["num_hidden_layers"] = 12;
+  c["position"] = {{"type", "rope"}, {"base", 1e6}, {"scaling", {{"type", "linear"}, {"factor", 8}}}};
+  c["layers"] = {{"global", {{"every", 6}}},  // selects, sets nothing: the model's scheme, every key
+                 {"local", {{"others", true}, {"window", 32}, {"position", {{"type", "rope"}, {"base", 10000}}}}}};
+  m = parse(c);
+  CHECK(windows(m) == std::vector<int>{32, 32, 32, 32, 32, 0, 32, 32, 32, 32, 32, 0});
+  CHECK(m.layers[5].position.scheme == m.position.scheme);
+  CHECK(m.layers[0].position.as<RopeConfig>().base == 10000);
+  INFO(describe_layers(m));
+  CHECK(describe_layers(m).rfind("every layer but layers 5, 11: RoPE (Su et al. 2021): half layout, base 10000,", 0) == 0);
+  CHECK(to_json(parse(to_json(m))) == to_json(m));
+  // the same block as the model's is the model's scheme, one encoding
+  c["layers"]["local"]["position"] = c["position"];
+  CHECK(!has_layer_schemes(parse(c)));
+  CHECK(describe_layers(parse(c)) == "");
+}
+
+TEST_CASE("config: the layers block refuses what it cannot mean, naming the rule", "[config][layers]") {
+  json c = tiny_config();
+  c["num_hidden_layers"] = 4;
+  auto refused = [&](json layers, const std::string& what) {
+    c["layers"] = std::move(layers);
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, what);
+  };
+  refused(json::array({1}), "layers must be an object of named rules");
+  refused({{"a", 3}}, "layers.a must be an object (a rule)");
+  refused({{"a", json::object()}}, "layers.a must select its layers by exactly one of");
+  refused({{"a", {{"every", 2}, {"layers", {1}}}}}, "layers.a must select its layers by exactly one of");
+  refused({{"a", {{"layers", {4}}}}}, "layers.a.layers entries must be layer indices in [0, 4), got 4");
+  refused({{"a", {{"layers", {1, 1}}}}}, "layers.a.layers lists layer 1 twice");
+  refused({{"a", {{"layers", json::array()}}}}, "layers.a.layers must be a non-empty list");
+  refused({{"a", {{"every", 0}}}}, "layers.a.every must be in [1, 4]");
+  refused({{"a", {{"every", 2}, {"from", 4}}}}, "layers.a.from must be in [0, 3]");
+  refused({{"a", {{"others", false}}}}, "layers.a.others must be true");
+  refused({{"a", {{"others", true}}}, {"b", {{"others", true}}}}, "both select the other layers");
+  refused({{"a", {{"every", 2}, {"window", 8}}}, {"b", {{"layers", {1}}, {"window", 4}}}},
+          "layers.b.window is set for layer 1, which layers.a sets too");
+  refused({{"a", {{"every", 2}, {"windw", 8}}}}, "layers.a.windw is not a field of a layers rule");
+  refused({{"a", {{"every", 2}, {"window", -1}}}}, "layers.a.window must be in [0, ");
+  refused({{"a", {{"every", 2}, {"position", "none"}}}}, "layers.a.position must be a position block");
+  refused({{"a", {{"every", 2}, {"position", {{"type", "nope"}}}}}}, "layers.a.position.type 'nope' is not one of");
+  refused({{"a", {{"every", 2}, {"position", {{"type", "rope"}, {"bse", 1}}}}}}, "layers.a.position.bse is not a field");
+  refused({{"a", {{"every", 2}, {"position", {{"type", "learned"}}}}}}, "adds positions to the embeddings");
+  refused({{"a", {{"every", 2}, {"position", {{"type", "t5"}}}}}}, "has weights of its own");
+  refused({{"a", {{"every", 2}, {"temperature", {{"scale", 0.1}}}}}}, "layers.a.temperature.floor is required");
+  refused({{"a", {{"every", 2}, {"temperature", {{"scale", -1}, {"floor", 2}}}}}}, "layers.a.temperature.scale must be >= 0");
+  // an "extend" method is checked against every layer's scheme (NoPE layers' aside)
+  c["extend"] = {{"rerope", {{"window", 4}}}};
+  refused({{"a", {{"every", 2}, {"position", {{"type", "alibi"}}}}}}, "needs a rotary scheme (position.type rope), not 'alibi'");
+  c["layers"] = {{"a", {{"every", 2}, {"position", {{"type", "none"}}}}}};
+  CHECK(parse(c).extend.size() == 1);
 }

@@ -93,7 +93,7 @@ TEST_CASE("model dir: overrides may rescale the trained scheme, not replace it",
   // A scaling, a new base and an extension keep RoPE: the trained scheme is kept alongside.
   const ModelDir ntk = open_model_dir(tmp.path, {{}, {"rope_scaling={\"rope_type\":\"ntk\",\"factor\":4}"}});
   CHECK(ntk.config.position.scheme->label() == "rope ntk x4");
-  CHECK(ntk.config.trained_position.scheme->label() == "rope");
+  CHECK(ntk.config.trained->position.scheme->label() == "rope");
   CHECK_NOTHROW(open_model_dir(tmp.path, {{}, {"rope_theta=500000", "extend={\"logn\":{}}"}}));
   REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"position.type=alibi", "rope_theta=null"}}), SchemeChangeError,
                         cfg, "trained with rope positions", "`set position.type=alibi` `set rope_theta=null`",
@@ -106,7 +106,7 @@ TEST_CASE("model dir: overrides may rescale the trained scheme, not replace it",
   REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"position.xpos=null"}}), SchemeChangeError, cfg,
                         "trained with rope+xpos positions", "would run it with rope ");
   const ModelDir allowed = open_model_dir(tmp.path, {{}, {"position.xpos=null"}, true});
-  CHECK(allowed.config.trained_position.scheme->identity() == "rope+xpos");
+  CHECK(allowed.config.trained->position.scheme->identity() == "rope+xpos");
   CHECK(allowed.config.position.scheme->identity() == "rope");
 }
 

@@ -242,6 +242,26 @@ def layer_windows(config):
     return out
 
 
+def layer_layout(config, pos):
+    """Each layer's attention: {"position", "window", "chunk", "temperature"} from the
+    architecture's windows and pert's "layers" block (rules that select layers by "layers",
+    "every"/"from" or "others", and set a position block, window, chunk or temperature)."""
+    n = config["num_hidden_layers"]
+    out = [{"position": pos, "window": w, "chunk": 0, "temperature": None} for w in layer_windows(config)]
+    rules = {name: r for name, r in (config.get("layers") or {}).items() if r is not None}
+    chosen = {}
+    for name, r in rules.items():
+        if "layers" in r:
+            chosen[name] = list(r["layers"])
+        elif "every" in r:
+            chosen[name] = list(range(r.get("from", r["every"] - 1), n, r["every"]))
+    taken = {i for ls in chosen.values() for i in ls}
+    for name, r in rules.items():
+        for i in chosen.get(name, [i for i in range(n) if i not in taken]):  # "others": the rest
+            out[i].update({k: r[k] for k in ("position", "window", "chunk", "temperature") if k in r})
+    return out
+
+
 # ----------------------------------------------------------------------------- the model
 def position_tensor_shapes(position, hidden, heads, trained, layers, head_dim=None):
     """The tensors a scheme adds to the model, {name: shape} (the learned table, T5's bias table,
@@ -397,43 +417,54 @@ def forward(config, W, ids, inputs=None, observe=None):
     elif kind == "sinusoidal":
         x = x * pos.get("embed_scale", 1.0) + sinusoidal_table(T, d, pos.get("base", 10000.0)).to(dt)
 
-    bias = torch.zeros(H, T, T, dtype=dt)  # [head, query m, key n]
     dist = plan.distance()  # m - n, or where a far pair is encoded
-    if kind == "alibi":
-        slopes = torch.tensor(alibi_slopes(H, pos.get("max_bias", 8.0)), dtype=DT)
-        bias = (-slopes[:, None, None] * dist[None].to(DT)).to(dt)
-    elif kind == "t5":
-        buckets = t5_relative_position_bucket(-dist.round().long(), pos.get("num_buckets", 32),
-                                              pos.get("max_distance", 128))
-        bias = W["model.relative_attention_bias.weight"][buckets].permute(2, 0, 1)
 
-    if kind == "rope":
-        rot = pos.get("rotary_dim", hd)
-        layout = pos.get("layout", "half")
-        # Query rows grouped by the frequencies and attention factor their length (m + 1) gives:
-        # [(rows (a slice), inverse frequencies [r/2], attention factor)].
+    def scheme(lp):
+        """What one layer's position block lp does: its kind, its bias [H, T, T] (alibi, t5) and
+        for rope, the query rows grouped by the frequencies and factor their length gives, and
+        encode(x, at, inv_freq, mscale, side)."""
+        out = {"kind": lp["type"], "bias": torch.zeros(H, T, T, dtype=dt), "pos": lp}  # [head, query m, key n]
+        if lp["type"] == "alibi":
+            slopes = torch.tensor(alibi_slopes(H, lp.get("max_bias", 8.0)), dtype=DT)
+            out["bias"] = (-slopes[:, None, None] * dist[None].to(DT)).to(dt)
+        elif lp["type"] == "t5":
+            buckets = t5_relative_position_bucket(-dist.round().long(), lp.get("num_buckets", 32),
+                                                  lp.get("max_distance", 128))
+            out["bias"] = W["model.relative_attention_bias.weight"][buckets].permute(2, 0, 1)
+        if lp["type"] != "rope":
+            return out
+        rot = lp.get("rotary_dim", hd)
+        layout = lp.get("layout", "half")
+        # [(rows (a slice), inverse frequencies [r/2], attention factor)]
         groups = []
         for m in range(T):
-            inv_freq, mscale = rope_inv_freq(pos, rot, m + 1, config), rope_attention_factor(pos, config, m + 1)
+            inv_freq, mscale = rope_inv_freq(lp, rot, m + 1, config), rope_attention_factor(lp, config, m + 1)
             if groups and torch.equal(groups[-1][1], inv_freq) and groups[-1][2] == mscale:
                 groups[-1][0] = slice(groups[-1][0].start, m + 1)
             else:
                 groups.append([slice(m, m + 1), inv_freq, mscale])
 
-    def encode(x, at, inv_freq, mscale, side):
-        """x [..., len(at), hd] with its rotary dims rotated as at positions `at` (fractional ones
-        too), times the attention factor (and xPos's scale: side "q" multiplies, "k" divides)."""
-        angles = (at.to(DT)[:, None] * inv_freq[None, :]).to(dt)
-        scale = None
-        if pos.get("xpos") is not None:
-            up = xpos_scale(pos, rot, at, T)
-            scale = (up if side == "q" else 1.0 / up).to(dt)
-        return torch.cat([apply_rope(x[..., :rot], angles, mscale, layout, scale), x[..., rot:]], dim=-1)
+        def encode(x, at, inv_freq, mscale, side):
+            """x [..., len(at), hd] with its rotary dims rotated as at positions `at` (fractional ones
+            too), times the attention factor (and xPos's scale: side "q" multiplies, "k" divides)."""
+            angles = (at.to(DT)[:, None] * inv_freq[None, :]).to(dt)
+            scale = None
+            if lp.get("xpos") is not None:
+                up = xpos_scale(lp, rot, at, T)
+                scale = (up if side == "q" else 1.0 / up).to(dt)
+            return torch.cat([apply_rope(x[..., :rot], angles, mscale, layout, scale), x[..., rot:]], dim=-1)
+        out.update(groups=groups, encode=encode)
+        return out
 
     def heads(t, n):  # [..., T, n·hd] -> [..., n, T, hd]
         return t.view(*t.shape[:-1], n, hd).transpose(-2, -3)
 
-    windows = layer_windows(config)
+    layout = layer_layout(config, pos)
+    schemes = {}  # one per distinct position block
+    for lay in layout:
+        key = json.dumps(lay["position"], sort_keys=True)
+        if key not in schemes:
+            schemes[key] = scheme(lay["position"])
     trained = config.get("original_max_position_embeddings") or config.get("max_position_embeddings", 2048)
 
     def linear(h, name):  # h @ W.T (+ the bias when the checkpoint has one)
@@ -453,9 +484,12 @@ def forward(config, W, ids, inputs=None, observe=None):
             k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
         k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
         v = v.repeat_interleave(H // KV, dim=-3)
-        if kind == "rope":
+        sch = schemes[json.dumps(layout[i]["position"], sort_keys=True)]
+        lkind, lpos, bias = sch["kind"], sch["pos"], sch["bias"]
+        if lkind == "rope":
+            encode = sch["encode"]
             parts = []
-            for rows, inv_freq, ms in groups:
+            for rows, inv_freq, ms in sch["groups"]:
                 qg = q[..., rows, :]
                 s = encode(qg, positions[rows], inv_freq, ms, "q") @ encode(k, positions, inv_freq, ms, "k").mT
                 if plan.near is not None:  # far pairs: the same frequencies and factor, other positions
@@ -465,21 +499,29 @@ def forward(config, W, ids, inputs=None, observe=None):
             scores = torch.cat(parts, dim=-2)
         else:
             scores = q @ k.transpose(-1, -2)
-        scale = 1 / math.sqrt(hd * (3 if kind == "deberta" else 1))  # DeBERTa: three terms, 1/sqrt(3d)
+        scale = 1 / math.sqrt(hd * (3 if lkind == "deberta" else 1))  # DeBERTa: three terms, 1/sqrt(3d)
         scores = scores * scale
-        if plan.row_scale is not None:  # log-n: row m's query scaled, so its q·k, not its bias
-            scores = scores * plan.row_scale[:, None].to(dt)
-        if kind in ("xl", "deberta"):  # the query's side of these terms scaled by log-n too
-            qs = q if plan.row_scale is None else q * plan.row_scale[:, None].to(dt)
-            scores = scores + relative_terms(pos, W, i, qs, k, dist, hd, trained) * scale
-        mask = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(windows[i]), float("-inf"))
-        if kind == "kerple":
-            bias = kerple_bias(pos, W, i, dist.clamp(min=0))  # (the mask hides n > m)
-        elif kind == "fire":
+        # log-n and iRoPE's temperature (Llama 4: 1 + s·ln(1 + ⌊(m + 1)/floor⌋)) scale row m's query,
+        # so its q·k, not its bias
+        row = plan.row_scale
+        if layout[i]["temperature"]:
+            t = layout[i]["temperature"]
+            tau = 1 + t["scale"] * torch.log1p(torch.floor((positions.to(DT) + 1) / t["floor"]))
+            row = tau if row is None else row * tau
+        if row is not None:
+            scores = scores * row[:, None].to(dt)
+        if lkind in ("xl", "deberta"):  # the query's side of these terms scaled too
+            qs = q if row is None else q * row[:, None].to(dt)
+            scores = scores + relative_terms(lpos, W, i, qs, k, dist, hd, trained) * scale
+        mask = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(layout[i]["window"], layout[i]["chunk"]),
+                                                       float("-inf"))
+        if lkind == "kerple":
+            bias = kerple_bias(lpos, W, i, dist.clamp(min=0))  # (the mask hides n > m)
+        elif lkind == "fire":
             query = positions[:, None].expand(T, T)
             if plan.near is not None:  # far pairs are encoded at the far query position
                 query = torch.where(plan.near, query, plan.q_far[:, None].expand(T, T).floor().long())
-            bias = fire_bias(pos, W, i, dist.clamp(min=0), query)
+            bias = fire_bias(lpos, W, i, dist.clamp(min=0), query)
         scores = scores + bias + mask
         probs = torch.softmax(scores, dim=-1)  # [..., H, query m, key n]
         if observe:

@@ -198,10 +198,14 @@ class Plan:
             self.k_far = torch.broadcast_to(torch.as_tensor(plan["k"]).to(DT), (1, T))[0]
         self.row_scale = logn(m[:, 0], **methods["logn"]) if "logn" in methods else None
 
-    def mask(self, window):
+    def mask(self, window, chunk=0):
         """The pairs a layer sees: causal, and a sink or inside both the layer's sliding window
-        (0: none; HF masking_utils: m - W < n) and the method's own."""
+        (0: none; HF masking_utils: m - W < n) or chunk (0: none; m // C == n // C) and the
+        method's own."""
         in_window = self.rel < window if window else torch.ones_like(self.visible)
+        if chunk:
+            m, n = torch.arange(len(self.rel))[:, None], torch.arange(len(self.rel))[None, :]
+            in_window = in_window & (m // chunk == n // chunk)
         return (self.rel >= 0) & (self.sinks | (in_window & self.visible))
 
     def distance(self):

@@ -29,6 +29,7 @@ struct AttentionShape {
   ptrdiff_t kv_head_stride;  // floats between kv heads in the cache (capacity × head_dim)
   int layer = 0;             // which layer's bias weights (schemes with weights per layer)
   int window = 0;            // 0: every earlier key
+  int chunk = 0;             // chunked local: keys from ⌊m/chunk⌋·chunk on; 0: none
   const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
   const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
   KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
@@ -75,13 +76,14 @@ void attention(float* out, const float* q, const KvRows& keys, const KvRows& val
                float scale, const PositionEncoding& position, AttentionScratch& scratch);
 
 
-// The attention of every layer of one inference state (model.hpp): `n_seq` sequences in step,
-// each with a cache of `n_ctx` positions per layer and kv head, and up to `n_batch` new
-// positions per step. The caches and buffers are sized here, once; layer() allocates nothing.
+// The attention of the layers of one inference state (model.hpp) that share one scheme
+// (`layers`, config.layers[i].position): `n_seq` sequences in step, each with a cache of `n_ctx`
+// positions per layer and kv head, and up to `n_batch` new positions per step. The caches and
+// buffers are sized here, once; layer() allocates nothing.
 class Attention {
  public:
-  Attention(const ModelConfig& config, PositionEncoding& position, int n_ctx, int n_batch, int n_seq,
-            CacheType cache_type);
+  Attention(const ModelConfig& config, PositionEncoding& position, std::vector<int> layers, int n_ctx, int n_batch,
+            int n_seq, CacheType cache_type);
   ~Attention();
 
   // How many positions from pos (at most max_n) one step may take: of one length class, or of
@@ -99,9 +101,10 @@ class Attention {
   // the values it sees.
   void layer(int seq, int layer, float* q, float* k, const float* v, float* out);
 
-  // Context shift (InferenceState::shift) of the n_past cached positions; false, touching
-  // nothing, when the positions cannot move.
-  bool shift(int n_keep, int n_discard, int n_past);
+  // Context shift (InferenceState::shift) of the n_past cached positions; can_shift() false
+  // when the positions cannot move (then shift() is not called).
+  bool can_shift() const;
+  void shift(int n_keep, int n_discard, int n_past);
 
   CacheType cache_type() const { return k_cache_.type(); }
   void fit_threads();  // the kernel's scratch, after the thread count was raised
@@ -110,11 +113,12 @@ class Attention {
   size_t layer_row(int seq, int layer) const;  // the first cache row of (seq, layer)
   void far_queries_and_keys(float* q, const float* k, float* q_far, size_t row0);
   void store(const float* k, const float* v, size_t row0);
-  void scale_queries(float* q, float* q_far) const;
+  void scale_queries(float* q, float* q_far, int layer) const;
   KvRows keys_for_step(size_t row0, std::vector<float>& buffer, const KvCache& cache, const double* far_positions);
 
   const ModelConfig& c_;
   PositionEncoding& position_;
+  std::vector<int> local_;      // [model layer]: its index among this unit's layers, -1 if not one
   Extensions extend_;
   bool far_ = false;            // the pattern remaps: a far pass with its own queries (and keys)
   bool far_key_cache_ = false;  // ... whose keys are cached apart (static rotation)
@@ -125,7 +129,8 @@ class Attention {
   bool mixed_ = false;          // ... spans several length classes
   float scale_ = 1.0f;          // on q·k: 1/sqrt(score terms · head_dim)
 
-  KvCache k_cache_, v_cache_;          // [seq][layer][kv_head][n_ctx] rows of head_dim
+  int n_local_ = 0;                    // the layers this unit serves
+  KvCache k_cache_, v_cache_;          // [seq][local layer][kv_head][n_ctx] rows of head_dim
   std::vector<float> keys_read_;       // [kv_head][n_ctx][head_dim]: keys rotated when read
   std::vector<float> shift_rows_;      // [n_ctx][head_dim]: one kv head's keys re-rotated by shift() (narrow_ only)
   // The far pass (an "extend" pattern that remaps; empty otherwise):

@@ -1,6 +1,7 @@
 // Model and positional-scheme configuration: parsed from an HF-style config.json (plus pert's
 // "position" block), with overrides, validated here and nowhere else (docs/design.md).
 #pragma once
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -28,6 +29,20 @@ struct PositionConfig {
 // (architecture.cpp). Each is llama's math plus the extras below.
 enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3 };
 
+// One layer's attention as positions shape it: pert's "layers" block (layers.cpp), or an HF
+// architecture's layout (sliding windows, layers without RoPE, chunked-local layers).
+struct LayerAttention {
+  PositionConfig position;  // this layer's scheme: the model's `position` unless the layout gives another
+  int window = 0;           // sliding window W: query m sees keys m − W < n <= m; 0: every earlier key
+  int chunk = 0;            // chunked local span C (Llama 4): query m sees keys ⌊m/C⌋·C <= n <= m; 0: none
+  // iRoPE's attention temperature: query m's q × (1 + scale · ln(1 + ⌊(m + 1) / floor⌋)); scale 0: none
+  double temperature_scale = 0.0;
+  int temperature_floor = 1;
+  double query_temperature(int m) const {
+    return temperature_scale == 0.0 ? 1.0 : 1.0 + temperature_scale * std::log1p(std::floor((m + 1.0) / temperature_floor));
+  }
+};
+
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
   int vocab_size = 0;
@@ -47,11 +62,13 @@ struct ModelConfig {
   bool mlp_bias = false;            // gate/up/down add a bias (Llama's mlp_bias)
   bool fused_projections = false;   // Phi-3: qkv_proj [q + 2·kv][d] and gate_up_proj [2·ffn][d], gate first
   bool qk_norm = false;             // Qwen3: RMSNorm of each query and key head before RoPE (q_norm, k_norm)
-  std::vector<int> sliding_window;  // [layer]: 0 full causal attention; W: query m sees keys m − W < n ≤ m
+  // The model's scheme: what every layer uses unless `layers` gives it another, and the one
+  // that adds positions to the embeddings (learned, sinusoidal).
   PositionConfig position;
-  // config.json's own scheme, before any override (what the weights were trained with); no
-  // scheme when config.json only parses with the overrides.
-  PositionConfig trained_position;
+  std::vector<LayerAttention> layers;  // [n_layers]: each layer's scheme and the keys it sees
+  // config.json's own config, before any override (the positions the weights were trained
+  // with); null when config.json only parses with the overrides.
+  std::shared_ptr<const ModelConfig> trained;
   // The "extend" block's methods in the block's key order (training-free context extension).
   std::vector<std::shared_ptr<const ExtensionConfig>> extend;
 };
@@ -83,6 +100,15 @@ std::vector<std::string> ignored_config_keys(const nlohmann::json& config);
 // The resolved config, with every default filled in, as pert's own JSON.
 nlohmann::json to_json(const ModelConfig& config);
 nlohmann::json to_json(const PositionConfig& position);
+
+// The layers whose scheme or span differs, in words ("" when every layer is alike), e.g.
+// "layers 3, 7 (every 4th from 3): NoPE; the others: sliding window 8".
+std::string describe_layers(const ModelConfig& config);
+// True when some layer's scheme differs from the model's `position`.
+bool has_layer_schemes(const ModelConfig& config);
+// What the weights learned to depend on, layer by layer (SchemeConfig::identity), e.g. "rope"
+// or "rope; layers 3, 7: none".
+std::string position_identity(const ModelConfig& config);
 
 // One line in words, e.g. "RoPE (half layout, base 10000, rotary dim 64/64), YaRN ×4 ...".
 std::string describe(const PositionConfig& position, int head_dim);

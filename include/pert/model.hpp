@@ -121,7 +121,7 @@ class InferenceState {
   int vocab_size() const { return c_.vocab_size; }
   int n_batch() const { return n_batch_; }
   int n_seq() const { return n_seq_; }
-  CacheType cache_type() const { return attention_->cache_type(); }
+  CacheType cache_type() const { return units_[0]->cache_type(); }
   int max_positions() const { return position_->max_positions(); }  // 0: any (PositionEncoding)
 
  private:
@@ -132,8 +132,12 @@ class InferenceState {
 
   const Model& model_;
   const ModelConfig& c_;
-  std::unique_ptr<PositionEncoding> position_;
-  std::unique_ptr<Attention> attention_;  // every layer's: the caches, rotations, the kernel
+  // One encoding per scheme the model uses (config.position, config.layers[i].position), and one
+  // attention unit per scheme the layers use: its layers' caches, rotations and the kernel.
+  std::vector<std::unique_ptr<PositionEncoding>> encodings_;
+  PositionEncoding* position_ = nullptr;  // the model's: what adds to the embeddings
+  std::vector<std::unique_ptr<Attention>> units_;
+  std::vector<Attention*> attention_;     // [layer]: its unit
   int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
 
   std::vector<float> x_, xb_;    // [seq][n_batch][d]

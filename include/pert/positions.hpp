@@ -210,6 +210,9 @@ std::vector<ExpectedTensor> position_tensors(const ModelConfig& config);
 
 // Builds the scheme that `config.position` names.
 std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& config, const TensorLookup& tensors);
+// ... or the one a layer's `scheme` names (config.layers[i].position).
+std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& config, const PositionConfig& scheme,
+                                                         const TensorLookup& tensors);
 
 // How a scheme alone weighs distance (the picture in the RoPE, ALiBi and xPos papers): the
 // attention logit the kernel computes (q·k·score_scale + bias, and XL's or DeBERTa's terms) for

@@ -22,10 +22,12 @@
 
 namespace pert {
 
-Attention::Attention(const ModelConfig& config, PositionEncoding& position, int n_ctx, int n_batch, int n_seq,
-                     CacheType cache_type)
-    : c_(config), position_(position), extend_(config), narrow_(cache_type != CacheType::F32), n_ctx_(n_ctx),
-      n_batch_(n_batch), n_seq_(n_seq) {
+Attention::Attention(const ModelConfig& config, PositionEncoding& position, std::vector<int> layers, int n_ctx,
+                     int n_batch, int n_seq, CacheType cache_type)
+    : c_(config), position_(position), local_(size_t(config.n_layers), -1), extend_(config),
+      narrow_(cache_type != CacheType::F32), n_ctx_(n_ctx), n_batch_(n_batch), n_seq_(n_seq),
+      n_local_(int(layers.size())) {
+  for (size_t i = 0; i < layers.size(); ++i) local_[size_t(layers[i])] = int(i);
   const size_t hd = size_t(c_.head_dim), q_dim = size_t(c_.n_heads) * hd, kv_dim = size_t(c_.n_kv_heads) * hd;
   far_ = extend_.pattern && extend_.pattern->remaps();
   far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_.rotates_keys_on_read();
@@ -34,7 +36,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, int 
   scale_ = score_scale(position_, c_.head_dim);
   // Checked before allocating: a hostile context size or config gets an error, never an
   // allocation that fails (or that the sanitizer build reports as a crash).
-  const double cached = (2.0 + far_key_cache_) * n_seq * double(c_.n_layers) * double(kv_dim);  // K, V (far K) caches
+  const double cached = (2.0 + far_key_cache_) * n_seq * double(n_local_) * double(kv_dim);  // K, V (far K) caches
   const double threads = omp_get_max_threads();
   const double per_position = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 +
                               double(kv_dim) * (keys_read + far_keys_read) +                // keys read
@@ -45,7 +47,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, int 
                  "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
                      " positions",
                  " (the KV cache grows with it); pass a smaller `n_ctx`");
-  const size_t cache_rows = size_t(n_seq) * size_t(c_.n_layers) * size_t(c_.n_kv_heads) * size_t(n_ctx);
+  const size_t cache_rows = size_t(n_seq) * size_t(n_local_) * size_t(c_.n_kv_heads) * size_t(n_ctx);
   try {
     k_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
     v_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
@@ -78,7 +80,7 @@ Attention::~Attention() = default;
 void Attention::fit_threads() { scratch_->fit_threads(); }
 
 size_t Attention::layer_row(int seq, int layer) const {
-  return (size_t(seq) * size_t(c_.n_layers) + size_t(layer)) * size_t(c_.n_kv_heads) * size_t(n_ctx_);
+  return (size_t(seq) * size_t(n_local_) + size_t(local_[size_t(layer)])) * size_t(c_.n_kv_heads) * size_t(n_ctx_);
 }
 
 int Attention::span(int pos, int max_n) const {
@@ -117,11 +119,12 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
     if (!position_.rotates_keys_on_read()) position_.rotate(k, pos0_, n_, c_.n_kv_heads, kv_dim, hd, false);
   }
   store(k, v, row0);  // 3.
-  scale_queries(q, q_far);  // 4.
+  scale_queries(q, q_far, layer);  // 4.
 
   AttentionShape shape{n_, pos0_, c_.n_heads, c_.n_kv_heads, hd, kv_head_stride};
   shape.layer = layer;
-  shape.window = c_.sliding_window.empty() ? 0 : c_.sliding_window[size_t(layer)];
+  shape.window = c_.layers[size_t(layer)].window;
+  shape.chunk = c_.layers[size_t(layer)].chunk;
   shape.pattern = extend_.pattern;
   // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for
   // one query, by the kernel block by block as it reads them
@@ -167,11 +170,13 @@ void Attention::store(const float* k, const float* v, size_t row0) {
     }
 }
 
-// Step 4: log-n's factor on query m's scores, as a factor on q (and q_far).
-void Attention::scale_queries(float* q, float* q_far) const {
+// Step 4: log-n's factor and the layer's temperature on query m's scores, as a factor on q (and q_far).
+void Attention::scale_queries(float* q, float* q_far, int layer) const {
   const int q_dim = c_.n_heads * c_.head_dim;
-  for (int t = 0; t < n_ && !extend_.scales.empty(); ++t) {
-    const float f = float(extend_.query_scale(pos0_ + t));
+  const LayerAttention& l = c_.layers[size_t(layer)];
+  if (extend_.scales.empty() && l.temperature_scale == 0.0) return;
+  for (int t = 0; t < n_; ++t) {
+    const float f = float(extend_.query_scale(pos0_ + t) * l.query_temperature(pos0_ + t));
     if (f == 1.0f) continue;
     for (int i = 0; i < q_dim; ++i) q[size_t(t) * q_dim + i] *= f;
     for (int i = 0; q_far && i < q_dim; ++i) q_far[size_t(t) * q_dim + i] *= f;
@@ -194,11 +199,12 @@ KvRows Attention::keys_for_step(size_t row0, std::vector<float>& buffer, const K
   return KvRows::of(buffer.data(), hd);
 }
 
-bool Attention::shift(int n_keep, int n_discard, int n_past) {
-  if (!position_.can_shift() || extend_.pattern) return false;
+bool Attention::can_shift() const { return position_.can_shift() && !extend_.pattern; }
+
+void Attention::shift(int n_keep, int n_discard, int n_past) {
   const int hd = c_.head_dim, n_move = n_past - n_keep - n_discard;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
-  const int heads = n_seq_ * c_.n_layers * c_.n_kv_heads;  // every (sequence, layer, kv head)
+  const int heads = n_seq_ * n_local_ * c_.n_kv_heads;  // every (sequence, layer, kv head)
   for (int i = 0; i < heads; ++i) {
     const size_t keep = size_t(i) * size_t(n_ctx_) + size_t(n_keep);  // the head's first moved-to row
     for (KvCache* cache : {&k_cache_, &v_cache_}) cache->move(keep, keep + size_t(n_discard), size_t(n_move));
@@ -209,7 +215,6 @@ bool Attention::shift(int n_keep, int n_discard, int n_past) {
     }
   }
   if (!narrow_) position_.shift_keys(k_cache_.f32(size_t(n_keep)), n_move, heads, hd, kv_head_stride, n_discard);
-  return true;
 }
 
 }  // namespace pert

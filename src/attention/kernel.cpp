@@ -40,15 +40,16 @@ void AttentionScratch::fit_threads() {
 
 namespace {
 
-// Which keys a query sees and how each pair is scored, from the layer's sliding window and
-// the "extend" pattern: keys [0, sinks) and [lo(m), m]; pairs n < near(m) from the far pass.
+// Which keys a query sees and how each pair is scored, from the layer's sliding window or
+// chunk and the "extend" pattern: keys [0, sinks) and [lo(m), m]; pairs n < near(m) from the far pass.
 struct KeyRule {
-  int window;
+  int window, chunk;
   const ExtensionConfig* pattern;
   bool masks() const { return pattern && pattern->masks(); }
   bool remaps() const { return pattern && pattern->remaps(); }
   int lo(int m) const {
-    const int l = window > 0 ? std::max(0, m - window + 1) : 0;
+    int l = window > 0 ? std::max(0, m - window + 1) : 0;
+    if (chunk > 0) l = std::max(l, m / chunk * chunk);
     return masks() ? std::max(l, pattern->first_key(m)) : l;
   }
   int sinks() const { return masks() ? pattern->sinks() : 0; }
@@ -153,7 +154,7 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
                        AttentionScratch& scratch) {
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int n_blocks = (s.T + kQueryBlock - 1) / kQueryBlock;
-  const KeyRule rule{s.window, s.pattern};
+  const KeyRule rule{s.window, s.chunk, s.pattern};
   const bool remaps = rule.remaps();
   parallel_for_2d(s.n_heads, n_blocks, [&](int h, int b) {
     const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0, p0 = s.pos0 + t0;
@@ -200,7 +201,7 @@ void scaled_dots(float* scores, const float* keys, const float* q, int n, int hd
 void attention_decode(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
                       float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
-  const KeyRule rule{s.window, s.pattern};
+  const KeyRule rule{s.window, s.chunk, s.pattern};
   const int lo = rule.lo(pos), sinks = std::min(rule.sinks(), lo), near = rule.near(pos);
   const int sink_blocks = (sinks + kKeyBlock - 1) / kKeyBlock;
   const int n_blocks = sink_blocks + (pos + 1 - lo + kKeyBlock - 1) / kKeyBlock;
@@ -300,7 +301,7 @@ void attention_turning(float* out, const float* q, const KvRows& key_rows, const
   const int hd = s.head_dim, nkv = s.n_kv_heads, group = s.n_heads / nkv, q_dim = s.n_heads * hd;
   const ptrdiff_t rows_per_head = s.kv_head_stride / hd;
   const size_t block = size_t(kTurnKeys) * size_t(hd);  // one kv head's block of keys
-  const KeyRule rule{s.window, nullptr};
+  const KeyRule rule{s.window, s.chunk, nullptr};
   parallel_for_2d((s.T + kTurnTile - 1) / kTurnTile, 1, [&](int tile, int) {
     float* turned = scratch.turning.data() + size_t(omp_get_thread_num()) * scratch.turning_per_thread;  // [kv_head][kTurnKeys][hd]
     float* wide_k = turned + nkv * block;         // [kv_head][kTurnKeys][hd]: a narrower cache's rows widened

@@ -1,5 +1,7 @@
 // The registry of attention's plug-ins: adding a positional scheme or an "extend" method means
 // one file, one entry here (and its parse function in plugins.hpp), one reference test.
+#include <algorithm>
+
 #include "plugins.hpp"
 #include "pert/rope.hpp"
 
@@ -28,6 +30,19 @@ Parse find(const std::pair<const char*, Parse> (&table)[N], const std::string& n
   }
   return found;
 }
+// The schemes an "extend" method must suit: every layer's, but NoPE layers' where others have
+// positions (a method that moves positions changes nothing there), and the model's when it adds
+// positions to the embeddings.
+std::vector<const SchemeConfig*> schemes_to_check(const ModelConfig& c) {
+  std::vector<const SchemeConfig*> out;
+  auto add = [&](const SchemeConfig* s) {
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  };
+  for (const LayerAttention& l : c.layers)
+    if (l.position.scheme->kind() != SchemeKind::None) add(l.position.scheme.get());
+  if (c.position.scheme->kind() == SchemeKind::Absolute || out.empty()) add(c.position.scheme.get());
+  return out;
+}
 }  // namespace
 
 std::shared_ptr<const SchemeConfig> parse_scheme(const std::string& type, Fields& f, const PluginContext& context) {
@@ -42,6 +57,11 @@ std::vector<ExpectedTensor> position_tensors(const ModelConfig& c) { return c.po
 
 std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& c, const TensorLookup& tensors) {
   return c.position.scheme->make(c, tensors);
+}
+
+std::unique_ptr<PositionEncoding> make_position_encoding(const ModelConfig& c, const PositionConfig& scheme,
+                                                         const TensorLookup& tensors) {
+  return scheme.scheme->make(c, tensors);
 }
 
 std::vector<std::shared_ptr<const ExtensionConfig>> parse_extend(const json& block, const std::string& source,
@@ -67,18 +87,20 @@ std::vector<std::shared_ptr<const ExtensionConfig>> parse_extend(const json& blo
                           " both choose which keys a query sees or where pairs sit; keep one (log-n combines with either)");
       pattern = method.get();
     }
-    const SchemeKind kind = context.model.position.scheme->kind();
-    const bool moves_keys = method->remaps() && !method->far_keys_are_keys();
-    if (moves_keys && kind != SchemeKind::Rotary)
-      throw ConfigError(source + ": " + key + " re-encodes key positions, which needs a rotary scheme (position.type rope), not '" +
-                        context.model.position.type() + "'");
-    if (method->remaps() && kind == SchemeKind::Absolute)
-      throw ConfigError(source + ": " + key + " re-indexes positions, but '" + context.model.position.type() +
-                        "' adds them to the token embeddings, where they cannot move; use its \"positions\": \"original\"");
-    const auto* rope = dynamic_cast<const RopeConfig*>(context.model.position.scheme.get());
-    if (method->remaps() && rope && rope->xpos.enabled)
-      throw ConfigError(source + ": " + key + " re-encodes positions, which its source does not define for xPos; drop position.xpos" +
-                        (method->far_keys_are_keys() ? " or use \"positions\": \"original\"" : ""));
+    for (const SchemeConfig* scheme : schemes_to_check(context.model)) {
+      const SchemeKind kind = scheme->kind();
+      const bool moves_keys = method->remaps() && !method->far_keys_are_keys();
+      if (moves_keys && kind != SchemeKind::Rotary)
+        throw ConfigError(source + ": " + key + " re-encodes key positions, which needs a rotary scheme (position.type rope), not '" +
+                          scheme->type() + "'");
+      if (method->remaps() && kind == SchemeKind::Absolute)
+        throw ConfigError(source + ": " + key + " re-indexes positions, but '" + scheme->type() +
+                          "' adds them to the token embeddings, where they cannot move; use its \"positions\": \"original\"");
+      const auto* rope = dynamic_cast<const RopeConfig*>(scheme);
+      if (method->remaps() && rope && rope->xpos.enabled)
+        throw ConfigError(source + ": " + key + " re-encodes positions, which its source does not define for xPos; drop position.xpos" +
+                          (method->far_keys_are_keys() ? " or use \"positions\": \"original\"" : ""));
+    }
     out.push_back(std::move(method));
   }
   return out;

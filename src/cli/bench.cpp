@@ -82,16 +82,20 @@ long long parameter_count(const ModelConfig& c) {
 }
 
 // Bytes one generated token reads on average over a tg test: every matrix once, and the K and V
-// of every cached position each layer attends to (a sliding window's layer, its window).
+// of every cached position each layer attends to (a sliding window's layer, its window; a
+// chunked layer, its chunk so far).
 double decode_bytes(const Model& model, CacheType cache, const Test& t) {
   const ModelConfig& c = model.config();
-  const double context = t.depth + (t.n + 1) / 2.0, per_value = cache_bytes_per_value(cache, c.head_dim);
-  double kv = 0;
-  for (int layer = 0; layer < c.n_layers; ++layer) {
-    const int window = layer < int(c.sliding_window.size()) ? c.sliding_window[size_t(layer)] : 0;
-    kv += 2.0 * c.n_kv_heads * c.head_dim * per_value * (window > 0 ? std::min<double>(context, window) : context);
-  }
-  return double(model.matrix_bytes()) + kv;
+  const double per_value = cache_bytes_per_value(cache, c.head_dim);
+  double keys = 0;  // Σ over layers of the keys a token sees, averaged over the test's tokens
+  for (const LayerAttention& l : c.layers)
+    for (int p = t.depth; p < t.depth + t.n; ++p) {
+      int seen = p + 1;
+      if (l.window > 0) seen = std::min(seen, l.window);
+      if (l.chunk > 0) seen = std::min(seen, p % l.chunk + 1);
+      keys += double(seen) / t.n;
+    }
+  return double(model.matrix_bytes()) + 2.0 * c.n_kv_heads * c.head_dim * per_value * keys;
 }
 
 // Every test fits the model before anything is printed: a learned position table ends where it ends.

@@ -56,7 +56,7 @@ void run_inspect(const InspectArgs& args) {
   m.checks.push_back("every weight is finite");
   const std::string position = describe_position(c);
   // What config.json's scheme alone says, when the running one differs (overrides, "extend").
-  const std::string trained = c.trained_position.scheme ? describe(c.trained_position, c.head_dim) : position;
+  const std::string trained = c.trained ? describe_position(*c.trained) : position;
   const bool overridden = trained != position;
   const std::vector<std::string> ignored = ignored_config_keys(m.config_json);
 

@@ -33,12 +33,14 @@ void run(const PositionsArgs& a) {
   const int query_pos = a.query_pos >= 0 ? a.query_pos : distance;
   const auto profile = distance_profile(c, [&](const std::string& name) { return model->tensor(name); }, query_pos,
                                         distance, a.layer);
-  const std::string position = describe_position(c);
+  std::string position = describe_position(c);
+  if (has_layer_schemes(c))  // the layer drawn, in a layout of several schemes
+    position += "\nlayer " + std::to_string(a.layer) + ": " + describe(c.layers[size_t(a.layer)].position, c.head_dim);
   bool json_on_stdout = false;
   if (a.json.wanted())
     json_on_stdout = a.json.write({{"model_dir", dir.string()},
                                    {"position", position},
-                                   {"scheme", c.position.type()},
+                                   {"scheme", c.layers[size_t(a.layer)].position.type()},
                                    {"trained_length", c.max_position_embeddings},
                                    {"query_pos", query_pos},
                                    {"layer", a.layer},
@@ -90,7 +92,7 @@ void add_positions(CLI::App& app) {
       ->check(int_in(1, kMaxProfileDistance));
   cmd->add_option("--query-pos", a->query_pos, "Position of the query (default: the largest distance)")
       ->check(int_in(0, kMaxProfileDistance));
-  cmd->add_option("--layer", a->layer, "Whose weights, for schemes with weights per layer (KERPLE) (default 0)")
+  cmd->add_option("--layer", a->layer, "Which layer: its scheme, span and temperature where layers differ, and its weights for schemes with weights per layer (KERPLE) (default 0)")
       ->check(int_in(0, kMaxProfileDistance));
   a->config.add_to(*cmd);
   a->json.add_to(*cmd, "every score");

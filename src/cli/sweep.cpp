@@ -411,7 +411,7 @@ void run_sweep(const SweepArgs& a) {
       c["position_label"] = position_label(mc);
       json resolved = to_json(mc);  // the whole positional block that ran, and the trained one
       c["position_config"] = {{"position", resolved["position"]}, {"extend", resolved.value("extend", json())}};
-      if (mc.trained_position.scheme) c["trained_position"] = mc.trained_position.scheme->label();
+      if (mc.trained) c["trained_position"] = position_label(*mc.trained);
       const int bos = a.eval.bos(m.tokenizer, mc.bos_token_id);
       auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
       if (tokens.empty()) {

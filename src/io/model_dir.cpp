@@ -52,22 +52,31 @@ static bool is_derived_buffer(const std::string& name) {
   return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Sets config.trained_position from config.json alone and refuses overrides that replace it.
+// Sets config.trained from config.json alone and refuses overrides that replace its scheme,
+// the model's or any layer's.
 static void check_trained_scheme(const nlohmann::json& raw, const std::filesystem::path& path,
                                  const ConfigOverrides& overrides, ModelConfig& config) {
   try {
-    config.trained_position = parse_model_config(raw, path.string()).position;
+    config.trained = std::make_shared<const ModelConfig>(parse_model_config(raw, path.string()));
   } catch (const Error&) {  // config.json needs the overrides to parse: nothing to compare
-    config.trained_position = {};
+    config.trained = nullptr;
     return;
   }
-  const SchemeConfig* trained = config.trained_position.scheme.get();
-  const SchemeConfig* running = config.position.scheme.get();
-  if (overrides.allow_scheme_change || trained->identity() == running->identity()) return;
-  throw SchemeChangeError(path.string() + ": trained with " + trained->identity() + " positions; " +
-                          overrides.describe() + " would run it with " + running->label() +
-                          " (an override may rescale or extend the trained scheme, not replace it; "
-                          "`allow_scheme_change` runs it anyway)");
+  const ModelConfig& trained_config = *config.trained;
+  if (overrides.allow_scheme_change) return;
+  auto refuse = [&](const SchemeConfig& trained, const SchemeConfig& running, const std::string& where) {
+    throw SchemeChangeError(path.string() + ": trained with " + trained.identity() + " positions" + where + "; " +
+                            overrides.describe() + " would run it with " + running.label() +
+                            " (an override may rescale or extend the trained scheme, not replace it; "
+                            "`allow_scheme_change` runs it anyway)");
+  };
+  if (trained_config.position.scheme->identity() != config.position.scheme->identity())
+    refuse(*trained_config.position.scheme, *config.position.scheme, "");
+  for (size_t i = 0; i < config.layers.size() && i < trained_config.layers.size(); ++i) {
+    const SchemeConfig& trained = *trained_config.layers[i].position.scheme;
+    const SchemeConfig& running = *config.layers[i].position.scheme;
+    if (trained.identity() != running.identity()) refuse(trained, running, " in layer " + std::to_string(i));
+  }
 }
 
 namespace {
@@ -76,7 +85,7 @@ void read_config(ModelDir& m, const nlohmann::json& raw, const std::filesystem::
   m.config_json = apply_overrides(raw, overrides);
   const std::string source = path.string() + (overrides.empty() ? "" : " (with overrides)");
   m.config = parse_model_config(m.config_json, source);
-  m.config.trained_position = m.config.position;
+  m.config.trained = std::make_shared<const ModelConfig>(m.config);
   if (!overrides.empty()) check_trained_scheme(raw, path, overrides, m.config);
 }
 

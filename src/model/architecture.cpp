@@ -61,12 +61,12 @@ std::string describe_architecture(const ModelConfig& c) {
   if (c.fused_projections) extras.push_back("fused qkv and gate_up projections");
   if (c.qk_norm) extras.push_back("RMSNorm of q and k heads");
   // Runs of layers with the same window: "sliding window 8 on layers 1-3".
-  for (size_t i = 0; i < c.sliding_window.size();) {
+  for (size_t i = 0; i < c.layers.size();) {
     size_t j = i;
-    while (j + 1 < c.sliding_window.size() && c.sliding_window[j + 1] == c.sliding_window[i]) ++j;
-    if (c.sliding_window[i] > 0)
-      extras.push_back("sliding window " + std::to_string(c.sliding_window[i]) + " on " +
-                       (i == 0 && j + 1 == c.sliding_window.size() ? "every layer"
+    while (j + 1 < c.layers.size() && c.layers[j + 1].window == c.layers[i].window) ++j;
+    if (c.layers[i].window > 0)
+      extras.push_back("sliding window " + std::to_string(c.layers[i].window) + " on " +
+                       (i == 0 && j + 1 == c.layers.size() ? "every layer"
                         : i == j ? "layer " + std::to_string(i)
                                  : "layers " + std::to_string(i) + "-" + std::to_string(j)));
     i = j + 1;
@@ -114,7 +114,7 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
   mc.qk_norm = arch == Architecture::Qwen3;
 
   // The window, and which layers use it.
-  mc.sliding_window.assign(size_t(mc.n_layers), 0);
+  mc.layers.assign(size_t(mc.n_layers), {});
   const bool has_window = f.has("sliding_window");
   if (llama && has_window)
     f.fail("sliding_window", "is not read by LlamaForCausalLM (HF attends to every key); use MistralForCausalLM for a windowed model, or remove it");
@@ -139,7 +139,7 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
                                   std::string(qwen ? " with use_sliding_window" : "") + ")");
     }
   }
-  for (int i = 0; i < mc.n_layers; ++i) mc.sliding_window[size_t(i)] = windowed[size_t(i)] ? window : 0;
+  for (int i = 0; i < mc.n_layers; ++i) mc.layers[size_t(i)].window = windowed[size_t(i)] ? window : 0;
 }
 
 }  // namespace pert

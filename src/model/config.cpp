@@ -26,7 +26,8 @@ const std::set<std::string> kReadKeys = {
     "rope_theta",        "rope_scaling",         "partial_rotary_factor", "original_max_position_embeddings",
     "hidden_act",        "attention_bias",       "mlp_bias",           "position",
     "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
-    "max_window_layers", "layer_types",          "rope_parameters",    "extend"};
+    "max_window_layers", "layer_types",          "rope_parameters",    "extend",
+    "layers"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
@@ -137,6 +138,8 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   // Phi-3 style configs give the pre-extension length at the top level.
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
   parse_position(has_position ? config["position"] : position_from_hf(config, source), trained, source, mc);
+  for (LayerAttention& l : mc.layers) l.position = mc.position;
+  if (f.has("layers")) parse_layers(config["layers"], source, PluginContext{mc, trained}, mc);
   if (f.has("extend")) mc.extend = parse_extend(config["extend"], source, PluginContext{mc, trained});
   return mc;
 }
@@ -221,8 +224,7 @@ json to_json(const ModelConfig& c) {
   if (c.mlp_bias) j["mlp_bias"] = true;
   if (c.fused_projections) j["fused_projections"] = true;
   if (c.qk_norm) j["qk_norm"] = true;
-  if (std::any_of(c.sliding_window.begin(), c.sliding_window.end(), [](int w) { return w > 0; }))
-    j["sliding_window"] = c.sliding_window;
+  if (json layers = layers_to_json(c); !layers.empty()) j["layers"] = layers;
   for (const auto& e : c.extend) j["extend"][e->type()] = e->to_json();
   return j;
 }
@@ -230,7 +232,7 @@ json to_json(const ModelConfig& c) {
 std::string describe(const PositionConfig& p, int head_dim) { return p.scheme->describe(head_dim); }
 
 std::string position_label(const ModelConfig& c) {
-  std::string s = c.position.scheme ? c.position.scheme->label() : "?";
+  std::string s = c.position.scheme ? layers_label(c) : "?";
   for (const auto& e : c.extend) s += std::string(" + ") + e->type();
   return s;
 }
@@ -245,6 +247,7 @@ std::string ConfigOverrides::describe() const {
 
 std::string describe_position(const ModelConfig& c) {
   std::string s = describe(c.position, c.head_dim);
+  if (const std::string layers = describe_layers(c); !layers.empty()) s += "; " + layers;
   for (const auto& e : c.extend) s += "; " + e->describe();
   return s;
 }

@@ -127,8 +127,14 @@ class Fields {
 };
 
 struct ModelConfig;
+struct PluginContext;
 // Reads `architectures` / `model_type` and what that architecture adds to llama's blocks
 // (biases, fused projections, sliding windows) into mc; n_layers must be set (architecture.cpp).
 void parse_architecture(Fields& f, ModelConfig& mc);
+
+// pert's "layers" block over mc.layers (layers.cpp): each layer's scheme and span as its rules set them.
+void parse_layers(const json& block, const std::string& source, const PluginContext& context, ModelConfig& mc);
+std::string layers_label(const ModelConfig& c);  // position_label's part
+json layers_to_json(const ModelConfig& c);       // the layers that differ, as rules; {} when none
 
 }  // namespace pert

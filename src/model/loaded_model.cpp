@@ -11,8 +11,8 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
   const std::filesystem::path tok_path = m.model->gguf() ? dir : dir / "tokenizer.json";
   m.tokenizer = m.model->gguf() ? Tokenizer::from_gguf(*m.model->gguf()) : load_tokenizer(dir);
   const ModelConfig& c = m.model->config();
-  if (c.trained_position.scheme && c.trained_position.scheme->identity() != c.position.scheme->identity())
-    m.note = dir.string() + " was trained with " + c.trained_position.scheme->identity() + " positions; running " +
+  if (c.trained && position_identity(*c.trained) != position_identity(c))
+    m.note = dir.string() + " was trained with " + position_identity(*c.trained) + " positions; running " +
              position_label(c) + " (`allow_scheme_change`)";
   const int model_vocab = c.vocab_size;
   if (m.tokenizer.vocab_size() > model_vocab)

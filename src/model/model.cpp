@@ -284,8 +284,27 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   if (n_ctx < 1) throw Error("context size must be at least 1, got " + std::to_string(n_ctx));
   if (n_batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(n_batch));
   if (n_seq < 1) throw Error("sequence count must be at least 1, got " + std::to_string(n_seq));
-  position_ = make_position_encoding(c_, [&](const std::string& name) { return model.tensor(name); });
-  attention_ = std::make_unique<Attention>(c_, *position_, n_ctx, n_batch_, n_seq, cache_type);
+  const TensorLookup lookup = [&](const std::string& name) { return model.tensor(name); };
+  encodings_.push_back(make_position_encoding(c_, lookup));
+  position_ = encodings_[0].get();
+  std::vector<const SchemeConfig*> schemes = {c_.position.scheme.get()};  // [encoding]
+  std::vector<std::vector<int>> layers_of(1);                               // [encoding]
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const PositionConfig& p = c_.layers[size_t(l)].position;
+    const size_t e = size_t(std::find(schemes.begin(), schemes.end(), p.scheme.get()) - schemes.begin());
+    if (e == schemes.size()) {
+      schemes.push_back(p.scheme.get());
+      encodings_.push_back(make_position_encoding(c_, p, lookup));
+      layers_of.emplace_back();
+    }
+    layers_of[e].push_back(l);
+  }
+  attention_.assign(size_t(c_.n_layers), nullptr);
+  for (size_t e = 0; e < encodings_.size(); ++e) {
+    if (layers_of[e].empty()) continue;
+    units_.push_back(std::make_unique<Attention>(c_, *encodings_[e], layers_of[e], n_ctx, n_batch_, n_seq, cache_type));
+    for (int l : layers_of[e]) attention_[size_t(l)] = units_.back().get();
+  }
   const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
   const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_) * size_t(n_seq);
   const double activations = double(B) * (4.0 * double(d) + 2.0 * double(c_.intermediate_size) + 4.0 * double(q_dim));
@@ -312,11 +331,12 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
-  attention_->fit_threads();
+  for (auto& unit : units_) unit->fit_threads();
   n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)
   // Chunks of at most n_batch positions, of one length class or of several (Attention::span).
   for (int done = 0, chunk; done < n; done += chunk) {
-    chunk = attention_->span(pos0 + done, std::min(n_batch_, n - done));
+    chunk = std::min(n_batch_, n - done);
+    for (auto& unit : units_) chunk = unit->span(pos0 + done, chunk);
     const bool last = done + chunk == n;
     const size_t V = size_t(c_.vocab_size);
     float* out = all_logits ? logits + size_t(done) * V : (last ? logits : nullptr);
@@ -328,7 +348,9 @@ bool InferenceState::shift(int n_keep, int n_discard) {
   if (n_keep < 0 || n_discard < 1 || n_discard > n_past_ - n_keep)  // (n_keep + n_discard may overflow)
     throw Error("context shift: cannot drop [" + std::to_string(n_keep) + ", " + std::to_string(int64_t(n_keep) + n_discard) +
                 ") of " + std::to_string(n_past_) + " cached positions");
-  if (!attention_->shift(n_keep, n_discard, n_past_)) return false;
+  for (auto& unit : units_)
+    if (!unit->can_shift()) return false;
+  for (auto& unit : units_) unit->shift(n_keep, n_discard, n_past_);
   n_past_ -= n_discard;
   return true;
 }
@@ -339,7 +361,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const int d = c.hidden_size, ff = c.intermediate_size, S = n_seq_, rows = S * n;
   const int q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  attention_->begin(pos0, n);  // (and the position scheme's tables for the span)
+  for (auto& unit : units_) unit->begin(pos0, n);  // (and the position schemes' tables for the span)
 
   // x [S][n][d]: token embeddings, plus absolute positions for the schemes that add them.
   for (int s = 0; s < S; ++s) {
@@ -364,7 +386,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
       rmsnorm(k_.data(), k_.data(), w.k_norm, rows * c.n_kv_heads, c.head_dim, eps);
     }
     for (int s = 0; s < S; ++s)
-      attention_->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
+      attention_[size_t(l)]->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
                         &att_[size_t(s) * n * q_dim]);
     matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
     if (w.bo) add_rows(x_.data(), w.bo, rows, d);

@@ -23,17 +23,22 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
   require_memory(4.0 * n_keys * (std::max(double(d), 4.0 * hd) + 2.0 * hd) + 8.0 * c.n_heads * (max_distance + 1.0),
                  "`query_pos` " + std::to_string(query_pos) + " (a profile over " + std::to_string(n_keys) + " keys)",
                  "; pass a smaller `query_pos` or `max_distance`");
-  std::unique_ptr<PositionEncoding> pe = make_position_encoding(c, tensors);
+  if (layer < 0 || layer >= int(c.layers.size()))
+    throw Error("positions: layer " + std::to_string(layer) + " is not one of the model's " + std::to_string(c.layers.size()));
+  const LayerAttention& l = c.layers[size_t(layer)];  // its scheme, window, chunk and temperature
+  std::unique_ptr<PositionEncoding> pe = make_position_encoding(c, l.position, tensors);
   std::vector<std::vector<double>> out;
   const Extensions extend(c);
   const ExtensionConfig* pattern = extend.pattern;
-  const double query_scale = extend.query_scale(query_pos);
+  const double query_scale = extend.query_scale(query_pos) * l.query_temperature(query_pos);
+  int first_seen = l.window > 0 ? query_pos - l.window + 1 : 0;  // the layer's own span
+  if (l.chunk > 0) first_seen = std::max(first_seen, query_pos / l.chunk * l.chunk);
   auto finish = [&](std::vector<double>& row) {  // row[delta]: the factor, and the mask
     for (int delta = 0; delta < int(row.size()); ++delta) {
       const int n = query_pos - delta;
       row[size_t(delta)] *= query_scale;
-      if (pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos))
-        row[size_t(delta)] = -std::numeric_limits<double>::infinity();
+      const bool hidden = pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos);
+      if (hidden || n < first_seen) row[size_t(delta)] = -std::numeric_limits<double>::infinity();
     }
     for (double v : row)
       if (std::isnan(v) || v == std::numeric_limits<double>::infinity())  // -inf is a masked key
