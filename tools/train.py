@@ -96,13 +96,13 @@ STOPPED = 3
 LOG_COLUMNS = ["step", "lr", "train_loss", "val_loss", "passkey_loss", "passkey_acc", "seconds"]
 
 
-WHOLE_BLOCKS = ("mix", "position")  # one distribution, one scheme: a run file states them whole
+WHOLE_BLOCKS = ("mix", "position", "layers")  # one distribution, one layout: a run file states them whole
 
 
 def load_run_config(path):
     """A run file, laid over its "base" (relative to it): a block named in the run file replaces
     the base's key by key ("train": {"steps": 3900} keeps the other settings), except "mix" and
-    "position", which it replaces whole."""
+    "position" (and "layers"), which it replaces whole."""
     with open(path) as f:
         run = json.load(f)
     if "base" in run:
@@ -337,10 +337,13 @@ def main():
     if a.dry_run:
         return 0
     check_scheme(cfg["position"])
+    for rule in (cfg.get("layers") or {}).values():  # pert's "layers" block (docs/config.md)
+        if rule and "position" in rule:
+            check_scheme(rule["position"])
 
     hf = dict(cfg["model"], vocab_size=sp.get_piece_size(), max_position_embeddings=T, bos_token_id=1,
               eos_token_id=2, hidden_act="silu", architectures=["LlamaForCausalLM"], model_type="llama",
-              position=cfg["position"])
+              position=cfg["position"], **({"layers": cfg["layers"]} if cfg.get("layers") else {}))
     W = init_weights(hf, hf["vocab_size"], cfg["position"], tc["seed"])  # on the CPU, then moved
     use_device(device)
     W = {k: v.to(device).requires_grad_() for k, v in W.items()}
@@ -466,7 +469,8 @@ def main():
         json.dump(dict(hf, torch_dtype={"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[cfg["dtype"]]),
                   f, indent=2)
     copy(os.path.join(tok_dir, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
-    card = {"name": cfg["name"], "position": cfg["position"], "parameters": n_params, "steps": steps,
+    card = {"name": cfg["name"], "position": cfg["position"], **({"layers": cfg["layers"]} if cfg.get("layers") else {}),
+            "parameters": n_params, "steps": steps,
             "context": T, "batch_size": B, "mix": mix.weights, "train_loss": train_loss, "val_loss": vl,
             "val_ppl_torch": math.exp(vl), "passkey_loss": pk_loss, "passkey_acc": pk_acc,
             "wall_seconds": round(sum(s["seconds"] for s in segments), 1), "threads": threads,
