@@ -112,6 +112,16 @@ CASES = {
     "phi3_longrope_window": (None, {"fused": True, "kv_heads": 4, "extra_config": PHI3}, True),
     "phi3_partial_mscale_bf16": (None, {"fused": True, "kv_heads": 4, "dtype": "BF16", "extra_config": PHI3_PARTIAL}, True),
     # Training-free extension at attention time: config.json's "extend" block (DESIGN §5).
+    # SmolLM3 (HF smollm3, shrunk): NoPE every no_rope_layer_interval-th layer, or as no_rope_layers
+    # lists them; a window (use_sliding_window) only on those layers
+    "smollm3_nope_every_4th": (None, {"layers": 4, "extra_config": {
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "rope_theta": 5000000.0,
+        "no_rope_layer_interval": 4, "use_sliding_window": False, "sliding_window": None, "attention_dropout": 0.0,
+        "pad_token_id": 0, "use_cache": True}}, False),
+    "smollm3_listed_windowed": (None, {"layers": 3, "mlp_bias": True, "extra_config": {
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "rope_theta": 10000.0,
+        "no_rope_layers": [0, 1, 0], "use_sliding_window": True, "sliding_window": 8, "mlp_bias": True,
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}, False),
     # pert's "layers" block: layers with their own scheme, window, chunk or temperature
     "layers_nope_every_4th": ({"type": "rope"}, {"layers": 4, "extra_config": {
         "layers": {"nope": {"every": 4, "position": {"type": "none"}}}}}, False),

@@ -669,3 +669,39 @@ TEST_CASE("config: the layers block refuses what it cannot mean, naming the rule
   c["layers"] = {{"a", {{"every", 2}, {"position", {{"type", "none"}}}}}};
   CHECK(parse(c).extend.size() == 1);
 }
+
+TEST_CASE("config: SmolLM3's layers without RoPE, as its config derives or lists them", "[config][layers]") {
+  json c = tiny_config();
+  c["architectures"] = {"SmolLM3ForCausalLM"};
+  c["model_type"] = "smollm3";
+  c["num_hidden_layers"] = 8;
+  ModelConfig m = parse(c);  // no_rope_layer_interval 4: layers 3 and 7 have no positions
+  for (int i = 0; i < 8; ++i) CHECK(m.layers[size_t(i)].position.type() == (i % 4 == 3 ? "none" : "rope"));
+  CHECK(windows(m) == std::vector<int>(8, 0));
+  CHECK(to_json(parse(to_json(m))) == to_json(m));
+  c["no_rope_layer_interval"] = 2;
+  CHECK(parse(c).layers[1].position.type() == "none");
+  CHECK(parse(c).layers[2].position.type() == "rope");
+  c["no_rope_layers"] = {0, 1, 1, 1, 1, 1, 1, 0};  // a list wins over the interval
+  c["sliding_window"] = 16;
+  c["use_sliding_window"] = true;  // ... and then windows only the layers without RoPE
+  m = parse(c);
+  CHECK(m.layers[0].position.type() == "none");
+  CHECK(m.layers[1].position.type() == "rope");
+  CHECK(windows(m) == std::vector<int>{16, 0, 0, 0, 0, 0, 0, 16});
+  CHECK(describe_architecture(m) == "SmolLM3ForCausalLM: sliding window 16 on layer 0; sliding window 16 on layer 7");
+  c["mlp_bias"] = true;
+  CHECK(parse(c).mlp_bias);
+  // pert's layers block may give a layer another scheme than the architecture's
+  c["layers"] = {{"rope_everywhere", {{"layers", {0, 7}}, {"position", {{"type", "rope"}}}}}};
+  CHECK(!has_layer_schemes(parse(c)));
+  c.erase("layers");
+
+  c["no_rope_layers"] = {0, 1};
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "no_rope_layers must list 1 (RoPE) or 0 (no positions) per layer (8)");
+  c["no_rope_layers"] = {0, 1, 1, 1, 1, 1, 1, 2};
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "no_rope_layers entries must be 1 (RoPE) or 0", "at 7");
+  c = tiny_config();
+  c["no_rope_layers"] = {1, 0};  // another architecture's key that would change the math
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "no_rope_layers is set");
+}

@@ -108,6 +108,17 @@ TEST_CASE("model dir: overrides may rescale the trained scheme, not replace it",
   const ModelDir allowed = open_model_dir(tmp.path, {{}, {"position.xpos=null"}, true});
   CHECK(allowed.config.trained->position.scheme->identity() == "rope+xpos");
   CHECK(allowed.config.position.scheme->identity() == "rope");
+  // ... and so is a layer's: SmolLM3's second layer, trained without positions, run with RoPE
+  json smol = tiny_config();
+  smol["architectures"] = {"SmolLM3ForCausalLM"};
+  smol["model_type"] = "smollm3";
+  smol["no_rope_layer_interval"] = 2;
+  write_model_dir(tmp.path, smol, tiny_tensors());
+  REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"no_rope_layer_interval=4"}}), SchemeChangeError, cfg,
+                        "trained with none positions in layer 1", "would run it with rope");
+  REQUIRE_THROWS_NAMING(open_model_dir(tmp.path, {{}, {"layers={\"r\":{\"layers\":[1],\"position\":{\"type\":\"rope\"}}}"}}),
+                        SchemeChangeError, cfg, "in layer 1");
+  CHECK_NOTHROW(open_model_dir(tmp.path, {{}, {"layers={\"w\":{\"layers\":[1],\"window\":4}}"}}));  // a window is no change of scheme
 }
 
 TEST_CASE("model dir: tensors that do not fit the config are refused", "[model_dir]") {

@@ -235,11 +235,25 @@ def layer_windows(config):
             window = 0
         first = config.get("max_window_layers", n)
         out = [window if i >= first else 0 for i in range(n)]
+    elif arch == "SmolLM3ForCausalLM":  # configuration_smollm3: sliding only where there is no RoPE
+        if not config.get("use_sliding_window", False):
+            window = 0
+        out = [0 if rope else window for rope in smollm3_rope_layers(config)]
     else:  # Mistral, Phi-3: every layer
         out = [window] * n
     if config.get("layer_types"):
         out = [window if t == "sliding_attention" else 0 for t in config["layer_types"]]
     return out
+
+
+def smollm3_rope_layers(config):
+    """SmolLM3's no_rope_layers: 1 where a layer applies RoPE, 0 where it has none; by default
+    [int((i + 1) % no_rope_layer_interval != 0) for i in range(layers)] (configuration_smollm3)."""
+    given = config.get("no_rope_layers")
+    if given:
+        return [bool(r) for r in given]
+    interval = config.get("no_rope_layer_interval", 4)
+    return [(i + 1) % interval != 0 for i in range(config["num_hidden_layers"])]
 
 
 def layer_layout(config, pos):
@@ -248,6 +262,10 @@ def layer_layout(config, pos):
     "every"/"from" or "others", and set a position block, window, chunk or temperature)."""
     n = config["num_hidden_layers"]
     out = [{"position": pos, "window": w, "chunk": 0, "temperature": None} for w in layer_windows(config)]
+    if (config.get("architectures") or [""])[0] == "SmolLM3ForCausalLM":  # NoPE layers: no rotation at all
+        for lay, rope in zip(out, smollm3_rope_layers(config)):
+            if not rope:
+                lay["position"] = {"type": "none"}
     rules = {name: r for name, r in (config.get("layers") or {}).items() if r is not None}
     chosen = {}
     for name, r in rules.items():

@@ -27,7 +27,7 @@ struct PositionConfig {
 
 // The HF architecture of a checkpoint: its tensor names and what its blocks add to llama's
 // (architecture.cpp). Each is llama's math plus the extras below.
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, SmolLM3 };
 
 // One layer's attention as positions shape it: pert's "layers" block (layers.cpp), or an HF
 // architecture's layout (sliding windows, layers without RoPE, chunked-local layers).

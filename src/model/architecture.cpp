@@ -8,6 +8,9 @@
 //                       k_norm over head_dim); attention_bias as Llama's, no q/k/v biases otherwise
 //   Phi3ForCausalLM     fused qkv_proj and gate_up_proj (gate first); sliding_window on every
 //                       layer; its longrope and partial_rotary_factor go through the rope block
+//   SmolLM3ForCausalLM  Llama's blocks; no RoPE in the layers where no_rope_layers[i] is 0 (by
+//                       default every no_rope_layer_interval-th: (i + 1) % 4 == 0); a window
+//                       (use_sliding_window) only on those layers
 // A window W lets the query at m see keys m − W < n <= m (HF masking_utils). `layer_types`
 // ("full_attention" / "sliding_attention" per layer), as newer HF configs write it, overrides
 // the per-architecture default. Keys of other architectures that would change the math are
@@ -30,6 +33,7 @@ const ArchitectureInfo kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", Architecture::Qwen2},
     {"Qwen3ForCausalLM", "qwen3", Architecture::Qwen3},
     {"Phi3ForCausalLM", "phi3", Architecture::Phi3},
+    {"SmolLM3ForCausalLM", "smollm3", Architecture::SmolLM3},
 };
 
 // Config keys of other HF architectures that change what a block computes.
@@ -76,7 +80,28 @@ std::string describe_architecture(const ModelConfig& c) {
   return s;
 }
 
-void parse_architecture(Fields& f, ModelConfig& mc) {
+// SmolLM3's no_rope_layers: [layer] 1 where the layer rotates, 0 where it has no positions
+// (the name reads the other way), or every no_rope_layer_interval-th layer without.
+std::vector<bool> smollm3_rope_layers(Fields& f, int n_layers) {
+  std::vector<bool> rope(size_t(n_layers), true);
+  const json* list = f.get("no_rope_layers");
+  if (list && !(list->is_array() && list->empty())) {  // HF: an empty list means derive it
+    if (!list->is_array() || list->size() != size_t(n_layers))
+      f.fail("no_rope_layers", "must list 1 (RoPE) or 0 (no positions) per layer (" + std::to_string(n_layers) + "), got " + json_brief(*list));
+    for (size_t i = 0; i < list->size(); ++i) {
+      const json& v = (*list)[i];
+      if (v != 0 && v != 1) f.fail("no_rope_layers", "entries must be 1 (RoPE) or 0 (no positions), got " + json_brief(v) + " at " + std::to_string(i));
+      rope[i] = v == 1;
+    }
+    f.get("no_rope_layer_interval");  // read, unused: the list wins (as in HF)
+    return rope;
+  }
+  const int interval = f.positive("no_rope_layer_interval", kMaxLayers, 4);
+  for (int i = 0; i < n_layers; ++i) rope[size_t(i)] = (i + 1) % interval != 0;
+  return rope;
+}
+
+ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
   std::string name;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->size() != 1 || !(*a)[0].is_string())
@@ -98,15 +123,25 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
   const Architecture arch = info->architecture;
   const bool llama = arch == Architecture::Llama;
   const bool qwen = arch == Architecture::Qwen2 || arch == Architecture::Qwen3;
+  const bool smollm3 = arch == Architecture::SmolLM3;
+  ArchitectureLayers out;
+  std::vector<bool> rope(size_t(mc.n_layers), true);
+  if (smollm3) {
+    rope = smollm3_rope_layers(f, mc.n_layers);
+    out.key = "no_rope_layers";
+    for (bool r : rope) out.positions.push_back(r ? json() : json{{"type", "none"}});
+  }
 
   for (const char* key : kOtherMath)
-    if (const json* v = f.get(key); v && *v != false && *v != 0)
+    if (arch == Architecture::SmolLM3 && std::string(key) == "no_rope_layers") continue;  // read below
+    else if (const json* v = f.get(key); v && *v != false && *v != 0)
       f.fail(key, "is set (" + json_brief(*v) + "): it changes the math of another architecture, which pert does not compute");
 
   const bool attention_bias = f.boolean("attention_bias", false), mlp_bias = f.boolean("mlp_bias", false);
-  if (attention_bias && !llama && arch != Architecture::Qwen3)
+  if (attention_bias && !llama && !smollm3 && arch != Architecture::Qwen3)
     f.fail("attention_bias", std::string("is true, but ") + info->name + " has no such biases (LlamaForCausalLM and Qwen3ForCausalLM read it)");
-  if (mlp_bias && !llama) f.fail("mlp_bias", std::string("is true, but ") + info->name + " has no such biases (only LlamaForCausalLM reads it)");
+  if (mlp_bias && !llama && !smollm3)
+    f.fail("mlp_bias", std::string("is true, but ") + info->name + " has no such biases (LlamaForCausalLM and SmolLM3ForCausalLM read it)");
   mc.qkv_bias = attention_bias || arch == Architecture::Qwen2;
   mc.o_bias = attention_bias;
   mc.mlp_bias = mlp_bias;
@@ -125,6 +160,10 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
     const int first = int(f.integer("max_window_layers", 0, kMaxLayers, mc.n_layers));
     for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = window > 0 && i >= first;
   }
+  if (smollm3) {  // HF: a window only with use_sliding_window, and only on the layers without RoPE
+    if (!f.boolean("use_sliding_window", false)) window = 0;
+    for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = window > 0 && !rope[size_t(i)];
+  }
   if (const json* types = f.get("layer_types")) {
     if (llama) f.fail("layer_types", "is not read by LlamaForCausalLM");
     if (!types->is_array() || types->size() != size_t(mc.n_layers))
@@ -136,10 +175,11 @@ void parse_architecture(Fields& f, ModelConfig& mc) {
       windowed[i] = t == "sliding_attention";
       if (windowed[i] && window == 0)
         f.fail("layer_types", "names a sliding_attention layer, but no window is set (sliding_window" +
-                                  std::string(qwen ? " with use_sliding_window" : "") + ")");
+                                  std::string(qwen || smollm3 ? " with use_sliding_window" : "") + ")");
     }
   }
   for (int i = 0; i < mc.n_layers; ++i) mc.layers[size_t(i)].window = windowed[size_t(i)] ? window : 0;
+  return out;
 }
 
 }  // namespace pert

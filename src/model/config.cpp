@@ -27,7 +27,7 @@ const std::set<std::string> kReadKeys = {
     "hidden_act",        "attention_bias",       "mlp_bias",           "position",
     "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
     "max_window_layers", "layer_types",          "rope_parameters",    "extend",
-    "layers"};
+    "layers",            "no_rope_layers",       "no_rope_layer_interval"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
@@ -129,7 +129,7 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   // Architecture variants pert does not compute must not load as silent garbage.
   if (f.has("hidden_act") && f.string("hidden_act") != "silu")
     f.fail("hidden_act", "must be \"silu\" (SwiGLU), got " + json_brief(config["hidden_act"]));
-  parse_architecture(f, mc);
+  const ArchitectureLayers arch_layers = parse_architecture(f, mc);
 
   const bool has_position = f.has("position");
   for (const char* key : {"rope_scaling", "rope_parameters"})
@@ -139,6 +139,7 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
   parse_position(has_position ? config["position"] : position_from_hf(config, source), trained, source, mc);
   for (LayerAttention& l : mc.layers) l.position = mc.position;
+  apply_architecture_layers(arch_layers, source, PluginContext{mc, trained}, mc);
   if (f.has("layers")) parse_layers(config["layers"], source, PluginContext{mc, trained}, mc);
   if (f.has("extend")) mc.extend = parse_extend(config["extend"], source, PluginContext{mc, trained});
   return mc;

@@ -128,9 +128,18 @@ class Fields {
 
 struct ModelConfig;
 struct PluginContext;
+// What an architecture's config says of its layers' schemes: the HF key it comes from and, per
+// layer, a position block in pert's form (null: the model's), e.g. SmolLM3's NoPE layers.
+struct ArchitectureLayers {
+  std::string key;
+  std::vector<json> positions;  // [layer]
+};
 // Reads `architectures` / `model_type` and what that architecture adds to llama's blocks
 // (biases, fused projections, sliding windows) into mc; n_layers must be set (architecture.cpp).
-void parse_architecture(Fields& f, ModelConfig& mc);
+ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc);
+// Gives the layers the schemes an architecture names (before the "layers" block's rules).
+void apply_architecture_layers(const ArchitectureLayers& arch, const std::string& source, const PluginContext& context,
+                               ModelConfig& mc);
 
 // pert's "layers" block over mc.layers (layers.cpp): each layer's scheme and span as its rules set them.
 void parse_layers(const json& block, const std::string& source, const PluginContext& context, ModelConfig& mc);

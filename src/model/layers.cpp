@@ -198,6 +198,25 @@ std::string position_identity(const ModelConfig& c) {
   return s;
 }
 
+void apply_architecture_layers(const ArchitectureLayers& arch, const std::string& source, const PluginContext& context,
+                               ModelConfig& mc) {
+  std::map<std::string, PositionConfig> parsed;  // one scheme per distinct block
+  for (size_t i = 0; i < arch.positions.size(); ++i) {
+    const json& block = arch.positions[i];
+    if (block.is_null()) continue;
+    auto it = parsed.find(block.dump());
+    if (it == parsed.end()) {
+      Fields p(block, source, arch.key + ".");
+      const std::string type = p.string("type");
+      PositionConfig scheme{parse_scheme(type, p, context)};
+      p.reject_unknown("position type '" + type + "'");
+      if (scheme.scheme->to_json() == mc.position.scheme->to_json()) scheme = mc.position;
+      it = parsed.emplace(block.dump(), scheme).first;
+    }
+    mc.layers[i].position = it->second;
+  }
+}
+
 bool has_layer_schemes(const ModelConfig& c) {
   for (const LayerAttention& l : c.layers)
     if (l.position.scheme != c.position.scheme) return true;
