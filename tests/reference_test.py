@@ -45,6 +45,15 @@ PHI3 = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "attention_b
 PHI3_PARTIAL = dict(PHI3, partial_rotary_factor=0.5, sliding_window=None,
                     rope_scaling={"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.5, 2.0],
                                   "long_factor": [1.0, 2.0, 3.0, 5.0], "short_mscale": 1.1, "long_mscale": 1.3})
+GEMMA2 = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 24, "hidden_act": "gelu_pytorch_tanh",
+          "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24, "sliding_window": 8,
+          "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "rope_theta": 10000.0,
+          "attention_bias": False, "attention_dropout": 0.0, "pad_token_id": 0, "cache_implementation": "hybrid"}
+GEMMA3 = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 16,
+          "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 16, "sliding_window": 8,
+          "sliding_window_pattern": 3, "rope_theta": 1000000.0, "rope_local_base_freq": 100.0,
+          "rope_scaling": {"rope_type": "linear", "factor": 4.0}, "attn_logit_softcapping": None,
+          "final_logit_softcapping": None, "attention_bias": False, "pad_token_id": 0}
 # name: (position block or None for HF keys, make_model options, length-dependent)
 CASES = {
     "none": ({"type": "none"}, {}, False),
@@ -122,6 +131,19 @@ CASES = {
         "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "rope_theta": 10000.0,
         "no_rope_layers": [0, 1, 0], "use_sliding_window": True, "sliding_window": 8, "mlp_bias": True,
         "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}, False),
+    # Gemma 2 (HF gemma2, shrunk): GeGLU, (1 + w) norms on both sides of each branch, embeddings × √d,
+    # query_pre_attn_scalar, scores and logits soft-capped (at 50 and 30 by default), a window on even layers
+    "gemma2_softcaps_window": (None, {"layers": 3, "tie": True, "gemma": True, "head_dim": 24, "extra_config": GEMMA2}, False),
+    "gemma2_small_caps": (None, {"layers": 2, "gemma": True, "head_dim": 24, "extra_config": dict(
+        GEMMA2, attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=16,
+        layer_types=["full_attention", "sliding_attention"], tie_word_embeddings=False)}, False),
+    # Gemma 3 (HF gemma3_text, shrunk): q/k norms, local layers with their own RoPE base, every 3rd
+    # layer global with rope_theta and linear scaling; no caps
+    "gemma3_local_global": (None, {"layers": 4, "tie": True, "gemma": True, "qk_norm": True, "head_dim": 16,
+                                   "extra_config": GEMMA3}, False),
+    "gemma3_default_theta_capped": (None, {"layers": 3, "gemma": True, "qk_norm": True, "extra_config": dict(
+        GEMMA3, rope_theta=None, rope_scaling=None, sliding_window_pattern=2, final_logit_softcapping=5.0,
+        attn_logit_softcapping=4.0, tie_word_embeddings=False)}, False),
     # pert's "layers" block: layers with their own scheme, window, chunk or temperature
     "layers_nope_every_4th": ({"type": "rope"}, {"layers": 4, "extra_config": {
         "layers": {"nope": {"every": 4, "position": {"type": "none"}}}}}, False),

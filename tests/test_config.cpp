@@ -705,3 +705,50 @@ TEST_CASE("config: SmolLM3's layers without RoPE, as its config derives or lists
   c["no_rope_layers"] = {1, 0};  // another architecture's key that would change the math
   REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "no_rope_layers is set");
 }
+
+TEST_CASE("config: Gemma 2 and 3, with HF's defaults where a key is absent", "[config][layers]") {
+  json c = tiny_config();
+  c["architectures"] = {"Gemma2ForCausalLM"};
+  c["model_type"] = "gemma2";
+  c["num_hidden_layers"] = 4;
+  c.erase("tie_word_embeddings");
+  c.erase("head_dim");
+  ModelConfig m = parse(c);
+  CHECK(m.activation == Activation::GeluTanh);
+  CHECK((m.norm_plus_one && m.sandwich_norms && m.tie_word_embeddings && !m.qk_norm));
+  CHECK(m.head_dim == 256);
+  CHECK(m.attention_scale == Approx(1.0 / 16));
+  CHECK(m.embed_scale == double(float(std::sqrt(double(m.hidden_size)))));
+  CHECK((m.attn_softcap == 50.0 && m.final_softcap == 30.0));
+  CHECK(windows(m) == std::vector<int>{4096, 0, 4096, 0});
+  c["attn_logit_softcapping"] = nullptr;  // null: no cap
+  c["hidden_act"] = "gelu";                // not what Gemma's MLP reads
+  CHECK(parse(c).attn_softcap == 0.0);
+  c["hidden_activation"] = "gelu";
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "hidden_activation must be \"gelu_pytorch_tanh\"");
+  c.erase("hidden_activation");
+  c["final_logit_softcapping"] = -1;
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "final_logit_softcapping must be > 0 (or null: none)");
+
+  c = tiny_config();
+  c["architectures"] = {"Gemma3ForCausalLM"};
+  c["model_type"] = "gemma3_text";
+  c["num_hidden_layers"] = 7;
+  c.erase("rope_theta");
+  c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  m = parse(c);
+  CHECK((m.qk_norm && m.attn_softcap == 0.0 && m.final_softcap == 0.0));
+  CHECK(windows(m) == std::vector<int>{4096, 4096, 4096, 4096, 4096, 0, 4096});  // (i + 1) % 6 == 0 is global
+  CHECK(m.position.as<RopeConfig>().base == 1e6);  // the global layers: rope_theta's default, scaled
+  CHECK(m.layers[5].position.scheme == m.position.scheme);
+  CHECK(m.layers[0].position.as<RopeConfig>().base == 10000.0);  // the local ones: rope_local_base_freq, unscaled
+  CHECK(m.layers[0].position.scheme->label() == "rope");
+  CHECK(m.layers[0].position.scheme == m.layers[6].position.scheme);
+  c["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                      "sliding_attention", "full_attention"};
+  m = parse(c);
+  CHECK(m.layers[0].position.scheme == m.position.scheme);
+  CHECK(m.layers[1].position.as<RopeConfig>().base == 10000.0);
+  CHECK(describe_architecture(m).find("GeGLU (tanh GELU); RMSNorm gains 1 + w; a norm before and after each branch") !=
+        std::string::npos);
+}

@@ -294,6 +294,28 @@ TEST_CASE("ops: swiglu matches the formula", "[ops]") {
   }
 }
 
+// GeGLU with the tanh GELU (Gemma, HF's gelu_pytorch_tanh) and Gemma 2's soft cap, against the
+// formulas in double, at large |g| too.
+TEST_CASE("ops: geglu_tanh and softcap match the formulas", "[ops]") {
+  std::vector<float> gate = random_floats(200, 8, 6.0f);
+  gate.insert(gate.end(), {0.0f, 1e-4f, -1e-4f, -30.0f, 30.0f, -1000.0f, 1000.0f});
+  const std::vector<float> up = random_floats(gate.size(), 9, 2.0f), g0 = gate;
+  geglu_tanh(gate.data(), up.data(), gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    INFO("gate " << g0[i] << ", up " << up[i]);
+    const double g = g0[i], want = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * up[i];
+    CHECK(gate[i] == Approx(want).epsilon(1e-5).margin(1e-6));
+  }
+  std::vector<float> x = random_floats(200, 10, 200.0f);
+  x.insert(x.end(), {0.0f, 1e-3f, -1e-3f, 1e6f, -1e6f});
+  const std::vector<float> x0 = x;
+  softcap(x.data(), x.size(), 50.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO("x " << x0[i]);
+    CHECK(x[i] == Approx(50.0 * std::tanh(x0[i] / 50.0)).epsilon(1e-6).margin(5e-6));
+  }
+}
+
 // Softmax: e^(x_i) / Σ e^(x_j); sums to 1 and stays finite for inputs like ±1000 (max subtracted).
 TEST_CASE("ops: exp_nonpositive is e^x to 2e-7 relative over [-87, 0], 0 below, NaN kept", "[ops]") {
   for (double x = -87.0; x <= 0.0; x += 0.00731) {

@@ -65,7 +65,8 @@ def position_block(config):
         for key in ("rope_theta", "partial_rotary_factor"):
             if key in rp:
                 config[key] = rp.pop(key)
-    pos = {"type": "rope", "base": config.get("rope_theta", 10000.0)}
+    default_theta = 1e6 if (config.get("architectures") or [""])[0] == "Gemma3ForCausalLM" else 10000.0  # Gemma3TextConfig
+    pos = {"type": "rope", "base": config.get("rope_theta") or default_theta}
     if config.get("partial_rotary_factor") is not None:
         head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
         pos["rotary_dim"] = int(head_dim * config["partial_rotary_factor"])
@@ -235,6 +236,10 @@ def layer_windows(config):
             window = 0
         first = config.get("max_window_layers", n)
         out = [window if i >= first else 0 for i in range(n)]
+    elif arch in GEMMA:  # configuration_gemma2/3: sliding unless (i + 1) % pattern == 0 (Gemma 2: pattern 2)
+        window = config.get("sliding_window", 4096)
+        pattern = config.get("sliding_window_pattern", 6) if arch == "Gemma3ForCausalLM" else 2
+        out = [window if (i + 1) % pattern else 0 for i in range(n)]
     elif arch == "SmolLM3ForCausalLM":  # configuration_smollm3: sliding only where there is no RoPE
         if not config.get("use_sliding_window", False):
             window = 0
@@ -244,6 +249,9 @@ def layer_windows(config):
     if config.get("layer_types"):
         out = [window if t == "sliding_attention" else 0 for t in config["layer_types"]]
     return out
+
+
+GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
 
 
 def smollm3_rope_layers(config):
@@ -262,6 +270,11 @@ def layer_layout(config, pos):
     "every"/"from" or "others", and set a position block, window, chunk or temperature)."""
     n = config["num_hidden_layers"]
     out = [{"position": pos, "window": w, "chunk": 0, "temperature": None} for w in layer_windows(config)]
+    if (config.get("architectures") or [""])[0] == "Gemma3ForCausalLM":  # local layers: their own base, unscaled
+        local = {"type": "rope", "base": config.get("rope_local_base_freq", 10000.0)}
+        for lay in out:
+            if lay["window"]:
+                lay["position"] = local
     if (config.get("architectures") or [""])[0] == "SmolLM3ForCausalLM":  # NoPE layers: no rotation at all
         for lay, rope in zip(out, smollm3_rope_layers(config)):
             if not rope:
@@ -401,7 +414,7 @@ def kerple_bias(pos, W, layer, dist):
     return -r1 * torch.log1p(r2 * dist[None].to(r1.dtype))
 
 
-def rmsnorm(x, w, eps):
+def rmsnorm_llama(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
@@ -425,7 +438,15 @@ def forward(config, W, ids, inputs=None, observe=None):
     # The "extend" block: which keys row m sees, where far pairs are encoded, log-n's row factor.
     plan = reference_extend.Plan(reference_extend.parse(config, pos) or {}, T)
 
+    gemma = (config.get("architectures") or [""])[0] in GEMMA
+    if gemma:  # Gemma's RMSNorm: the gain is 1 + w (modeling_gemma2 Gemma2RMSNorm)
+        def rmsnorm(x, w, eps):
+            return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * (1 + w)
+    else:
+        rmsnorm = rmsnorm_llama
     x = W["model.embed_tokens.weight"][ids_t]  # [..., T, d]
+    if gemma:  # the normalizer is a tensor of the activations' dtype
+        x = x * torch.tensor(d ** 0.5, dtype=dt)
     if kind == "learned":
         table = W["model.embed_positions.weight"]
         rows = pos.get("max_positions", config.get("max_position_embeddings", 2048))
@@ -518,7 +539,13 @@ def forward(config, W, ids, inputs=None, observe=None):
         else:
             scores = q @ k.transpose(-1, -2)
         scale = 1 / math.sqrt(hd * (3 if lkind == "deberta" else 1))  # DeBERTa: three terms, 1/sqrt(3d)
+        if gemma:  # query_pre_attn_scalar^-1/2 instead of head_dim^-1/2
+            scale = config.get("query_pre_attn_scalar", 256) ** -0.5
         scores = scores * scale
+        cap = config.get("attn_logit_softcapping", 50.0 if config["architectures"][0] == "Gemma2ForCausalLM" else None) \
+            if gemma else None
+        if cap:  # Gemma 2: after the scale, before the mask
+            scores = torch.tanh(scores / cap) * cap
         # log-n and iRoPE's temperature (Llama 4: 1 + s·ln(1 + ⌊(m + 1)/floor⌋)) scale row m's query,
         # so its q·k, not its bias
         row = plan.row_scale
@@ -545,36 +572,53 @@ def forward(config, W, ids, inputs=None, observe=None):
         if observe:
             observe(i, probs)
         att = probs @ v  # [..., H, T, hd]
-        x = x + linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
-        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        out = linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
+        if gemma:  # the branch's output normalised, then the MLP's own input norm
+            x = x + rmsnorm(out, W[p + "post_attention_layernorm.weight"], eps)
+            h = rmsnorm(x, W[p + "pre_feedforward_layernorm.weight"], eps)
+        else:
+            x = x + out
+            h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
         if p + "mlp.gate_up_proj.weight" in W:  # Phi-3: gate rows first, then up
             gate, up = linear(h, p + "mlp.gate_up_proj").chunk(2, dim=-1)
         else:
             gate, up = linear(h, p + "mlp.gate_proj"), linear(h, p + "mlp.up_proj")
-        x = x + linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj")
+        if gemma:  # GeGLU with gelu_pytorch_tanh, and the output normalised
+            mlp = linear(torch.nn.functional.gelu(gate, approximate="tanh") * up, p + "mlp.down_proj")
+            x = x + rmsnorm(mlp, W[p + "post_feedforward_layernorm.weight"], eps)
+        else:
+            x = x + linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj")
     x = rmsnorm(x, W["model.norm.weight"], eps)
-    head = W["model.embed_tokens.weight"] if config.get("tie_word_embeddings", False) else W["lm_head.weight"]
-    return (inputs("lm_head", x) if inputs else x) @ head.T
+    head = W["model.embed_tokens.weight"] if config.get("tie_word_embeddings", gemma) else W["lm_head.weight"]
+    logits = (inputs("lm_head", x) if inputs else x) @ head.T
+    final_cap = config.get("final_logit_softcapping", 30.0 if config["architectures"][0] == "Gemma2ForCausalLM" else None) \
+        if gemma else None
+    return torch.tanh(logits / final_cap) * final_cap if final_cap else logits
 
 
 # ----------------------------------------------------------------------------- random models
 def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
                vocab=96, trained=32, tie=False, head_dim=None, extra_config=None, qkv_bias=False, o_bias=False,
-               mlp_bias=False, fused=False, qk_norm=False, extend=None):
+               mlp_bias=False, fused=False, qk_norm=False, extend=None, gemma=False):
     """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1).
     qkv_bias / o_bias / mlp_bias add bias tensors; fused writes Phi-3's qkv_proj and gate_up_proj;
-    extend is config.json's "extend" block."""
+    extend is config.json's "extend" block; gemma writes Gemma's four norms per layer, gains stored
+    as w around 0 (applied as 1 + w)."""
     g = torch.Generator().manual_seed(seed)
     hd = head_dim or hidden // heads
 
     def randn(*shape, std=1.0):
         return (torch.randn(*shape, generator=g, dtype=torch.float64) * std).numpy()
 
-    t = {"model.embed_tokens.weight": randn(vocab, hidden), "model.norm.weight": 1 + randn(hidden, std=0.1)}
+    gain = 0.0 if gemma else 1.0  # Gemma stores an RMSNorm's gain as w, applied as 1 + w
+    t = {"model.embed_tokens.weight": randn(vocab, hidden), "model.norm.weight": gain + randn(hidden, std=0.1)}
     for i in range(layers):
         p = f"model.layers.{i}."
-        t[p + "input_layernorm.weight"] = 1 + randn(hidden, std=0.1)
-        t[p + "post_attention_layernorm.weight"] = 1 + randn(hidden, std=0.1)
+        t[p + "input_layernorm.weight"] = gain + randn(hidden, std=0.1)
+        t[p + "post_attention_layernorm.weight"] = gain + randn(hidden, std=0.1)
+        if gemma:
+            t[p + "pre_feedforward_layernorm.weight"] = randn(hidden, std=0.1)
+            t[p + "post_feedforward_layernorm.weight"] = randn(hidden, std=0.1)
         t[p + "self_attn.q_proj.weight"] = randn(heads * hd, hidden, std=hidden ** -0.5 * 2)
         t[p + "self_attn.k_proj.weight"] = randn(kv_heads * hd, hidden, std=hidden ** -0.5 * 2)
         t[p + "self_attn.v_proj.weight"] = randn(kv_heads * hd, hidden, std=hidden ** -0.5)
@@ -589,8 +633,8 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
         if o_bias:
             t[p + "self_attn.o_proj.bias"] = randn(hidden, std=0.5)
         if qk_norm:
-            t[p + "self_attn.q_norm.weight"] = 1 + randn(hd, std=0.2)
-            t[p + "self_attn.k_norm.weight"] = 1 + randn(hd, std=0.2)
+            t[p + "self_attn.q_norm.weight"] = gain + randn(hd, std=0.2)
+            t[p + "self_attn.k_norm.weight"] = gain + randn(hd, std=0.2)
         if mlp_bias:
             for n, size in (("gate", ffn), ("up", ffn), ("down", hidden)):
                 t[p + f"mlp.{n}_proj.bias"] = randn(size, std=0.5)

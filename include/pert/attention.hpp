@@ -30,6 +30,7 @@ struct AttentionShape {
   int layer = 0;             // which layer's bias weights (schemes with weights per layer)
   int window = 0;            // 0: every earlier key
   int chunk = 0;             // chunked local: keys from ⌊m/chunk⌋·chunk on; 0: none
+  float softcap = 0.0f;      // q·k·scale → cap·tanh(·/cap) before the mask and bias (Gemma 2); 0: none
   const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
   const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
   KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)

@@ -27,7 +27,10 @@ struct PositionConfig {
 
 // The HF architecture of a checkpoint: its tensor names and what its blocks add to llama's
 // (architecture.cpp). Each is llama's math plus the extras below.
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, SmolLM3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, SmolLM3, Gemma2, Gemma3 };
+
+// The MLP's gate: SwiGLU (silu(gate)·up) or GeGLU with the tanh GELU (Gemma).
+enum class Activation { SiLU, GeluTanh };
 
 // One layer's attention as positions shape it: pert's "layers" block (layers.cpp), or an HF
 // architecture's layout (sliding windows, layers without RoPE, chunked-local layers).
@@ -62,6 +65,15 @@ struct ModelConfig {
   bool mlp_bias = false;            // gate/up/down add a bias (Llama's mlp_bias)
   bool fused_projections = false;   // Phi-3: qkv_proj [q + 2·kv][d] and gate_up_proj [2·ffn][d], gate first
   bool qk_norm = false;             // Qwen3: RMSNorm of each query and key head before RoPE (q_norm, k_norm)
+  // Gemma's block: GeGLU, norms whose gain is 1 + w, a norm on each branch's output too
+  // (post_attention_layernorm, pre_/post_feedforward_layernorm), scaled embeddings, soft caps.
+  Activation activation = Activation::SiLU;
+  bool norm_plus_one = false;       // RMSNorm gains stored as w, applied as 1 + w (HF's Gemma files)
+  bool sandwich_norms = false;      // out = x + norm(branch(norm(x))) for attention and MLP
+  double embed_scale = 1.0;         // token embeddings × this (Gemma: √hidden, rounded to float)
+  double attention_scale = 0.0;     // on q·k; 0: 1/√(score terms · head_dim) (Gemma: query_pre_attn_scalar^−½)
+  double attn_softcap = 0.0;        // scores s → cap·tanh(s/cap) before the mask and bias; 0: none
+  double final_softcap = 0.0;       // logits likewise; 0: none
   // The model's scheme: what every layer uses unless `layers` gives it another, and the one
   // that adds positions to the embeddings (learned, sinusoidal).
   PositionConfig position;

@@ -100,6 +100,10 @@ void rmsnorm(float* out, const float* x, const float* weight, int T, int d, floa
 
 // gate[i] = silu(gate[i]) * up[i]  (SwiGLU).
 void swiglu(float* gate, const float* up, size_t n);
+// gate[i] = gelu_tanh(gate[i]) * up[i]  (GeGLU, Gemma): gelu_tanh(g) = g/2·(1 + tanh(√(2/π)(g + 0.044715g³))).
+void geglu_tanh(float* gate, const float* up, size_t n);
+// x[i] = cap · tanh(x[i] / cap)  (Gemma 2's soft-capping of scores and logits).
+void softcap(float* x, size_t n, float cap);
 
 // y[t][i] += bias[i] for t < T, i < N (the projections' biases).
 void add_rows(float* y, const float* bias, int T, int N);
@@ -124,6 +128,12 @@ inline float exp_nonpositive(float x0) {
   float scale;
   __builtin_memcpy(&scale, &bits, 4);
   return x0 != x0 ? x0 : x0 < -87.0f ? 0.0f : p * scale;  // NaN stays NaN; e^-inf = 0
+}
+
+// tanh from one exp_nonpositive: tanh|x| = (1 − e^−2|x|) / (1 + e^−2|x|), within ~1e-7 absolute.
+inline float tanh_float(float x) {
+  const float a = x < 0.0f ? -x : x, e = exp_nonpositive(-2.0f * a), t = (1.0f - e) / (1.0f + e);
+  return x < 0.0f ? -t : t;
 }
 
 }  // namespace pert

@@ -33,7 +33,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_.rotates_keys_on_read();
   const bool keys_read = position_.rotates_keys_on_read();
   const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && keys_read;
-  scale_ = score_scale(position_, c_.head_dim);
+  scale_ = c_.attention_scale > 0 ? float(c_.attention_scale) : score_scale(position_, c_.head_dim);
   // Checked before allocating: a hostile context size or config gets an error, never an
   // allocation that fails (or that the sanitizer build reports as a crash).
   const double cached = (2.0 + far_key_cache_) * n_seq * double(n_local_) * double(kv_dim);  // K, V (far K) caches
@@ -125,6 +125,7 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   shape.layer = layer;
   shape.window = c_.layers[size_t(layer)].window;
   shape.chunk = c_.layers[size_t(layer)].chunk;
+  shape.softcap = float(c_.attn_softcap);
   shape.pattern = extend_.pattern;
   // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for
   // one query, by the kernel block by block as it reads them

@@ -176,6 +176,10 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
     // 1. scores: near where some query of the block is near, far where some is far
     block.scores(scores, q, block.keys, rule.near(p0), c.hi);
     if (remaps) block.scores(far, s.q_far, block.keys_far, 0, rule.near(c.hi - 1));
+    if (s.softcap > 0) {  // every column: the mask overwrites the ones a query does not see
+      softcap(scores, size_t(nq) * c.cols, s.softcap);
+      if (remaps) softcap(far, size_t(nq) * c.cols, s.softcap);
+    }
     for (int i = 0; i < nq; ++i) {
       float* row = scores + size_t(i) * c.cols;
       block.mask_and_bias(row, far + size_t(i) * c.cols, i, q);  // 2.
@@ -237,12 +241,14 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
         kb = wf;
       }
       scaled_dots(scores, kb, s.q_far + size_t(h) * hd, n_far, hd, scale);
+      if (s.softcap > 0) softcap(scores, size_t(n_far), s.softcap);
       if (terms)
         add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
                            scale);
     }
     if (n_near > 0 && fused(keys)) {
       keys.at(head + split).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
+      if (s.softcap > 0) softcap(scores + n_far, size_t(n_near), s.softcap);
       if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
     } else if (n_near > 0) {
       const float* kb = keys.at(head + split).read(n_near, wk);
@@ -252,6 +258,7 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
         kb = wk;
       }
       scaled_dots(scores + n_far, kb, q + size_t(h) * hd, n_near, hd, scale);
+      if (s.softcap > 0) softcap(scores + n_far, size_t(n_near), s.softcap);
       if (terms)
         add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);
     }
@@ -336,7 +343,9 @@ void attention_turning(float* out, const float* q, const KvRows& key_rows, const
           const float* qh = q + size_t(t0 + i) * q_dim + size_t(h) * hd;
           dot_rows(scores + a, turned + (h / group) * block + a * hd, qh, b - a, hd);
           float max = -std::numeric_limits<float>::infinity();
-          for (int j = a; j < b; ++j) max = std::max(max, scores[j] *= scale);
+          for (int j = a; j < b; ++j) scores[j] *= scale;
+          if (s.softcap > 0) softcap(scores + a, size_t(b - a), s.softcap);
+          for (int j = a; j < b; ++j) max = std::max(max, scores[j]);
           float* st = state + (size_t(i) * s.n_heads + h) * (hd + 2);
           const float new_max = std::max(st[hd], max), rescale = exp_nonpositive(st[hd] - new_max);
           float sum = st[hd + 1] * rescale;

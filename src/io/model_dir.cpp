@@ -32,6 +32,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     add(Part::O, {d, q});
     if (c.o_bias) add(Part::O, {d}, "bias");
     add(Part::FfnNorm, {d});
+    if (c.sandwich_norms) add(Part::PreFfnNorm, {d}), add(Part::PostFfnNorm, {d});
     if (c.fused_projections) {
       add(Part::GateUp, {2 * ff, d});
     } else {

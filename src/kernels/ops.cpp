@@ -19,6 +19,24 @@ void rmsnorm(float* out, const float* x, const float* weight, int T, int d, floa
   });
 }
 
+void geglu_tanh(float* gate, const float* up, size_t n) {
+  constexpr size_t kChunk = 16384;
+  parallel_for_if(n > 65536, (n + kChunk - 1) / kChunk, [&](size_t c) {
+    const size_t end = std::min(n, (c + 1) * kChunk);
+#pragma omp simd
+    for (size_t i = c * kChunk; i < end; ++i) {
+      const float g = gate[i];
+      gate[i] = 0.5f * g * (1.0f + tanh_float(0.7978845608f * (g + 0.044715f * g * g * g))) * up[i];
+    }
+  });
+}
+
+void softcap(float* x, size_t n, float cap) {
+  const float inv = 1.0f / cap;
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) x[i] = cap * tanh_float(x[i] * inv);
+}
+
 void swiglu(float* gate, const float* up, size_t n) {
   // silu(g) = g / (1 + e^-g), from e = e^-|g| <= 1 so one vectorizable exp serves both signs.
   constexpr size_t kChunk = 16384;

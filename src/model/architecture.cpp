@@ -11,10 +11,19 @@
 //   SmolLM3ForCausalLM  Llama's blocks; no RoPE in the layers where no_rope_layers[i] is 0 (by
 //                       default every no_rope_layer_interval-th: (i + 1) % 4 == 0); a window
 //                       (use_sliding_window) only on those layers
+//   Gemma2ForCausalLM   GeGLU (tanh GELU), RMSNorm gains 1 + w, a norm on each branch's output
+//                       (post_attention_layernorm, pre_/post_feedforward_layernorm), embeddings
+//                       × √hidden, q·k × query_pre_attn_scalar^−½, scores and logits soft-capped
+//                       (50, 30), a window on even layers
+//   Gemma3ForCausalLM   Gemma 2's block with (1 + w) RMSNorm of q and k heads before RoPE, no caps
+//                       by default, a window on all but every sliding_window_pattern-th layer
+//                       (6), those local layers with RoPE base rope_local_base_freq, unscaled
 // A window W lets the query at m see keys m − W < n <= m (HF masking_utils). `layer_types`
 // ("full_attention" / "sliding_attention" per layer), as newer HF configs write it, overrides
 // the per-architecture default. Keys of other architectures that would change the math are
 // refused: a model that would load here but compute something else is the worst outcome.
+#include <cmath>
+
 #include "config_fields.hpp"
 #include "pert/config.hpp"
 
@@ -34,7 +43,16 @@ const ArchitectureInfo kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", Architecture::Qwen3},
     {"Phi3ForCausalLM", "phi3", Architecture::Phi3},
     {"SmolLM3ForCausalLM", "smollm3", Architecture::SmolLM3},
+    {"Gemma2ForCausalLM", "gemma2", Architecture::Gemma2},
+    {"Gemma3ForCausalLM", "gemma3_text", Architecture::Gemma3},
 };
+
+// Keys of kOtherMath that an architecture reads itself.
+bool reads_key(Architecture a, const std::string& key) {
+  const bool gemma = a == Architecture::Gemma2 || a == Architecture::Gemma3;
+  return (a == Architecture::SmolLM3 && key == "no_rope_layers") ||
+         (gemma && (key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar"));
+}
 
 // Config keys of other HF architectures that change what a block computes.
 const char* const kOtherMath[] = {
@@ -64,6 +82,14 @@ std::string describe_architecture(const ModelConfig& c) {
   if (c.mlp_bias) extras.push_back("MLP biases");
   if (c.fused_projections) extras.push_back("fused qkv and gate_up projections");
   if (c.qk_norm) extras.push_back("RMSNorm of q and k heads");
+  if (c.activation == Activation::GeluTanh) extras.push_back("GeGLU (tanh GELU)");
+  if (c.norm_plus_one) extras.push_back("RMSNorm gains 1 + w");
+  if (c.sandwich_norms) extras.push_back("a norm before and after each branch");
+  auto number = [](double x) { return json(x).dump(); };
+  if (c.embed_scale != 1.0) extras.push_back("embeddings × " + number(c.embed_scale));
+  if (c.attention_scale > 0) extras.push_back("q·k × " + number(c.attention_scale));
+  if (c.attn_softcap > 0) extras.push_back("scores capped at " + number(c.attn_softcap));
+  if (c.final_softcap > 0) extras.push_back("logits capped at " + number(c.final_softcap));
   // Runs of layers with the same window: "sliding window 8 on layers 1-3".
   for (size_t i = 0; i < c.layers.size();) {
     size_t j = i;
@@ -101,6 +127,41 @@ std::vector<bool> smollm3_rope_layers(Fields& f, int n_layers) {
   return rope;
 }
 
+// Gemma 2 and 3 (HF configuration_gemma2/3 defaults where a key is absent): the block's extras,
+// and for Gemma 3 the local layers' own RoPE base. Returns which layers are windowed.
+std::vector<bool> parse_gemma(Fields& f, ModelConfig& mc, bool gemma3, ArchitectureLayers& out) {
+  const std::string act = f.string("hidden_activation", "gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh")
+    f.fail("hidden_activation", "must be \"gelu_pytorch_tanh\" (Gemma's GeGLU), got \"" + act + "\"");
+  f.get("hidden_act");  // Gemma's MLP reads hidden_activation (HF), not this
+  mc.activation = Activation::GeluTanh;
+  mc.norm_plus_one = true;
+  mc.sandwich_norms = true;
+  mc.embed_scale = double(float(std::sqrt(double(mc.hidden_size))));  // HF: a tensor of the activations' dtype
+  if (!f.has("head_dim")) mc.head_dim = 256;
+  if (!f.has("tie_word_embeddings")) mc.tie_word_embeddings = true;
+  auto positive_number = [](double x) { return x > 0; };
+  mc.attention_scale = 1.0 / std::sqrt(f.number("query_pre_attn_scalar", 256.0, positive_number, "must be > 0"));
+  // null turns a cap off; absent is the architecture's default
+  auto cap = [&](const char* key, double def) {
+    if (!f.obj_has(key)) return def;
+    return f.has(key) ? f.number(key, {}, positive_number, "must be > 0 (or null: none)") : 0.0;
+  };
+  mc.attn_softcap = cap("attn_logit_softcapping", gemma3 ? 0.0 : 50.0);
+  mc.final_softcap = cap("final_logit_softcapping", gemma3 ? 0.0 : 30.0);
+  std::vector<bool> windowed(size_t(mc.n_layers));
+  const int pattern = gemma3 ? f.positive("sliding_window_pattern", kMaxLayers, 6) : 2;
+  for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = (i + 1) % pattern != 0;  // Gemma 2: even layers
+  if (gemma3) {
+    mc.qk_norm = true;
+    const double local = f.number("rope_local_base_freq", 10000.0, positive_number, "must be > 0");
+    out.key = "rope_local_base_freq";
+    out.positions.assign(size_t(mc.n_layers), json());
+    out.sliding_position = {{"type", "rope"}, {"base", local}};
+  }
+  return windowed;
+}
+
 ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
   std::string name;
   if (const json* a = f.get("architectures")) {
@@ -124,7 +185,10 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
   const bool llama = arch == Architecture::Llama;
   const bool qwen = arch == Architecture::Qwen2 || arch == Architecture::Qwen3;
   const bool smollm3 = arch == Architecture::SmolLM3;
+  const bool gemma = arch == Architecture::Gemma2 || arch == Architecture::Gemma3;
   ArchitectureLayers out;
+  if (!gemma && f.has("hidden_act") && f.string("hidden_act") != "silu")
+    f.fail("hidden_act", "must be \"silu\" (SwiGLU), got \"" + f.string("hidden_act") + "\"");
   std::vector<bool> rope(size_t(mc.n_layers), true);
   if (smollm3) {
     rope = smollm3_rope_layers(f, mc.n_layers);
@@ -133,7 +197,7 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
   }
 
   for (const char* key : kOtherMath)
-    if (arch == Architecture::SmolLM3 && std::string(key) == "no_rope_layers") continue;  // read below
+    if (reads_key(arch, key)) continue;  // read below
     else if (const json* v = f.get(key); v && *v != false && *v != 0)
       f.fail(key, "is set (" + json_brief(*v) + "): it changes the math of another architecture, which pert does not compute");
 
@@ -155,6 +219,10 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
     f.fail("sliding_window", "is not read by LlamaForCausalLM (HF attends to every key); use MistralForCausalLM for a windowed model, or remove it");
   int window = has_window ? f.positive("sliding_window", kMaxCount) : 0;
   std::vector<bool> windowed(size_t(mc.n_layers), !llama && window > 0);
+  if (gemma) {
+    window = f.positive("sliding_window", kMaxCount, 4096);
+    windowed = parse_gemma(f, mc, arch == Architecture::Gemma3, out);
+  }
   if (qwen) {
     if (!f.boolean("use_sliding_window", false)) window = 0;  // HF: the window is off unless asked for
     const int first = int(f.integer("max_window_layers", 0, kMaxLayers, mc.n_layers));
@@ -179,6 +247,9 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
     }
   }
   for (int i = 0; i < mc.n_layers; ++i) mc.layers[size_t(i)].window = windowed[size_t(i)] ? window : 0;
+  if (!out.sliding_position.is_null())  // Gemma 3: the windowed layers' own RoPE
+    for (int i = 0; i < mc.n_layers; ++i)
+      if (windowed[size_t(i)]) out.positions[size_t(i)] = out.sliding_position;
   return out;
 }
 

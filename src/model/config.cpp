@@ -27,7 +27,9 @@ const std::set<std::string> kReadKeys = {
     "hidden_act",        "attention_bias",       "mlp_bias",           "position",
     "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
     "max_window_layers", "layer_types",          "rope_parameters",    "extend",
-    "layers",            "no_rope_layers",       "no_rope_layer_interval"};
+    "layers",            "no_rope_layers",       "no_rope_layer_interval", "hidden_activation",
+    "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "sliding_window_pattern",
+    "rope_local_base_freq"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
@@ -127,8 +129,6 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   mc.eos_token_ids = token_ids(f, config, "eos_token_id", mc.vocab_size);
 
   // Architecture variants pert does not compute must not load as silent garbage.
-  if (f.has("hidden_act") && f.string("hidden_act") != "silu")
-    f.fail("hidden_act", "must be \"silu\" (SwiGLU), got " + json_brief(config["hidden_act"]));
   const ArchitectureLayers arch_layers = parse_architecture(f, mc);
 
   const bool has_position = f.has("position");
@@ -137,7 +137,10 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
       f.fail(key, "is set together with \"position\"; keep one (`set " + std::string(key) + "=null`)");
   // Phi-3 style configs give the pre-extension length at the top level.
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
-  parse_position(has_position ? config["position"] : position_from_hf(config, source), trained, source, mc);
+  json hf = config;  // Gemma 3's global RoPE base defaults to 1e6 (HF Gemma3TextConfig)
+  if (mc.architecture == Architecture::Gemma3 && hf.value("rope_theta", json()).is_null() && !hf.contains("rope_parameters"))
+    hf["rope_theta"] = 1e6;
+  parse_position(has_position ? config["position"] : position_from_hf(hf, source), trained, source, mc);
   for (LayerAttention& l : mc.layers) l.position = mc.position;
   apply_architecture_layers(arch_layers, source, PluginContext{mc, trained}, mc);
   if (f.has("layers")) parse_layers(config["layers"], source, PluginContext{mc, trained}, mc);

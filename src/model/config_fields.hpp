@@ -41,6 +41,7 @@ class Fields {
   bool has(const std::string& key) {
     return get(key) != nullptr;
   }
+  bool obj_has(const std::string& key) const { return obj_.contains(key); }  // present, null included
 
   long long integer(const std::string& key, long long lo, long long hi, std::optional<long long> def = {}) {
     const json* v = get(key);
@@ -133,6 +134,7 @@ struct PluginContext;
 struct ArchitectureLayers {
   std::string key;
   std::vector<json> positions;  // [layer]
+  json sliding_position;        // Gemma 3: the windowed layers' block (layer_types may move them)
 };
 // Reads `architectures` / `model_type` and what that architecture adds to llama's blocks
 // (biases, fused projections, sliding windows) into mc; n_layers must be set (architecture.cpp).

@@ -213,17 +213,25 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     release_pages(view);
   }
   using namespace tensor_names;
+  if (md.config.norm_plus_one && !md.gguf)  // Gemma's HF files store RMSNorm gains as w, applied as 1 + w
+    for (auto& [name, t] : m->tensors_)
+      if (const std::string suffix = "norm.weight"; name.size() > suffix.size() &&
+                                                   name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        for (float& w : t) w += 1.0f;
   m->embed = m->weight(kEmbed);
   for (int i = 0; i < md.config.n_layers; ++i) {
     auto weight = [&](Part p) { return m->weight(layer_tensor(i, p)); };
     auto vector = [&](Part p, const char* kind = "weight") { return m->optional_tensor(layer_tensor(i, p, kind)); };
+    const bool sandwich = md.config.sandwich_norms;  // Gemma: post_attention_layernorm is the attention's output norm
     LayerWeights w{m->tensor(layer_tensor(i, Part::AttnNorm)), weight(Part::Q),   weight(Part::K),
-                   weight(Part::V),                            weight(Part::O),   m->tensor(layer_tensor(i, Part::FfnNorm)),
+                   weight(Part::V),                            weight(Part::O),
+                   m->tensor(layer_tensor(i, sandwich ? Part::PreFfnNorm : Part::FfnNorm)),
                    weight(Part::Gate),                         weight(Part::Up),  weight(Part::Down)};
     w.bq = vector(Part::Q, "bias"), w.bk = vector(Part::K, "bias"), w.bv = vector(Part::V, "bias");
     w.bo = vector(Part::O, "bias");
     w.b_gate = vector(Part::Gate, "bias"), w.b_up = vector(Part::Up, "bias"), w.b_down = vector(Part::Down, "bias");
     w.q_norm = vector(Part::QNorm), w.k_norm = vector(Part::KNorm);
+    if (sandwich) w.post_attn_norm = vector(Part::FfnNorm), w.post_ffn_norm = vector(Part::PostFfnNorm);
     m->layers.push_back(w);
   }
   m->final_norm = m->tensor(kFinalNorm);
@@ -363,12 +371,18 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const float eps = float(c.rms_norm_eps);
   for (auto& unit : units_) unit->begin(pos0, n);  // (and the position schemes' tables for the span)
 
-  // x [S][n][d]: token embeddings, plus absolute positions for the schemes that add them.
+  // x [S][n][d]: token embeddings (Gemma: × √d), plus absolute positions for the schemes that add them.
   for (int s = 0; s < S; ++s) {
     for (int t = 0; t < n; ++t) model_.embedding(tokens[size_t(s) * stride + t], &x_[(size_t(s) * n + t) * d]);
+    if (c.embed_scale != 1.0)
+      for (size_t i = size_t(s) * n * d; i < size_t(s + 1) * n * d; ++i) x_[i] *= float(c.embed_scale);
     position_->add_to_embeddings(&x_[size_t(s) * n * d], pos0, n);
   }
 
+  auto add_normed = [&](const float* norm) {  // x += rmsnorm(xb): a branch's output, normalised (Gemma)
+    rmsnorm(xb_.data(), xb_.data(), norm, rows, d, eps);
+    for (size_t i = 0; i < size_t(rows) * size_t(d); ++i) x_[i] += xb_[i];
+  };
   for (int l = 0; l < c.n_layers; ++l) {
     check_interrupt();  // a long prefill, and every window or token, can be stopped between layers
     const LayerWeights& w = model_.layers[size_t(l)];
@@ -388,19 +402,25 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     for (int s = 0; s < S; ++s)
       attention_[size_t(l)]->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
                         &att_[size_t(s) * n * q_dim]);
-    matmul(x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/true);
-    if (w.bo) add_rows(x_.data(), w.bo, rows, d);
+    // (Gemma: the branch's output normalised before it joins x)
+    matmul(w.post_attn_norm ? xb_.data() : x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/!w.post_attn_norm);
+    if (w.bo) add_rows(w.post_attn_norm ? xb_.data() : x_.data(), w.bo, rows, d);
+    if (w.post_attn_norm) add_normed(w.post_attn_norm);
 
-    // out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))
+    // out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))  (Gemma: GeGLU, and the output normalised)
     rmsnorm(xb_.data(), x_.data(), w.ffn_norm, rows, d, eps);
     matmul_shared(xb_.data(), rows, d, {{gate_.data(), &w.w_gate, ff}, {up_.data(), &w.w_up, ff}});
     if (w.b_gate) {
       add_rows(gate_.data(), w.b_gate, rows, ff);
       add_rows(up_.data(), w.b_up, rows, ff);
     }
-    swiglu(gate_.data(), up_.data(), size_t(rows) * ff);
-    matmul(x_.data(), gate_.data(), w.w_down, rows, ff, d, /*accumulate=*/true);
-    if (w.b_down) add_rows(x_.data(), w.b_down, rows, d);
+    if (c.activation == Activation::GeluTanh)
+      geglu_tanh(gate_.data(), up_.data(), size_t(rows) * ff);
+    else
+      swiglu(gate_.data(), up_.data(), size_t(rows) * ff);
+    matmul(w.post_ffn_norm ? xb_.data() : x_.data(), gate_.data(), w.w_down, rows, ff, d, /*accumulate=*/!w.post_ffn_norm);
+    if (w.b_down) add_rows(w.post_ffn_norm ? xb_.data() : x_.data(), w.b_down, rows, d);
+    if (w.post_ffn_norm) add_normed(w.post_ffn_norm);
   }
   n_past_ = pos0 + n;
   if (!logits) return;
@@ -409,6 +429,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   for (int s = 0; s < S; ++s) {
     rmsnorm(xb_.data(), &x_[(size_t(s) * n + first) * d], model_.final_norm, out_rows, d, eps);
     matmul(logits + size_t(s) * logits_stride, xb_.data(), model_.lm_head, out_rows, d, c.vocab_size);
+    if (c.final_softcap > 0) softcap(logits + size_t(s) * logits_stride, size_t(out_rows) * c.vocab_size, float(c.final_softcap));
   }
 }
 

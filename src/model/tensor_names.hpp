@@ -12,7 +12,9 @@ inline constexpr const char* kFinalNorm = "model.norm.weight";
 inline constexpr const char* kLmHead = "lm_head.weight";
 
 // The parts of layer N, named "model.layers.N.<part>.weight" (or ".bias").
-enum class Part { AttnNorm, Q, K, V, QKV, QNorm, KNorm, O, FfnNorm, Gate, Up, GateUp, Down };
+// Gemma's FfnNorm ("post_attention_layernorm") normalises the attention's output; its MLP's
+// input norm is PreFfnNorm, its output's PostFfnNorm (ModelConfig::sandwich_norms).
+enum class Part { AttnNorm, Q, K, V, QKV, QNorm, KNorm, O, FfnNorm, PreFfnNorm, PostFfnNorm, Gate, Up, GateUp, Down };
 
 inline const char* part_name(Part p) {
   switch (p) {
@@ -25,6 +27,8 @@ inline const char* part_name(Part p) {
     case Part::KNorm: return "self_attn.k_norm";
     case Part::O: return "self_attn.o_proj";
     case Part::FfnNorm: return "post_attention_layernorm";
+    case Part::PreFfnNorm: return "pre_feedforward_layernorm";
+    case Part::PostFfnNorm: return "post_feedforward_layernorm";
     case Part::Gate: return "mlp.gate_proj";
     case Part::Up: return "mlp.up_proj";
     case Part::GateUp: return "mlp.gate_up_proj";  // Phi-3: gate, then up

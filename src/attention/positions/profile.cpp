@@ -7,6 +7,7 @@
 
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
+#include "pert/ops.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
@@ -82,7 +83,7 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
     }
   }
   std::vector<float> scores(static_cast<size_t>(n_keys));  // [n_keys]
-  const float scale = score_scale(*pe, hd);
+  const float scale = c.attention_scale > 0 ? float(c.attention_scale) : score_scale(*pe, hd);
   for (int h = 0; h < c.n_heads; ++h) {
     for (int j = 0; j < n_keys; ++j) {
       const bool is_far = j < near;
@@ -92,6 +93,7 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
       for (int i = 0; i < hd; ++i) dot += double(qv[size_t(i)]) * kv[i];
       scores[size_t(j)] = float(dot * scale);
     }
+    if (c.attn_softcap > 0) softcap(scores.data(), scores.size(), float(c.attn_softcap));
     if (near > 0)
       add_position_terms(*pe, scores.data(), layer, h, int(pattern->far_query(query_pos)), q_far.data(), k_far.data(), 0,
                          near, scale);
