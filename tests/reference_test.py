@@ -54,6 +54,10 @@ GEMMA3 = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "
           "sliding_window_pattern": 3, "rope_theta": 1000000.0, "rope_local_base_freq": 100.0,
           "rope_scaling": {"rope_type": "linear", "factor": 4.0}, "attn_logit_softcapping": None,
           "final_logit_softcapping": None, "attention_bias": False, "pad_token_id": 0}
+COHERE2 = {"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "logit_scale": 0.25, "sliding_window": 8,
+           "sliding_window_pattern": 4, "layer_norm_eps": 1e-5, "rope_theta": 50000.0, "attention_bias": False,
+           "attention_dropout": 0.0, "use_qk_norm": False, "pad_token_id": 0, "order_of_interleaved_layers": "local_attn_first",
+           "position_embedding_type": "rope_gptj", "rotary_pct": 1.0, "use_embedding_sharing": True}
 # name: (position block or None for HF keys, make_model options, length-dependent)
 CASES = {
     "none": ({"type": "none"}, {}, False),
@@ -144,6 +148,12 @@ CASES = {
     "gemma3_default_theta_capped": (None, {"layers": 3, "gemma": True, "qk_norm": True, "extra_config": dict(
         GEMMA3, rope_theta=None, rope_scaling=None, sliding_window_pattern=2, final_logit_softcapping=5.0,
         attn_logit_softcapping=4.0, tie_word_embeddings=False)}, False),
+    # Command R7B (HF cohere2, shrunk): LayerNorm, a parallel block, interleaved RoPE only in the
+    # sliding-window layers, global layers without positions, logits × logit_scale
+    "cohere2_rnope_swa": (None, {"layers": 4, "tie": True, "parallel": True, "extra_config": COHERE2}, False),
+    "cohere2_pattern_2": (None, {"layers": 3, "parallel": True, "extra_config": dict(
+        COHERE2, sliding_window_pattern=2, logit_scale=0.5, layer_norm_eps=0.01, tie_word_embeddings=False,
+        rope_theta=500.0)}, False),
     # pert's "layers" block: layers with their own scheme, window, chunk or temperature
     "layers_nope_every_4th": ({"type": "rope"}, {"layers": 4, "extra_config": {
         "layers": {"nope": {"every": 4, "position": {"type": "none"}}}}}, False),

@@ -752,3 +752,26 @@ TEST_CASE("config: Gemma 2 and 3, with HF's defaults where a key is absent", "[c
   CHECK(describe_architecture(m).find("GeGLU (tanh GELU); RMSNorm gains 1 + w; a norm before and after each branch") !=
         std::string::npos);
 }
+
+TEST_CASE("config: Cohere 2's parallel block, and RoPE only in its sliding-window layers", "[config][layers]") {
+  json c = tiny_config();
+  c["architectures"] = {"Cohere2ForCausalLM"};
+  c["model_type"] = "cohere2";
+  c["num_hidden_layers"] = 8;
+  c["head_dim"] = 5;  // HF overwrites it with hidden_size / num_attention_heads
+  c.erase("tie_word_embeddings");
+  ModelConfig m = parse(c);
+  CHECK((m.layer_norm && m.parallel_block && m.tie_word_embeddings && !m.sandwich_norms));
+  CHECK(m.head_dim == m.hidden_size / m.n_heads);
+  CHECK(m.logit_scale == 0.0625);
+  CHECK(m.rms_norm_eps == 1e-5);  // layer_norm_eps's default
+  CHECK(m.position.as<RopeConfig>().layout == RopeLayout::Interleaved);
+  CHECK(windows(m) == std::vector<int>{4096, 4096, 4096, 0, 4096, 4096, 4096, 0});
+  for (int i = 0; i < 8; ++i) CHECK(m.layers[size_t(i)].position.type() == (i % 4 == 3 ? "none" : "rope"));
+  CHECK(describe_architecture(m).find("LayerNorm; attention and MLP side by side on one norm; logits × 0.0625") != std::string::npos);
+  c["logit_scale"] = 0;
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "logit_scale must be > 0");
+  c = tiny_config();
+  c["logit_scale"] = 0.5;  // another architecture's key that would change the math
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "logit_scale is set");
+}

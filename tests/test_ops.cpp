@@ -294,6 +294,21 @@ TEST_CASE("ops: swiglu matches the formula", "[ops]") {
   }
 }
 
+// Cohere's LayerNorm: (x − mean) / √(var + eps) · w, no bias; rows of large offset too.
+TEST_CASE("ops: layernorm matches the formula", "[ops]") {
+  const int T = 5, d = 37;
+  std::vector<float> x = random_floats(size_t(T) * d, 11, 3.0f), w = random_floats(size_t(d), 12, 1.0f), out(x.size());
+  for (int i = 0; i < d; ++i) x[size_t(3 * d + i)] += 1000.0f;  // a row far from 0
+  layernorm(out.data(), x.data(), w.data(), T, d, 1e-5f);
+  for (int t = 0; t < T; ++t) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < d; ++i) mean += x[size_t(t * d + i)] / double(d);
+    for (int i = 0; i < d; ++i) var += (x[size_t(t * d + i)] - mean) * (x[size_t(t * d + i)] - mean) / d;
+    for (int i = 0; i < d; ++i)
+      CHECK(out[size_t(t * d + i)] == Approx((x[size_t(t * d + i)] - mean) / std::sqrt(var + 1e-5) * w[size_t(i)]).epsilon(1e-4).margin(1e-5));
+  }
+}
+
 // GeGLU with the tanh GELU (Gemma, HF's gelu_pytorch_tanh) and Gemma 2's soft cap, against the
 // formulas in double, at large |g| too.
 TEST_CASE("ops: geglu_tanh and softcap match the formulas", "[ops]") {

@@ -65,8 +65,11 @@ def position_block(config):
         for key in ("rope_theta", "partial_rotary_factor"):
             if key in rp:
                 config[key] = rp.pop(key)
-    default_theta = 1e6 if (config.get("architectures") or [""])[0] == "Gemma3ForCausalLM" else 10000.0  # Gemma3TextConfig
+    arch = (config.get("architectures") or [""])[0]
+    default_theta = 1e6 if arch == "Gemma3ForCausalLM" else 10000.0  # Gemma3TextConfig
     pos = {"type": "rope", "base": config.get("rope_theta") or default_theta}
+    if arch == "Cohere2ForCausalLM":  # modeling_cohere2: rotate_half pairs (2j, 2j + 1)
+        pos["layout"] = "interleaved"
     if config.get("partial_rotary_factor") is not None:
         head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
         pos["rotary_dim"] = int(head_dim * config["partial_rotary_factor"])
@@ -236,9 +239,10 @@ def layer_windows(config):
             window = 0
         first = config.get("max_window_layers", n)
         out = [window if i >= first else 0 for i in range(n)]
-    elif arch in GEMMA:  # configuration_gemma2/3: sliding unless (i + 1) % pattern == 0 (Gemma 2: pattern 2)
+    elif arch in GEMMA + ("Cohere2ForCausalLM",):  # sliding unless (i + 1) % pattern == 0 (Gemma 2: pattern 2)
         window = config.get("sliding_window", 4096)
-        pattern = config.get("sliding_window_pattern", 6) if arch == "Gemma3ForCausalLM" else 2
+        pattern = config.get("sliding_window_pattern", {"Gemma3ForCausalLM": 6, "Cohere2ForCausalLM": 4}.get(arch, 2)) \
+            if arch != "Gemma2ForCausalLM" else 2
         out = [window if (i + 1) % pattern else 0 for i in range(n)]
     elif arch == "SmolLM3ForCausalLM":  # configuration_smollm3: sliding only where there is no RoPE
         if not config.get("use_sliding_window", False):
@@ -275,6 +279,10 @@ def layer_layout(config, pos):
         for lay in out:
             if lay["window"]:
                 lay["position"] = local
+    if (config.get("architectures") or [""])[0] == "Cohere2ForCausalLM":  # RoPE only where the window is
+        for lay in out:
+            if not lay["window"]:
+                lay["position"] = {"type": "none"}
     if (config.get("architectures") or [""])[0] == "SmolLM3ForCausalLM":  # NoPE layers: no rotation at all
         for lay, rope in zip(out, smollm3_rope_layers(config)):
             if not rope:
@@ -439,9 +447,17 @@ def forward(config, W, ids, inputs=None, observe=None):
     plan = reference_extend.Plan(reference_extend.parse(config, pos) or {}, T)
 
     gemma = (config.get("architectures") or [""])[0] in GEMMA
+    cohere = (config.get("architectures") or [""])[0] == "Cohere2ForCausalLM"
     if gemma:  # Gemma's RMSNorm: the gain is 1 + w (modeling_gemma2 Gemma2RMSNorm)
         def rmsnorm(x, w, eps):
             return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * (1 + w)
+    elif cohere:  # CohereLayerNorm: weight only, eps layer_norm_eps
+        eps = config.get("layer_norm_eps", 1e-5)
+
+        def rmsnorm(x, w, eps):
+            c = x - x.mean(-1, keepdim=True)
+            return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps) * w
+        hd = d // H  # HF: head_dim = hidden_size // num_attention_heads, whatever the config says
     else:
         rmsnorm = rmsnorm_llama
     x = W["model.embed_tokens.weight"][ids_t]  # [..., T, d]
@@ -576,6 +592,8 @@ def forward(config, W, ids, inputs=None, observe=None):
         if gemma:  # the branch's output normalised, then the MLP's own input norm
             x = x + rmsnorm(out, W[p + "post_attention_layernorm.weight"], eps)
             h = rmsnorm(x, W[p + "pre_feedforward_layernorm.weight"], eps)
+        elif cohere:  # parallel: x + attn(h) + mlp(h), one norm
+            x = x + out
         else:
             x = x + out
             h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
@@ -589,8 +607,10 @@ def forward(config, W, ids, inputs=None, observe=None):
         else:
             x = x + linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj")
     x = rmsnorm(x, W["model.norm.weight"], eps)
-    head = W["model.embed_tokens.weight"] if config.get("tie_word_embeddings", gemma) else W["lm_head.weight"]
+    head = W["model.embed_tokens.weight"] if config.get("tie_word_embeddings", gemma or cohere) else W["lm_head.weight"]
     logits = (inputs("lm_head", x) if inputs else x) @ head.T
+    if cohere:
+        logits = logits * config.get("logit_scale", 0.0625)
     final_cap = config.get("final_logit_softcapping", 30.0 if config["architectures"][0] == "Gemma2ForCausalLM" else None) \
         if gemma else None
     return torch.tanh(logits / final_cap) * final_cap if final_cap else logits
@@ -599,11 +619,11 @@ def forward(config, W, ids, inputs=None, observe=None):
 # ----------------------------------------------------------------------------- random models
 def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
                vocab=96, trained=32, tie=False, head_dim=None, extra_config=None, qkv_bias=False, o_bias=False,
-               mlp_bias=False, fused=False, qk_norm=False, extend=None, gemma=False):
+               mlp_bias=False, fused=False, qk_norm=False, extend=None, gemma=False, parallel=False):
     """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1).
     qkv_bias / o_bias / mlp_bias add bias tensors; fused writes Phi-3's qkv_proj and gate_up_proj;
     extend is config.json's "extend" block; gemma writes Gemma's four norms per layer, gains stored
-    as w around 0 (applied as 1 + w)."""
+    as w around 0 (applied as 1 + w); parallel leaves out post_attention_layernorm (Cohere)."""
     g = torch.Generator().manual_seed(seed)
     hd = head_dim or hidden // heads
 
@@ -616,6 +636,8 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = gain + randn(hidden, std=0.1)
         t[p + "post_attention_layernorm.weight"] = gain + randn(hidden, std=0.1)
+        if parallel:  # Cohere: one norm per layer
+            del t[p + "post_attention_layernorm.weight"]
         if gemma:
             t[p + "pre_feedforward_layernorm.weight"] = randn(hidden, std=0.1)
             t[p + "post_feedforward_layernorm.weight"] = randn(hidden, std=0.1)

@@ -27,7 +27,7 @@ struct PositionConfig {
 
 // The HF architecture of a checkpoint: its tensor names and what its blocks add to llama's
 // (architecture.cpp). Each is llama's math plus the extras below.
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, SmolLM3, Gemma2, Gemma3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, SmolLM3, Gemma2, Gemma3, Cohere2 };
 
 // The MLP's gate: SwiGLU (silu(gate)·up) or GeGLU with the tanh GELU (Gemma).
 enum class Activation { SiLU, GeluTanh };
@@ -74,6 +74,11 @@ struct ModelConfig {
   double attention_scale = 0.0;     // on q·k; 0: 1/√(score terms · head_dim) (Gemma: query_pre_attn_scalar^−½)
   double attn_softcap = 0.0;        // scores s → cap·tanh(s/cap) before the mask and bias; 0: none
   double final_softcap = 0.0;       // logits likewise; 0: none
+  // Cohere's block: LayerNorm (weight only, eps layer_norm_eps) for every norm, attention and MLP
+  // side by side on one norm's output (x + attn(n) + mlp(n)), logits × logit_scale.
+  bool layer_norm = false;
+  bool parallel_block = false;
+  double logit_scale = 1.0;
   // The model's scheme: what every layer uses unless `layers` gives it another, and the one
   // that adds positions to the embeddings (learned, sinusoidal).
   PositionConfig position;

@@ -26,7 +26,7 @@ struct LayerWeights {
   Weight wk;               // [n_kv_heads·head_dim][d]
   Weight wv;               // [n_kv_heads·head_dim][d]
   Weight wo;               // [d][n_heads·head_dim]
-  const float* ffn_norm;   // [d]
+  const float* ffn_norm;   // [d]; null for a parallel block (Cohere: the MLP reads attn_norm's output)
   Weight w_gate;           // [ffn][d]
   Weight w_up;             // [ffn][d]
   Weight w_down;           // [d][ffn]

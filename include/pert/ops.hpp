@@ -98,6 +98,9 @@ inline float bf16_to_f32_value(uint16_t h) {
 // out[T][d] = x / sqrt(mean(x²) + eps) * weight, row by row.
 void rmsnorm(float* out, const float* x, const float* weight, int T, int d, float eps);
 
+// out[T][d] = (x − mean(x)) / sqrt(var(x) + eps) * weight, row by row (LayerNorm without a bias: Cohere).
+void layernorm(float* out, const float* x, const float* weight, int T, int d, float eps);
+
 // gate[i] = silu(gate[i]) * up[i]  (SwiGLU).
 void swiglu(float* gate, const float* up, size_t n);
 // gate[i] = gelu_tanh(gate[i]) * up[i]  (GeGLU, Gemma): gelu_tanh(g) = g/2·(1 + tanh(√(2/π)(g + 0.044715g³))).

@@ -31,7 +31,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     if (c.qk_norm) add(Part::QNorm, {c.head_dim}), add(Part::KNorm, {c.head_dim});
     add(Part::O, {d, q});
     if (c.o_bias) add(Part::O, {d}, "bias");
-    add(Part::FfnNorm, {d});
+    if (!c.parallel_block) add(Part::FfnNorm, {d});  // Cohere: one norm feeds attention and MLP
     if (c.sandwich_norms) add(Part::PreFfnNorm, {d}), add(Part::PostFfnNorm, {d});
     if (c.fused_projections) {
       add(Part::GateUp, {2 * ff, d});

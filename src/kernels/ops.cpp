@@ -19,6 +19,20 @@ void rmsnorm(float* out, const float* x, const float* weight, int T, int d, floa
   });
 }
 
+void layernorm(float* out, const float* x, const float* weight, int T, int d, float eps) {
+  parallel_for_if(T > 16, T, [&](int t) {
+    const float* xt = x + size_t(t) * d;
+    float* ot = out + size_t(t) * d;
+    double sum = 0.0;
+    for (int i = 0; i < d; ++i) sum += xt[i];
+    const double mean = sum / d;
+    double ss = 0.0;
+    for (int i = 0; i < d; ++i) ss += (xt[i] - mean) * (xt[i] - mean);
+    const double inv = 1.0 / std::sqrt(ss / d + eps);  // (centred in double: rows far from 0 keep their digits)
+    for (int i = 0; i < d; ++i) ot[i] = float((xt[i] - mean) * inv) * weight[i];
+  });
+}
+
 void geglu_tanh(float* gate, const float* up, size_t n) {
   constexpr size_t kChunk = 16384;
   parallel_for_if(n > 65536, (n + kChunk - 1) / kChunk, [&](size_t c) {

@@ -18,6 +18,10 @@
 //   Gemma3ForCausalLM   Gemma 2's block with (1 + w) RMSNorm of q and k heads before RoPE, no caps
 //                       by default, a window on all but every sliding_window_pattern-th layer
 //                       (6), those local layers with RoPE base rope_local_base_freq, unscaled
+//   Cohere2ForCausalLM  LayerNorm (weight only) for every norm, attention and MLP side by side on
+//                       one norm's output, logits × logit_scale, head_dim = hidden / heads; a window
+//                       on all but every sliding_window_pattern-th layer (4), RoPE (interleaved)
+//                       only in those local layers: the global ones have no positions
 // A window W lets the query at m see keys m − W < n <= m (HF masking_utils). `layer_types`
 // ("full_attention" / "sliding_attention" per layer), as newer HF configs write it, overrides
 // the per-architecture default. Keys of other architectures that would change the math are
@@ -45,12 +49,13 @@ const ArchitectureInfo kArchitectures[] = {
     {"SmolLM3ForCausalLM", "smollm3", Architecture::SmolLM3},
     {"Gemma2ForCausalLM", "gemma2", Architecture::Gemma2},
     {"Gemma3ForCausalLM", "gemma3_text", Architecture::Gemma3},
+    {"Cohere2ForCausalLM", "cohere2", Architecture::Cohere2},
 };
 
 // Keys of kOtherMath that an architecture reads itself.
 bool reads_key(Architecture a, const std::string& key) {
   const bool gemma = a == Architecture::Gemma2 || a == Architecture::Gemma3;
-  return (a == Architecture::SmolLM3 && key == "no_rope_layers") ||
+  return (a == Architecture::SmolLM3 && key == "no_rope_layers") || (a == Architecture::Cohere2 && key == "logit_scale") ||
          (gemma && (key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar"));
 }
 
@@ -60,6 +65,7 @@ const char* const kOtherMath[] = {
     "embedding_multiplier",   "residual_multiplier",     "attention_multiplier",  "use_qk_norm",
     "qk_layernorm",           "clip_qkv",                "use_parallel_residual", "parallel_attn",
     "no_rope_layers",         "num_experts",             "num_local_experts",     "moe_intermediate_size",
+    "logit_scale",
 };
 
 std::string known_architectures() {
@@ -90,6 +96,9 @@ std::string describe_architecture(const ModelConfig& c) {
   if (c.attention_scale > 0) extras.push_back("q·k × " + number(c.attention_scale));
   if (c.attn_softcap > 0) extras.push_back("scores capped at " + number(c.attn_softcap));
   if (c.final_softcap > 0) extras.push_back("logits capped at " + number(c.final_softcap));
+  if (c.layer_norm) extras.push_back("LayerNorm");
+  if (c.parallel_block) extras.push_back("attention and MLP side by side on one norm");
+  if (c.logit_scale != 1.0) extras.push_back("logits × " + number(c.logit_scale));
   // Runs of layers with the same window: "sliding window 8 on layers 1-3".
   for (size_t i = 0; i < c.layers.size();) {
     size_t j = i;
@@ -158,7 +167,30 @@ std::vector<bool> parse_gemma(Fields& f, ModelConfig& mc, bool gemma3, Architect
     out.key = "rope_local_base_freq";
     out.positions.assign(size_t(mc.n_layers), json());
     out.sliding_position = {{"type", "rope"}, {"base", local}};
+    out.rope_defaults = {{"base", 1e6}};  // the global layers' rope_theta (Gemma3TextConfig)
   }
+  return windowed;
+}
+
+// Cohere 2 (HF configuration_cohere2 defaults where a key is absent). Returns which layers are windowed.
+std::vector<bool> parse_cohere2(Fields& f, ModelConfig& mc, ArchitectureLayers& out) {
+  mc.layer_norm = true;
+  mc.parallel_block = true;
+  mc.rms_norm_eps = f.number("layer_norm_eps", 1e-5, [](double x) { return x > 0; }, "must be > 0");
+  mc.logit_scale = f.number("logit_scale", 0.0625, [](double x) { return x > 0; }, "must be > 0");
+  if (mc.hidden_size % mc.n_heads)
+    f.fail("num_attention_heads", "(" + std::to_string(mc.n_heads) + ") must divide hidden_size (" +
+                                      std::to_string(mc.hidden_size) + "): Cohere2's head_dim is their quotient");
+  f.get("head_dim");  // HF sets head_dim = hidden_size / num_attention_heads whatever the config says
+  mc.head_dim = mc.hidden_size / mc.n_heads;
+  if (!f.has("tie_word_embeddings")) mc.tie_word_embeddings = true;
+  out.key = "sliding_window_pattern";
+  out.positions.assign(size_t(mc.n_layers), json());
+  out.global_position = {{"type", "none"}};
+  out.rope_defaults = {{"layout", "interleaved"}};
+  std::vector<bool> windowed(size_t(mc.n_layers));
+  const int pattern = f.positive("sliding_window_pattern", kMaxLayers, 4);
+  for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = (i + 1) % pattern != 0;
   return windowed;
 }
 
@@ -219,9 +251,9 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
     f.fail("sliding_window", "is not read by LlamaForCausalLM (HF attends to every key); use MistralForCausalLM for a windowed model, or remove it");
   int window = has_window ? f.positive("sliding_window", kMaxCount) : 0;
   std::vector<bool> windowed(size_t(mc.n_layers), !llama && window > 0);
-  if (gemma) {
+  if (gemma || arch == Architecture::Cohere2) {
     window = f.positive("sliding_window", kMaxCount, 4096);
-    windowed = parse_gemma(f, mc, arch == Architecture::Gemma3, out);
+    windowed = gemma ? parse_gemma(f, mc, arch == Architecture::Gemma3, out) : parse_cohere2(f, mc, out);
   }
   if (qwen) {
     if (!f.boolean("use_sliding_window", false)) window = 0;  // HF: the window is off unless asked for
@@ -247,9 +279,9 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
     }
   }
   for (int i = 0; i < mc.n_layers; ++i) mc.layers[size_t(i)].window = windowed[size_t(i)] ? window : 0;
-  if (!out.sliding_position.is_null())  // Gemma 3: the windowed layers' own RoPE
-    for (int i = 0; i < mc.n_layers; ++i)
-      if (windowed[size_t(i)]) out.positions[size_t(i)] = out.sliding_position;
+  const bool by_window = !out.sliding_position.is_null() || !out.global_position.is_null();
+  for (int i = 0; i < mc.n_layers && by_window; ++i)  // Gemma 3's local RoPE, Cohere 2's global NoPE
+    out.positions[size_t(i)] = windowed[size_t(i)] ? out.sliding_position : out.global_position;
   return out;
 }
 

@@ -29,7 +29,7 @@ const std::set<std::string> kReadKeys = {
     "max_window_layers", "layer_types",          "rope_parameters",    "extend",
     "layers",            "no_rope_layers",       "no_rope_layer_interval", "hidden_activation",
     "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "sliding_window_pattern",
-    "rope_local_base_freq"};
+    "rope_local_base_freq", "layer_norm_eps",    "logit_scale"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
@@ -137,10 +137,11 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
       f.fail(key, "is set together with \"position\"; keep one (`set " + std::string(key) + "=null`)");
   // Phi-3 style configs give the pre-extension length at the top level.
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
-  json hf = config;  // Gemma 3's global RoPE base defaults to 1e6 (HF Gemma3TextConfig)
-  if (mc.architecture == Architecture::Gemma3 && hf.value("rope_theta", json()).is_null() && !hf.contains("rope_parameters"))
-    hf["rope_theta"] = 1e6;
-  parse_position(has_position ? config["position"] : position_from_hf(hf, source), trained, source, mc);
+  json position = has_position ? config["position"] : position_from_hf(config, source);
+  if (!has_position)  // the architecture's own defaults (Gemma 3's base 1e6, Cohere 2's interleaved layout)
+    for (const auto& [key, value] : arch_layers.rope_defaults.items())
+      if (!position.contains(key)) position[key] = value;
+  parse_position(position, trained, source, mc);
   for (LayerAttention& l : mc.layers) l.position = mc.position;
   apply_architecture_layers(arch_layers, source, PluginContext{mc, trained}, mc);
   if (f.has("layers")) parse_layers(config["layers"], source, PluginContext{mc, trained}, mc);

@@ -134,7 +134,9 @@ struct PluginContext;
 struct ArchitectureLayers {
   std::string key;
   std::vector<json> positions;  // [layer]
-  json sliding_position;        // Gemma 3: the windowed layers' block (layer_types may move them)
+  json sliding_position;        // the windowed layers' block (Gemma 3), null: the model's
+  json global_position;         // the other layers' block (Cohere 2: none), null: the model's
+  json rope_defaults = json::object();  // keys of the HF keys' RoPE block where the config has none
 };
 // Reads `architectures` / `model_type` and what that architecture adds to llama's blocks
 // (biases, fused projections, sliding windows) into mc; n_layers must be set (architecture.cpp).

@@ -225,7 +225,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     const bool sandwich = md.config.sandwich_norms;  // Gemma: post_attention_layernorm is the attention's output norm
     LayerWeights w{m->tensor(layer_tensor(i, Part::AttnNorm)), weight(Part::Q),   weight(Part::K),
                    weight(Part::V),                            weight(Part::O),
-                   m->tensor(layer_tensor(i, sandwich ? Part::PreFfnNorm : Part::FfnNorm)),
+                   md.config.parallel_block ? nullptr : m->tensor(layer_tensor(i, sandwich ? Part::PreFfnNorm : Part::FfnNorm)),
                    weight(Part::Gate),                         weight(Part::Up),  weight(Part::Down)};
     w.bq = vector(Part::Q, "bias"), w.bk = vector(Part::K, "bias"), w.bv = vector(Part::V, "bias");
     w.bo = vector(Part::O, "bias");
@@ -379,8 +379,15 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     position_->add_to_embeddings(&x_[size_t(s) * n * d], pos0, n);
   }
 
-  auto add_normed = [&](const float* norm) {  // x += rmsnorm(xb): a branch's output, normalised (Gemma)
-    rmsnorm(xb_.data(), xb_.data(), norm, rows, d, eps);
+  // RMSNorm, or Cohere's LayerNorm, of `count` rows
+  auto norm = [&](float* out, const float* in, const float* weight, int count) {
+    if (c.layer_norm)
+      layernorm(out, in, weight, count, d, eps);
+    else
+      rmsnorm(out, in, weight, count, d, eps);
+  };
+  auto add_normed = [&](const float* weight) {  // x += rmsnorm(xb): a branch's output, normalised (Gemma)
+    norm(xb_.data(), xb_.data(), weight, rows);
     for (size_t i = 0; i < size_t(rows) * size_t(d); ++i) x_[i] += xb_[i];
   };
   for (int l = 0; l < c.n_layers; ++l) {
@@ -388,7 +395,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     const LayerWeights& w = model_.layers[size_t(l)];
     // h = x + o_proj(attn(rmsnorm(x))); the projections see all S·n rows at once (what running
     // sequences in step buys), attention each sequence's own cache.
-    rmsnorm(xb_.data(), x_.data(), w.attn_norm, rows, d, eps);
+    norm(xb_.data(), x_.data(), w.attn_norm, rows);
     matmul_shared(xb_.data(), rows, d, {{q_.data(), &w.wq, q_dim}, {k_.data(), &w.wk, kv_dim}, {v_.data(), &w.wv, kv_dim}});
     if (w.bq) {
       add_rows(q_.data(), w.bq, rows, q_dim);
@@ -408,7 +415,8 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     if (w.post_attn_norm) add_normed(w.post_attn_norm);
 
     // out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))  (Gemma: GeGLU, and the output normalised)
-    rmsnorm(xb_.data(), x_.data(), w.ffn_norm, rows, d, eps);
+    // (Cohere: the MLP reads the attention's input, xb, as it is: out = x + attn(n) + mlp(n))
+    if (w.ffn_norm) norm(xb_.data(), x_.data(), w.ffn_norm, rows);
     matmul_shared(xb_.data(), rows, d, {{gate_.data(), &w.w_gate, ff}, {up_.data(), &w.w_up, ff}});
     if (w.b_gate) {
       add_rows(gate_.data(), w.b_gate, rows, ff);
@@ -427,8 +435,10 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   // logits = lm_head(rmsnorm(x)) of the last position, or of every position
   const int first = all_logits ? 0 : n - 1, out_rows = n - first;
   for (int s = 0; s < S; ++s) {
-    rmsnorm(xb_.data(), &x_[(size_t(s) * n + first) * d], model_.final_norm, out_rows, d, eps);
+    norm(xb_.data(), &x_[(size_t(s) * n + first) * d], model_.final_norm, out_rows);
     matmul(logits + size_t(s) * logits_stride, xb_.data(), model_.lm_head, out_rows, d, c.vocab_size);
+    if (c.logit_scale != 1.0)
+      for (size_t i = 0; i < size_t(out_rows) * c.vocab_size; ++i) logits[size_t(s) * logits_stride + i] *= float(c.logit_scale);
     if (c.final_softcap > 0) softcap(logits + size_t(s) * logits_stride, size_t(out_rows) * c.vocab_size, float(c.final_softcap));
   }
 }
