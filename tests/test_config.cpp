@@ -596,7 +596,7 @@ TEST_CASE("config: the layers block gives layers their own scheme, window, chunk
   CHECK(m.layers[0].position.scheme == m.position.scheme);  // shared, not a copy
   CHECK(has_layer_schemes(m));
   CHECK(describe_layers(m) == "layers 3, 7: NoPE: no positional signal; only the causal mask orders tokens");
-  CHECK(position_label(m) == "rope x6 + none x2");
+  CHECK(position_label(m) == "rope w16 x6 + none x2");  // windows named where layers differ in them
   CHECK(to_json(parse(to_json(m))) == to_json(m));
 
   // Llama 4's iRoPE: chunked-local RoPE, global NoPE every 4th with the query temperature

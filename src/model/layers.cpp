@@ -239,13 +239,16 @@ std::string describe_layers(const ModelConfig& c) {
 }
 
 std::string layers_label(const ModelConfig& c) {
-  const std::vector<LayerGroup> groups = layer_groups(c);
-  if (groups.size() == 1 && groups[0].first->chunk == 0 && groups[0].first->temperature_scale == 0.0)
-    return c.position.scheme->label();
+  const std::vector<LayerGroup> plain = layer_groups(c);
+  if (plain.size() == 1 && plain[0].first->chunk == 0 && plain[0].first->temperature_scale == 0.0)
+    return c.position.scheme->label();  // one scheme (windows, as Mistral's, are the architecture's)
+  const bool windows = std::any_of(c.layers.begin(), c.layers.end(), [&](const LayerAttention& l) { return l.window != c.layers[0].window; });
+  const std::vector<LayerGroup> groups = layer_groups(c, windows);  // "rope w64 x4 + none x1"
   std::string s;
   for (const LayerGroup& g : groups) {
     const LayerAttention& l = *g.first;
     s += (s.empty() ? "" : " + ") + l.position.scheme->label();
+    if (windows && l.window > 0) s += " w" + std::to_string(l.window);
     if (l.chunk > 0) s += " chunk" + std::to_string(l.chunk);
     if (l.temperature_scale != 0.0) s += " temp";
     if (groups.size() > 1) s += " x" + std::to_string(g.layers.size());
