@@ -147,3 +147,47 @@ TEST_CASE("model: a prefill over several length classes equals decoding token by
       CHECK(max_abs_diff(chunks.data(), decoded.data(), chunks.size()) <= 1e-5f * largest);
     }
 }
+
+// Local layers (a sliding window, a chunk) keep only their span and a batch of positions, in a
+// ring their rows wrap around: over 600 positions (many turns of it) their logits equal one
+// prefill's with every position cached, token by token, in chunks of 7 and 64, in F32 and Q8.
+TEST_CASE("model: local layers keep their span in a ring and compute as with every position", "[model]") {
+  const std::vector<json> cases = {
+      {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", 21}},
+      {{"layers", {{"global", {{"every", 2}, {"position", {{"type", "none"}}}, {"temperature", {{"scale", 0.5}, {"floor", 50}}}}},
+                   {"local", {{"others", true}, {"chunk", 40}}}}}},
+      {{"position", {{"type", "alibi"}}}, {"layers", {{"all", {{"every", 1}, {"window", 33}}}}}},
+  };
+  const int n = 600, V = 32;
+  const std::vector<int> ids = some_tokens(n);
+  for (const json& extra : cases)
+    for (CacheType cache : {CacheType::F32, CacheType::Q8}) {
+      INFO(extra.dump() << ", cache " << cache_type_name(cache));
+      json c = tiny_config();
+      c["max_position_embeddings"] = 1024;
+      c.merge_patch(extra);
+      TempDir tmp;
+      std::vector<TestTensor> tensors;
+      uint32_t seed = 9;
+      for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
+        int64_t size = 1;
+        for (int64_t d : e.shape) size *= d;
+        tensors.push_back({e.name, "F32", e.shape, random_floats(size_t(size), seed++, 0.5f)});
+      }
+      write_model_dir(tmp.path, c, tensors);
+      const auto model = Model::load(tmp.path);
+      std::vector<float> whole(size_t(n) * V), out(size_t(n) * V);
+      InferenceState all(*model, n, n, 1, cache);  // a batch of every position: nothing to drop
+      all.forward(ids.data(), n, 0, whole.data(), true);
+      float largest = 0.0f;
+      for (float x : whole) largest = std::max(largest, std::fabs(x));
+      REQUIRE(std::isfinite(largest));
+      for (int batch : {1, 7, 64}) {
+        InferenceState ring(*model, n, batch, 1, cache);
+        CHECK(ring.kv_cache_bytes() < all.kv_cache_bytes());
+        ring.forward(ids.data(), n, 0, out.data(), true);
+        CHECK(max_abs_diff(whole.data(), out.data(), whole.size()) <= 1e-5f * largest);
+        CHECK(!ring.shift(0, 10));  // a ring no longer holds what a shift would keep: re-encode instead
+      }
+    }
+}

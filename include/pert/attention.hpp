@@ -31,6 +31,9 @@ struct AttentionShape {
   int window = 0;            // 0: every earlier key
   int chunk = 0;             // chunked local: keys from ⌊m/chunk⌋·chunk on; 0: none
   float softcap = 0.0f;      // q·k·scale → cap·tanh(·/cap) before the mask and bias (Gemma 2); 0: none
+  // A cache that keeps only the last `ring` positions (local layers): position n at row n mod
+  // ring; 0: at row n. The kernel splits its key ranges where the rows wrap.
+  int ring = 0;
   const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
   const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
   KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
@@ -108,6 +111,8 @@ class Attention {
   void shift(int n_keep, int n_discard, int n_past);
 
   CacheType cache_type() const { return k_cache_.type(); }
+  size_t cache_bytes() const { return k_cache_.bytes() + v_cache_.bytes() + k_far_cache_.bytes(); }
+  int cache_rows() const { return rows_; }  // positions kept per layer and kv head
   void fit_threads();  // the kernel's scratch, after the thread count was raised
 
  private:
@@ -126,12 +131,15 @@ class Attention {
   bool far_keys_whole_ = false; // ... whose keys all stand at whole positions
   bool narrow_ = false;         // the cache is not F32 (shift re-rotates it through shift_rows_)
   int n_ctx_, n_batch_, n_seq_;
+  // Positions the cache keeps per (seq, layer, kv head): n_ctx, or for layers that all see a
+  // bounded span (windows, chunks), that span and a step's positions, in a ring (`ring_`).
+  int rows_ = 0, ring_ = 0;
   int pos0_ = 0, n_ = 0;        // the step begin() announced
   bool mixed_ = false;          // ... spans several length classes
   float scale_ = 1.0f;          // on q·k: 1/sqrt(score terms · head_dim)
 
   int n_local_ = 0;                    // the layers this unit serves
-  KvCache k_cache_, v_cache_;          // [seq][local layer][kv_head][n_ctx] rows of head_dim
+  KvCache k_cache_, v_cache_;          // [seq][local layer][kv_head][rows_] rows of head_dim
   std::vector<float> keys_read_;       // [kv_head][n_ctx][head_dim]: keys rotated when read
   std::vector<float> shift_rows_;      // [n_ctx][head_dim]: one kv head's keys re-rotated by shift() (narrow_ only)
   // The far pass (an "extend" pattern that remaps; empty otherwise):

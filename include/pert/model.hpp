@@ -124,6 +124,13 @@ class InferenceState {
   int n_batch() const { return n_batch_; }
   int n_seq() const { return n_seq_; }
   CacheType cache_type() const { return units_[0]->cache_type(); }
+  // Bytes the K and V caches hold: every layer's n_ctx positions, but a local layer's (a window
+  // or chunk) only its span and a batch, in a ring (attention.hpp).
+  size_t kv_cache_bytes() const {
+    size_t bytes = 0;
+    for (const auto& unit : units_) bytes += unit->cache_bytes();
+    return bytes;
+  }
   int max_positions() const { return position_->max_positions(); }  // 0: any (PositionEncoding)
 
  private:

@@ -28,6 +28,20 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
       narrow_(cache_type != CacheType::F32), n_ctx_(n_ctx), n_batch_(n_batch), n_seq_(n_seq),
       n_local_(int(layers.size())) {
   for (size_t i = 0; i < layers.size(); ++i) local_[size_t(layers[i])] = int(i);
+  // Local layers keep only what they can attend: the last span + n_batch positions, in a ring,
+  // when every layer here sees a bounded span and nothing needs the older keys (an "extend"
+  // pattern, keys rotated on read, terms that read the keys).
+  int span = 0;
+  for (int l : layers) {
+    const LayerAttention& la = c_.layers[size_t(l)];
+    int s = la.window > 0 ? la.window - 1 : -1;
+    if (la.chunk > 0) s = s < 0 ? la.chunk - 1 : std::min(s, la.chunk - 1);
+    span = s < 0 ? -1 : span < 0 ? -1 : std::max(span, s);
+  }
+  const bool ring_ok = span >= 0 && !layers.empty() && !extend_.pattern && !position.rotates_keys_on_read() &&
+                       !position.has_relative_terms();
+  rows_ = ring_ok && int64_t(span) + n_batch < n_ctx ? span + n_batch : n_ctx;
+  ring_ = rows_ < n_ctx ? rows_ : 0;
   const size_t hd = size_t(c_.head_dim), q_dim = size_t(c_.n_heads) * hd, kv_dim = size_t(c_.n_kv_heads) * hd;
   far_ = extend_.pattern && extend_.pattern->remaps();
   far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_.rotates_keys_on_read();
@@ -38,16 +52,16 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   // allocation that fails (or that the sanitizer build reports as a crash).
   const double cached = (2.0 + far_key_cache_) * n_seq * double(n_local_) * double(kv_dim);  // K, V (far K) caches
   const double threads = omp_get_max_threads();
-  const double per_position = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 +
-                              double(kv_dim) * (keys_read + far_keys_read) +                // keys read
+  const double cache_floats = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 * rows_;  // (rows_ per head)
+  const double per_position = double(kv_dim) * (keys_read + far_keys_read) +                // keys read
                               threads * kQueryBlock * (1 + far_) +                           // scores
                               (narrow_ ? (threads * (2.0 + far_) + 1.0) * c_.head_dim : 0.0);  // rows widened, shifted
   const double far_buffers = far_ ? double(n_batch) * double(q_dim + kv_dim) : 0.0;
-  require_memory(4.0 * (per_position * n_ctx + far_buffers),
+  require_memory(4.0 * (cache_floats + per_position * n_ctx + far_buffers),
                  "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
                      " positions",
                  " (the KV cache grows with it); pass a smaller `n_ctx`");
-  const size_t cache_rows = size_t(n_seq) * size_t(n_local_) * size_t(c_.n_kv_heads) * size_t(n_ctx);
+  const size_t cache_rows = size_t(n_seq) * size_t(n_local_) * size_t(c_.n_kv_heads) * size_t(rows_);
   try {
     k_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
     v_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
@@ -80,7 +94,7 @@ Attention::~Attention() = default;
 void Attention::fit_threads() { scratch_->fit_threads(); }
 
 size_t Attention::layer_row(int seq, int layer) const {
-  return (size_t(seq) * size_t(n_local_) + size_t(local_[size_t(layer)])) * size_t(c_.n_kv_heads) * size_t(n_ctx_);
+  return (size_t(seq) * size_t(n_local_) + size_t(local_[size_t(layer)])) * size_t(c_.n_kv_heads) * size_t(rows_);
 }
 
 int Attention::span(int pos, int max_n) const {
@@ -105,8 +119,8 @@ void Attention::begin(int pos0, int n) {
 
 void Attention::layer(int seq, int layer, float* q, float* k, const float* v, float* out) {
   const int hd = c_.head_dim, q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
-  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
-  const size_t row0 = layer_row(seq, layer);  // this layer's cache rows: [kv_head][n_ctx]
+  const ptrdiff_t kv_head_stride = ptrdiff_t(rows_) * hd;
+  const size_t row0 = layer_row(seq, layer);  // this layer's cache rows: [kv_head][rows_]
   float* q_far = far_ ? q_far_.data() : nullptr;  // [n][q_dim]
   if (far_) far_queries_and_keys(q, k, q_far, row0);  // 1.
   if (mixed_) {  // 2. each query at its own length class
@@ -126,6 +140,7 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   shape.window = c_.layers[size_t(layer)].window;
   shape.chunk = c_.layers[size_t(layer)].chunk;
   shape.softcap = float(c_.attn_softcap);
+  shape.ring = ring_;
   shape.pattern = extend_.pattern;
   // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for
   // one query, by the kernel block by block as it reads them
@@ -157,7 +172,7 @@ void Attention::far_queries_and_keys(float* q, const float* k, float* q_far, siz
   position_.rotate_at(k_far, &far_key_pos_[size_t(pos0_)], n_, c_.n_kv_heads, kv_dim, hd);
   for (int t = 0; t < n_; ++t)
     for (int h = 0; h < c_.n_kv_heads; ++h)
-      k_far_cache_.store(row0 + size_t(h) * n_ctx_ + size_t(pos0_ + t), k_far + size_t(t) * kv_dim + size_t(h) * hd);
+      k_far_cache_.store(row0 + size_t(h) * rows_ + size_t(pos0_ + t), k_far + size_t(t) * kv_dim + size_t(h) * hd);
 }
 
 // Step 3: rows (h, pos0 + t) of the layer's K and V caches.
@@ -165,7 +180,8 @@ void Attention::store(const float* k, const float* v, size_t row0) {
   const int hd = c_.head_dim, kv_dim = c_.n_kv_heads * hd;
   for (int t = 0; t < n_; ++t)
     for (int h = 0; h < c_.n_kv_heads; ++h) {
-      const size_t src = size_t(t) * kv_dim + size_t(h) * hd, row = row0 + size_t(h) * n_ctx_ + size_t(pos0_ + t);
+      const int p = pos0_ + t;
+      const size_t src = size_t(t) * kv_dim + size_t(h) * hd, row = row0 + size_t(h) * rows_ + size_t(ring_ ? p % ring_ : p);
       k_cache_.store(row, k + src);
       v_cache_.store(row, v + src);
     }
@@ -192,7 +208,7 @@ KvRows Attention::keys_for_step(size_t row0, std::vector<float>& buffer, const K
   const int hd = c_.head_dim, n_keys = pos0_ + n_;
   const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
   for (int h = 0; h < c_.n_kv_heads; ++h)
-    cache.load(&buffer[size_t(h) * kv_head_stride], row0 + size_t(h) * n_ctx_, size_t(n_keys));
+    cache.load(&buffer[size_t(h) * kv_head_stride], row0 + size_t(h) * rows_, size_t(n_keys));
   if (far_positions)
     position_.rotate_at(buffer.data(), far_positions, n_keys, c_.n_kv_heads, hd, kv_head_stride);
   else
@@ -200,14 +216,15 @@ KvRows Attention::keys_for_step(size_t row0, std::vector<float>& buffer, const K
   return KvRows::of(buffer.data(), hd);
 }
 
-bool Attention::can_shift() const { return position_.can_shift() && !extend_.pattern; }
+// A ring no longer holds the positions a shift keeps before the discarded ones.
+bool Attention::can_shift() const { return position_.can_shift() && !extend_.pattern && !ring_; }
 
 void Attention::shift(int n_keep, int n_discard, int n_past) {
   const int hd = c_.head_dim, n_move = n_past - n_keep - n_discard;
-  const ptrdiff_t kv_head_stride = ptrdiff_t(n_ctx_) * hd;
+  const ptrdiff_t kv_head_stride = ptrdiff_t(rows_) * hd;
   const int heads = n_seq_ * n_local_ * c_.n_kv_heads;  // every (sequence, layer, kv head)
   for (int i = 0; i < heads; ++i) {
-    const size_t keep = size_t(i) * size_t(n_ctx_) + size_t(n_keep);  // the head's first moved-to row
+    const size_t keep = size_t(i) * size_t(rows_) + size_t(n_keep);  // the head's first moved-to row
     for (KvCache* cache : {&k_cache_, &v_cache_}) cache->move(keep, keep + size_t(n_discard), size_t(n_move));
     if (narrow_ && n_move > 0) {  // re-rotated in F32, rounded again (as llama.cpp's K-shift of a quantized cache)
       k_cache_.load(shift_rows_.data(), keep, size_t(n_move));

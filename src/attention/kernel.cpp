@@ -62,17 +62,24 @@ struct KeyRule {
 // The keys a block of queries at positions [p0, hi) sees, side by side as the columns of its
 // score matrix: the sinks [0, sinks), then the range [lo, hi) from the first query's first key.
 struct BlockColumns {
-  int lo, hi, sinks, cols;
-  BlockColumns(const KeyRule& rule, int p0, int hi_)
-      : lo(rule.lo(p0)), hi(hi_), sinks(std::min(rule.sinks(), lo)), cols(sinks + hi_ - lo) {}
+  int lo, hi, sinks, cols, ring;
+  BlockColumns(const KeyRule& rule, int p0, int hi_, int ring_)
+      : lo(rule.lo(p0)), hi(hi_), sinks(std::min(rule.sinks(), lo)), cols(sinks + hi_ - lo), ring(ring_) {}
   int col(int n) const { return n < sinks ? n : sinks + n - lo; }
-  // Calls f(first key, count) on each of the block's key ranges within [from, to).
+  // Calls f(first key, count) on each of the block's key ranges within [from, to), cut where a
+  // ring's rows wrap, so that each range's rows follow one another.
   template <class F>
   void ranges(int from, int to, F f) const {
     for (const auto& [a, z] : {std::pair{0, sinks}, std::pair{lo, hi}})
-      if (std::max(a, from) < std::min(z, to)) f(std::max(a, from), std::min(z, to) - std::max(a, from));
+      for (int n = std::max(a, from), end = std::min(z, to); n < end;) {
+        const int stop = ring ? std::min(end, (n / ring + 1) * ring) : end;
+        f(n, stop - n);
+        n = stop;
+      }
   }
 };
+// The cache row of position n (AttentionShape::ring).
+inline int cache_row(int n, int ring) { return ring ? n % ring : n; }
 
 // Keys, values or far keys of one kv head as F32 rows: the cache's own, or a narrower cache's
 // rows of the block's ranges widened into a buffer at their columns. Either way row n + 1
@@ -81,11 +88,13 @@ struct F32Rows {
   const float* base = nullptr;  // the cache's kv head (F32), or the buffer by column
   bool by_col = false;
   int hd = 0;
-  const float* row(const BlockColumns& c, int n) const { return base + ptrdiff_t(by_col ? c.col(n) : n) * hd; }
+  const float* row(const BlockColumns& c, int n) const {
+    return base + ptrdiff_t(by_col ? c.col(n) : cache_row(n, c.ring)) * hd;
+  }
 };
 F32Rows f32_rows(const KvRows& src, ptrdiff_t head, const BlockColumns& c, int to, float* buffer, int hd) {
   if (src.type == CacheType::F32) return {src.f32 + head * hd, false, hd};
-  c.ranges(0, to, [&](int n0, int count) { src.at(head + n0).read(count, buffer + size_t(c.col(n0)) * hd); });
+  c.ranges(0, to, [&](int n0, int count) { src.at(head + cache_row(n0, c.ring)).read(count, buffer + size_t(c.col(n0)) * hd); });
   return {buffer, true, hd};
 }
 
@@ -168,7 +177,7 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
                  ? scratch.widened.data() + size_t(thread) * scratch.widened_per_thread + size_t(i) * scratch.widened_rows * size_t(hd)
                  : nullptr;
     };
-    const BlockColumns c(rule, p0, p0 + nq);
+    const BlockColumns c(rule, p0, p0 + nq, s.ring);
     const QueryBlock block{s, rule, position, scale, h, t0, nq, p0, c, size_t(t0) * s.n_heads * hd + size_t(h) * hd,
                            f32_rows(key_rows, head, c, c.hi, slot(0), hd),
                            f32_rows(value_rows, head, c, c.hi, slot(1), hd),
@@ -207,8 +216,12 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
   const KeyRule rule{s.window, s.chunk, s.pattern};
   const int lo = rule.lo(pos), sinks = std::min(rule.sinks(), lo), near = rule.near(pos);
-  const int sink_blocks = (sinks + kKeyBlock - 1) / kKeyBlock;
-  const int n_blocks = sink_blocks + (pos + 1 - lo + kKeyBlock - 1) / kKeyBlock;
+  // Two runs of keys, each in blocks: the sinks [0, sinks) and the window [lo, pos]; or in a
+  // ring (no sinks) the window up to where its rows wrap, and the rest.
+  const int wrap = s.ring ? std::min(pos + 1, (lo / s.ring + 1) * s.ring) : 0;
+  const int run0 = s.ring ? lo : 0, end0 = s.ring ? wrap : sinks, run1 = s.ring ? wrap : lo;
+  const int sink_blocks = (end0 - run0 + kKeyBlock - 1) / kKeyBlock;
+  const int n_blocks = sink_blocks + (pos + 1 - run1 + kKeyBlock - 1) / kKeyBlock;
   const int max_blocks = int(scratch.partials.size()) / (s.n_heads * (hd + 2));
   const bool terms = position.has_bias() || position.has_relative_terms();
   // A narrower cache's keys are read in registers, unless a scheme's terms read the keys too.
@@ -226,14 +239,15 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
       wk = scratch.widened.data() + size_t(thread) * scratch.widened_per_thread;
       wf = wk + 2 * scratch.widened_rows * size_t(hd);
     }
-    const int key0 = b < sink_blocks ? b * kKeyBlock : lo + (b - sink_blocks) * kKeyBlock;
-    const int nk = std::min((b < sink_blocks ? sinks : pos + 1) - key0, kKeyBlock);
+    const int key0 = b < sink_blocks ? run0 + b * kKeyBlock : run1 + (b - sink_blocks) * kKeyBlock;
+    const int nk = std::min((b < sink_blocks ? end0 : pos + 1) - key0, kKeyBlock);
+    const int row0 = cache_row(key0, s.ring);  // the block's rows follow one another
     const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
     float* partial = partials + (size_t(h) * max_blocks + b) * size_t(hd + 2);
     // 1–2. scores with bias and terms: keys [key0, split) scored far, [split, key0 + nk) near
     const int split = std::clamp(near, key0, key0 + nk), n_far = split - key0, n_near = nk - n_far;
     if (n_far > 0) {
-      const float* kb = s.keys_far.at(head + key0).read(n_far, wf);
+      const float* kb = s.keys_far.at(head + row0).read(n_far, wf);
       if (s.rotate_keys) {  // in the thread's slot, at their far positions
         if (kb != wf) std::copy(kb, kb + size_t(n_far) * hd, wf);
         if (s.far_key_pos) position.rotate_at(wf, s.far_key_pos + key0, n_far, 1, hd, 0);
@@ -247,11 +261,11 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
                            scale);
     }
     if (n_near > 0 && fused(keys)) {
-      keys.at(head + split).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
+      keys.at(head + row0 + n_far).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
       if (s.softcap > 0) softcap(scores + n_far, size_t(n_near), s.softcap);
       if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
     } else if (n_near > 0) {
-      const float* kb = keys.at(head + split).read(n_near, wk);
+      const float* kb = keys.at(head + row0 + n_far).read(n_near, wk);
       if (s.rotate_keys) {  // in the thread's slot, at positions split.. (the block stays in cache)
         if (kb != wk) std::copy(kb, kb + size_t(n_near) * hd, wk);
         position.rotate(wk, split, n_near, 1, hd, 0, false);
@@ -269,10 +283,10 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
     for (int i = 0; i < nk; ++i) sum += (scores[i] = exp_nonpositive(scores[i] - max));
     // 4. the block's weighted sum
     if (values.type != CacheType::F32) {
-      values.at(head + key0).weighted_sum(scores, nk, partial);
+      values.at(head + row0).weighted_sum(scores, nk, partial);
     } else {
       std::fill(partial, partial + hd, 0.0f);
-      add_weighted_rows(partial, scores, values.f32 + (head + key0) * hd, nk, hd);
+      add_weighted_rows(partial, scores, values.f32 + (head + row0) * hd, nk, hd);
     }
     partial[hd] = max;
     partial[hd + 1] = sum;
