@@ -8,6 +8,7 @@
 //   attention() the kernel: scores, mask and bias, softmax, weighted sum (kernel.cpp)
 //   KvCache     the cache's storage in F32, BF16, F16 or Q8 (kv_cache.hpp, kv_cache.cpp)
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -79,6 +80,14 @@ struct AttentionScratch {
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
                float scale, const PositionEncoding& position, AttentionScratch& scratch);
 
+
+// How far back a layer's queries see: window − 1, chunk − 1 (the smaller of the two), or −1 for
+// every earlier key. Layers of one scheme and span share an Attention (and its ring).
+inline int layer_span(const LayerAttention& l) {
+  int s = l.window > 0 ? l.window - 1 : -1;
+  if (l.chunk > 0) s = s < 0 ? l.chunk - 1 : std::min(s, l.chunk - 1);
+  return s;
+}
 
 // The attention of the layers of one inference state (model.hpp) that share one scheme
 // (`layers`, config.layers[i].position): `n_seq` sequences in step, each with a cache of `n_ctx`

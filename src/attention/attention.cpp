@@ -33,10 +33,8 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   // pattern, keys rotated on read, terms that read the keys).
   int span = 0;
   for (int l : layers) {
-    const LayerAttention& la = c_.layers[size_t(l)];
-    int s = la.window > 0 ? la.window - 1 : -1;
-    if (la.chunk > 0) s = s < 0 ? la.chunk - 1 : std::min(s, la.chunk - 1);
-    span = s < 0 ? -1 : span < 0 ? -1 : std::max(span, s);
+    const int s = layer_span(c_.layers[size_t(l)]);
+    span = s < 0 || span < 0 ? -1 : std::max(span, s);
   }
   const bool ring_ok = span >= 0 && !layers.empty() && !extend_.pattern && !position.rotates_keys_on_read() &&
                        !position.has_relative_terms();

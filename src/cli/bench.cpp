@@ -49,14 +49,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // One timed run of a test: n tokens, prompt (one forward) or generation (n forwards of one),
 // after `depth` cached tokens, filled 512 at a time with `filled(done)` after each (a deep fill
 // under a method that decodes it position by position takes minutes).
+// Seconds of one run of a test, after the cache is filled to its depth; *kv_bytes: what the
+// K and V caches held (local layers keep only their span: Attention's ring).
 double run_once(const Model& model, CacheType cache, bool prompt, int n, int depth, std::mt19937& rng,
-                const std::function<void(int)>& filled) {
+                const std::function<void(int)>& filled, size_t* kv_bytes = nullptr) {
   const int vocab = model.config().vocab_size;
   std::uniform_int_distribution<int> token(0, vocab - 1);
   std::vector<int> ids(static_cast<size_t>(depth + n));
   for (int& id : ids) id = token(rng);
   std::vector<float> logits(static_cast<size_t>(vocab));
   InferenceState state(model, depth + n, prompt ? n : depth > 0 ? 512 : 1, 1, cache);  // allocation is not timed
+  if (kv_bytes) *kv_bytes = state.kv_cache_bytes();
   for (int done = 0, step; done < depth; done += step) {
     step = std::min(512, depth - done);
     state.forward(&ids[size_t(done)], step, done, logits.data(), false);
@@ -169,8 +172,9 @@ void run(const BenchArgs& a) {
       }
       Progress bar(bar_label, "runs", a.quiet);
       std::vector<double> tps;
+      size_t kv_bytes = 0;
       for (int r = 0; r < a.reps; ++r) {
-        tps.push_back(t.n / run_once(*model, cache, t.prompt, t.n, t.depth, rng, [](int) {}));
+        tps.push_back(t.n / run_once(*model, cache, t.prompt, t.n, t.depth, rng, [](int) {}, &kv_bytes));
         bar.update(r + 1, a.reps);
       }
       bar.finish();
@@ -179,7 +183,7 @@ void run(const BenchArgs& a) {
       for (double x : tps) var += (x - mean) * (x - mean) / double(std::max<size_t>(1, tps.size() - 1));
       const double sd = std::sqrt(var);
       nlohmann::json result = {{"test", test}, {"n_tokens", t.n}, {"depth", t.depth}, {"threads", threads},
-                               {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}};
+                               {"tokens_per_second", mean}, {"sd", sd}, {"samples", tps}, {"kv_cache_bytes", kv_bytes}};
       // The roof's columns: generation rows only (a prompt reads each matrix once for many tokens).
       const bool roofed = a.roof && !t.prompt;
       const double bytes = roofed ? decode_bytes(*model, cache, t) : 0, read = bytes * mean,

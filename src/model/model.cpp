@@ -295,23 +295,27 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   const TensorLookup lookup = [&](const std::string& name) { return model.tensor(name); };
   encodings_.push_back(make_position_encoding(c_, lookup));
   position_ = encodings_[0].get();
+  // One encoding per scheme; one attention unit per scheme and span (a local layer's cache is a ring)
   std::vector<const SchemeConfig*> schemes = {c_.position.scheme.get()};  // [encoding]
-  std::vector<std::vector<int>> layers_of(1);                               // [encoding]
+  std::vector<std::pair<size_t, int>> unit_keys;                          // [unit]: (encoding, span)
+  std::vector<std::vector<int>> layers_of;                                // [unit]
   for (int l = 0; l < c_.n_layers; ++l) {
     const PositionConfig& p = c_.layers[size_t(l)].position;
     const size_t e = size_t(std::find(schemes.begin(), schemes.end(), p.scheme.get()) - schemes.begin());
     if (e == schemes.size()) {
       schemes.push_back(p.scheme.get());
       encodings_.push_back(make_position_encoding(c_, p, lookup));
-      layers_of.emplace_back();
     }
-    layers_of[e].push_back(l);
+    const std::pair<size_t, int> key{e, layer_span(c_.layers[size_t(l)])};
+    const size_t u = size_t(std::find(unit_keys.begin(), unit_keys.end(), key) - unit_keys.begin());
+    if (u == unit_keys.size()) unit_keys.push_back(key), layers_of.emplace_back();
+    layers_of[u].push_back(l);
   }
   attention_.assign(size_t(c_.n_layers), nullptr);
-  for (size_t e = 0; e < encodings_.size(); ++e) {
-    if (layers_of[e].empty()) continue;
-    units_.push_back(std::make_unique<Attention>(c_, *encodings_[e], layers_of[e], n_ctx, n_batch_, n_seq, cache_type));
-    for (int l : layers_of[e]) attention_[size_t(l)] = units_.back().get();
+  for (size_t u = 0; u < unit_keys.size(); ++u) {
+    units_.push_back(std::make_unique<Attention>(c_, *encodings_[unit_keys[u].first], layers_of[u], n_ctx, n_batch_,
+                                                 n_seq, cache_type));
+    for (int l : layers_of[u]) attention_[size_t(l)] = units_.back().get();
   }
   const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
   const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_) * size_t(n_seq);
