@@ -5,11 +5,15 @@ llama-quantize lays it out, so that pert's GGUF reader is tested on the files us
     to_gguf.py MODEL_DIR OUT.gguf [--type Q4_K_M] [--version 3] [--alignment 32]
                [--dequantized-dir DIR] [--name NAME]
     to_gguf.py --random ARCH MODEL_DIR OUT.gguf [...]   # first writes a small random ARCH model
-                                                        # (llama, mistral, qwen2, qwen3, phi3) there
+                                                        # (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, cohere2) there
 
 MODEL_DIR holds config.json, model.safetensors (or its index and shards), tokenizer.json and
 optionally tokenizer_config.json. Architectures: LlamaForCausalLM and MistralForCausalLM ->
-"llama", Qwen2ForCausalLM -> "qwen2", Qwen3ForCausalLM -> "qwen3", Phi3ForCausalLM -> "phi3".
+"llama", Qwen2ForCausalLM -> "qwen2", Qwen3ForCausalLM -> "qwen3", Phi3ForCausalLM -> "phi3",
+Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2"
+(Gemma's norms stored as 1 + w and named post_attention_norm / ffn_norm / post_ffw_norm, its
+caps and window written; Cohere's layer_norm_epsilon, logit_scale and window; what llama.cpp
+hard-codes, such as Gemma's local RoPE base and both layer patterns, is not written).
 
 What is written, as llama.cpp does:
   - the hyperparameters under {arch}.*; attention.key_length/value_length when config.json has
@@ -58,7 +62,9 @@ import tokenizer_json  # noqa: E402
 from gguf_vocab import vocab_metadata  # noqa: E402
 
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-         "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3"}
+         "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2",
+         "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2"}
+GEMMA = ("gemma2", "gemma3")
 
 # --type: (llama.cpp's general.file_type, the matrices' type, llama-quantize's mix or None)
 TYPES = {
@@ -79,18 +85,23 @@ LAYER_NAMES = {
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
     "mlp.gate_up_proj": "ffn_up",  # Phi-3: gate and up in one, as llama.cpp's phi3 reads it
 }
+# Gemma's: its post_attention_layernorm normalises the attention's output; the MLP's input norm
+# is pre_feedforward_layernorm, which llama.cpp calls ffn_norm.
+GEMMA_LAYER_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm",
+                         pre_feedforward_layernorm="ffn_norm", post_feedforward_layernorm="post_ffw_norm")
 GLOBAL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
 # ----------------------------------------------------------------------------- names and layout
-def gguf_name(hf_name):
+def gguf_name(hf_name, arch="llama"):
     """llama.cpp's name for an HF tensor name; ValueError for one it has no place for."""
     stem, _, suffix = hf_name.rpartition(".")
     if stem in GLOBAL_NAMES:
         return f"{GLOBAL_NAMES[stem]}.{suffix}"
     parts = stem.split(".", 3)
-    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in LAYER_NAMES:
-        return f"blk.{parts[2]}.{LAYER_NAMES[parts[3]]}.{suffix}"
+    names = GEMMA_LAYER_NAMES if arch in GEMMA else LAYER_NAMES
+    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in names:
+        return f"blk.{parts[2]}.{names[parts[3]]}.{suffix}"
     raise ValueError(f"{hf_name}: no GGUF name for this tensor")
 
 
@@ -156,6 +167,18 @@ def hyperparameters(arch, config):
         (a + "attention.layer_norm_rms_epsilon", "f32", config.get("rms_norm_eps", 1e-6)),
         (a + "rope.dimension_count", "u32", rope_dims(config)),
     ]
+    if arch == "cohere2":  # LayerNorm's eps under its own key; logit_scale; the window (every 4th layer global)
+        md[7] = (a + "attention.layer_norm_epsilon", "f32", config.get("layer_norm_eps", 1e-5))
+        md += [(a + "logit_scale", "f32", config.get("logit_scale", 0.0625)),
+               (a + "attention.sliding_window", "u32", config.get("sliding_window", 4096))]
+        return md
+    if arch in GEMMA:  # the window (pattern 2 or 6, not written), the caps; no query_pre_attn_scalar key
+        md.append((a + "attention.sliding_window", "u32", config.get("sliding_window", 4096)))
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            default = (50.0 if key.startswith("attn") else 30.0) if arch == "gemma2" else None
+            value = config.get(key, default)
+            if value is not None:
+                md.append((a + key, "f32", value))
     rs, kind = rope_parameters(config)
     if arch == "phi3":
         original = rs.get("original_max_position_embeddings",
@@ -193,7 +216,7 @@ def hyperparameters(arch, config):
         md.append((a + "rope.scaling.type", "string", "longrope"))
     elif kind not in ("", "default", "llama3"):
         raise ValueError(f"rope scaling {kind!r} has no GGUF form here")
-    window = uniform_window(config)
+    window = 0 if arch in GEMMA else uniform_window(config)
     if window:
         md.append((a + "attention.sliding_window", "u32", window))
     return md
@@ -308,9 +331,11 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
     for hf_name, w in weights.items():
         if hf_name.endswith("rotary_emb.inv_freq"):
             continue
-        g = gguf_name(hf_name)
+        g = gguf_name(hf_name, arch)
         heads = heads_of(hf_name, arch, config)
         data[g] = permute(w, heads) if heads else w
+        if arch in GEMMA and hf_name.endswith("norm.weight"):  # the converter stores Gemma's gains as 1 + w
+            data[g] = (w + 1).astype(w.dtype)
         hf_of[g] = hf_name
     data.update(extra_tensors(arch, config))
     names = sorted(data)
@@ -341,6 +366,8 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
             w = ggml_quants.dequantize(types[g], raw[g], data[g].size).reshape(data[g].shape)
             heads = heads_of(hf_name, arch, config)
             hf[hf_name] = unpermute(w, heads) if heads else w
+            if arch in GEMMA and hf_name.endswith("norm.weight"):
+                hf[hf_name] = hf[hf_name] - 1
         safetensors_io.save(os.path.join(dequantized_dir, "model.safetensors"), hf, "F32")
         for path in (os.path.join(model_dir, "config.json"), tok, tok_config):
             if path is not None:
@@ -374,6 +401,20 @@ RANDOM = {
                                "rope_scaling": {"type": "longrope",
                                                 "short_factor": [1.0 + 0.01 * i for i in range(32)],
                                                 "long_factor": [1.0 + 0.1 * i for i in range(32)]}}),
+    # Gemma 2: GeGLU, sandwich norms (stored + 1), caps, a window on even layers, tied
+    "gemma2": ({"tie": True, "gemma": True, "head_dim": 64},
+               {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 64,
+                "query_pre_attn_scalar": 64, "sliding_window": 6, "attn_logit_softcapping": 50.0,
+                "final_logit_softcapping": 30.0}),
+    # Gemma 3: q/k norms; 6 layers, the last global (llama.cpp's pattern 6, local base 10000); linear scaling
+    "gemma3": ({"tie": True, "gemma": True, "qk_norm": True, "head_dim": 64, "layers": 6},
+               {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 64,
+                "query_pre_attn_scalar": 64, "sliding_window": 6, "rope_theta": 1000000.0,
+                "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
+    # Command R7B: LayerNorm, parallel block, 4 layers: RoPE (interleaved) and a window on 3, the last NoPE
+    "cohere2": ({"tie": True, "parallel": True, "layers": 4},
+                {"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "logit_scale": 0.25,
+                 "sliding_window": 6, "layer_norm_eps": 1e-5, "rope_theta": 50000.0}),
 }
 
 
@@ -395,6 +436,8 @@ def random_model(out_dir, arch, seed=0):
     options, config = RANDOM[arch]
     tokenizer, vocab = tiny_tokenizer()
     shape = dict(SMALL, trained=config.get("max_position_embeddings", SMALL["trained"]))
+    shape.update({k: options[k] for k in ("layers",) if k in options})
+    options = {k: v for k, v in options.items() if k not in shape}
     reference.make_model(out_dir, None, seed=seed, vocab=vocab, extra_config=config, **shape, **options)
     tokenizer_json.write(tokenizer, os.path.join(out_dir, "tokenizer.json"))
 

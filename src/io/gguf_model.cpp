@@ -24,6 +24,9 @@ const GgufArchitecture kArchitectures[] = {
     {"qwen2", "Qwen2ForCausalLM", Architecture::Qwen2},
     {"qwen3", "Qwen3ForCausalLM", Architecture::Qwen3},
     {"phi3", "Phi3ForCausalLM", Architecture::Phi3},
+    {"gemma2", "Gemma2ForCausalLM", Architecture::Gemma2},
+    {"gemma3", "Gemma3ForCausalLM", Architecture::Gemma3},
+    {"cohere2", "Cohere2ForCausalLM", Architecture::Cohere2},
 };
 
 const GgufArchitecture& architecture_of(const GgufFile& f) {
@@ -152,10 +155,33 @@ json gguf_config_json(const GgufFile& f) {
             {"num_key_value_heads", positive(f, a + "attention.head_count_kv", heads)},
             {"head_dim", head_dim},
             {"max_position_embeddings", context},
-            {"rms_norm_eps", (f.require(a + "attention.layer_norm_rms_epsilon"),
-                              positive_number(f, a + "attention.layer_norm_rms_epsilon", 0))},
             {"rope_theta", positive_number(f, a + "rope.freq_base", 10000.0)},
             {"tie_word_embeddings", f.tensor("output.weight") == nullptr}};
+  const Architecture at = arch.architecture;
+  const bool gemma = at == Architecture::Gemma2 || at == Architecture::Gemma3;
+  if (at == Architecture::Cohere2) {  // LayerNorm's eps; the logits' scale
+    c["layer_norm_eps"] = (f.require(a + "attention.layer_norm_epsilon"), positive_number(f, a + "attention.layer_norm_epsilon", 0));
+    c["logit_scale"] = (f.require(a + "logit_scale"), positive_number(f, a + "logit_scale", 0));
+    c.erase("head_dim");  // HF's Cohere2 takes hidden / heads
+  } else {
+    c["rms_norm_eps"] = (f.require(a + "attention.layer_norm_rms_epsilon"), positive_number(f, a + "attention.layer_norm_rms_epsilon", 0));
+  }
+  if (gemma) {
+    // llama.cpp writes no query_pre_attn_scalar: it scales by 1/√head_dim, and the 27B models
+    // (46 and 62 layers) by 1/√(hidden / heads), as HF's configs of those sizes say
+    const int layers = c["num_hidden_layers"];
+    c["query_pre_attn_scalar"] = (layers == 46 && at == Architecture::Gemma2) || (layers == 62 && at == Architecture::Gemma3)
+                                     ? d / heads : head_dim;
+    c["sliding_window"] = positive(f, a + "attention.sliding_window", 4096);
+    const double none = 0;
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+      const double fallback = at == Architecture::Gemma2 ? (key[0] == 'a' ? 50.0 : 30.0) : none;
+      const double cap = f.opt_float(a + key).value_or(fallback);
+      if (cap > 0) c[key] = positive_number(f, a + key, cap);
+      else c[key] = nullptr;
+    }
+    if (at == Architecture::Gemma3) c["rope_local_base_freq"] = 10000.0;  // llama.cpp's, not in the file
+  }
   if (rotary_dim != head_dim) c["partial_rotary_factor"] = double(rotary_dim) / head_dim;
   const json scaling = rope_scaling(f, a, context, rotary_dim);
   if (!scaling.is_null()) c["rope_scaling"] = scaling;
@@ -214,10 +240,14 @@ std::string hf_tensor_name(const std::string& name, Architecture architecture) {
       {"attn_v", Part::V},            {"attn_qkv", Part::QKV},      {"attn_output", Part::O},
       {"attn_q_norm", Part::QNorm},   {"attn_k_norm", Part::KNorm}, {"ffn_norm", Part::FfnNorm},
       {"ffn_gate", Part::Gate},       {"ffn_up", Part::Up},         {"ffn_down", Part::Down},
+      {"post_attention_norm", Part::FfnNorm}, {"post_ffw_norm", Part::PostFfnNorm},  // Gemma's
   };
+  const bool gemma = architecture == Architecture::Gemma2 || architecture == Architecture::Gemma3;
   for (auto [gguf, hf] : kLayer)
     if (part == gguf) {
       if (hf == Part::Up && architecture == Architecture::Phi3) hf = Part::GateUp;  // phi3's holds gate, then up
+      if (!gemma && (part == "post_attention_norm" || part == "post_ffw_norm")) return "";
+      if (gemma && part == "ffn_norm") hf = Part::PreFfnNorm;  // Gemma's MLP input norm
       return tensor_names::layer_prefix(layer) + tensor_names::part_name(hf) + "." + kind;
     }
   return "";
