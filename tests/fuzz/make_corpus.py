@@ -98,6 +98,19 @@ write("config", "mistral_v5_yarn", json.dumps(dict(hf, architectures=["MistralFo
                                                    rope_parameters={"rope_type": "yarn", "rope_theta": 1e6,
                                                                     "factor": 4.0, "mscale": 1.0,
                                                                     "mscale_all_dim": 0.5, "truncate": False})))
+# Layouts layer by layer: pert's "layers" rules, and the architectures that give layers their own schemes.
+write("config", "layers_irope", json.dumps(dict(rope, layers={
+    "global": {"every": 2, "position": {"type": "none"}, "temperature": {"scale": 0.1, "floor": 64}},
+    "local": {"others": True, "chunk": 64}})))
+write("config", "layers_set", config(small, "layers={\"a\":{\"layers\":[0,1],\"window\":8}}",
+                                     "layers.b={\"others\":true,\"position\":{\"type\":\"alibi\"}}"))
+write("config", "smollm3", json.dumps(dict(hf, architectures=["SmolLM3ForCausalLM"], model_type="smollm3",
+                                           no_rope_layers=[1, 1, 1, 0, 1], use_sliding_window=True, sliding_window=8)))
+write("config", "gemma3", json.dumps(dict(hf, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text",
+                                          head_dim=32, sliding_window=16, sliding_window_pattern=3,
+                                          rope_local_base_freq=100.0, final_logit_softcapping=30.0)))
+write("config", "cohere2", json.dumps(dict(hf, architectures=["Cohere2ForCausalLM"], model_type="cohere2",
+                                           logit_scale=0.25, sliding_window=16, layer_norm_eps=1e-5)))
 write("config", "not_object", "[1, 2, 3]")
 
 # --- tokenizer.json: a tiny llama-style BPE, and variants ----------------------------------
