@@ -3,11 +3,12 @@
 each model must retrieve within L (pass-key accuracy >= 0.95 at L/2 and at the longest prompt
 whose answer still ends within L, 5 depths x 10 trials, seed 7919) while its perplexity at L on
 held-out TinyStories and on the WikiText-2 test prefix stays within 3% of the baseline's (the
-same scheme's model in --baseline-dir). Also RULER's tasks at L (those whose fixed text fits in
+same scheme's model in --baseline-dir, or for members without one, such as the hybrid layouts,
+the model --baseline names: rope). Also RULER's tasks at L (those whose fixed text fits in
 L: 3 depths x 10 trials; a learned table of L positions at 112, where the longest answer still
 ends within it), which say what a model of this size learns from its share of them.
 
-    family_acceptance.py MODEL_DIR [...] --out FILE.json [--baseline-dir models] [-t THREADS]
+    family_acceptance.py MODEL_DIR [...] --out FILE.json [--baseline-dir models | --baseline models/rope] [-t THREADS]
     family_acceptance.py --table FILE.json [--what bars|ruler]
     family_acceptance.py --table FILE.json --what draws --beside OTHER.json [...]
     family_acceptance.py --check FILE.json        exit 1 naming each model below a bar
@@ -185,6 +186,8 @@ def main():
     ap.add_argument("models", nargs="*", metavar="MODEL_DIR")
     ap.add_argument("--out", metavar="FILE.json", help="the report to add the models to")
     ap.add_argument("--baseline-dir", default="models", help="where each scheme's baseline model is (default %(default)s)")
+    ap.add_argument("--baseline", metavar="MODEL_DIR",
+                    help="one baseline for every model (the hybrid layouts: models/rope) instead of --baseline-dir/NAME")
     ap.add_argument("-t", "--threads", type=int, default=1)
     add_table_flag(ap)
     ap.add_argument("--what", choices=("bars", "ruler", "draws"), default="bars", help="which table --table prints")
@@ -221,7 +224,7 @@ def main():
                   bars={"passkey_accuracy": BAR_ACCURACY, "ppl_rise": BAR_PPL})
     for model in a.models:
         name = os.path.basename(os.path.normpath(model))
-        base = os.path.join(a.baseline_dir, name)
+        base = a.baseline or os.path.join(a.baseline_dir, name)
         print(f"family_acceptance.py: {name} (baseline {base})", file=sys.stderr)
         m = report["models"][name] = dict(model=model, **measure(model, a.threads),
                                           baseline=dict(model=base, **measure(base, a.threads)))
