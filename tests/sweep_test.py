@@ -273,6 +273,21 @@ def main():
               r.returncode == 0 and "ppl" in c[0] and c[0]["position_label"] == "alibi"
               and c[0]["trained_position"] == "rope" and "trained with rope" in r.stderr, (r.stderr, c))
 
+        # Layouts layer by layer A/B as schemes do: a row each, labelled by its layout, guarded alike.
+        layouts = [os.path.join(ROOT, "configs", "layers", n) for n in ("rnope-swa.json", "nope-every-4th.json")]
+        out = os.path.join(tmp, "layouts.json")
+        r = sweep("--config", layouts[0], lengths=[64], out=out, models=MODELS[:1])
+        c = cells_of(out)
+        check("layouts: a layer's scheme replaced is a scheme change, an error cell naming the layer",
+              r.returncode == 0 and len(c) == 1 and "in layer 3" in c[0].get("error", ""), c)
+        out = os.path.join(tmp, "layouts2.json")
+        r = sweep("--config", "plain", "--config", layouts[0], "--config", layouts[1], "--allow-scheme-change",
+                  lengths=[64], out=out, models=MODELS[:1])
+        c = cells_of(out)
+        check("layouts: each runs, labelled by its groups of layers (windows where they differ)",
+              r.returncode == 0 and [x.get("position_label") for x in c] ==
+              ["rope", "rope w64 x4 + none x1", "rope x4 + none x1"] and all("ppl" in x for x in c), (r.stderr, c))
+
         # --set applies to every cell and is part of the settings; appended sweeps keep rows grouped.
         out = os.path.join(tmp, "set.json")
         r = sweep("--set", "position.beyond=clamp", lengths=[192], out=out, models=MODELS[1:])
