@@ -175,6 +175,18 @@ CASES = {
     "layers_nope_self_extend": ({"type": "rope"}, {"layers": 4, "extend": {"self_extend": {"window": 8, "group": 4}},
                                                    "extra_config": {"layers": {"nope": {"every": 2, "position": {"type": "none"}}}}},
                                 False),
+    # Dual Chunk Attention (ChunkLlama; Qwen2.5-1M as vLLM runs it): chunks of 24 - 8 = 16, three
+    # query positions by the key's chunk; with the length scale; on dynamic NTK (keys rotated on read)
+    "extend_dca": ({"type": "rope"}, {"extend": {"dca": {"chunk_size": 24, "local_size": 8}}}, False),
+    "extend_dca_scaled": ({"type": "rope", "base": 500.0}, {"extend": {"dca": {
+        "chunk_size": 32, "local_size": 4, "original_max_position_embeddings": 16}}}, False),
+    "extend_dca_dynamic": ({"type": "rope", "scaling": {"type": "dynamic", "factor": 2.0}},
+                           {"extend": {"dca": {"chunk_size": 20, "local_size": 6}}}, True),
+    # Qwen2.5-1M's dual_chunk_attention_config (vLLM's key) read as the dca method
+    "qwen2_dual_chunk": (None, {"qkv_bias": True, "extra_config": dict(
+        QWEN2, use_sliding_window=False, rope_theta=10000.0,
+        dual_chunk_attention_config={"chunk_size": 40, "local_size": 8, "original_max_position_embeddings": 48,
+                                     "sparse_attention_enabled": False, "sparse_attention_threshold": 32768})}, False),
     "extend_self_extend": ({"type": "rope"}, {"extend": {"self_extend": {"window": 8, "group": 4}}}, False),
     "extend_self_extend_w10_g4": ({"type": "rope"}, {"extend": {"self_extend": {"window": 10, "group": 4}}}, False),
     "extend_self_extend_llama_cpp": ({"type": "rope"}, {"extend": {"self_extend": {"window": 8, "group": 4,
@@ -273,7 +285,9 @@ def sanity(reference, np, Checker):
                        {"self_extend": {"window": 8, "group": 1, "mode": "llama.cpp"}},
                        {"rerope": {"window": T}}, {"leaky_rerope": {"window": T}},
                        {"streaming": {"sinks": 4, "window": T - 4}}, {"streaming": {"sinks": 0, "window": T}},
-                       {"blockwise": {"block": T}}, {"logn": {"trained": T}}):
+                       {"blockwise": {"block": T}}, {"logn": {"trained": T}},
+                       {"dca": {"chunk_size": T + 8, "local_size": 8}},
+                       {"dca": {"chunk_size": T + 8, "local_size": 8, "original_max_position_embeddings": T}}):
             check(f"{json.dumps(extend)} vs plain", logits(extend), plain)
         check("leaky_rerope w=8 k=1e13 vs rerope w=8", logits({"leaky_rerope": {"window": 8, "factor": 1e13}}),
               logits({"rerope": {"window": 8}}))
@@ -328,6 +342,23 @@ def sanity(reference, np, Checker):
             if len(cache) > S + W - 1:
                 cache = cache[:S] + cache[len(cache) - (W - 1):]
         none_differ(f"streaming S={S} W={W}: visible keys and distances vs StreamingLLM's cache", bad)
+    # vLLM's dual_chunk_flash_attn: query i (L = i + 1 tokens, chunk n = (L - 1) // C) reads its
+    # intra keys [nC, i] with q at i % C, succ keys [(n-1)C, nC) with q at min(i % C + C, cs), inter
+    # keys [0, (n-1)C) with q at min(2C - 1, cs), every key at j % C (dual_chunk_rope's tables).
+    for cs, ls in ((24, 8), (20, 6), (32, 4)):
+        C = cs - ls
+        plan = ext.Plan({"dca": {"chunk_size": cs, "local_size": ls, "original_max_position_embeddings": 0}}, T)
+        bad = []
+        for i in range(T):
+            n = i // C
+            for j in range(i + 1):
+                q_at = i % C if j >= n * C else min(i % C + C, cs) if j >= (n - 1) * C else min(2 * C - 1, cs)
+                want = q_at - j % C
+                got = (i - j if plan.near[i, j] else
+                       (plan.q_farther[i] if plan.farther[i, j] else plan.q_far[i]) - plan.k_far[j])
+                if want != got or want > cs:
+                    bad.append((i, j))
+        none_differ(f"dca cs={cs} ls={ls}: distances vs vLLM's three parts and rope tables", bad)
     relative_loops(reference, np, check)
     return check.exit_code()
 

@@ -123,7 +123,7 @@ TEST_CASE("attention: the kernel matches naive causal attention", "[attention]")
       std::vector<float> rounded_keys(keys.size()), rounded_values(values.size());
       kc.load(rounded_keys.data(), 0, rows);
       vc.load(rounded_values.data(), 0, rows);
-      AttentionScratch narrow_scratch(n_heads, hd, capacity, false, true);
+      AttentionScratch narrow_scratch(n_heads, hd, capacity, 0, true);
       attention(out.data(), q.data(), kc.rows(), vc.rows(), shape, scale, arbitrary, narrow_scratch);
       const std::vector<double> from_rounded =
           naive_attention(q, rounded_keys, rounded_values, shape, scale, ArbitraryBias::bias);

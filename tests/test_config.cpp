@@ -775,3 +775,50 @@ TEST_CASE("config: Cohere 2's parallel block, and RoPE only in its sliding-windo
   c["logit_scale"] = 0.5;  // another architecture's key that would change the math
   REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "logit_scale is set");
 }
+
+TEST_CASE("config: Dual Chunk Attention, as an extend method and as Qwen2.5-1M's key", "[config][layers]") {
+  json c = tiny_config();
+  c["extend"] = {{"dca", {{"chunk_size", 24}, {"local_size", 8}}}};
+  ModelConfig m = parse(c);
+  REQUIRE(m.extend.size() == 1);
+  const ExtensionConfig& d = *m.extend[0];
+  CHECK((d.remaps() && d.has_farther() && !d.scales()));
+  // chunks of 16: query 40 (chunk 2) sees 32.. as they are, 16..31 from 16 + 8, 0..15 from 24 (= chunk_size)
+  CHECK(d.near_first(40) == 32);
+  CHECK(d.farther_first(40) == 16);
+  CHECK(d.far_query(40) == 24);  // min(40 % 16 + 16, 24)
+  CHECK(d.far_query(33) == 17);
+  CHECK(d.farther_query(40) == 24);  // min(2·16 − 1, 24)
+  CHECK(d.far_key(37) == 5);
+  CHECK(to_json(parse(to_json(m))) == to_json(m));
+  c["extend"]["dca"]["original_max_position_embeddings"] = 32;
+  const ModelConfig scaled = parse(c);
+  CHECK(scaled.extend[0]->scales());
+  CHECK(scaled.extend[0]->query_scale(31) == 1.0);
+  CHECK(scaled.extend[0]->key_scale(127) == Approx(1 + 0.1 * std::log(4.0)));
+  c["extend"]["dca"]["local_size"] = 24;
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "extend.dca.local_size must be below chunk_size (24)");
+  c["extend"] = {{"dca", json::object()}};
+  c["position"] = {{"type", "alibi"}};
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "extend.dca re-encodes key positions, which needs a rotary scheme");
+
+  c = tiny_config();  // Qwen2.5-1M's key, as vLLM reads it
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["model_type"] = "qwen2";
+  c["dual_chunk_attention_config"] = {{"chunk_size", 262144}, {"local_size", 8192}, {"original_max_position_embeddings", 262144},
+                                      {"sparse_attention_threshold", 32768}, {"sparse_attention_last_q", 64}};
+  m = parse(c);
+  REQUIRE(m.extend.size() == 1);
+  CHECK(m.extend[0]->to_json() == json{{"chunk_size", 262144}, {"local_size", 8192}, {"original_max_position_embeddings", 262144}});
+  c["dual_chunk_attention_config"]["sparse_attention_enabled"] = true;
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "dual_chunk_attention_config enables sparse attention (MInference)");
+  c["dual_chunk_attention_config"].erase("sparse_attention_enabled");
+  c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}};
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "dual_chunk_attention_config is set together with rope_scaling");
+  c.erase("rope_scaling");
+  c["extend"] = {{"dca", json::object()}};
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "dual_chunk_attention_config is set together with extend.dca");
+  c.erase("extend");
+  c["dual_chunk_attention_config"]["chunk"] = 3;
+  REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "dual_chunk_attention_config has 'chunk', which pert does not read");
+}

@@ -550,6 +550,9 @@ def forward(config, W, ids, inputs=None, observe=None):
                 if plan.near is not None:  # far pairs: the same frequencies and factor, other positions
                     far = encode(qg, plan.q_far[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
                     s = torch.where(plan.near[rows], s, far)
+                if plan.farther is not None:  # DCA's older chunks: the query at its second far position
+                    far2 = encode(qg, plan.q_farther[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
+                    s = torch.where(plan.farther[rows], far2, s)
                 parts.append(s)
             scores = torch.cat(parts, dim=-2)
         else:
@@ -558,12 +561,8 @@ def forward(config, W, ids, inputs=None, observe=None):
         if gemma:  # query_pre_attn_scalar^-1/2 instead of head_dim^-1/2
             scale = config.get("query_pre_attn_scalar", 256) ** -0.5
         scores = scores * scale
-        cap = config.get("attn_logit_softcapping", 50.0 if config["architectures"][0] == "Gemma2ForCausalLM" else None) \
-            if gemma else None
-        if cap:  # Gemma 2: after the scale, before the mask
-            scores = torch.tanh(scores / cap) * cap
         # log-n and iRoPE's temperature (Llama 4: 1 + s·ln(1 + ⌊(m + 1)/floor⌋)) scale row m's query,
-        # so its q·k, not its bias
+        # so its q·k, not its bias; DCA's length scale key n's too
         row = plan.row_scale
         if layout[i]["temperature"]:
             t = layout[i]["temperature"]
@@ -571,6 +570,12 @@ def forward(config, W, ids, inputs=None, observe=None):
             row = tau if row is None else row * tau
         if row is not None:
             scores = scores * row[:, None].to(dt)
+        if plan.col_scale is not None:
+            scores = scores * plan.col_scale[None, :].to(dt)
+        cap = config.get("attn_logit_softcapping", 50.0 if config["architectures"][0] == "Gemma2ForCausalLM" else None) \
+            if gemma else None
+        if cap:  # Gemma 2: after the scale, before the mask
+            scores = torch.tanh(scores / cap) * cap
         if lkind in ("xl", "deberta"):  # the query's side of these terms scaled too
             qs = q if row is None else q * row[:, None].to(dt)
             scores = scores + relative_terms(lpos, W, i, qs, k, dist, hd, trained) * scale

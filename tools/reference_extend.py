@@ -10,7 +10,8 @@ Each method is a function of the [T, T] grid of (m, n) (m as a [T, 1] column, n 
   sinks    keys visible whatever the architecture's sliding window says (StreamingLLM only),
   near     pairs encoded at their own positions (m, n); the others are "far",
   q, k     where a far pair is encoded: the query at q (a function of m alone, [T, 1]) and the
-           key at k (a function of n alone, [1, T]); positions may be fractional.
+           key at k (a function of n alone, [1, T]); positions may be fractional,
+  farther, q2  (Dual Chunk Attention) far pairs whose query stands at q2 instead.
 Near and far scores share one softmax per query row. log-n is a factor per query row.
 
 A module that tools/reference.py imports; it has no command of its own (this --help only).
@@ -23,7 +24,7 @@ import torch
 DT = torch.float64
 # Methods that change where a pair is encoded (RoPE only) and those that only hide keys; log-n
 # goes with any of them.
-REMAPPING = ("self_extend", "rerope", "leaky_rerope")
+REMAPPING = ("self_extend", "rerope", "leaky_rerope", "dca")
 EXCLUSIVE = REMAPPING + ("streaming", "blockwise")
 
 
@@ -75,6 +76,25 @@ def blockwise(m, n, block):
     return dict(visible=n // block >= m // block - 1)
 
 
+def dca(m, n, chunk_size, local_size, original_max_position_embeddings):
+    """Dual Chunk Attention (ChunkLlama; vLLM's DualChunkRotaryEmbedding): chunks of
+    C = chunk_size - local_size from 0; keys at n % C; the query at m % C for keys of its own
+    chunk (the true distance), at min(m % C + C, chunk_size) for the chunk before, and at
+    min(2C - 1, chunk_size) for older ones ("farther", q2)."""
+    C = chunk_size - local_size
+    own = m // C * C
+    return dict(near=n >= own, q=torch.clamp(m % C + C, max=chunk_size), k=n % C,
+                farther=n < own - C, q2=torch.full_like(m, min(2 * C - 1, chunk_size)))
+
+
+def dca_scale(positions, original):
+    """DCA's length scale on query m and key n: max(1, 0.1·ln(l/Lorig) + 1) at l = m + 1 (n + 1)
+    when original_max_position_embeddings > 0 (vLLM's decoding). [T]"""
+    if not original:
+        return torch.ones(len(positions), dtype=DT)
+    return torch.clamp(0.1 * torch.log((positions.to(DT) + 1) / original) + 1, min=1.0)
+
+
 def logn(m, trained):
     """Qwen's use_logn_attn: the query at m times ln(m+1)/ln(Lq) once m + 1 > Lq. [T]"""
     m = m.to(DT)
@@ -82,7 +102,7 @@ def logn(m, trained):
 
 
 METHODS = {"self_extend": self_extend, "rerope": rerope, "leaky_rerope": leaky_rerope, "streaming": streaming,
-           "blockwise": blockwise}
+           "blockwise": blockwise, "dca": dca}
 
 
 # ----------------------------------------------------------------------------- the config block
@@ -123,6 +143,9 @@ FIELDS = {
                   "positions": (_one_of("cache", "original"), lambda L, f: "cache")},
     "blockwise": {"block": (_integer(1), lambda L, f: max(1, L // 2))},
     "logn": {"trained": (_integer(2), lambda L, f: L)},
+    "dca": {"chunk_size": (_integer(1), lambda L, f: L),
+            "local_size": (_integer(0), lambda L, f: max(1, L // 8)),
+            "original_max_position_embeddings": (_integer(0), lambda L, f: 0)},
 }
 
 
@@ -130,6 +153,9 @@ def parse(config, pos):
     """{method: {field: value}} with defaults filled in, from config["extend"] (None when absent);
     pos is the model's position block. Raises ValueError naming what is wrong."""
     block = config.get("extend")
+    dca_config = config.get("dual_chunk_attention_config")
+    if dca_config is not None:  # Qwen2.5-1M's key, as vLLM reads it: the dca method's fields
+        block = dict(block or {}, dca={k: v for k, v in dca_config.items() if not k.startswith("sparse_attention")})
     if block is None:
         return None
     if not isinstance(block, dict):
@@ -161,6 +187,9 @@ def parse(config, pos):
     chosen = [m for m in EXCLUSIVE if m in out]
     if len(chosen) > 1:
         raise ValueError(f'"extend" takes at most one of {", ".join(EXCLUSIVE)}; got {" and ".join(chosen)}')
+    d = out.get("dca")
+    if d and d["local_size"] >= d["chunk_size"]:
+        raise ValueError('"extend.dca.local_size" must be below chunk_size')
     se = out.get("self_extend")
     if se and se["mode"] == "llama.cpp" and se["window"] % se["group"]:
         raise ValueError(f'"extend.self_extend" in mode "llama.cpp" needs window % group == 0 '
@@ -196,7 +225,16 @@ class Plan:
         if self.near is not None:  # far positions: the query's from m alone, the key's from n alone
             self.q_far = torch.broadcast_to(torch.as_tensor(plan["q"]).to(DT), (T, 1))[:, 0]
             self.k_far = torch.broadcast_to(torch.as_tensor(plan["k"]).to(DT), (1, T))[0]
+        # DCA's older chunks: the query at q2 instead (the key still at k)
+        self.farther = torch.broadcast_to(plan["farther"], (T, T)) if "farther" in plan else None
+        if self.farther is not None:
+            self.q_farther = torch.broadcast_to(torch.as_tensor(plan["q2"]).to(DT), (T, 1))[:, 0]
         self.row_scale = logn(m[:, 0], **methods["logn"]) if "logn" in methods else None
+        self.col_scale = None  # a factor on key n's scores (DCA's length scale)
+        if "dca" in methods and methods["dca"]["original_max_position_embeddings"]:
+            s = dca_scale(m[:, 0], methods["dca"]["original_max_position_embeddings"])
+            self.row_scale = s if self.row_scale is None else self.row_scale * s
+            self.col_scale = s
 
     def mask(self, window, chunk=0):
         """The pairs a layer sees: causal, and a sink or inside both the layer's sliding window

@@ -37,6 +37,7 @@ struct AttentionShape {
   int ring = 0;
   const ExtensionConfig* pattern = nullptr;  // the method that masks or remaps; null: none
   const float* q_far = nullptr;  // like q: the queries at far_query(m), when the pattern remaps
+  const float* q_farther = nullptr;  // like q: at farther_query(m), for pairs n < farther_first(m)
   KvRows keys_far = {};          // like keys: the keys at far_key(n) (the keys themselves when far_keys_are_keys)
   // Decoding (T = 1) with keys cached unrotated (a length-dependent scheme): each block of keys
   // is rotated at its positions as it is read, in the thread's scratch, instead of every key
@@ -60,15 +61,16 @@ inline constexpr int kKeyBlock = 256;
 inline constexpr int kTurnTile = 16, kTurnKeys = 64;  // turn_per_query: queries per task, keys per block
 
 // Everything the kernel writes besides its output, sized once for a context of n_ctx positions;
-// `far`: room for a second score block (a pattern that remaps).
+// `far_passes`: room for one score block more per far tier (a pattern that remaps: 1 or 2).
 // `narrow`: room to widen keys, values (and far keys) from a narrower cache, per thread: a
 // prefill block's key ranges (up to n_ctx rows) or a decoding block's kKeyBlock rows;
 // `rotate_keys` (keys cached unrotated): room for a decoding block's keys rotated as read
 // (AttentionShape::rotate_keys), and for a block of keys turned per query (turn_per_query).
 struct AttentionScratch {
-  AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far = false, bool narrow = false, bool rotate_keys = false);
+  AttentionScratch(int n_heads, int head_dim, int n_ctx, int far_passes = 0, bool narrow = false, bool rotate_keys = false);
   void fit_threads();  // grows `scores` (and `widened`) when the thread count was raised since
-  size_t per_thread;           // kQueryBlock·n_ctx, twice that with `far`
+  size_t block;                // kQueryBlock·n_ctx: one block of scores
+  size_t per_thread;           // block × (1 + far_passes)
   size_t widened_rows;         // rows per slot: max(n_ctx, kKeyBlock) with `narrow`, kKeyBlock with `rotate_keys`, else 0
   size_t widened_per_thread;   // (2 + far) slots of widened_rows × head_dim
   std::vector<float> scores;   // [threads][per_thread]
@@ -126,9 +128,10 @@ class Attention {
 
  private:
   size_t layer_row(int seq, int layer) const;  // the first cache row of (seq, layer)
-  void far_queries_and_keys(float* q, const float* k, float* q_far, size_t row0);
+  void scale_keys(float* k) const;
+  void far_queries_and_keys(float* q, const float* k, float* q_far, float* q_farther, size_t row0);
   void store(const float* k, const float* v, size_t row0);
-  void scale_queries(float* q, float* q_far, int layer) const;
+  void scale_queries(float* q, float* q_far, float* q_farther, int layer) const;
   KvRows keys_for_step(size_t row0, std::vector<float>& buffer, const KvCache& cache, const double* far_positions);
 
   const ModelConfig& c_;
@@ -136,6 +139,7 @@ class Attention {
   std::vector<int> local_;      // [model layer]: its index among this unit's layers, -1 if not one
   Extensions extend_;
   bool far_ = false;            // the pattern remaps: a far pass with its own queries (and keys)
+  bool farther_ = false;        // ... and a second far tier, its own queries too (Dual Chunk Attention)
   bool far_key_cache_ = false;  // ... whose keys are cached apart (static rotation)
   bool far_keys_whole_ = false; // ... whose keys all stand at whole positions
   bool narrow_ = false;         // the cache is not F32 (shift re-rotates it through shift_rows_)
@@ -157,6 +161,8 @@ class Attention {
   KvCache k_far_cache_;                // like k_cache_: keys at far_key(n), static rotations
   std::vector<float> keys_far_read_;   // like keys_read_: keys at far_key(n), length-dependent rotations
   std::vector<double> far_query_pos_;  // [n_batch]
+  std::vector<float> q_farther_;       // [n_batch][n_heads·head_dim]: queries at farther_query(m)
+  std::vector<double> farther_query_pos_;  // [n_batch]
   std::vector<double> far_key_pos_;    // [n_ctx]: far_key(n) for every slot
   std::unique_ptr<AttentionScratch> scratch_;
 };

@@ -168,9 +168,12 @@ const T& PositionConfig::as() const {
 // src/attention/extend/, registered once; the attention kernel and the model ask these questions and never
 // name a method. Positions are 0-based, n <= m; every function is pure.
 //   visible(m, n)   n < sinks()  or  n >= first_key(m)
-//   encoded at      (m, n) when n >= near_first(m), else (far_query(m), far_key(n))
-//   scores × query_scale(m)
-// first_key and near_first never decrease with m (the kernel's block ranges rely on it).
+//   encoded at      (m, n) when n >= near_first(m), else (far_query(m), far_key(n)), but
+//                   (farther_query(m), far_key(n)) when n < farther_first(m) (a second far tier:
+//                   Dual Chunk Attention's inter-chunk pairs)
+//   scores × query_scale(m) · key_scale(n)
+// first_key, near_first and farther_first never decrease with m (the kernel's block ranges rely
+// on it); farther_first(m) <= near_first(m).
 class ExtensionConfig {
  public:
   virtual ~ExtensionConfig() = default;
@@ -187,9 +190,13 @@ class ExtensionConfig {
   virtual double far_query(int m) const { return m; }
   virtual double far_key(int n) const { return n; }
   virtual bool far_keys_are_keys() const { return false; }  // far_key(n) == n: the far pass reads the cache's keys
+  virtual bool has_farther() const { return false; }        // a second far tier
+  virtual int farther_first(int m) const { (void)m; return 0; }
+  virtual double farther_query(int m) const { return m; }
 
   virtual bool scales() const { return false; }
   virtual double query_scale(int m) const { (void)m; return 1.0; }
+  virtual double key_scale(int n) const { (void)n; return 1.0; }  // on key n as cached
 };
 
 // The model's methods as the kernel and the model ask them: at most one that masks or remaps
@@ -201,6 +208,11 @@ struct Extensions {
   double query_scale(int m) const {
     double s = 1.0;
     for (const ExtensionConfig* e : scales) s *= e->query_scale(m);
+    return s;
+  }
+  double key_scale(int n) const {
+    double s = 1.0;
+    for (const ExtensionConfig* e : scales) s *= e->key_scale(n);
     return s;
   }
 };

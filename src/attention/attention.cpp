@@ -1,6 +1,8 @@
 // One layer's attention for a step of n new positions, in the order it happens (Attention::layer):
+//   0. scale keys             an "extend" method's factor on key n (Dual Chunk Attention's length scale)
 //   1. far queries and keys   an "extend" pattern that remaps scores some pairs at other
-//                             positions: copies of q (and k) rotated to far_query(m) (far_key(n))
+//                             positions: copies of q (and k) rotated to far_query(m) (far_key(n)),
+//                             and for a second far tier to farther_query(m)
 //   2. rotate                 the scheme rotates q, and k as stored, unless its rotation depends
 //                             on the length (dynamic NTK, LongRoPE): keys are then cached
 //                             unrotated and rotated for this step when read (5)
@@ -42,6 +44,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   ring_ = rows_ < n_ctx ? rows_ : 0;
   const size_t hd = size_t(c_.head_dim), q_dim = size_t(c_.n_heads) * hd, kv_dim = size_t(c_.n_kv_heads) * hd;
   far_ = extend_.pattern && extend_.pattern->remaps();
+  farther_ = far_ && extend_.pattern->has_farther();
   far_key_cache_ = far_ && !extend_.pattern->far_keys_are_keys() && !position_.rotates_keys_on_read();
   const bool keys_read = position_.rotates_keys_on_read();
   const bool far_keys_read = far_ && !extend_.pattern->far_keys_are_keys() && keys_read;
@@ -52,9 +55,9 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   const double threads = omp_get_max_threads();
   const double cache_floats = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 * rows_;  // (rows_ per head)
   const double per_position = double(kv_dim) * (keys_read + far_keys_read) +                // keys read
-                              threads * kQueryBlock * (1 + far_) +                           // scores
+                              threads * kQueryBlock * (1 + far_ + farther_) +                // scores
                               (narrow_ ? (threads * (2.0 + far_) + 1.0) * c_.head_dim : 0.0);  // rows widened, shifted
-  const double far_buffers = far_ ? double(n_batch) * double(q_dim + kv_dim) : 0.0;
+  const double far_buffers = far_ ? double(n_batch) * double((1 + farther_) * q_dim + kv_dim) : 0.0;
   require_memory(4.0 * (cache_floats + per_position * n_ctx + far_buffers),
                  "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
                      " positions",
@@ -74,6 +77,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   if (far_) {
     q_far_.resize(size_t(n_batch) * q_dim);
     far_query_pos_.resize(size_t(n_batch));
+    if (farther_) q_farther_.resize(size_t(n_batch) * q_dim), farther_query_pos_.resize(size_t(n_batch));
     for (int n = 0; n < n_ctx; ++n) far_key_pos_.push_back(extend_.pattern->far_key(n));
     // whole far positions read the scheme's tables, so decoding can rotate them per block as it
     // reads them; fractional ones (Leaky ReRoPE) need a sincos each, better spent once per step
@@ -84,7 +88,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
     k_far_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
   }
   if (far_keys_read) keys_far_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
-  scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, far_, narrow_, keys_read);
+  scratch_ = std::make_unique<AttentionScratch>(c_.n_heads, c_.head_dim, n_ctx, int(far_) + int(farther_), narrow_, keys_read);
 }
 
 Attention::~Attention() = default;
@@ -113,6 +117,7 @@ void Attention::begin(int pos0, int n) {
   else
     position_.begin_forward(length, pos0, n);
   for (int t = 0; far_ && t < n; ++t) far_query_pos_[size_t(t)] = extend_.pattern->far_query(pos0 + t);
+  for (int t = 0; farther_ && t < n; ++t) farther_query_pos_[size_t(t)] = extend_.pattern->farther_query(pos0 + t);
 }
 
 void Attention::layer(int seq, int layer, float* q, float* k, const float* v, float* out) {
@@ -120,7 +125,9 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   const ptrdiff_t kv_head_stride = ptrdiff_t(rows_) * hd;
   const size_t row0 = layer_row(seq, layer);  // this layer's cache rows: [kv_head][rows_]
   float* q_far = far_ ? q_far_.data() : nullptr;  // [n][q_dim]
-  if (far_) far_queries_and_keys(q, k, q_far, row0);  // 1.
+  float* q_farther = farther_ ? q_farther_.data() : nullptr;  // [n][q_dim]
+  scale_keys(k);  // 0.
+  if (far_) far_queries_and_keys(q, k, q_far, q_farther, row0);  // 1.
   if (mixed_) {  // 2. each query at its own length class
     for (int t = 0; t < n_; ++t) {
       float* qt = q + size_t(t) * q_dim;
@@ -131,7 +138,7 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
     if (!position_.rotates_keys_on_read()) position_.rotate(k, pos0_, n_, c_.n_kv_heads, kv_dim, hd, false);
   }
   store(k, v, row0);  // 3.
-  scale_queries(q, q_far, layer);  // 4.
+  scale_queries(q, q_far, q_farther, layer);  // 4.
 
   AttentionShape shape{n_, pos0_, c_.n_heads, c_.n_kv_heads, hd, kv_head_stride};
   shape.layer = layer;
@@ -149,6 +156,7 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
                           : k_cache_.rows(row0);
   if (far_) {
     shape.q_far = q_far;
+    shape.q_farther = q_farther;
     const bool far_keys_are_keys = extend_.pattern->far_keys_are_keys();
     if (shape.rotate_keys && !far_keys_are_keys) shape.far_key_pos = far_key_pos_.data();
     shape.keys_far = far_keys_are_keys || shape.rotate_keys ? keys
@@ -160,10 +168,14 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
 
 // Step 1: the far pass's queries (and keys, cached apart when their rotation is static) from
 // the unrotated ones.
-void Attention::far_queries_and_keys(float* q, const float* k, float* q_far, size_t row0) {
+void Attention::far_queries_and_keys(float* q, const float* k, float* q_far, float* q_farther, size_t row0) {
   const int hd = c_.head_dim, q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
   std::copy(q, q + size_t(n_) * q_dim, q_far);
   position_.rotate_at(q_far, far_query_pos_.data(), n_, c_.n_heads, q_dim, hd);
+  if (q_farther) {
+    std::copy(q, q + size_t(n_) * q_dim, q_farther);
+    position_.rotate_at(q_farther, farther_query_pos_.data(), n_, c_.n_heads, q_dim, hd);
+  }
   if (!far_key_cache_) return;
   float* k_far = k_far_.data();
   std::copy(k, k + size_t(n_) * kv_dim, k_far);
@@ -185,8 +197,18 @@ void Attention::store(const float* k, const float* v, size_t row0) {
     }
 }
 
-// Step 4: log-n's factor and the layer's temperature on query m's scores, as a factor on q (and q_far).
-void Attention::scale_queries(float* q, float* q_far, int layer) const {
+// Step 0: an "extend" method's factor on key n, on k as projected (so on its far copies too).
+void Attention::scale_keys(float* k) const {
+  const int kv_dim = c_.n_kv_heads * c_.head_dim;
+  for (int t = 0; t < n_ && !extend_.scales.empty(); ++t) {
+    const float f = float(extend_.key_scale(pos0_ + t));
+    for (int i = 0; f != 1.0f && i < kv_dim; ++i) k[size_t(t) * kv_dim + i] *= f;
+  }
+}
+
+// Step 4: log-n's factor and the layer's temperature on query m's scores, as a factor on q (and
+// q_far, q_farther).
+void Attention::scale_queries(float* q, float* q_far, float* q_farther, int layer) const {
   const int q_dim = c_.n_heads * c_.head_dim;
   const LayerAttention& l = c_.layers[size_t(layer)];
   if (extend_.scales.empty() && l.temperature_scale == 0.0) return;
@@ -195,6 +217,7 @@ void Attention::scale_queries(float* q, float* q_far, int layer) const {
     if (f == 1.0f) continue;
     for (int i = 0; i < q_dim; ++i) q[size_t(t) * q_dim + i] *= f;
     for (int i = 0; q_far && i < q_dim; ++i) q_far[size_t(t) * q_dim + i] *= f;
+    for (int i = 0; q_farther && i < q_dim; ++i) q_farther[size_t(t) * q_dim + i] *= f;
   }
 }
 

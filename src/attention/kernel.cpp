@@ -19,10 +19,11 @@
 
 namespace pert {
 
-AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, bool far, bool narrow, bool rotate_keys)
-    : per_thread(size_t(kQueryBlock) * size_t(n_ctx) * (far ? 2 : 1)),
+AttentionScratch::AttentionScratch(int n_heads, int head_dim, int n_ctx, int far_passes, bool narrow, bool rotate_keys)
+    : block(size_t(kQueryBlock) * size_t(n_ctx)),
+      per_thread(block * size_t(1 + far_passes)),
       widened_rows(narrow ? size_t(std::max(n_ctx, kKeyBlock)) : rotate_keys ? size_t(kKeyBlock) : 0),
-      widened_per_thread(widened_rows * size_t(head_dim) * (far ? 3 : 2)),
+      widened_per_thread(widened_rows * size_t(head_dim) * (far_passes ? 3 : 2)),
       // keys turned, keys and values widened (n_heads bounds the kv heads), scores, running softmax
       turning_per_thread(rotate_keys ? 3 * size_t(n_heads) * kTurnKeys * size_t(head_dim) + kTurnKeys +
                                            size_t(kTurnTile) * size_t(n_heads) * size_t(head_dim + 2)
@@ -54,7 +55,9 @@ struct KeyRule {
   }
   int sinks() const { return masks() ? pattern->sinks() : 0; }
   int near(int m) const { return remaps() ? pattern->near_first(m) : 0; }
+  int farther(int m) const { return remaps() ? pattern->farther_first(m) : 0; }  // the second far tier's end
   int far_query(int m) const { return int(pattern->far_query(m)); }  // for bias schemes, whose far keys are the keys
+  int farther_query(int m) const { return int(pattern->farther_query(m)); }
 };
 
 // ---- prefill ----
@@ -118,9 +121,10 @@ struct QueryBlock {
   }
 
   // Step 2 for query i (position m): its row of scores masked to the keys it sees, far pairs
-  // taken from the far scores, and the scheme's bias and terms added.
-  void mask_and_bias(float* row, const float* far_row, int i, const float* q) const {
-    const int m = p0 + i, near = rule.near(m);
+  // taken from the far scores (the farther ones from the farther scores), and the scheme's bias
+  // and terms added.
+  void mask_and_bias(float* row, const float* far_row, const float* farther_row, int i, const float* q) const {
+    const int m = p0 + i, near = rule.near(m), farther = rule.farther(m);
     const bool terms = position.has_bias() || position.has_relative_terms();
     const size_t q_row = q_at + size_t(i) * size_t(s.n_heads * s.head_dim);
     // m sees keys n < all sinks and n >= rule.lo(m): in the block's columns, a hole [hole0, hole1)
@@ -130,14 +134,17 @@ struct QueryBlock {
       if (n0 + count > hole1) f(std::max(n0, hole1), n0 + count - std::max(n0, hole1));
     };
     if (hole0 < hole1) std::fill(row + c.col(hole0), row + c.col(hole1), -std::numeric_limits<float>::infinity());
-    c.ranges(0, near, [&](int n0, int count) {  // far pairs
-      seen(n0, count, [&](int v0, int n) {
-        std::copy(far_row + c.col(v0), far_row + c.col(v0) + n, row + c.col(v0));
-        if (terms)
-          add_position_terms(position, row + c.col(v0), s.layer, h, rule.far_query(m), s.q_far + q_row,
-                             keys_far.row(c, v0), v0, n, scale);
+    auto far_pairs = [&](int from, int to, const float* src_row, int query_pos, const float* q_src) {
+      c.ranges(from, to, [&](int n0, int count) {
+        seen(n0, count, [&](int v0, int n) {
+          std::copy(src_row + c.col(v0), src_row + c.col(v0) + n, row + c.col(v0));
+          if (terms)
+            add_position_terms(position, row + c.col(v0), s.layer, h, query_pos, q_src + q_row, keys_far.row(c, v0), v0, n, scale);
+        });
       });
-    });
+    };
+    if (farther > 0) far_pairs(0, farther, farther_row, rule.farther_query(m), s.q_farther);
+    if (near > farther) far_pairs(farther, near, far_row, rule.far_query(m), s.q_far);
     if (terms)
       c.ranges(near, m + 1, [&](int n0, int count) {
         seen(n0, count, [&](int v0, int n) {
@@ -169,7 +176,8 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
     const int t0 = b * kQueryBlock, nq = std::min(s.T, t0 + kQueryBlock) - t0, p0 = s.pos0 + t0;
     const int thread = omp_get_thread_num();
     float* scores = scratch.scores.data() + size_t(thread) * scratch.per_thread;  // [nq][cols]
-    float* far = scores + scratch.per_thread / 2;  // [nq][cols], remaps only (per_thread is then twice the block)
+    float* far = remaps ? scores + scratch.block : nullptr;        // [nq][cols] (per_thread then holds it)
+    float* farther = s.q_farther ? far + scratch.block : nullptr;  // [nq][cols], a second far tier
     const ptrdiff_t head = (h / group) * (s.kv_head_stride / hd);  // the kv head's first row
     // the thread's slots for widened keys, values and far keys (a narrower cache)
     auto slot = [&](int i) {
@@ -182,16 +190,19 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
                            f32_rows(key_rows, head, c, c.hi, slot(0), hd),
                            f32_rows(value_rows, head, c, c.hi, slot(1), hd),
                            remaps ? f32_rows(s.keys_far, head, c, rule.near(c.hi - 1), slot(2), hd) : F32Rows{}};
-    // 1. scores: near where some query of the block is near, far where some is far
+    // 1. scores: near where some query of the block is near, far where some is far (and farther)
     block.scores(scores, q, block.keys, rule.near(p0), c.hi);
-    if (remaps) block.scores(far, s.q_far, block.keys_far, 0, rule.near(c.hi - 1));
+    if (remaps) block.scores(far, s.q_far, block.keys_far, rule.farther(p0), rule.near(c.hi - 1));
+    if (s.q_farther) block.scores(farther, s.q_farther, block.keys_far, 0, rule.farther(c.hi - 1));
     if (s.softcap > 0) {  // every column: the mask overwrites the ones a query does not see
       softcap(scores, size_t(nq) * c.cols, s.softcap);
       if (remaps) softcap(far, size_t(nq) * c.cols, s.softcap);
+      if (s.q_farther) softcap(farther, size_t(nq) * c.cols, s.softcap);
     }
     for (int i = 0; i < nq; ++i) {
       float* row = scores + size_t(i) * c.cols;
-      block.mask_and_bias(row, far + size_t(i) * c.cols, i, q);  // 2.
+      block.mask_and_bias(row, far ? far + size_t(i) * c.cols : nullptr, farther ? farther + size_t(i) * c.cols : nullptr,
+                          i, q);  // 2.
       const int seen = c.col(p0 + i) + 1;
       softmax(row, seen);  // 3.
       std::fill(row + seen, row + c.cols, 0.0f);
@@ -215,7 +226,7 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
                       float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, pos = s.pos0;
   const KeyRule rule{s.window, s.chunk, s.pattern};
-  const int lo = rule.lo(pos), sinks = std::min(rule.sinks(), lo), near = rule.near(pos);
+  const int lo = rule.lo(pos), sinks = std::min(rule.sinks(), lo), near = rule.near(pos), farther = rule.farther(pos);
   // Two runs of keys, each in blocks: the sinks [0, sinks) and the window [lo, pos]; or in a
   // ring (no sinks) the window up to where its rows wrap, and the rest.
   const int wrap = s.ring ? std::min(pos + 1, (lo / s.ring + 1) * s.ring) : 0;
@@ -254,11 +265,18 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
         else position.rotate(wf, key0, n_far, 1, hd, 0, false);
         kb = wf;
       }
-      scaled_dots(scores, kb, s.q_far + size_t(h) * hd, n_far, hd, scale);
-      if (s.softcap > 0) softcap(scores, size_t(n_far), s.softcap);
-      if (terms)
-        add_position_terms(position, scores, s.layer, h, rule.far_query(pos), s.q_far + size_t(h) * hd, kb, key0, n_far,
-                           scale);
+      // keys [key0, split2) from the farther queries (a second far tier), the rest from the far ones
+      const int n_farther = std::clamp(farther, key0, split) - key0;
+      auto far_scores = [&](int from, int count, const float* qf, int query_pos) {
+        if (count <= 0) return;
+        scaled_dots(scores + from, kb + size_t(from) * hd, qf + size_t(h) * hd, count, hd, scale);
+        if (s.softcap > 0) softcap(scores + from, size_t(count), s.softcap);
+        if (terms)
+          add_position_terms(position, scores + from, s.layer, h, query_pos, qf + size_t(h) * hd, kb + size_t(from) * hd,
+                             key0 + from, count, scale);
+      };
+      if (n_farther > 0) far_scores(0, n_farther, s.q_farther, rule.farther_query(pos));
+      far_scores(n_farther, n_far - n_farther, s.q_far, rule.far_query(pos));
     }
     if (n_near > 0 && fused(keys)) {
       keys.at(head + row0 + n_far).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);

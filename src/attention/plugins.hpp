@@ -40,6 +40,7 @@ std::shared_ptr<const ExtensionConfig> parse_leaky_rerope(Fields& f, const Plugi
 std::shared_ptr<const ExtensionConfig> parse_streaming(Fields& f, const PluginContext& context);
 std::shared_ptr<const ExtensionConfig> parse_blockwise(Fields& f, const PluginContext& context);
 std::shared_ptr<const ExtensionConfig> parse_logn(Fields& f, const PluginContext& context);
+std::shared_ptr<const ExtensionConfig> parse_dca(Fields& f, const PluginContext& context);
 
 // The registry's lookups. The scheme named `type` parses `f`; an unknown type fails on "type",
 // listing the known ones.

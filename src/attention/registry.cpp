@@ -18,6 +18,7 @@ const std::pair<const char*, ParseScheme> kSchemes[] = {
 const std::pair<const char*, ParseExtension> kMethods[] = {
     {"self_extend", parse_self_extend}, {"rerope", parse_rerope},       {"leaky_rerope", parse_leaky_rerope},
     {"streaming", parse_streaming},     {"blockwise", parse_blockwise}, {"logn", parse_logn},
+    {"dca", parse_dca},
 };
 
 // The entry of `table` named `name` (null if none), with every known name listed in `known`.

@@ -29,7 +29,7 @@ const std::set<std::string> kReadKeys = {
     "max_window_layers", "layer_types",          "rope_parameters",    "extend",
     "layers",            "no_rope_layers",       "no_rope_layer_interval", "hidden_activation",
     "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "sliding_window_pattern",
-    "rope_local_base_freq", "layer_norm_eps",    "logit_scale"};
+    "rope_local_base_freq", "layer_norm_eps",    "logit_scale",        "dual_chunk_attention_config"};
 
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
@@ -83,6 +83,30 @@ void parse_position(const json& obj, int trained, const std::string& source, Mod
   const std::string type = f.string("type");
   mc.position.scheme = parse_scheme(type, f, PluginContext{mc, trained});
   f.reject_unknown("position type '" + type + "'");
+}
+
+// Qwen2.5-1M's dual_chunk_attention_config (read by vLLM; transformers ignores it) as the
+// "extend" block's dca method. vLLM runs it over plain RoPE, ignoring rope_scaling: both set are
+// refused, as is MInference's sparse prefill (an approximation; pert computes dense DCA).
+json dual_chunk_extend(Fields& f, const json& config, json extend) {
+  const json& d = config["dual_chunk_attention_config"];
+  if (!d.is_object()) f.fail("dual_chunk_attention_config", "must be an object, got " + json_brief(d));
+  if (config.contains("rope_scaling") && !config["rope_scaling"].is_null())
+    f.fail("dual_chunk_attention_config", "is set together with rope_scaling, which vLLM ignores under it; set rope_scaling=null");
+  json dca = json::object();
+  for (const auto& [key, value] : d.items()) {
+    if (key == "chunk_size" || key == "local_size" || key == "original_max_position_embeddings") dca[key] = value;
+    else if (key == "sparse_attention_enabled" && value == true)
+      f.fail("dual_chunk_attention_config", "enables sparse attention (MInference), an approximation pert does not run; pert computes dense DCA");
+    else if (key.rfind("sparse_attention", 0) != 0)
+      f.fail("dual_chunk_attention_config", "has '" + key + "', which pert does not read (chunk_size, local_size, original_max_position_embeddings)");
+  }
+  if (extend.is_null()) extend = json::object();
+  if (!extend.is_object()) return extend;  // parse_extend names the problem
+  if (extend.contains("dca") && !extend["dca"].is_null())
+    f.fail("dual_chunk_attention_config", "is set together with extend.dca; keep one");
+  extend["dca"] = dca;
+  return extend;
 }
 
 std::vector<int> token_ids(Fields& f, const json& config, const char* key, int vocab) {
@@ -145,7 +169,10 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   for (LayerAttention& l : mc.layers) l.position = mc.position;
   apply_architecture_layers(arch_layers, source, PluginContext{mc, trained}, mc);
   if (f.has("layers")) parse_layers(config["layers"], source, PluginContext{mc, trained}, mc);
-  if (f.has("extend")) mc.extend = parse_extend(config["extend"], source, PluginContext{mc, trained});
+  json extend = f.has("extend") ? config["extend"] : json();
+  if (f.has("dual_chunk_attention_config"))  // Qwen2.5-1M's, as vLLM reads it: the "extend" block's dca
+    extend = dual_chunk_extend(f, config, std::move(extend));
+  if (!extend.is_null()) mc.extend = parse_extend(extend, source, PluginContext{mc, trained});
   return mc;
 }
 

@@ -37,7 +37,7 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
   auto finish = [&](std::vector<double>& row) {  // row[delta]: the factor, and the mask
     for (int delta = 0; delta < int(row.size()); ++delta) {
       const int n = query_pos - delta;
-      row[size_t(delta)] *= query_scale;
+      row[size_t(delta)] *= query_scale * extend.key_scale(n);
       const bool hidden = pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos);
       if (hidden || n < first_seen) row[size_t(delta)] = -std::numeric_limits<double>::infinity();
     }
@@ -68,9 +68,10 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
   // Hooks 2 and 3: rotated ones, then the bias, per head, exactly as the attention kernel; pairs
   // the pattern places at far positions from ones rotated there.
   std::vector<float> q(size_t(hd), 1.0f), k(size_t(n_keys) * size_t(hd), 1.0f);  // [hd], [n_keys][hd]
-  std::vector<float> q_far = q, k_far = k;
+  std::vector<float> q_far = q, k_far = k, q_farther = q;
   const bool far = pattern && pattern->remaps();
   const int near = far ? std::max(0, pattern->near_first(query_pos)) : 0;  // keys below are far
+  const int farther = far ? std::max(0, pattern->farther_first(query_pos)) : 0;  // ... and below that farther
   if (pe->rotates()) {
     pe->rotate(q.data(), query_pos, 1, 1, hd, hd, true);
     pe->rotate(k.data(), 0, n_keys, 1, hd, hd, false);
@@ -79,6 +80,8 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
       std::vector<double> key_at;
       for (int n = 0; n < n_keys; ++n) key_at.push_back(pattern->far_key(n));
       pe->rotate_at(q_far.data(), &at, 1, 1, hd, hd);
+      const double farther_at = pattern->farther_query(query_pos);
+      pe->rotate_at(q_farther.data(), &farther_at, 1, 1, hd, hd);
       pe->rotate_at(k_far.data(), key_at.data(), n_keys, 1, hd, hd);
     }
   }
@@ -87,7 +90,7 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
   for (int h = 0; h < c.n_heads; ++h) {
     for (int j = 0; j < n_keys; ++j) {
       const bool is_far = j < near;
-      const float* qv = is_far ? q_far.data() : q.data();
+      const float* qv = j < farther ? q_farther.data() : is_far ? q_far.data() : q.data();
       const float* kv = (is_far ? k_far.data() : k.data()) + size_t(j) * hd;
       double dot = 0;
       for (int i = 0; i < hd; ++i) dot += double(qv[size_t(i)]) * kv[i];
