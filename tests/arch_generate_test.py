@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Each architecture pert reads, end to end with a real tokenizer attached, as a user runs it:
 
-    arch_generate_test.py ARCH PERT      # ARCH: llama3 | mistral | qwen2 | qwen3 | phi3
+    arch_generate_test.py ARCH PERT      # ARCH: llama3 | mistral | qwen2 | qwen3 | phi3 | smollm3 | gemma3
 
 A random-weight checkpoint with the published config's keys and tensor names (shrunk, but with
 the real vocabulary size) gets the real tokenizer.json + tokenizer_config.json of that family
@@ -59,6 +59,16 @@ ARCHS = {
         "rope_theta": 10000.0, "embd_pdrop": 0.0, "resid_pdrop": 0.0, "attention_dropout": 0.0,
         "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.05, 1.1, 1.3],
                          "long_factor": [1.0, 1.5, 2.5, 4.0]}}),
+    # SmolLM3 3B: Llama 3's tokenizer, NoPE in every 4th layer (the second of 2 layers here: interval 2), tied
+    "smollm3": ("tokenizer-llama3_1", 128256, {"tie": True}, {
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "bos_token_id": 128000,
+        "eos_token_id": 128012, "rope_theta": 5000000.0, "no_rope_layer_interval": 2, "use_sliding_window": False}),
+    # Gemma 3 1B (text): its tokenizer, the embedding's 262208 rows, q/k norms, 6 layers, the last global
+    # (sliding_window_pattern 6, which llama.cpp's gemma3 hard-codes)
+    "gemma3": ("tokenizer-gemma3", 262208, {"tie": True, "gemma": True, "qk_norm": True, "head_dim": 16, "layers": 6}, {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "bos_token_id": 2, "eos_token_id": 1,
+        "head_dim": 16, "query_pre_attn_scalar": 16, "sliding_window": 6,
+        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "hidden_activation": "gelu_pytorch_tanh"}),
 }
 
 

@@ -5,12 +5,14 @@ llama-quantize lays it out, so that pert's GGUF reader is tested on the files us
     to_gguf.py MODEL_DIR OUT.gguf [--type Q4_K_M] [--version 3] [--alignment 32]
                [--dequantized-dir DIR] [--name NAME]
     to_gguf.py --random ARCH MODEL_DIR OUT.gguf [...]   # first writes a small random ARCH model
-                                                        # (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, cohere2) there
+                                                        # (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, cohere2,
+                                                        # smollm3) there
 
 MODEL_DIR holds config.json, model.safetensors (or its index and shards), tokenizer.json and
 optionally tokenizer_config.json. Architectures: LlamaForCausalLM and MistralForCausalLM ->
 "llama", Qwen2ForCausalLM -> "qwen2", Qwen3ForCausalLM -> "qwen3", Phi3ForCausalLM -> "phi3",
-Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2"
+Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2",
+SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written)
 (Gemma's norms stored as 1 + w and named post_attention_norm / ffn_norm / post_ffw_norm, its
 caps and window written; Cohere's layer_norm_epsilon, logit_scale and window; what llama.cpp
 hard-codes, such as Gemma's local RoPE base and both layer patterns, is not written).
@@ -63,7 +65,7 @@ from gguf_vocab import vocab_metadata  # noqa: E402
 
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2",
-         "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2"}
+         "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2", "SmolLM3ForCausalLM": "smollm3"}
 GEMMA = ("gemma2", "gemma3")
 
 # --type: (llama.cpp's general.file_type, the matrices' type, llama-quantize's mix or None)
@@ -118,7 +120,7 @@ def unpermute(w, heads):
 
 def heads_of(hf_name, arch, config):
     """The head count to (un)permute `hf_name` by, or None when it is not permuted."""
-    if arch != "llama":
+    if arch not in ("llama", "smollm3"):  # SmolLM3's converter is a LlamaModel: it permutes too
         return None
     if hf_name.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
         return config["num_attention_heads"]
@@ -411,6 +413,10 @@ RANDOM = {
                {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 64,
                 "query_pre_attn_scalar": 64, "sliding_window": 6, "rope_theta": 1000000.0,
                 "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
+    # SmolLM3: llama's tensors, q/k permuted, NoPE in every 4th layer (llama.cpp's fixed step), tied
+    "smollm3": ({"tie": True, "layers": 4},
+                {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "rope_theta": 5000000.0,
+                 "no_rope_layer_interval": 4}),
     # Command R7B: LayerNorm, parallel block, 4 layers: RoPE (interleaved) and a window on 3, the last NoPE
     "cohere2": ({"tie": True, "parallel": True, "layers": 4},
                 {"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "logit_scale": 0.25,

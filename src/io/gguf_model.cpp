@@ -24,6 +24,7 @@ const GgufArchitecture kArchitectures[] = {
     {"qwen2", "Qwen2ForCausalLM", Architecture::Qwen2},
     {"qwen3", "Qwen3ForCausalLM", Architecture::Qwen3},
     {"phi3", "Phi3ForCausalLM", Architecture::Phi3},
+    {"smollm3", "SmolLM3ForCausalLM", Architecture::SmolLM3},  // llama's keys; NoPE every 4th layer (llama.cpp's fixed step)
     {"gemma2", "Gemma2ForCausalLM", Architecture::Gemma2},
     {"gemma3", "Gemma3ForCausalLM", Architecture::Gemma3},
     {"cohere2", "Cohere2ForCausalLM", Architecture::Cohere2},
@@ -195,9 +196,10 @@ json gguf_config_json(const GgufFile& f) {
       c["max_window_layers"] = 0;
     }
   }
-  if (arch.architecture == Architecture::Llama || arch.architecture == Architecture::Qwen3)
+  const bool llama_like = at == Architecture::Llama || at == Architecture::SmolLM3;
+  if (llama_like || at == Architecture::Qwen3)
     if (f.tensor("blk.0.attn_q.bias")) c["attention_bias"] = true;
-  if (arch.architecture == Architecture::Llama && f.tensor("blk.0.ffn_up.bias")) c["mlp_bias"] = true;
+  if (llama_like && f.tensor("blk.0.ffn_up.bias")) c["mlp_bias"] = true;
   for (const char* key : {"bos_token_id", "eos_token_id"})
     if (const auto id = f.opt_int(std::string("tokenizer.ggml.") + key)) c[key] = *id;
   return c;
@@ -289,8 +291,10 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
   auto storage = std::make_shared<GgufStorage>();
   storage->file = file;
   const GgufFile& f = *file;
-  // The converter permuted q/k for general.architecture llama (also read as Mistral).
-  const bool permuted = architecture_of(f).architecture == Architecture::Llama;
+  // The converter permuted q/k for general.architecture llama (also read as Mistral) and smollm3
+  // (its LlamaModel subclass).
+  const Architecture at = architecture_of(f).architecture;
+  const bool permuted = at == Architecture::Llama || at == Architecture::SmolLM3;
   std::vector<TensorView> views;
   for (const GgufTensor& t : f.header().tensors) {
     // Read into the config (gguf_config_json), not tensors of the forward pass.
