@@ -21,6 +21,18 @@ std::unique_ptr<Model> tiny_model(const TempDir& tmp, const json& position = nul
   return Model::load(tmp.path);
 }
 
+// A model of config c in tmp, every tensor random in [-0.5, 0.5): logits of a few units, not chaos.
+std::unique_ptr<Model> random_model(const TempDir& tmp, const json& c, uint32_t seed) {
+  std::vector<TestTensor> tensors;
+  for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
+    int64_t size = 1;
+    for (int64_t d : e.shape) size *= d;
+    tensors.push_back({e.name, "F32", e.shape, random_floats(size_t(size), seed++, 0.5f)});
+  }
+  write_model_dir(tmp.path, c, tensors);
+  return Model::load(tmp.path);
+}
+
 std::vector<int> some_tokens(int n) {
   std::vector<int> ids;
   for (int i = 0; i < n; ++i) ids.push_back((i * 7 + 3) % 32);
@@ -124,15 +136,7 @@ TEST_CASE("model: a prefill over several length classes equals decoding token by
       c["position"] = position;
       c.merge_patch(extra);
       TempDir tmp;
-      std::vector<TestTensor> tensors;  // weights in [-0.5, 0.5): logits of a few units, not chaos
-      uint32_t seed = 5;
-      for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
-        int64_t size = 1;
-        for (int64_t d : e.shape) size *= d;
-        tensors.push_back({e.name, "F32", e.shape, random_floats(size_t(size), seed++, 0.5f)});
-      }
-      write_model_dir(tmp.path, c, tensors);
-      const auto model = Model::load(tmp.path);
+      const auto model = random_model(tmp, c, 5);
       std::vector<float> prefill(size_t(n) * V), chunks(size_t(n) * V), decoded(size_t(n) * V);
       InferenceState one(*model, n, 512, 1, cache);
       one.forward(ids.data(), n, 0, prefill.data(), true);
@@ -167,15 +171,7 @@ TEST_CASE("model: local layers keep their span in a ring and compute as with eve
       c["max_position_embeddings"] = 1024;
       c.merge_patch(extra);
       TempDir tmp;
-      std::vector<TestTensor> tensors;
-      uint32_t seed = 9;
-      for (const ExpectedTensor& e : expected_tensors(parse_model_config(c, "c"))) {
-        int64_t size = 1;
-        for (int64_t d : e.shape) size *= d;
-        tensors.push_back({e.name, "F32", e.shape, random_floats(size_t(size), seed++, 0.5f)});
-      }
-      write_model_dir(tmp.path, c, tensors);
-      const auto model = Model::load(tmp.path);
+      const auto model = random_model(tmp, c, 9);
       std::vector<float> whole(size_t(n) * V), out(size_t(n) * V);
       InferenceState all(*model, n, n, 1, cache);  // a batch of every position: nothing to drop
       all.forward(ids.data(), n, 0, whole.data(), true);

@@ -33,16 +33,19 @@ void layernorm(float* out, const float* x, const float* weight, int T, int d, fl
   });
 }
 
-void geglu_tanh(float* gate, const float* up, size_t n) {
+// gate[i] = act(gate[i]) · up[i], in chunks over the threads when n is large.
+template <class Act>
+void gated(float* gate, const float* up, size_t n, Act act) {
   constexpr size_t kChunk = 16384;
   parallel_for_if(n > 65536, (n + kChunk - 1) / kChunk, [&](size_t c) {
     const size_t end = std::min(n, (c + 1) * kChunk);
 #pragma omp simd
-    for (size_t i = c * kChunk; i < end; ++i) {
-      const float g = gate[i];
-      gate[i] = 0.5f * g * (1.0f + tanh_float(0.7978845608f * (g + 0.044715f * g * g * g))) * up[i];
-    }
+    for (size_t i = c * kChunk; i < end; ++i) gate[i] = act(gate[i]) * up[i];
   });
+}
+
+void geglu_tanh(float* gate, const float* up, size_t n) {
+  gated(gate, up, n, [](float g) { return 0.5f * g * (1.0f + tanh_float(0.7978845608f * (g + 0.044715f * g * g * g))); });
 }
 
 void softcap(float* x, size_t n, float cap) {
@@ -53,14 +56,9 @@ void softcap(float* x, size_t n, float cap) {
 
 void swiglu(float* gate, const float* up, size_t n) {
   // silu(g) = g / (1 + e^-g), from e = e^-|g| <= 1 so one vectorizable exp serves both signs.
-  constexpr size_t kChunk = 16384;
-  parallel_for_if(n > 65536, (n + kChunk - 1) / kChunk, [&](size_t c) {
-    const size_t end = std::min(n, (c + 1) * kChunk);
-#pragma omp simd
-    for (size_t i = c * kChunk; i < end; ++i) {
-      const float g = gate[i], e = exp_nonpositive(g < 0.0f ? g : -g);
-      gate[i] = (g < 0.0f ? g * e : g) / (1.0f + e) * up[i];
-    }
+  gated(gate, up, n, [](float g) {
+    const float e = exp_nonpositive(g < 0.0f ? g : -g);
+    return (g < 0.0f ? g * e : g) / (1.0f + e);
   });
 }
 
