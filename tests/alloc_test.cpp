@@ -141,14 +141,18 @@ int main(int argc, char** argv) {
     }
     if (argc == 3)
       for (const auto& entry : std::filesystem::directory_iterator(argv[2])) {
-        // Windows of 24 (L = 128 would exceed the 96-position context) so masks and far pairs act.
+        // Windows of 24 (L = 128 would exceed the 96-position context) so masks and far pairs act
+        // (DCA: chunk_size 24 with local_size 16, chunks of 8).
         const nlohmann::json patch = pert::read_json_file(entry.path());
         pert::ConfigOverrides small{{entry.path()}, {}};
         const nlohmann::json extend = patch.value("extend", nlohmann::json::object());
         for (const auto& [method, fields] : extend.items())
           if (!fields.is_null())
             small.sets.push_back("extend." + method + "." +
-                                 (method == "blockwise" ? "block" : method == "logn" ? "trained" : "window") + "=24");
+                                 (method == "blockwise" ? "block" : method == "logn" ? "trained"
+                                  : method == "dca"       ? "chunk_size"
+                                                          : "window") +
+                                 "=24");
         run("rope + " + entry.path().filename().string(),
             *pert::Model::load(std::filesystem::path(argv[1]) / "rope", small, pert::WeightType::F32));
       }
