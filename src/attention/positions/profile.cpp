@@ -7,7 +7,6 @@
 
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
-#include "pert/ops.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
@@ -96,7 +95,8 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
       for (int i = 0; i < hd; ++i) dot += double(qv[size_t(i)]) * kv[i];
       scores[size_t(j)] = float(dot * scale);
     }
-    if (c.attn_softcap > 0) softcap(scores.data(), scores.size(), float(c.attn_softcap));
+    if (c.attn_softcap > 0)  // Gemma 2's cap, as the kernel applies it (ops.hpp: softcap)
+      for (float& s : scores) s = float(c.attn_softcap * std::tanh(s / c.attn_softcap));
     if (near > 0)
       add_position_terms(*pe, scores.data(), layer, h, int(pattern->far_query(query_pos)), q_far.data(), k_far.data(), 0,
                          near, scale);
