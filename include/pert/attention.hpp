@@ -123,7 +123,6 @@ class Attention {
 
   CacheType cache_type() const { return k_cache_.type(); }
   size_t cache_bytes() const { return k_cache_.bytes() + v_cache_.bytes() + k_far_cache_.bytes(); }
-  int cache_rows() const { return rows_; }  // positions kept per layer and kv head
   void fit_threads();  // the kernel's scratch, after the thread count was raised
 
  private:
