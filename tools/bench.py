@@ -21,6 +21,9 @@ b4748 has no depth option). Its rows get llama.cpp's median and pert ÷ llama.cp
 A --dtypes entry with an underscore (Q8_0, Q4_K_M) is a GGUF file type: pert and llama.cpp both run
 tools/bench_gguf.py's file of that type (pert with --dtype auto, as the file holds it).
 --prefetch nta,t0 runs every precision under each PERT_PREFETCH hint (decoding's F32 prefetch).
+--configs none,configs/layers/gemma3-5to1.json runs every precision under each pert --config (none:
+the checkpoint as it is), labelled "F32 gemma3-5to1": a layout A/B'd on the same weights; the
+table then gives each test's KV cache (MiB, pert bench's kv_cache_bytes at the test's end).
 The table's first line names the CPU, the instructions that choose pert's kernel paths and the
 paths that ran (pert bench's report).
 Prints a Markdown table (date, machine, threads) and writes every sample as JSON;
@@ -69,8 +72,12 @@ def table(report):
     products against sgemm, where --sgemm timed it."""
     results = report["results"]
     median = {(r["shape"], r["precision"], r["cache_type"], r["test"]): r["median"] for r in results}
+    layouts = list(dict.fromkeys(r["layout"] for r in results if "layout" in r))  # --configs, in the order given
     ratios = [(name, base) for name, base, kinds in (("vs BF16", lambda r: (r["shape"], "BF16", r["cache_type"], r["test"]),
-                                                      {r["precision"] for r in results}),
+                                                      {r["precision"] for r in results} if not layouts else ()),
+                                                     (f"vs {layouts[0] if layouts else ''}",
+                                                      lambda r: (r["shape"], r["precision"][:-len(r["layout"])] + layouts[0],
+                                                                 r["cache_type"], r["test"]), layouts),
                                                      ("vs f32 cache", lambda r: (r["shape"], r["precision"], "f32", r["test"]),
                                                       {r["cache_type"] for r in results}))
               if len(kinds) > 1]
@@ -93,6 +100,10 @@ def table(report):
                      f"GB/s ({min(roof) / 1e9:.1f}–{max(roof) / 1e9:.1f})")
         lines[2] += " MB/token | GB/s | % of roof |"
         lines[3] += "---:|---:|---:|"
+    kv = any("kv_cache_bytes" in r for r in results)  # --configs: layouts beside each other
+    if kv:
+        lines[2] += " KV cache MiB |"
+        lines[3] += "---:|"
     for r in results:
         cells = [f"{r['median'] / median[base(r)]:.2f}×" if base(r) in median else "" for _, base in ratios]
         if llama:
@@ -103,6 +114,8 @@ def table(report):
             per_token = r.get("bytes_per_token")
             cells += ([f"{per_token / 1e6:.0f}", f"{per_token * r['median'] / 1e9:.1f}",
                        f"{100 * per_token * r['median'] / statistics.median(roof):.0f}%"] if per_token else ["", "", ""])
+        if kv:
+            cells.append(f"{r['kv_cache_bytes'] / 2**20:.1f}" if "kv_cache_bytes" in r else "")
         lines.append(f"| {r['shape']} | {r['precision']} | {r['cache_type']} | {r['test']} | "
                      f"{r['median']:.1f} ({r['min']:.0f}–{r['max']:.0f}) |" + "".join(f" {c} |" for c in cells))
     sgemm = report.get("sgemm_gflops") or []
@@ -138,6 +151,8 @@ def main():
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
     ap.add_argument("--prefetch", help="comma-separated PERT_PREFETCH hints (nta, t0, none): every precision under each, "
                                        "labelled \"F32 prefetch t0\"")
+    ap.add_argument("--configs", help="comma-separated pert --config files (none: no file): every precision under each, "
+                                      "labelled by the file's name")
     ap.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside pert on GGUF files of the same weights")
     ap.add_argument("--llama-version", help="what to call that llama.cpp in the table (default: the commit its JSON names)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
@@ -145,31 +160,41 @@ def main():
     if a.table:
         return print_table(a.table, table)
     hints = a.prefetch.split(",") if a.prefetch else [None]
-    # (shape, label, precision, prefetch hint, cache, checkpoint): the label is the precision, or
-    # "F32 prefetch t0" under --prefetch
-    models = [(s, d if h is None else f"{d} prefetch {h}", d, h, c,
-               bench_gguf.gguf_file(s, d) if is_gguf(d) else checkpoint(s, "BF16" if d == "BF16" else "F32"))
-              for s in a.shapes.split(",") for d in a.dtypes.split(",") for h in hints for c in a.cache_types.split(",")]
-    flops = {m[-1]: perplexity_rate.matrix_flops_per_token(m[-1], False) for m in models} if a.sgemm else {}
+    configs = [None if c == "none" else os.path.abspath(c) for c in a.configs.split(",")] if a.configs else [None]
+    for c in configs:
+        if c and not os.path.isfile(c):
+            sys.exit(f"bench.py: error: --configs: {c}: no such file")
+
+    def label(d, h, c):  # "F32", "F32 prefetch t0", "F32 gemma3-5to1"
+        return " ".join([d] + ([f"prefetch {h}"] if h else []) +
+                        ([os.path.splitext(os.path.basename(c))[0] if c else "none"] if a.configs else []))
+    # (shape, label, precision, prefetch hint, cache, checkpoint, config)
+    models = [(s, label(d, h, c), d, h, k,
+               bench_gguf.gguf_file(s, d) if is_gguf(d) else checkpoint(s, "BF16" if d == "BF16" else "F32"), c)
+              for s in a.shapes.split(",") for d in a.dtypes.split(",") for h in hints for c in configs
+              for k in a.cache_types.split(",")]
+    flops = {m[5]: perplexity_rate.matrix_flops_per_token(m[5], False) for m in models} if a.sgemm else {}
     samples = {}  # (shape, dtype, cache type, test) -> [t/s of every run]
     of_sgemm = {}  # (shape, cache type, test) -> [F32 prompt test's matrix GFLOP/s ÷ sgemm's, a round each]
     sgemm = []  # GFLOP/s, a round each
     roof = []  # --roof: read bytes/s, a run each
     bytes_per_token = {}  # --roof: (shape, dtype, cache type, tg test) -> bytes a token reads
+    kv_bytes = {}  # (shape, dtype, cache type, test) -> the KV cache's bytes at the test's end
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     machine = {}  # pert's report of the CPU and the kernel paths it ran
     llama = {}  # --llama-bench: (shape, dtype, test) -> [t/s of every run]
     llama_files = ({(s, label): path if is_gguf(d) else bench_gguf.gguf_file(s, GGUF_TYPE[d])
-                    for s, label, d, _, _, path in models} if a.llama_bench else {})
+                    for s, label, d, _, _, path, _ in models} if a.llama_bench else {})
     depth0 = any(int(d) == 0 for d in a.d.split(","))
     for r in range(a.rounds):
         if a.sgemm:
             sgemm.append(perplexity_rate.sgemm_gflops())
             print(f"round {r + 1}/{a.rounds}: sgemm {sgemm[-1]:.0f} GFLOP/s", file=sys.stderr)
-        for shape, label, dtype, hint, cache, path in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
+        for shape, label, dtype, hint, cache, path, config in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
                                   "-t", str(a.threads), "--dtype", "auto" if is_gguf(dtype) else dtype.lower(),
-                                  "--cache-type", cache, "--json"] + (["--roof"] if a.roof else []),
+                                  "--cache-type", cache, "--json"] + (["--roof"] if a.roof else []) +
+                                 (["--config", config] if config else []),
                                  check=True, capture_output=True, text=True,
                                  env={**os.environ, "PERT_PREFETCH": hint} if hint else None).stdout
             report = json.loads(out)
@@ -179,6 +204,8 @@ def main():
             roof += [p["read_bytes_per_second"] for p in report.get("roof", [])]
             for res in report["results"]:
                 samples.setdefault((shape, label, cache, res["test"]), []).extend(res["samples"])
+                if "kv_cache_bytes" in res:
+                    kv_bytes[(shape, label, cache, res["test"])] = res["kv_cache_bytes"]
                 if "bytes_per_token" in res:
                     bytes_per_token[(shape, label, cache, res["test"])] = res["bytes_per_token"]
                 if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
@@ -195,6 +222,10 @@ def main():
     for row in rows:
         if (row["shape"], row["precision"], row["cache_type"], row["test"]) in bytes_per_token:
             row["bytes_per_token"] = bytes_per_token[(row["shape"], row["precision"], row["cache_type"], row["test"])]
+        if a.configs:
+            row["layout"] = row["precision"].rsplit(" ", 1)[1]
+        if a.configs and (row["shape"], row["precision"], row["cache_type"], row["test"]) in kv_bytes:
+            row["kv_cache_bytes"] = kv_bytes[(row["shape"], row["precision"], row["cache_type"], row["test"])]
     if llama:
         machine["llama_cpp"] = [{"shape": shape, "precision": dtype, "test": test, "median": statistics.median(v),
                                  "min": min(v), "max": max(v), "samples": v} for (shape, dtype, test), v in llama.items()]

@@ -107,8 +107,9 @@ class Attention {
   int span(int pos, int max_n) const;
 
   // Before each step of n positions from pos0 (a span): the scheme's tables for it
-  // (PositionEncoding::begin_forward, or begin_mixed for several length classes).
-  void begin(int pos0, int n);
+  // (PositionEncoding::begin_forward, or begin_mixed for several length classes). Units that
+  // share one encoding (same scheme, other spans) let the first prepare it: prepare_position.
+  void begin(int pos0, int n, bool prepare_position = true);
 
   // Layer `layer` of sequence `seq` for the step's positions: q [n][n_heads·head_dim] and
   // k [n][n_kv_heads·head_dim] as projected (rotated and scaled here, in place), v likewise;

@@ -146,6 +146,7 @@ class InferenceState {
   std::vector<std::unique_ptr<PositionEncoding>> encodings_;
   PositionEncoding* position_ = nullptr;  // the model's: what adds to the embeddings
   std::vector<std::unique_ptr<Attention>> units_;
+  std::vector<bool> prepares_;  // [unit]: the first unit of its encoding, which prepares its tables each step
   std::vector<Attention*> attention_;     // [layer]: its unit
   int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
 

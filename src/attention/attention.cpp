@@ -108,13 +108,13 @@ int Attention::span(int pos, int max_n) const {
   return n;
 }
 
-void Attention::begin(int pos0, int n) {
+void Attention::begin(int pos0, int n, bool prepare_position) {
   pos0_ = pos0, n_ = n;
   const int length = position_.length_class(pos0);
   mixed_ = length != position_.length_class(pos0 + n - 1);  // a span of several classes (span())
-  if (mixed_)
+  if (prepare_position && mixed_)
     position_.begin_mixed(pos0, n);
-  else
+  else if (prepare_position)
     position_.begin_forward(length, pos0, n);
   for (int t = 0; far_ && t < n; ++t) far_query_pos_[size_t(t)] = extend_.pattern->far_query(pos0 + t);
   for (int t = 0; farther_ && t < n; ++t) farther_query_pos_[size_t(t)] = extend_.pattern->farther_query(pos0 + t);

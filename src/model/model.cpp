@@ -316,6 +316,8 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
     units_.push_back(std::make_unique<Attention>(c_, *encodings_[unit_keys[u].first], layers_of[u], n_ctx, n_batch_,
                                                  n_seq, cache_type));
     for (int l : layers_of[u]) attention_[size_t(l)] = units_.back().get();
+    prepares_.push_back(std::find_if(unit_keys.begin(), unit_keys.end(), [&](const std::pair<size_t, int>& k) {
+                          return k.first == unit_keys[u].first; }) - unit_keys.begin() == ptrdiff_t(u));
   }
   const size_t d = size_t(c_.hidden_size), q_dim = size_t(c_.n_heads) * c_.head_dim;
   const size_t kv_dim = size_t(c_.n_kv_heads) * c_.head_dim, B = size_t(n_batch_) * size_t(n_seq);
@@ -373,7 +375,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
   const int d = c.hidden_size, ff = c.intermediate_size, S = n_seq_, rows = S * n;
   const int q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  for (auto& unit : units_) unit->begin(pos0, n);  // (and the position schemes' tables for the span)
+  for (size_t u = 0; u < units_.size(); ++u) units_[u]->begin(pos0, n, prepares_[u]);  // (and each scheme's tables)
 
   // x [S][n][d]: token embeddings (Gemma: × √d), plus absolute positions for the schemes that add them.
   for (int s = 0; s < S; ++s) {
