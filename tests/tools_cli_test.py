@@ -23,7 +23,7 @@ TOOLS = os.path.join(os.path.dirname(HERE), "tools")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TOOLS)  # the tools the checks below import
 from checklist import check, failures  # noqa: E402
-from family_names import FAMILY  # noqa: E402
+from family_names import FAMILY, HYBRID  # noqa: E402
 
 
 def run(args, cwd):
@@ -48,8 +48,14 @@ def main():
     runs = {os.path.basename(f)[:-5] for f in run_files}
     check("family_names.py: FAMILY names each configs/train/NAME.json (but family.json) once",
           sorted(FAMILY) == sorted(runs - {"family"}), f"{FAMILY} against {sorted(runs)}")
+    hybrid_runs = {os.path.basename(f)[:-5] for f in glob.glob(os.path.join(os.path.dirname(TOOLS), "configs", "train",
+                                                                                 "hybrid", "*.json"))}
+    check("family_names.py: each HYBRID member has its run file configs/train/hybrid/NAME.json",
+          set(HYBRID) <= hybrid_runs and len(set(HYBRID)) == len(HYBRID), f"{HYBRID} against {sorted(hybrid_runs)}")
     r = run([os.path.join(TOOLS, "family_names.py")], TOOLS)
     check("family_names.py prints FAMILY, space-separated", r.stdout.split() == FAMILY, r.stdout + r.stderr)
+    r = run([os.path.join(TOOLS, "family_names.py"), "--all"], TOOLS)
+    check("family_names.py --all prints FAMILY then HYBRID", r.stdout.split() == FAMILY + HYBRID, r.stdout + r.stderr)
 
     # models/README.md is its template filled by family_report.py with what the models hold now:
     # the words the template gives, and the losses it states from each train_log.csv.

@@ -31,7 +31,7 @@ import os
 import re
 import sys
 
-from family_names import FAMILY
+from family_names import FAMILY, HYBRID
 from paper_shapes import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -300,7 +300,8 @@ def kept_grid(r):
         measured = [passkey.get(name, (None, None)), ruler.get(name, (None, None))]
         grid[(method or "plain", scheme)] = tuple(kept_length(L, scores) for L, scores in measured) + (
             next(L for L, _ in measured if L),)
-    schemes = sorted({s for _, s in grid}, key=lambda s: (FAMILY.index(s) if s in FAMILY else len(FAMILY), s))
+    order = FAMILY + HYBRID
+    schemes = sorted({s for _, s in grid}, key=lambda s: (order.index(s) if s in order else len(order), s))
     methods = sorted({m for m, _ in grid}, key=lambda m: (m != "plain", m))
     return schemes, methods, grid
 

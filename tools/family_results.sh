@@ -12,15 +12,18 @@
 #   6. docs/results/claims.md's tables (tools/claims.py): the published claims beside 3, 4 and 5.
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
-# and tables follow each. NAMES=... (a subset of the eleven, space-separated) limits what is
-# measured in 0, 1, 2, 4 and 5; every plot and table still shows all eleven.
+# and tables follow each. The models are the eleven and the hybrid members (tools/family_names.py
+# --all). NAMES=... (a subset, space-separated) limits what is measured in 0, 1, 2, 4 and 5, and
+# METHODS=... (config names of 3, e.g. "self-extend dca") the methods 4 and 5 run; every plot and
+# table still shows all that is measured.
 #   bash tools/family_results.sh [-t THREADS]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 threads=()
 [ "${1:-}" = -t ] && threads=(-t "$2")
 PY=/usr/bin/python3 PERT=build/pert OUT=models/extrapolation
-read -r -a ALL <<< "$($PY tools/family_names.py)"
+read -r -a ALL <<< "$($PY tools/family_names.py --all)"
+read -r -a ELEVEN <<< "$($PY tools/family_names.py)"
 read -r -a NAMES <<< "${NAMES:-${ALL[*]}}"
 models=()
 for n in "${NAMES[@]}"; do models+=(-m "models/$n"); done
@@ -58,7 +61,7 @@ $PY tools/plot.py sweep $OUT/family.json --out $OUT/family \
 configs=()
 for c in plain linear-x2 linear-x4 linear-x8 ntk-x2 ntk-x4 dynamic yarn-x2; do configs+=(configs/rope/$c.json); done
 for c in self-extend self-extend-llama self-extend-g64 self-extend-4x rerope rerope-logn leaky-rerope leaky-rerope-k64 logn \
-         dynamic-logn streaming streaming-original streaming-window blockwise; do configs+=(configs/extend/$c.json); done
+         dynamic-logn streaming streaming-original streaming-window blockwise dca; do configs+=(configs/extend/$c.json); done
 rows=()
 for c in "${configs[@]}"; do rows+=(--config "$c"); done
 $PERT sweep -m models/rope "${rows[@]}" -f build/data/tinystories_heldout.txt --split-docs \
@@ -90,6 +93,7 @@ for n in "${NAMES[@]}"; do
   runs+=("$n ")
   if [ "$n" = learned ]; then runs+=("learned configs/learned/clamp.json"); continue; fi
   for c in "${configs[@]:1}"; do
+    [ -z "${METHODS:-}" ] || [[ " $METHODS " == *" $(basename "$c" .json) "* ]] || continue
     $PERT inspect models/$n --config "$c" > /dev/null 2>&1 && runs+=("$n $c")
   done
 done
@@ -102,7 +106,7 @@ for run in "${runs[@]}"; do
     "${threads[@]}" > /dev/null
 done
 family=()
-for n in "${ALL[@]}"; do [ "$n" = learned ] || family+=("$OUT/passkey/$n.json"); done
+for n in "${ELEVEN[@]}"; do [ "$n" = learned ] || family+=("$OUT/passkey/$n.json"); done
 $PY tools/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
 $PY tools/paper_shapes.py ratios $OUT/family_wikitext.json
 $PY tools/paper_shapes.py passkey $OUT/passkey/*.json
