@@ -2,7 +2,8 @@
 # Every result of the family that the README shows, from the trained models/ (tools/train_family.sh):
 #   0. each scheme's attention logit against distance (pert positions), plotted;
 #   1. WikiText-2 test (its first ~150k tokens, tools/wikitext_prefix.py) at 1x..32x L, every scheme;
-#   2. held-out TinyStories at 1x..16x L, every scheme (and learned with "clamp");
+#   2. held-out TinyStories at 1x..16x L, every scheme (and learned with "clamp"); 1 and 2 for the
+#      hybrid members too, beside rope, none and alibi, in files of their own (hybrid_*.json);
 #   3. the rope model under every RoPE scaling and "extend" method, held-out TinyStories, 1x..32x L;
 #   4. pass-key accuracy at 64..4096 tokens for every scheme, plain and under each config of 3
 #      that applies to it;
@@ -25,8 +26,11 @@ PY=/usr/bin/python3 PERT=build/pert OUT=models/extrapolation
 read -r -a ALL <<< "$($PY tools/family_names.py --all)"
 read -r -a ELEVEN <<< "$($PY tools/family_names.py)"
 read -r -a NAMES <<< "${NAMES:-${ALL[*]}}"
-models=()
-for n in "${NAMES[@]}"; do models+=(-m "models/$n"); done
+models=() hybrids=()  # -m flags: the eleven's, and the hybrid members' beside rope, none and alibi
+for n in "${NAMES[@]}"; do
+  if [[ " ${ELEVEN[*]} " == *" $n "* ]]; then models+=(-m "models/$n"); else hybrids+=(-m "models/$n"); fi
+done
+[ ${#hybrids[@]} = 0 ] || hybrids+=(-m models/rope -m models/none -m models/alibi)
 $PY tools/heldout.py build/data/tinystories_heldout.txt
 $PY tools/wikitext_prefix.py build/data/wikitext2_test_prefix.txt
 
@@ -42,20 +46,33 @@ $PY tools/plot.py positions $P/{none,learned,sinusoidal,t5}.json $P/rope.json+$P
   $P/{alibi,kerple,fire,xl,deberta}.json --cols 5 --sharey none --out $OUT/positions
 
 # 1. Long documents, the ALiBi paper's way: one text, non-overlapping chunks, every token scored.
-$PERT sweep "${models[@]}" -f build/data/wikitext2_test_prefix.txt --lengths 128,256,512,1024,2048,4096 \
-  --out $OUT/family_wikitext.json "${threads[@]}"
+[ ${#models[@]} = 0 ] || $PERT sweep "${models[@]}" -f build/data/wikitext2_test_prefix.txt \
+  --lengths 128,256,512,1024,2048,4096 --out $OUT/family_wikitext.json "${threads[@]}"
 $PERT sweep -m models/learned --config configs/learned/clamp.json -f build/data/wikitext2_test_prefix.txt \
   --lengths 128,256,512,1024,2048,4096 --out $OUT/family_wikitext.json "${threads[@]}"
 $PY tools/plot.py sweep $OUT/family_wikitext.json --out $OUT/family_wikitext \
   --title "pert's family (trained at L = 128), WikiText-2 test, chunks"
 
 # 2. Held-out stories, as the first family was measured.
-$PERT sweep "${models[@]}" -f build/data/tinystories_heldout.txt --split-docs --lengths 128,256,512,1024,2048 \
-  --out $OUT/family.json "${threads[@]}"
+[ ${#models[@]} = 0 ] || $PERT sweep "${models[@]}" -f build/data/tinystories_heldout.txt --split-docs \
+  --lengths 128,256,512,1024,2048 --out $OUT/family.json "${threads[@]}"
 $PERT sweep -m models/learned --config configs/learned/clamp.json -f build/data/tinystories_heldout.txt \
   --split-docs --lengths 128,256,512,1024,2048 --out $OUT/family.json "${threads[@]}"
 $PY tools/plot.py sweep $OUT/family.json --out $OUT/family \
   --title "pert's family (trained at L = 128), held-out TinyStories, chunks"
+# The hybrid layouts beside rope, none and alibi (docs/results/hybrid.md), on both texts.
+if [ ${#hybrids[@]} != 0 ]; then
+  $PERT sweep "${hybrids[@]}" -f build/data/wikitext2_test_prefix.txt --lengths 128,256,512,1024,2048,4096 \
+    --out $OUT/hybrid_wikitext.json "${threads[@]}"
+  $PERT sweep "${hybrids[@]}" -f build/data/tinystories_heldout.txt --split-docs --lengths 128,256,512,1024,2048 \
+    --out $OUT/hybrid.json "${threads[@]}"
+fi
+for f in "hybrid_wikitext:WikiText-2 test" "hybrid:held-out TinyStories"; do
+  if [ -s $OUT/${f%%:*}.json ]; then
+    $PY tools/plot.py sweep $OUT/${f%%:*}.json --out $OUT/${f%%:*} \
+      --title "hybrid layouts beside rope, none and alibi (trained at L = 128), ${f#*:}, chunks"
+  fi
+done
 
 # 3. Training-free extension of the rope model (the README's rows).
 configs=()
