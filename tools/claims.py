@@ -5,7 +5,9 @@ papers' numbers in docs/results/data/published_claims.json.
 
     claims.py [--data models/extrapolation] [--published FILE] TABLE [--plot FILE.png] [--out FILE]
 
-TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective, kept (which method keeps
+TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective, hybrid (the hybrid layouts'
+perplexity and pass-key past L beside rope, none and alibi, and Cohere's RNoPE-SWA numbers), dca
+(Dual Chunk Attention and Self-Extend on the models with RoPE layers, beside ChunkLlama's), kept (which method keeps
 retrieval past L on which scheme: methods x schemes, each cell the pass-key and the RULER
 effective lengths; --plot draws it as two heat-maps), grid (every score behind them as CSV: scheme,
 method, task (passkey or a RULER task), length, score out of 100 over depths and trials, trials;
@@ -14,6 +16,7 @@ with this command, and tools/results_tables.py --check (CTest docs_tables) holds
 command prints. Inputs (DATA = --data):
   DATA/extend_family_rope.json   `pert sweep`: the rope model under each config, held-out stories
   DATA/streaming_wikitext.json   `pert sweep`: the rope model with and without sinks, WikiText-2 test
+  DATA/hybrid_wikitext.json      `pert sweep`: the hybrid members, rope, none and alibi, WikiText-2 test
   DATA/passkey/NAME[+CONFIG].json  `pert passkey`: each scheme's model plain and under CONFIG
   DATA/ruler/NAME[+CONFIG].json    `pert ruler`: the same pairs
 
@@ -35,7 +38,8 @@ from family_names import FAMILY, HYBRID
 from paper_shapes import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept", "grid")
+TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept", "grid", "hybrid", "dca")
+BESIDE = ["rope", "none", "alibi"]  # the schemes the hybrid layouts are read against
 MARGIN, FLOOR = 10.0, 50.0  # the effective length's threshold: score at L − MARGIN, rows below FLOOR at L have none
 
 
@@ -370,6 +374,58 @@ def kept_plot(schemes, methods, grid, path):
     bar.set_ticks(range(-1, 6), labels=["none", "L", "2L", "4L", "8L", "16L", "32L"], fontsize=7)
     save_figure(fig, path, dpi=120, bbox_inches="tight")
     print(path, file=sys.stderr)
+
+
+def passkey_by_model(r, names):
+    """Pass-key accuracy by length, a row per NAME (a pass-key file's name) that has a file."""
+    files = r.passkey_files()
+    names = [n for n in names if n in files]
+    lengths = sorted({n for name in names for n in files[name][1]})
+    out = ["| pert: pass-key | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+    for name in names:
+        out.append(f"| {name} | " + " | ".join(fmt(files[name][1].get(n)) for n in lengths) + " |")
+    return out
+
+
+def hybrid(r):
+    path = os.path.join(r.data, "hybrid_wikitext.json")
+    if not os.path.exists(path):
+        return "(no hybrid results yet: NAMES=\"...\" tools/family_results.sh writes them)"
+    ppl = {}  # model name -> {length: ppl} of its plain row
+    for c in load(path)["cells"]:
+        if c.get("ppl") is not None and c["label"] == "plain":
+            ppl.setdefault(c["model"].rstrip("/").split("/")[-1], {})[c["length"]] = (c["ppl"], c["trained_length"])
+    names = [n for n in BESIDE + HYBRID if n in ppl]
+    lengths = sorted({n for v in ppl.values() for n in v})
+    out = ["| pert: WikiText-2 test, PPL at L, then ÷ it | PPL at L | " +
+           " | ".join(f"{n}" for n in lengths) + " |", "|---|---:|" + "---:|" * len(lengths)]
+    for name in names:
+        L = next(iter(ppl[name].values()))[1]
+        at_L = ppl[name].get(L, (None,))[0]
+        out.append(f"| {name} | {fmt(at_L)} | " + " | ".join(
+            fmt(ppl[name][n][0] / at_L) if n in ppl[name] and at_L else "—" for n in lengths) + " |")
+    out += [""] + passkey_by_model(r, names)
+    p = r.published["rnope_swa"]
+    out += ["", "| published: RULER, 8B (Yang et al. 2025) | " + " | ".join(p["lengths"]) + " |",
+            "|---|" + "---:|" * len(p["lengths"])]
+    out += [f"| {name} | " + " | ".join(fmt(v, 1) for v in values) + " |" for name, values in p["rows"]]
+    out += ["", f"Published: {p['claim']} ({p['note']})."]
+    return "\n".join(out)
+
+
+def dca(r):
+    rows = [f"{m}{'' if c == 'plain' else '+' + c}" for m in ["rope"] + HYBRID for c in ("plain", "self-extend", "dca")]
+    out = passkey_by_model(r, rows)
+    sweep = r.sweep()
+    if "plain" in sweep:
+        out += [""] + ppl_rows(sweep, ["plain", "self-extend", "dca"], "pert: rope model, PPL, held-out stories")
+    p = r.published["dca"]
+    out += ["", "| published: PG19 PPL (An et al. 2024, Table 1) | " + " | ".join(str(n) for n in p["lengths"]) + " |",
+            "|---|" + "---:|" * len(p["lengths"])]
+    out += [f"| {name} | " + " | ".join(fmt(v) if v is not None else ">10²" for v in values) + " |"
+            for name, values in p["rows"]]
+    out += ["", f"Published pass-key: {p['passkey']}. Defaults: {p['defaults']}."]
+    return "\n".join(out)
 
 
 def main():
