@@ -62,6 +62,24 @@ TEST_CASE("cli: inspect shows config, scheme, tensors and checks", "[cli]") {
   CHECK_THAT(r.out, Catch::Matchers::Contains("YaRN x4 from L = 64"));
 }
 
+// A local layer's cache is a ring of its span and a batch: inspect counts it apart from the global
+// layers' per-position figure (2 kv heads of dim 4, F32: 64 bytes a position and layer).
+TEST_CASE("cli: inspect's KV cache estimate counts local layers apart", "[cli][layers]") {
+  TempDir tmp;
+  json c = tiny_config();
+  c["layers"] = {{"global", {{"every", 2}}}, {"local", {{"others", true}, {"window", 16}}}};
+  write_model_dir(tmp.path, c, tiny_tensors());
+  Run r = run_pert({"inspect", tmp.path.string(), "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json memory = json::parse(r.out)["memory"];
+  CHECK(memory["global_layers"] == 1);
+  CHECK(memory["kv_cache_bytes_per_1000_positions"].get<double>() == 64.0 * 1000);
+  CHECK(memory["kv_cache_bytes_local_layers_max"].get<double>() == 64.0 * (15 + 512));
+  r = run_pert({"inspect", tmp.path.string()});
+  CHECK_THAT(r.out, Catch::Matchers::Contains("per 1000 positions in 1 of 2 layers, and at most 0.0 MiB in the local ones"));
+}
+
 TEST_CASE("cli: configs/extend files from inspect to positions", "[cli][extend]") {
   TempDir tmp;
   write_model_dir(tmp.path, tiny_config(), tiny_tensors());

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common.hpp"
+#include "pert/attention.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "pert/model_dir.hpp"
@@ -37,11 +38,21 @@ const char* type_name(const TensorView& t) { return t.blocks ? t.blocks->name : 
 
 // Resident memory of a run: the weights as the given --dtype keeps them (a GGUF file's own
 // blocks are read in place from the mapping: its size), and the F32 KV cache per 1,000 positions.
+// The KV cache in F32: global layers grow with the context; a local layer (window, chunk) keeps
+// at most its span and a batch of 512 in a ring, unless an extend method needs every key.
 nlohmann::json memory_estimate(const ModelDir& m, const ModelConfig& c) {
   size_t weights = 0;
   for (const auto& [name, t] : m.checkpoint.tensors()) weights += t->nbytes;
-  const double kv_per_1000 = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 4.0 * 1000;
-  return {{"weight_bytes", weights}, {"kv_cache_bytes_per_1000_positions", kv_per_1000}};
+  const double row = 2.0 * c.n_kv_heads * c.head_dim * 4.0;  // a position's keys and values, one layer
+  int global = 0;
+  double local_max = 0;
+  for (const LayerAttention& l : c.layers) {
+    const int span = layer_span(l);
+    if (span < 0 || !c.extend.empty()) ++global;  // (extend: counted as global, as most methods need every key)
+    else local_max += row * (span + 512);
+  }
+  return {{"weight_bytes", weights}, {"kv_cache_bytes_per_1000_positions", row * global * 1000},
+          {"global_layers", global}, {"kv_cache_bytes_local_layers_max", local_max}};
 }
 
 void run_inspect(const InspectArgs& args) {
@@ -95,9 +106,14 @@ void run_inspect(const InspectArgs& args) {
   std::printf("parameters %lld (%.3f M)\n", (long long)params, params / 1e6);
   std::printf("cpu        %s\n", cpu_line().c_str());
   const nlohmann::json memory = memory_estimate(m, c);
-  std::printf("memory     weights %.1f MiB%s; KV cache %.1f MiB per 1000 positions (f32; --cache-type f16 halves it)\n",
+  const int global = memory["global_layers"].get<int>();
+  char local[160] = "";
+  if (global < c.n_layers)
+    std::snprintf(local, sizeof local, " in %d of %d layers, and at most %.1f MiB in the local ones", global, c.n_layers,
+                  memory["kv_cache_bytes_local_layers_max"].get<double>() / 1048576.0);
+  std::printf("memory     weights %.1f MiB%s; KV cache %.1f MiB per 1000 positions%s (f32; --cache-type f16 halves it)\n",
               memory["weight_bytes"].get<double>() / 1048576.0, m.gguf ? " as stored, read in place (--dtype auto; quantized matrices copied at load into their kernels' layouts)" : " as stored",
-              memory["kv_cache_bytes_per_1000_positions"].get<double>() / 1048576.0);
+              memory["kv_cache_bytes_per_1000_positions"].get<double>() / 1048576.0, local);
   if (m.gguf) {
     std::printf("\nGGUF v%u metadata (%zu keys):\n", m.gguf->header().version, m.gguf->header().keys.size());
     for (const std::string& key : m.gguf->header().keys)
