@@ -17,6 +17,7 @@ command prints. Inputs (DATA = --data):
   DATA/extend_family_rope.json   `pert sweep`: the rope model under each config, held-out stories
   DATA/streaming_wikitext.json   `pert sweep`: the rope model with and without sinks, WikiText-2 test
   DATA/hybrid_wikitext.json      `pert sweep`: the hybrid members, rope, none and alibi, WikiText-2 test
+  DATA/extend_stories260K.json   `pert sweep`: stories260K under each config, held-out stories
   DATA/passkey/NAME[+CONFIG].json  `pert passkey`: each scheme's model plain and under CONFIG
   DATA/ruler/NAME[+CONFIG].json    `pert ruler`: the same pairs
 
@@ -416,9 +417,11 @@ def hybrid(r):
 def dca(r):
     rows = [f"{m}{'' if c == 'plain' else '+' + c}" for m in ["rope"] + HYBRID for c in ("plain", "self-extend", "dca")]
     out = passkey_by_model(r, rows)
-    sweep = r.sweep()
-    if "plain" in sweep:
-        out += [""] + ppl_rows(sweep, ["plain", "self-extend", "dca"], "pert: rope model, PPL, held-out stories")
+    for name, title in (("extend_family_rope.json", "pert: rope model (L = 128), PPL, held-out stories"),
+                        ("extend_stories260K.json", "pert: stories260K (L = 512), PPL, held-out stories")):
+        sweep = r.sweep(name) if os.path.exists(os.path.join(r.data, name)) else {}
+        if "plain" in sweep:
+            out += [""] + ppl_rows(sweep, ["plain", "self-extend", "self-extend-g64", "dca"], title)
     p = r.published["dca"]
     out += ["", "| published: PG19 PPL (An et al. 2024, Table 1) | " + " | ".join(str(n) for n in p["lengths"]) + " |",
             "|---|" + "---:|" * len(p["lengths"])]
