@@ -410,7 +410,7 @@ def hybrid(r):
     out += ["", "| published: RULER, 8B (Yang et al. 2025) | " + " | ".join(p["lengths"]) + " |",
             "|---|" + "---:|" * len(p["lengths"])]
     out += [f"| {name} | " + " | ".join(fmt(v, 1) for v in values) + " |" for name, values in p["rows"]]
-    out += ["", f"Published: {p['claim']} ({p['note']})."]
+    out += ["", f"Published: {p['claim']}; {p['note']}."]
     return "\n".join(out)
 
 
