@@ -30,6 +30,7 @@ TRAIN = os.path.join(ROOT, "tools", "train.py")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import safetensors_io  # noqa: E402
 import train  # noqa: E402
+from family_names import FAMILY, HYBRID  # noqa: E402
 
 SKIP = 77
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -180,21 +181,22 @@ def scenario(tmp, data, base, position):
 
 def family_run_files():
     """Each model of the family is what its run file trains: the run hash of
-    configs/train/NAME.json (settings, data and tokenizer) is the one in models/NAME/card.json, so
-    tools/train_family.sh makes (or resumes into) the committed weights and no other."""
+    configs/train/NAME.json (a hybrid member's: configs/train/hybrid/NAME.json; settings, data and
+    tokenizer) is the one in models/NAME/card.json, so tools/train_family.sh makes (or resumes
+    into) the committed weights and no other."""
     tok_dir = os.path.join(ROOT, "models", "tokenizer")
-    names = sorted(n for n in os.listdir(os.path.join(ROOT, "models"))
-                   if os.path.exists(os.path.join(ROOT, "models", n, "card.json")))
+    names = [n for n in FAMILY + HYBRID if os.path.exists(os.path.join(ROOT, "models", n, "card.json"))]
     differ = []
     for name in names:
         with open(os.path.join(ROOT, "models", name, "card.json")) as f:
             card = json.load(f)
-        cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", f"{name}.json"))
+        cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", *(["hybrid"] if name in HYBRID else []),
+                                                 f"{name}.json"))
         _, run_hash = train.run_identity(cfg, cfg["train"]["steps"], None, tok_dir)
         if run_hash != card["config_hash"]:
             differ.append(f"{name}: run file {run_hash}, card {card['config_hash']}")
     check(f"the family's {len(names)} models are their run files' runs (run hash = card's)",
-          len(names) == 11 and not differ, str(differ or names))
+          sorted(names) == sorted(FAMILY + HYBRID) and not differ, str(differ or names))
 
 
 def main():
