@@ -151,12 +151,18 @@ def loss_table(r, labels, published, most=8):
 
 
 def passkey_rows(r, configs, most=None):
-    rows = {c: r.passkey(c) for c in configs}
-    rows = {c: v for c, v in rows.items() if v}
+    """The rope model's pass-key accuracy by length, a row per config that has a file."""
+    return passkey_table(r, {c: passkey_name(c, "rope") for c in configs}, "pert: rope model, pass-key", most)
+
+
+def passkey_table(r, rows, title, most=None):
+    """Pass-key accuracy by length: {row label: pass-key file name}, the rows that have a file."""
+    files = r.passkey_files()
+    rows = {label: files[name][1] for label, name in rows.items() if name in files}
     lengths = sorted({n for v in rows.values() for n in v if most is None or n <= most})
-    out = ["| pert: rope model, pass-key | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
-    for c, v in rows.items():
-        out.append(f"| {c} | " + " | ".join(fmt(v.get(n)) for n in lengths) + " |")
+    out = [f"| {title} | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+    for label, v in rows.items():
+        out.append(f"| {label} | " + " | ".join(fmt(v.get(n)) for n in lengths) + " |")
     return out
 
 
@@ -377,17 +383,6 @@ def kept_plot(schemes, methods, grid, path):
     print(path, file=sys.stderr)
 
 
-def passkey_by_model(r, names):
-    """Pass-key accuracy by length, a row per NAME (a pass-key file's name) that has a file."""
-    files = r.passkey_files()
-    names = [n for n in names if n in files]
-    lengths = sorted({n for name in names for n in files[name][1]})
-    out = ["| pert: pass-key | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
-    for name in names:
-        out.append(f"| {name} | " + " | ".join(fmt(files[name][1].get(n)) for n in lengths) + " |")
-    return out
-
-
 def hybrid(r):
     path = os.path.join(r.data, "hybrid_wikitext.json")
     if not os.path.exists(path):
@@ -405,7 +400,7 @@ def hybrid(r):
         at_L = ppl[name].get(L, (None,))[0]
         out.append(f"| {name} | {fmt(at_L)} | " + " | ".join(
             fmt(ppl[name][n][0] / at_L) if n in ppl[name] and at_L else "—" for n in lengths) + " |")
-    out += [""] + passkey_by_model(r, names)
+    out += [""] + passkey_table(r, {n: n for n in names}, "pert: pass-key")
     p = r.published["rnope_swa"]
     out += ["", "| published: RULER, 8B (Yang et al. 2025) | " + " | ".join(p["lengths"]) + " |",
             "|---|" + "---:|" * len(p["lengths"])]
@@ -416,7 +411,7 @@ def hybrid(r):
 
 def dca(r):
     rows = [f"{m}{'' if c == 'plain' else '+' + c}" for m in ["rope"] + HYBRID for c in ("plain", "self-extend", "dca")]
-    out = passkey_by_model(r, rows)
+    out = passkey_table(r, {n: n for n in rows}, "pert: pass-key")
     for name, title in (("extend_family_rope.json", "pert: rope model (L = 128), PPL, held-out stories"),
                         ("extend_stories260K.json", "pert: stories260K (L = 512), PPL, held-out stories")):
         sweep = r.sweep(name) if os.path.exists(os.path.join(r.data, name)) else {}
