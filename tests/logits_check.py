@@ -1,4 +1,6 @@
-"""What the Python logits tests share: running tests/pert_logits and comparing logits."""
+"""What the Python logits tests share: running tests/pert_logits and comparing logits (and the
+statistics of the attention weights)."""
+import json
 import os
 import subprocess
 
@@ -16,6 +18,34 @@ def pert_logits(binary, model_dir, ids, workdir, chunk=None, window=None, extra=
     return np.fromfile(out, dtype=np.float32).reshape(len(ids), -1).astype(np.float64)
 
 
+def pert_attention(binary, model_dir, ids, workdir, chunk=None, sink=1):
+    """pert's statistics of the attention weights for the ids as one window (pert_logits
+    --attention-stats: pert attention's JSON for it)."""
+    stats = os.path.join(workdir, "attention.json")
+    pert_logits(binary, model_dir, ids, workdir, chunk, extra=["--attention-stats", stats, "--sink", str(sink)])
+    with open(stats) as f:
+        return json.load(f)
+
+
+def attention_differences(got, want):
+    """The largest |Δ| / max(1, |want|) over every statistic, range, layer and head of two
+    attention reports (pert attention's JSON, tools/reference.py attention's), and what differs
+    in their shape (buckets, query counts, ranges), as (error, [problems])."""
+    problems = [f"{key}: {got.get(key)} vs {want[key]}" for key in ("buckets", "queries") if got.get(key) != want[key]]
+    if set(got["attention"]) != set(want["attention"]):
+        problems.append(f"ranges {sorted(got['attention'])} vs {sorted(want['attention'])}")
+    err = 0.0
+    for r, stats in want["attention"].items():
+        for name, w in stats.items():
+            g = np.array(got["attention"].get(r, {}).get(name, np.nan), dtype=np.float64)
+            w = np.array(w, dtype=np.float64)
+            if g.shape != w.shape:
+                problems.append(f"{r}.{name}: shape {g.shape} vs {w.shape}")
+                continue
+            err = max(err, float(np.max(np.abs(g - w) / np.maximum(1.0, np.abs(w)))))
+    return err, problems
+
+
 class Checker:
     """Prints max |Δ| for each comparison and remembers those above the tolerance."""
 
@@ -26,6 +56,13 @@ class Checker:
         err = float(np.max(np.abs(got - want)))
         print(f"{self.name:28s} {what:46s} max|Δ| = {err:.2e}  (|logit| ≤ {np.max(np.abs(want)):.1f})")
         if not err <= self.tol:
+            self.failures.append(what)
+
+    def attention(self, what, got, want, tol=1e-6):
+        """Two attention reports (attention_differences) within tol relative."""
+        err, problems = attention_differences(got, want)
+        print(f"{self.name:28s} {what:46s} max|Δ|/max(1,|ref|) = {err:.2e}" + "".join(f"; {p}" for p in problems))
+        if problems or not err <= tol:
             self.failures.append(what)
 
     def exit_code(self):

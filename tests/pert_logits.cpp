@@ -1,10 +1,12 @@
 // Test harness: runs a model over token ids and writes every position's logits as raw F32
 // [T][vocab], so the Python reference tests can compare them.
 //   pert_logits MODEL IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]... [--dtype auto|f32|bf16|q8|q4_k...]
-//               [--cache-type f32|bf16|f16|q8]
+//               [--cache-type f32|bf16|f16|q8] [--attention-stats FILE [--sink N]]
 // --chunk N feeds the ids N at a time through the KV cache (1 = token-by-token decode);
 // without it the whole sequence is one prefill. --window N cuts the ids into windows of N,
 // each run from an empty cache at position 0 (the non-overlapping perplexity evaluation).
+// --attention-stats FILE writes the statistics of every query's attention weights as JSON
+// (pert/attention_report.hpp's attention_json), --sink N the sink's positions (default 1).
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -12,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pert/attention_report.hpp"
 #include "pert/error.hpp"
 #include "pert/model.hpp"
 
@@ -20,7 +23,8 @@ int main(int argc, char** argv) {
   std::string model_dir, ids_file, out_file;
   int chunk = 0, ctx = 0, window = 0;
   std::vector<std::string> sets;
-  std::string dtype = "auto", cache_type = "f32";
+  std::string dtype = "auto", cache_type = "f32", stats_file;
+  int sink = 1;
   app.add_option("model_dir", model_dir)->required();
   app.add_option("ids_file", ids_file, "whitespace-separated token ids")->required();
   app.add_option("out_file", out_file)->required();
@@ -31,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "weights as pert's --dtype")->check(CLI::IsMember(pert::weight_type_flags()));
   app.add_option("--cache-type", cache_type, "KV cache as pert's --cache-type")
       ->check(CLI::IsMember({"f32", "bf16", "f16", "q8"}));
+  app.add_option("--attention-stats", stats_file, "write the attention weights' statistics here (JSON)");
+  app.add_option("--sink", sink, "the sink mass's positions");
   CLI11_PARSE(app, argc, argv);
   try {
     std::ifstream in(ids_file);
@@ -42,6 +48,9 @@ int main(int argc, char** argv) {
     if (chunk <= 0) chunk = window;
     pert::InferenceState state(*model, ctx > 0 ? ctx : window, chunk, 1, pert::parse_cache_type(cache_type));
     std::vector<float> logits(size_t(T) * V);
+    const int L = model->config().max_position_embeddings;
+    pert::AttentionStats stats(model->config().n_layers, model->config().n_heads, window, L, sink);
+    if (!stats_file.empty()) state.observe_attention(&stats);
     for (int start = 0; start < T; start += window)  // each window from position 0 again
       for (int pos = 0; pos < std::min(window, T - start); pos += chunk) {
         const int n = std::min({chunk, window - pos, T - start - pos});
@@ -50,6 +59,11 @@ int main(int argc, char** argv) {
     std::ofstream out(out_file, std::ios::binary);
     out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
     if (!out) throw pert::Error(out_file + ": write failed");
+    if (!stats_file.empty()) {
+      std::ofstream js(stats_file);
+      js << pert::attention_json(pert::attention_result(stats, window, L)).dump() << "\n";
+      if (!js) throw pert::Error(stats_file + ": write failed");
+    }
   } catch (const pert::Error& e) {
     std::cerr << "pert_logits: error: " << e.what() << "\n";
     return 1;

@@ -27,6 +27,7 @@ import sys
 import tempfile
 
 T, L = 128, 32
+SINK = 2  # the attention statistics' sink: the first two positions
 
 LONGROPE = {"type": "longrope", "factor": 4.0,
             "short_factor": [1.0, 1.0, 1.1, 1.2, 1.5, 2.0, 2.5, 3.0],
@@ -228,9 +229,14 @@ def prepare(case, out, reference, np):
     """The case's model (out/model), its ids (out/ids.json) and the reference's logits for every
     prefix of reference_lengths (out/ref_N.npy)."""
     _, config, W, ids = build(case, out, reference, np)
+    probs = {}
     with reference.torch.no_grad():
         for n in reference_lengths(case):
-            np.save(os.path.join(out, f"ref_{n}.npy"), reference.forward(config, W, ids[:n]).numpy())
+            observe = (lambda layer, p: probs.__setitem__(layer, p)) if n == T else None
+            np.save(os.path.join(out, f"ref_{n}.npy"), reference.forward(config, W, ids[:n], observe=observe).numpy())
+    per_query = reference.attention_per_query([probs[i] for i in sorted(probs)], sink=SINK)
+    with open(os.path.join(out, "attention.json"), "w") as f:
+        json.dump(reference.attention_stats(per_query, config.get("max_position_embeddings", 2048)), f)
     with open(os.path.join(out, "ids.json"), "w") as f:
         json.dump(ids, f)
 
@@ -400,7 +406,7 @@ def relative_loops(reference, np, check):
         check(f"{kind}: relative terms vs a loop over pairs", np.where(causal, got, 0.0), want)
 
 
-def check_case(case, binary, prepared, np, Checker, pert_logits):
+def check_case(case, binary, prepared, np, Checker, pert_logits, pert_attention):
     """pert's logits for the case against the reference's, read from prepared/CASE or, without
     prepared, computed here first."""
     length_dependent = CASES[case][2]
@@ -425,6 +431,10 @@ def check_case(case, binary, prepared, np, Checker, pert_logits):
         decode = run_pert(T, 1)
         check("decode vs reference", decode, ref(T))
         check("chunks of 7 vs reference", run_pert(T, 7), ref(T))
+        with open(os.path.join(data, "attention.json")) as f:
+            attention = json.load(f)
+        for chunk, how in ((None, "prefill"), (1, "decode"), (7, "chunks of 7")):
+            check.attention(f"attention statistics, {how}", pert_attention(binary, model, ids, tmp, chunk, SINK), attention)
         check("prefill vs decode (pert)", prefill, decode)
         if length_dependent:
             for n in reference_lengths(case)[1:]:
@@ -439,11 +449,11 @@ def main():
         return 0
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
     import numpy as np
-    from logits_check import Checker, pert_logits
+    from logits_check import Checker, pert_attention, pert_logits
 
     if sys.argv[1] not in ("--sanity", "--prepare", "--reference-only"):
         prepared = sys.argv[4] if sys.argv[3:4] == ["--prepared"] else None
-        return check_case(sys.argv[1], sys.argv[2], prepared, np, Checker, pert_logits)
+        return check_case(sys.argv[1], sys.argv[2], prepared, np, Checker, pert_logits, pert_attention)
     import reference
     if sys.argv[1] == "--sanity":
         return sanity(reference, np, Checker)

@@ -19,6 +19,7 @@ and a factor per query row.
 
     reference.py make-model OUT_DIR POSITION_JSON [--seed N] [--dtype F32] [--extend JSON]
     reference.py logits MODEL_DIR IDS_FILE OUT_FILE     # float64 [T][vocab]
+    reference.py attention MODEL_DIR IDS_FILE OUT_JSON [--sink N]   # the weights' statistics
 
 IDS_FILE holds token ids as whitespace-separated decimal integers; OUT_FILE is raw float64.
 """
@@ -621,6 +622,46 @@ def forward(config, W, ids, inputs=None, observe=None):
     return torch.tanh(logits / final_cap) * final_cap if final_cap else logits
 
 
+# ----------------------------------------------------------------------------- attention statistics
+def distance_bucket(d):
+    """0 for distance 0, else 1 + floor(log2 d): 1, 2-3, 4-7, ... (pert attention's buckets)."""
+    return 0 if d == 0 else int(d).bit_length()
+
+
+def attention_per_query(probs, sink=1):
+    """Each query's statistics from the full weight matrices, probs[layer] [H, T, T] (query m,
+    key n), in float64: {"entropy", "sink_mass", "mean_distance", "max_weight": [layer, H, T],
+    "mass": [layer, H, T, bucket]}."""
+    T = probs[0].shape[-1]
+    m = torch.arange(T)[:, None]
+    dist = (m - torch.arange(T)[None, :]).clamp(min=0).to(DT)          # [T, T] m - n (0 above the diagonal)
+    bucket = torch.tensor([[distance_bucket(max(i - j, 0)) for j in range(T)] for i in range(T)])
+    one_hot = torch.nn.functional.one_hot(bucket, distance_bucket(T - 1) + 1).to(DT)  # [T, T, buckets]
+    stats = {}
+    for name, f in (("entropy", lambda p: -torch.special.xlogy(p, p).sum(-1)),
+                    ("sink_mass", lambda p: p[..., :sink].sum(-1)),
+                    ("mean_distance", lambda p: (p * dist).sum(-1)),
+                    ("max_weight", lambda p: p.max(-1).values),
+                    ("mass", lambda p: torch.einsum("hmn,mnb->hmb", p, one_hot))):
+        stats[name] = torch.stack([f(p.to(DT)) for p in probs])
+    return stats
+
+
+def attention_stats(per_query, trained):
+    """What `pert attention` reports from attention_per_query's: per query range ("all",
+    "in_L": m < trained, "past_L": m >= trained, when some query is) each statistic's mean over
+    the range's queries as [layer][head] lists (mass: [layer][head][bucket])."""
+    T, buckets = per_query["mass"].shape[2:]
+    ranges = {"all": torch.ones(T, dtype=torch.bool), "in_L": torch.arange(T) < trained,
+              "past_L": torch.arange(T) >= trained}
+    out = {"buckets": [[0, 0]] + [[1 << (k - 1), min((1 << k) - 1, T - 1)] for k in range(1, buckets)],
+           "queries": {r: int(rows.sum()) for r, rows in ranges.items()}, "attention": {}}
+    for r, rows in ranges.items():
+        if rows.any():
+            out["attention"][r] = {name: torch.as_tensor(v)[:, :, rows].mean(2).tolist() for name, v in per_query.items()}
+    return out
+
+
 # ----------------------------------------------------------------------------- random models
 def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
                vocab=96, trained=32, tie=False, head_dim=None, extra_config=None, qkv_bias=False, o_bias=False,
@@ -734,7 +775,7 @@ def read_ids(path, vocab):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{make-model,logits}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{make-model,logits,attention}")
     mk = sub.add_parser("make-model", help="write a random-weight checkpoint for a positional scheme",
                         description="Writes OUT_DIR/model.safetensors and config.json: a small random-weight "
                                     "llama-style model (vocab 96, 2 layers, trained length 32) whose activations "
@@ -754,14 +795,31 @@ def main():
                     help="text file of token ids: decimal integers in [0, vocab_size) separated by whitespace "
                          "(spaces or newlines)")
     lg.add_argument("out_file", metavar="OUT_FILE", help="binary output: T x vocab float64 values")
+    at = sub.add_parser("attention", help="the statistics of every query's attention weights",
+                        description="Runs MODEL_DIR on the token ids of IDS_FILE as one causal sequence in float64 "
+                                    "and writes, as JSON, what `pert attention` reports for it: per query range, "
+                                    "each layer's and head's mean entropy, sink mass, mean distance, largest "
+                                    "weight and mass by distance bucket.")
+    at.add_argument("model_dir", metavar="MODEL_DIR", help="model directory (config.json + safetensors)")
+    at.add_argument("ids_file", metavar="IDS_FILE", help="text file of token ids, as for logits")
+    at.add_argument("out_file", metavar="OUT_JSON", help="JSON output")
+    at.add_argument("--sink", type=int, default=1, help="the sink mass's first positions (default %(default)s)")
     a = ap.parse_args()
     if a.cmd == "make-model":
         make_model(a.out_dir, json.loads(a.position), a.seed, a.dtype, extend=a.extend)
     else:
         config, W = load_model_dir(a.model_dir)
         ids = read_ids(a.ids_file, W["model.embed_tokens.weight"].shape[0])
+        probs = {}
         with torch.no_grad():
-            forward(config, W, ids).numpy().astype(np.float64).tofile(a.out_file)
+            logits = forward(config, W, ids, observe=lambda layer, p: probs.__setitem__(layer, p))
+        if a.cmd == "logits":
+            logits.numpy().astype(np.float64).tofile(a.out_file)
+        else:
+            per_query = attention_per_query([probs[i] for i in sorted(probs)], a.sink)
+            stats = attention_stats(per_query, config.get("max_position_embeddings", 2048))
+            with replaced(a.out_file) as f:
+                json.dump(stats, f)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@
 
 namespace pert {
 
+class AttentionStats;
+
 // Causal multi-head attention for T queries at positions pos0..pos0+T-1 over keys/values
 // 0..pos0+T-1, grouped-query: query head h reads kv head h / (n_heads / n_kv_heads). With a
 // sliding window W the query at m sees only keys m − W < n <= m. An "extend" method (`pattern`,
@@ -48,6 +50,9 @@ struct AttentionShape {
   // Queries of several length classes (a prefill past L under such a scheme): queries come
   // rotated, and each turns the cached keys it reads at its own class (rotate_for_query).
   bool turn_per_query = false;
+  // Statistics of every query's weights (attention_stats.hpp), summed as the kernel goes; null:
+  // none. Only the prefill path sums them (a single query too), so never with turn_per_query.
+  AttentionStats* stats = nullptr;
 };
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
 // CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
@@ -122,6 +127,11 @@ class Attention {
   bool can_shift() const;
   void shift(int n_keep, int n_discard, int n_past);
 
+  // Sums the statistics of every query's weights into `stats` from the next step on (null: stop).
+  // Meanwhile a step spans one length class and a single query takes the prefill path, which
+  // sums them: the same weights, more slowly where a scheme turns keys per query.
+  void observe(AttentionStats* stats) { stats_ = stats; }
+
   CacheType cache_type() const { return k_cache_.type(); }
   size_t cache_bytes() const { return k_cache_.bytes() + v_cache_.bytes() + k_far_cache_.bytes(); }
   void fit_threads();  // the kernel's scratch, after the thread count was raised
@@ -150,6 +160,7 @@ class Attention {
   int pos0_ = 0, n_ = 0;        // the step begin() announced
   bool mixed_ = false;          // ... spans several length classes
   float scale_ = 1.0f;          // on q·k: 1/sqrt(score terms · head_dim)
+  AttentionStats* stats_ = nullptr;  // observe()
 
   int n_local_ = 0;                    // the layers this unit serves
   KvCache k_cache_, v_cache_;          // [seq][local layer][kv_head][rows_] rows of head_dim

@@ -132,6 +132,11 @@ class InferenceState {
     return bytes;
   }
   int max_positions() const { return position_->max_positions(); }  // 0: any (PositionEncoding)
+  // Every layer's attention sums its weights' statistics into `stats` from the next forward on
+  // (attention_stats.hpp; null: stop). The logits stay the same.
+  void observe_attention(AttentionStats* stats) {
+    for (auto& unit : units_) unit->observe(stats);
+  }
 
  private:
   // Positions pos0..pos0+n-1 of every sequence: tokens of sequence s at tokens + s·stride,

@@ -100,7 +100,7 @@ size_t Attention::layer_row(int seq, int layer) const {
 }
 
 int Attention::span(int pos, int max_n) const {
-  const int mixed = far_ ? 0 : position_.mixed_span(pos, max_n);
+  const int mixed = far_ || stats_ ? 0 : position_.mixed_span(pos, max_n);
   if (mixed > 0) return mixed;
   const int length = position_.length_class(pos);
   int n = 1;
@@ -149,8 +149,9 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   shape.pattern = extend_.pattern;
   // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for
   // one query, by the kernel block by block as it reads them
-  shape.rotate_keys = position_.rotates_keys_on_read() && n_ == 1 && (!far_ || far_keys_whole_);
+  shape.rotate_keys = position_.rotates_keys_on_read() && n_ == 1 && (!far_ || far_keys_whole_) && !stats_;
   shape.turn_per_query = mixed_;  // (by the kernel, each query at its own class)
+  shape.stats = stats_;
   const KvRows keys = position_.rotates_keys_on_read() && !shape.rotate_keys && !mixed_
                           ? keys_for_step(row0, keys_read_, k_cache_, nullptr)
                           : k_cache_.rows(row0);

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "pert/attention.hpp"
+#include "pert/attention_stats.hpp"
 #include "pert/ops.hpp"
 #include "pert/positions.hpp"
 #include "../kernels/parallel.hpp"
@@ -204,7 +205,10 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
       block.mask_and_bias(row, far ? far + size_t(i) * c.cols : nullptr, farther ? farther + size_t(i) * c.cols : nullptr,
                           i, q);  // 2.
       const int seen = c.col(p0 + i) + 1;
-      softmax(row, seen);  // 3.
+      if (s.stats)
+        s.stats->softmax(s.layer, h, p0 + i, row, seen, c.sinks, c.lo);  // 3., the weights' statistics summed
+      else
+        softmax(row, seen);  // 3.
       std::fill(row + seen, row + c.cols, 0.0f);
     }
     block.weighted_sum(out, scores);  // 4.
@@ -404,7 +408,7 @@ void attention_turning(float* out, const float* q, const KvRows& key_rows, const
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
                float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   if (s.turn_per_query) return attention_turning(out, q, keys, values, s, scale, position, scratch);
-  if (s.T == 1) return attention_decode(out, q, keys, values, s, scale, position, scratch);
+  if (s.T == 1 && !s.stats) return attention_decode(out, q, keys, values, s, scale, position, scratch);
   attention_prefill(out, q, keys, values, s, scale, position, scratch);
 }
 

@@ -1,0 +1,107 @@
+#include "pert/attention_stats.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pert/ops.hpp"
+
+namespace pert {
+
+const char* query_range_name(QueryRange r) {
+  switch (r) {
+    case QueryRange::InL: return "in_L";
+    case QueryRange::PastL: return "past_L";
+    case QueryRange::All: return "all";
+  }
+  return "?";
+}
+
+AttentionStats::AttentionStats(int layers, int heads, int max_length, int trained_length, int sink)
+    : layers_(layers),
+      heads_(heads),
+      buckets_(distance_buckets(max_length)),
+      trained_length_(trained_length),
+      sink_(sink),
+      fields_(size_t(kMass + buckets_)),
+      sums_(size_t(omp_get_max_threads()), std::vector<double>(size_t(layers) * size_t(heads) * 2 * fields_, 0.0)) {}
+
+void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo) {
+  // Entropy from the scores: with e(n) = exp(s(n) − max) and Z = Σ e, −Σ p·ln p = ln Z − Σ e·(s − max) / Z,
+  // in double, before the row becomes weights.
+  const float max = *std::max_element(row, row + seen);
+  double z = 0, a = 0;
+#pragma omp simd reduction(+ : z, a)
+  for (int j = 0; j < seen; ++j) {
+    const float x = row[j] - max, e = exp_nonpositive(x);
+    z += double(e);
+    a += e > 0.0f ? double(e) * double(x) : 0.0;  // (a masked key: e = 0 and x = −inf)
+  }
+  pert::softmax(row, seen);  // the weights the model uses, as without statistics
+
+  const int thread = omp_get_thread_num();
+  double* s = sums(thread, layer, head, m < trained_length_ ? 0 : 1);
+  s[kQueries] += 1;
+  s[kEntropy] += std::log(z) - a / z;
+  // Key of column j: j below `sinks`, else lo + j − sinks; distance m − key.
+  double dist = 0, sink = 0;
+  float top = 0.0f;
+  for (int j = 0; j < sinks; ++j) {
+    const double p = row[j];
+    dist += p * double(m - j);
+    if (j < sink_) sink += p;
+    s[kMass + distance_bucket(m - j)] += p;
+    top = std::max(top, row[j]);
+  }
+  // The window [lo, m] from column `sinks`: distances m − lo down to 0, a bucket's keys side by side.
+  const float* w = row + sinks;
+  const int n = seen - sinks;  // keys lo .. lo + n − 1 (= m)
+  double weighted = 0;
+  float wtop = 0.0f;
+#pragma omp simd reduction(+ : weighted) reduction(max : wtop)
+  for (int j = 0; j < n; ++j) {
+    weighted += double(w[j]) * double(n - 1 - j);  // distance m − (lo + j), m = lo + n − 1
+    wtop = std::max(wtop, w[j]);
+  }
+  dist += weighted;
+  top = std::max(top, wtop);
+  for (int j = 0; j < std::min(n, sink_ - lo); ++j) sink += w[j];
+  for (int k = 0, d0 = 0; d0 < n; ++k) {  // bucket k: distances [d0, d1]
+    const int d1 = std::min(k == 0 ? 0 : 2 * d0 - 1, n - 1);
+    double mass = 0;
+#pragma omp simd reduction(+ : mass)
+    for (int j = n - 1 - d1; j <= n - 1 - d0; ++j) mass += double(w[j]);
+    s[kMass + k] += mass;
+    d0 = d1 + 1;
+  }
+  s[kSink] += sink;
+  s[kDistance] += dist;
+  s[kMax] += double(top);
+}
+
+AttentionMeans AttentionStats::means(QueryRange range) const {
+  AttentionMeans r;
+  r.layers = layers_, r.heads = heads_, r.buckets = buckets_;
+  const size_t cells = size_t(layers_) * size_t(heads_);
+  r.entropy.assign(cells, 0.0), r.sink_mass.assign(cells, 0.0), r.mean_distance.assign(cells, 0.0);
+  r.max_weight.assign(cells, 0.0), r.mass.assign(cells * size_t(buckets_), 0.0);
+  std::vector<double> total(fields_);
+  for (size_t c = 0; c < cells; ++c) {
+    std::fill(total.begin(), total.end(), 0.0);
+    for (const std::vector<double>& t : sums_)
+      for (int part = 0; part < 2; ++part)
+        if (range == QueryRange::All || int(range) == part)
+          for (size_t f = 0; f < fields_; ++f) total[f] += t[(c * 2 + size_t(part)) * fields_ + f];
+    const double q = total[kQueries], nan = std::numeric_limits<double>::quiet_NaN();
+    auto mean = [&](int f) { return q > 0 ? total[size_t(f)] / q : nan; };
+    r.queries = (long long)q;
+    r.entropy[c] = mean(kEntropy), r.sink_mass[c] = mean(kSink), r.mean_distance[c] = mean(kDistance);
+    r.max_weight[c] = mean(kMax);
+    for (int k = 0; k < buckets_; ++k) r.mass[c * size_t(buckets_) + size_t(k)] = mean(kMass + k);
+  }
+  return r;
+}
+
+}  // namespace pert
