@@ -648,8 +648,8 @@ def attention_per_query(probs, sink=1):
 
 
 def attention_stats(per_query, trained):
-    """What `pert attention` reports from attention_per_query's: per query range ("all",
-    "in_L": m < trained, "past_L": m >= trained, when some query is) each statistic's mean over
+    """What `pert attention` reports from attention_per_query's: per query range ("all"; "in_L":
+    m < trained and "past_L": m >= trained when some query is past it) each statistic's mean over
     the range's queries as [layer][head] lists (mass: [layer][head][bucket])."""
     T, buckets = per_query["mass"].shape[2:]
     ranges = {"all": torch.ones(T, dtype=torch.bool), "in_L": torch.arange(T) < trained,
@@ -657,7 +657,7 @@ def attention_stats(per_query, trained):
     out = {"buckets": [[0, 0]] + [[1 << (k - 1), min((1 << k) - 1, T - 1)] for k in range(1, buckets)],
            "queries": {r: int(rows.sum()) for r, rows in ranges.items()}, "attention": {}}
     for r, rows in ranges.items():
-        if rows.any():
+        if r == "all" or ranges["past_L"].any():
             out["attention"][r] = {name: torch.as_tensor(v)[:, :, rows].mean(2).tolist() for name, v in per_query.items()}
     return out
 

@@ -42,7 +42,7 @@ AttentionResult evaluate_attention(const Model& model, const std::vector<int>& t
 AttentionResult attention_result(const AttentionStats& stats, int max_length, int trained_length);
 
 // The result as JSON: "buckets" [[first, last]...], "queries" per range, and per range
-// ("all", "in_L", and "past_L" when some query is past L) each statistic as [layer][head]
+// ("all"; "in_L" and "past_L" too when some query is past L) each statistic as [layer][head]
 // (mass: [layer][head][bucket]); a statistic with no query is null.
 nlohmann::json attention_json(const AttentionResult& r);
 

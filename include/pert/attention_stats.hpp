@@ -36,7 +36,9 @@ struct AttentionMeans {
   std::vector<double> mass;                                           // [layers][heads][buckets]
 };
 
-// The running sums, one set per thread (the kernel's threads add to their own, no locks).
+// The running sums, one set per thread (the kernel's threads add to their own, no locks), in
+// fixed point (2^-64 units in 128 bits): sums that do not depend on which thread added what, so a
+// run's statistics are the same every time.
 class AttentionStats {
  public:
   // Queries up to position max_length − 1; `trained_length` splits the ranges; `sink` >= 0.
@@ -56,12 +58,13 @@ class AttentionStats {
 
  private:
   enum Field { kQueries, kEntropy, kSink, kDistance, kMax, kMass };  // kMass: the first of `buckets_`
-  double* sums(int thread, int layer, int head, int range) {
+  __extension__ typedef __int128 Fixed;
+  Fixed* sums(int thread, int layer, int head, int range) {
     return &sums_[size_t(thread)][((size_t(layer) * size_t(heads_) + size_t(head)) * 2 + size_t(range)) * fields_];
   }
   int layers_, heads_, buckets_, trained_length_, sink_;
   size_t fields_;
-  std::vector<std::vector<double>> sums_;  // [thread][layer][head][in_L, past_L][field]
+  std::vector<std::vector<Fixed>> sums_;  // [thread][layer][head][in_L, past_L][field]
 };
 
 }  // namespace pert

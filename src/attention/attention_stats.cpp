@@ -26,7 +26,11 @@ AttentionStats::AttentionStats(int layers, int heads, int max_length, int traine
       trained_length_(trained_length),
       sink_(sink),
       fields_(size_t(kMass + buckets_)),
-      sums_(size_t(omp_get_max_threads()), std::vector<double>(size_t(layers) * size_t(heads) * 2 * fields_, 0.0)) {}
+      sums_(size_t(omp_get_max_threads()), std::vector<Fixed>(size_t(layers) * size_t(heads) * 2 * fields_, 0)) {}
+
+namespace {
+constexpr double kUnit = 18446744073709551616.0;  // 2^64: a sum's fixed-point unit is 2^-64
+}  // namespace
 
 void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo) {
   // Entropy from the scores: with e(n) = exp(s(n) − max) and Z = Σ e, −Σ p·ln p = ln Z − Σ e·(s − max) / Z,
@@ -41,10 +45,9 @@ void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, i
   }
   pert::softmax(row, seen);  // the weights the model uses, as without statistics
 
-  const int thread = omp_get_thread_num();
-  double* s = sums(thread, layer, head, m < trained_length_ ? 0 : 1);
-  s[kQueries] += 1;
-  s[kEntropy] += std::log(z) - a / z;
+  double q[kMass + 32] = {};  // this query's fields (buckets_ <= 32: distances below 2^31)
+  q[kQueries] = 1;
+  q[kEntropy] = std::max(0.0, std::log(z) - a / z);
   // Key of column j: j below `sinks`, else lo + j − sinks; distance m − key.
   double dist = 0, sink = 0;
   float top = 0.0f;
@@ -52,7 +55,7 @@ void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, i
     const double p = row[j];
     dist += p * double(m - j);
     if (j < sink_) sink += p;
-    s[kMass + distance_bucket(m - j)] += p;
+    q[kMass + distance_bucket(m - j)] += p;
     top = std::max(top, row[j]);
   }
   // The window [lo, m] from column `sinks`: distances m − lo down to 0, a bucket's keys side by side.
@@ -73,12 +76,14 @@ void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, i
     double mass = 0;
 #pragma omp simd reduction(+ : mass)
     for (int j = n - 1 - d1; j <= n - 1 - d0; ++j) mass += double(w[j]);
-    s[kMass + k] += mass;
+    q[kMass + k] += mass;
     d0 = d1 + 1;
   }
-  s[kSink] += sink;
-  s[kDistance] += dist;
-  s[kMax] += double(top);
+  q[kSink] = sink;
+  q[kDistance] = dist;
+  q[kMax] = double(top);
+  Fixed* s = sums(omp_get_thread_num(), layer, head, m < trained_length_ ? 0 : 1);
+  for (size_t f = 0; f < fields_; ++f) s[f] += Fixed(q[f] * kUnit);  // every field >= 0, below 2^40
 }
 
 AttentionMeans AttentionStats::means(QueryRange range) const {
@@ -87,15 +92,15 @@ AttentionMeans AttentionStats::means(QueryRange range) const {
   const size_t cells = size_t(layers_) * size_t(heads_);
   r.entropy.assign(cells, 0.0), r.sink_mass.assign(cells, 0.0), r.mean_distance.assign(cells, 0.0);
   r.max_weight.assign(cells, 0.0), r.mass.assign(cells * size_t(buckets_), 0.0);
-  std::vector<double> total(fields_);
+  std::vector<Fixed> total(fields_);
   for (size_t c = 0; c < cells; ++c) {
-    std::fill(total.begin(), total.end(), 0.0);
-    for (const std::vector<double>& t : sums_)
+    std::fill(total.begin(), total.end(), 0);
+    for (const std::vector<Fixed>& t : sums_)
       for (int part = 0; part < 2; ++part)
         if (range == QueryRange::All || int(range) == part)
           for (size_t f = 0; f < fields_; ++f) total[f] += t[(c * 2 + size_t(part)) * fields_ + f];
-    const double q = total[kQueries], nan = std::numeric_limits<double>::quiet_NaN();
-    auto mean = [&](int f) { return q > 0 ? total[size_t(f)] / q : nan; };
+    const double q = double(total[kQueries]) / kUnit, nan = std::numeric_limits<double>::quiet_NaN();
+    auto mean = [&](int f) { return q > 0 ? double(total[size_t(f)]) / kUnit / q : nan; };
     r.queries = (long long)q;
     r.entropy[c] = mean(kEntropy), r.sink_mass[c] = mean(kSink), r.mean_distance[c] = mean(kDistance);
     r.max_weight[c] = mean(kMax);

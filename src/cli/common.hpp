@@ -123,6 +123,7 @@ void add_inspect(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_attention(CLI::App& app);
 void add_positions(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_tokenize(CLI::App& app);

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   pert::cli::add_generate(app);
   pert::cli::add_perplexity(app);
   pert::cli::add_sweep(app);
+  pert::cli::add_attention(app);
   pert::cli::add_positions(app);
   pert::cli::add_bench(app);
   pert::cli::add_tokenize(app);

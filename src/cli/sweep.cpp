@@ -1,6 +1,7 @@
-// pert sweep: perplexity for every (model, config, length) cell, as a Markdown table, JSON and
-// CSV. Resumable (cells already in --out are skipped), shardable (--shard K/N takes a fixed
-// share of the cells) and mergeable (--merge joins the shards' files).
+// A grid command's cells (sweep.hpp): every (model, config, length) cell measured, as a Markdown
+// table, JSON and CSV. Resumable (cells already in --out are skipped), shardable (--shard K/N
+// takes a fixed share of the cells) and mergeable (--merge joins the shards' files). `pert
+// sweep`'s measure, perplexity, is here too.
 #include <omp.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "evaluate.hpp"
+#include "sweep.hpp"
 #include "sweep_file.hpp"
 #include "task_grid.hpp"
 #include "pert/error.hpp"
@@ -33,7 +35,8 @@ struct SweepArgs {
   int threads = 0;
   bool quiet = false, json = false, partial = false;
   ConfigFlags overrides;  // --set, --allow-scheme-change and --dtype for every cell
-  EvalFlags eval;
+  std::string command;    // "sweep", "attention"
+  std::shared_ptr<Measure> measure;
 };
 
 struct Cell {
@@ -121,7 +124,7 @@ int add_cells(json& sweep, const json& cells, const std::string& where) {
       sweep["cells"].push_back(c);
     } else {
       const json& kept = sweep["cells"][it->second];
-      differing += kept.value("ppl", json()) != c.value("ppl", json()) || kept.value("error", json()) != c.value("error", json());
+      for (const char* result : {"ppl", "attention", "error"}) differing += kept.value(result, json()) != c.value(result, json());
     }
   }
   check_labels(sweep["cells"], where);
@@ -150,8 +153,18 @@ std::string missing_text(const json& missing) {
   return missing_cells_text(names);
 }
 
+// A file of this command's measure, read and checked.
+json read_grid_file(const SweepArgs& a, const std::string& file) {
+  json sweep = read_sweep(file);
+  const std::string measure = sweep["settings"].value("measure", "perplexity");
+  if (measure != a.measure->name())
+    throw FormatError(file + ": a pert file of " + measure + " cells, not " + a.measure->name() + " (" +
+                      (measure == "attention" ? "pert attention" : "pert sweep") + " reads it)");
+  return sweep;
+}
+
 // --out as it is now (another shard's cells included), or null. Call with the file's lock held.
-json read_out(const std::string& out) { return fs::exists(out) ? read_sweep(out) : json(); }
+json read_out(const SweepArgs& a) { return fs::exists(a.out) ? read_grid_file(a, a.out) : json(); }
 
 // Cells grouped by model and config, lengths ascending, written to the JSON and the CSV. Call
 // with the file's lock held.
@@ -160,14 +173,14 @@ void print(const SweepArgs& a, const json& sweep) {
   if (a.json)
     write_json("-", sweep);
   else
-    std::cout << markdown_table(sweep["cells"]);
+    std::cout << a.measure->table(sweep["cells"]);
 }
 
 void finish(const SweepArgs& a, json& sweep) {
   order_cells(sweep["cells"]);
   sweep["pert_version"] = PERT_VERSION;
   write_json(a.out, sweep);
-  write_csv(csv_path(a), sweep);
+  write_file(csv_path(a), a.measure->csv(sweep));
 }
 
 // --out's lock; where its filesystem has none, a warning (once) that writers must not share it.
@@ -188,7 +201,7 @@ FileLock sweep_lock(const std::string& out) {
 // `grid`: every cell this run was asked for, all shards'; `shard`: its K/N.
 json save(const SweepArgs& a, const json& settings, const json& made, const json& grid, const std::string& shard) {
   const FileLock lock = sweep_lock(a.out);
-  json sweep = with_settings(read_out(a.out), settings, a.out);
+  json sweep = with_settings(read_out(a), settings, a.out);
   add_cells(sweep, made, a.out);
   add_grid(sweep, grid);
   add_shard(sweep, shard);
@@ -204,11 +217,10 @@ void run_merge(const SweepArgs& a) {
   for (const std::string& file : a.merge) parts.push_back({"--merge", file});
   check_outputs(a, parts);
   const FileLock lock = sweep_lock(a.out);
-  json merged;
-  if (fs::exists(a.out)) merged = read_sweep(a.out);
+  json merged = read_out(a);
   std::vector<std::string> gridless;
   for (const std::string& file : a.merge) {
-    const json part = read_sweep(file);
+    const json part = read_grid_file(a, file);
     if (merged.is_null())
       merged = {{"pert_sweep", 1}, {"settings", part["settings"]}, {"cells", json::array()}};
     else
@@ -225,8 +237,8 @@ void run_merge(const SweepArgs& a) {
                  "be named\n", file.c_str());
   const json missing = missing_cells(merged["grid"], merged["cells"]);
   if (!missing.empty()) {
-    const std::string m = "sweep --merge: the grid is not whole, " + missing_text(missing) +
-                          " (`pert sweep --status` shows each shard's)";
+    const std::string m = a.command + " --merge: the grid is not whole, " + missing_text(missing) +
+                          " (`pert " + a.command + " --status` shows each shard's)";
     if (!a.partial) throw Error(m + "; --partial merges what there is");
     std::fprintf(stderr, "pert: warning: %s\n", m.c_str());
   }
@@ -240,7 +252,7 @@ void run_status(const SweepArgs& a) {
   json files = json::array(), grid = json::array(), cells = json::array();
   json all = {{"grid", json::array()}};
   for (const std::string& file : a.status) {
-    const json sweep = read_sweep(file);
+    const json sweep = read_grid_file(a, file);
     std::vector<std::pair<int, int>> shards;
     for (const json& k : sweep.value("shards", json::array())) {
       const auto kn = parse_shard(k.get<std::string>());
@@ -292,15 +304,17 @@ void run_status(const SweepArgs& a) {
 }
 
 void run_sweep(const SweepArgs& a) {
-  if (a.models.empty()) throw Error("sweep: give at least one -m MODEL_DIR (or --merge FILES, or --status FILES)");
-  if (a.out.empty()) throw Error("sweep: give --out FILE.json (where the cells go)");
-  if (a.partial) throw Error("sweep: --partial goes with --merge");
-  if (a.lengths.empty()) throw Error("sweep: give --lengths, e.g. --lengths 128,256,512");
-  if (a.eval.text_file.empty()) throw Error("sweep: give -f TEXT");
+  const std::string& cmd = a.command;
+  const EvalSpec& spec = a.measure->spec();
+  if (a.models.empty()) throw Error(cmd + ": give at least one -m MODEL_DIR (or --merge FILES, or --status FILES)");
+  if (a.out.empty()) throw Error(cmd + ": give --out FILE.json (where the cells go)");
+  if (a.partial) throw Error(cmd + ": --partial goes with --merge");
+  if (a.lengths.empty()) throw Error(cmd + ": give --lengths, e.g. --lengths 128,256,512");
+  if (spec.text_file.empty()) throw Error(cmd + ": give -f TEXT");
   std::vector<std::string> config_files;
   for (const std::string& c : a.configs)
     if (c != kPlain) config_files.push_back(c);
-  check_outputs(a, run_inputs(a.models, config_files, a.eval.text_file));
+  check_outputs(a, run_inputs(a.models, config_files, spec.text_file));
   set_threads(a.threads);
   const auto [shard_k, shard_n] = a.shard.empty() ? std::pair{1, 1} : parse_shard(a.shard);
   const std::vector<std::string> configs =
@@ -339,24 +353,19 @@ void run_sweep(const SweepArgs& a) {
   const std::string shard = std::to_string(shard_k) + "/" + std::to_string(shard_n);
   auto key_of = [&](const Cell& c) { return cell_key(c.model, hash_of[c.config], c.length); };
 
-  json settings = a.eval.settings();
-  settings["text_hash"] = content_hash(a.eval.text_file);
-  // "auto" is recorded as "f32" unless a model is a GGUF file (whose own types it then means).
-  const bool gguf = std::any_of(a.models.begin(), a.models.end(), [](const std::string& m) { return is_gguf_file(m); });
-  settings["dtype"] = a.overrides.dtype == "auto" && !gguf ? "f32" : a.overrides.dtype;
-  settings["cache_type"] = a.overrides.cache_type;
-  settings["set"] = a.overrides.sets;
-  settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
-  EvalSpec eval = a.eval;
+  json settings;
   json sweep;
   {
     const FileLock lock = sweep_lock(a.out);
-    json found = read_out(a.out);
-    // Resumed without --buckets, a sweep keeps its file's (files from before log buckets: 16).
-    if (a.eval.buckets_flag->count() == 0 && !found.is_null() && found["settings"].contains("buckets")) {
-      eval.buckets = buckets_from_json(found["settings"]["buckets"], a.out + ": settings.buckets");
-      settings["buckets"] = found["settings"]["buckets"];
-    }
+    json found = read_out(a);
+    settings = a.measure->settings(found.is_null() ? json() : found["settings"], a.out);
+    settings["text_hash"] = content_hash(spec.text_file);
+    // "auto" is recorded as "f32" unless a model is a GGUF file (whose own types it then means).
+    const bool gguf = std::any_of(a.models.begin(), a.models.end(), [](const std::string& m) { return is_gguf_file(m); });
+    settings["dtype"] = a.overrides.dtype == "auto" && !gguf ? "f32" : a.overrides.dtype;
+    settings["cache_type"] = a.overrides.cache_type;
+    settings["set"] = a.overrides.sets;
+    settings["allow_scheme_change"] = a.overrides.allow_scheme_change;
     sweep = with_settings(std::move(found), settings, a.out);
   }
   std::map<std::string, bool> done;
@@ -372,7 +381,7 @@ void run_sweep(const SweepArgs& a) {
   int todo = 0;
   for (const Cell& c : mine) todo += !done[key_of(c)];
   if (!a.quiet)
-    std::fprintf(stderr, "sweep: %zu cells, %zu in shard %d/%d, %d to run\n", cells.size(), mine.size(), shard_k,
+    std::fprintf(stderr, "%s: %zu cells, %zu in shard %d/%d, %d to run\n", cmd.c_str(), cells.size(), mine.size(), shard_k,
                  shard_n, todo);
   std::string loaded_key, load_error;
   LoadedModel m;
@@ -412,25 +421,21 @@ void run_sweep(const SweepArgs& a) {
       json resolved = to_json(mc);  // the whole positional block that ran, and the trained one
       c["position_config"] = {{"position", resolved["position"]}, {"extend", resolved.value("extend", json())}};
       if (mc.trained) c["trained_position"] = position_label(*mc.trained);
-      const int bos = a.eval.bos(m.tokenizer, mc.bos_token_id);
+      const int bos = spec.bos(m.tokenizer, mc.bos_token_id);
       auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
       if (tokens.empty()) {
         const size_t dropped = m.tokenizer.dropped_characters();
-        tokens = a.eval.tokenize(m.tokenizer, bos);
-        note_dropped(m.tokenizer, dropped, a.eval.text_file + " (" + cell.model + ")");
+        tokens = spec.tokenize(m.tokenizer, bos);
+        note_dropped(m.tokenizer, dropped, spec.text_file + " (" + cell.model + ")");
       }
       c["text_tokens"] = tokens.size();
       c["threads"] = omp_get_max_threads();
       try {
-        PerplexityOptions o = eval.options(cell.length, bos);
-        o.cache_type = a.overrides.kv_type();
-        c.update(perplexity_json(run_perplexity(*m.model, tokens, o,
-                                            "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label,
-                                            a.quiet),
-                             o.mode));
+        c.update(a.measure->run(*m.model, tokens, cell.length, bos, a.overrides.kv_type(),
+                                "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label, a.quiet));
         if (!a.quiet)
-          std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(),
-                       ppl_text(c["ppl"], c["ppl_stderr"]).c_str(), c["seconds"].get<double>());
+          std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(), a.measure->summary(c).c_str(),
+                       c["seconds"].get<double>());
       } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
         c["error"] = cli_words(e.what());
         std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), c["error"].get<std::string>().c_str());
@@ -445,11 +450,43 @@ void run_sweep(const SweepArgs& a) {
   print(a, sweep);
 }
 
+// `pert sweep`'s measure: perplexity (pert perplexity's evaluation) of each cell.
+class PerplexityMeasure : public Measure {
+ public:
+  const char* name() const override { return "perplexity"; }
+  void add_flags(CLI::App& cmd) override {
+    eval_.add_to(cmd);
+    cmd.get_option("--file")->required(false);
+  }
+  const EvalSpec& spec() const override { return eval_; }
+  json settings(const json& file, const std::string& out) override {
+    // Resumed without --buckets, a sweep keeps its file's (files from before log buckets: 16).
+    if (eval_.buckets_flag->count() == 0 && file.is_object() && file.contains("buckets"))
+      eval_.buckets = buckets_from_json(file["buckets"], out + ": settings.buckets");
+    return eval_.settings();
+  }
+  json run(const Model& model, const std::vector<int>& tokens, int length, int bos, CacheType cache,
+           const std::string& label, bool quiet) const override {
+    PerplexityOptions o = eval_.options(length, bos);
+    o.cache_type = cache;
+    return perplexity_json(run_perplexity(model, tokens, o, label, quiet), o.mode);
+  }
+  std::string summary(const json& c) const override { return ppl_text(c["ppl"], c["ppl_stderr"]); }
+  std::string table(const json& cells) const override { return markdown_table(cells); }
+  std::string csv(const json& sweep) const override { return csv_text(sweep); }
+
+ private:
+  EvalFlags eval_;
+};
+
 }  // namespace
 
-void add_sweep(CLI::App& app) {
+void add_grid_command(CLI::App& app, const std::string& name, const std::string& description,
+                      std::shared_ptr<Measure> measure) {
   auto a = std::make_shared<SweepArgs>();
-  CLI::App* cmd = app.add_subcommand("sweep", "Perplexity of every model x config x length, as a table, JSON and CSV");
+  a->command = name;
+  a->measure = std::move(measure);
+  CLI::App* cmd = app.add_subcommand(name, description);
   cmd->add_option("-m,--model", a->models, "Model directory or GGUF file (repeatable)")->allow_extra_args(false)->check(not_empty());
   cmd->add_option("--config", a->configs,
                   "Config override file, one row per file and model (repeatable; 'plain': config.json as is; "
@@ -461,11 +498,10 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--lengths", a->lengths, "Context lengths, e.g. 128,256,512")
       ->delimiter(',')
       ->check(int_in(2, 1 << 24));
-  a->eval.add_to(*cmd);
-  cmd->get_option("--file")->required(false);
+  a->measure->add_flags(*cmd);
   a->overrides.add_to(*cmd, /*with_files=*/false);
-  cmd->add_option("--out", a->out, "Sweep file (JSON); cells already in it are skipped")->check(writable_file());
-  cmd->add_flag("--json", a->json, "Write the sweep (what --out holds) as JSON to stdout instead of the table");
+  cmd->add_option("--out", a->out, "Result file (JSON); cells already in it are skipped")->check(writable_file());
+  cmd->add_flag("--json", a->json, "Write the result (what --out holds) as JSON to stdout instead of the table");
   cmd->add_option("--csv", a->csv, "CSV file (default: --out with .csv)")->check(writable_file());
   cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array")
       ->check(CLI::Validator(
@@ -474,29 +510,35 @@ void add_sweep(CLI::App& app) {
           },
           "K/N"));
   cmd->add_option("--merge", a->merge,
-                  "Add these sweep files' cells to --out's instead of running; refused while a cell of their grid is missing")
+                  "Add these files' cells to --out's instead of running; refused while a cell of their grid is missing")
       ->expected(1, -1)
       ->check(input_file());
   cmd->add_flag("--partial", a->partial, "With --merge: merge what there is, the missing cells named in a warning");
   cmd->add_option("--status", a->status,
-                  "Show each sweep file's share of its grid done, failed and missing, then the whole grid's; runs nothing")
+                  "Show each file's share of its grid done, failed and missing, then the whole grid's; runs nothing")
       ->expected(1, -1)
       ->check(input_file());
   add_threads(*cmd, a->threads);
   add_quiet(*cmd, a->quiet);
   cmd->callback([a] {
+    const std::string& c = a->command;
     if (!a->status.empty()) {
       if (!a->models.empty() || !a->merge.empty() || !a->out.empty())
-        throw Error("sweep: --status only reads its files; drop -m, --merge and --out");
+        throw Error(c + ": --status only reads its files; drop -m, --merge and --out");
       run_status(*a);
     } else if (!a->merge.empty()) {
-      if (!a->models.empty()) throw Error("sweep: --merge runs nothing; drop -m");
-      if (a->out.empty()) throw Error("sweep: --merge needs --out");
+      if (!a->models.empty()) throw Error(c + ": --merge runs nothing; drop -m");
+      if (a->out.empty()) throw Error(c + ": --merge needs --out");
       run_merge(*a);
     } else {
       run_sweep(*a);
     }
   });
+}
+
+void add_sweep(CLI::App& app) {
+  add_grid_command(app, "sweep", "Perplexity of every model x config x length, as a table, JSON and CSV",
+                   std::make_shared<PerplexityMeasure>());
 }
 
 }  // namespace pert::cli

@@ -59,6 +59,49 @@ const FieldRule kCellFields[] = {
     {"tokens_per_second", [](const json& v) { return v.is_number(); }, "a number", true},
 };
 
+// An attention cell's result (attention_report.hpp's attention_json) as tables and CSVs read it:
+// "layers", "heads", "windows" counts, "buckets" [[first, last]...], "queries" per range, and
+// per range each statistic [layers][heads] of numbers or nulls (mass [layers][heads][buckets]).
+void check_attention_cell(const json& c, const std::string& at) {
+  auto count = [&](const char* key) {
+    if (!c.contains(key) || !is_int(c[key])) throw FormatError(at + "\"" + key + "\" must be an integer >= 0");
+    return c[key].get<size_t>();
+  };
+  const size_t layers = count("layers"), heads = count("heads");
+  count("windows");
+  if (!c.contains("seconds") || !c["seconds"].is_number()) throw FormatError(at + "\"seconds\" must be a number");
+  if (!c.contains("buckets") || !c["buckets"].is_array()) throw FormatError(at + "\"buckets\" must be an array");
+  for (const json& b : c["buckets"])
+    if (!b.is_array() || b.size() != 2 || !is_int(b[0]) || !is_int(b[1]))
+      throw FormatError(at + "\"buckets\" must hold [first, last] distances, got " + json_brief(b));
+  const size_t buckets = c["buckets"].size();
+  if (!c.contains("attention") || !c["attention"].is_object() || !c["attention"].contains("all"))
+    throw FormatError(at + "\"attention\" must be an object with \"all\"");
+  if (!c.contains("queries") || !c["queries"].is_object()) throw FormatError(at + "\"queries\" must be an object");
+  for (auto& [range, stats] : c["attention"].items()) {
+    const std::string r = at + "attention." + range;
+    if (range != "all" && range != "in_L" && range != "past_L") throw FormatError(r + ": not a query range (all, in_L, past_L)");
+    if (!c["queries"].contains(range) || !is_int(c["queries"][range]))
+      throw FormatError(at + "queries." + range + " must be an integer >= 0");
+    for (const char* name : {"entropy", "sink_mass", "mean_distance", "max_weight", "mass"}) {
+      const json* v = stats.is_object() && stats.contains(name) ? &stats[name] : nullptr;
+      const size_t inner = name == std::string("mass") ? buckets : 0;
+      bool ok = v && v->is_array() && v->size() == layers;
+      for (size_t l = 0; ok && l < layers; ++l) {
+        ok = (*v)[l].is_array() && (*v)[l].size() == heads;
+        for (size_t h = 0; ok && h < heads; ++h) {
+          const json& x = (*v)[l][h];
+          ok = inner ? x.is_array() && x.size() == inner : x.is_number() || x.is_null();
+          for (size_t k = 0; ok && inner && k < inner; ++k) ok = x[k].is_number() || x[k].is_null();
+        }
+      }
+      if (!ok)
+        throw FormatError(r + "." + name + " must be [" + std::to_string(layers) + " layers][" + std::to_string(heads) +
+                          " heads]" + (inner ? "[" + std::to_string(inner) + " buckets]" : "") + " of numbers");
+    }
+  }
+}
+
 // Where an older file left a field out, what it meant.
 // model_hashes: each model directory's hash once per file (an older file names one model in
 // many cells, and hashing reads its weights).
@@ -91,7 +134,18 @@ void complete_cell(json& c, std::map<std::string, std::string>& model_hashes) {
 
 std::string csv_number(const json& v) { return v.is_null() ? "" : v.dump(); }
 
-// Display names: a model's directory name, or its path where two models share one.
+
+}  // namespace
+
+std::string config_stem(const std::string& config) {
+  return config == kPlain ? kPlain : fs::path(config).stem().string();
+}
+
+std::string model_name(const std::string& dir) {
+  const fs::path p = fs::path(dir).lexically_normal();
+  return (p.has_filename() ? p : p.parent_path()).filename().string();
+}
+
 std::map<std::string, std::string> model_names(const json& cells) {
   std::map<std::string, std::string> path_of_name, name;
   std::map<std::string, bool> clash;
@@ -105,17 +159,6 @@ std::map<std::string, std::string> model_names(const json& cells) {
     name[model] = clash[model_name(model)] ? fs::path(model).lexically_normal().string() : model_name(model);
   }
   return name;
-}
-
-}  // namespace
-
-std::string config_stem(const std::string& config) {
-  return config == kPlain ? kPlain : fs::path(config).stem().string();
-}
-
-std::string model_name(const std::string& dir) {
-  const fs::path p = fs::path(dir).lexically_normal();
-  return (p.has_filename() ? p : p.parent_path()).filename().string();
 }
 
 namespace {
@@ -191,12 +234,17 @@ json parse_sweep(json j, const std::string& source) {
   if (!s.contains("cache_type")) s["cache_type"] = "f32";  // files from before --cache-type
   if (!s.contains("set")) s["set"] = json::array();  // files from before sweep's --set
   if (!s.contains("allow_scheme_change")) s["allow_scheme_change"] = false;
+  if (s.contains("measure") && s["measure"] != "perplexity" && s["measure"] != "attention")
+    throw FormatError(where + "settings.measure must be \"perplexity\" or \"attention\", got " + json_brief(s["measure"]));
+  const bool attention = s.value("measure", "") == "attention";
   std::map<std::string, std::string> model_hashes;
   for (size_t i = 0; i < j["cells"].size(); ++i) {
     json& c = j["cells"][i];
     const std::string at = where + "cell " + std::to_string(i) + ": ";
     if (!c.is_object()) throw FormatError(at + "must be an object");
+    if (attention && !c.contains("error")) check_attention_cell(c, at);
     for (const FieldRule& r : kCellFields) {
+      if (r.result && attention) continue;
       const bool needed = !r.result ? (r.key == std::string("model") || r.key == std::string("config") ||
                                        r.key == std::string("length"))
                                     : !c.contains("error");

@@ -4,6 +4,7 @@
 // and CSV made from its cells.
 #pragma once
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,8 @@ constexpr const char* kPlain = "plain";  // --config plain: the model's own conf
 std::string config_stem(const std::string& config);
 // A model directory's name: "models/rope/" and "./models/rope" are both "rope".
 std::string model_name(const std::string& dir);
+// Each cell's model as tables show it: its directory's name, or its path where two share one.
+std::map<std::string, std::string> model_names(const nlohmann::json& cells);
 
 // A file's content as 16 hex digits (FNV-1a, 64 bits): a changed file is another config or text.
 std::string content_hash(const std::filesystem::path& path);

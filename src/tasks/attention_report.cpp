@@ -108,7 +108,7 @@ nlohmann::json attention_json(const AttentionResult& r) {
   for (QueryRange q : {QueryRange::All, QueryRange::InL, QueryRange::PastL}) {
     const AttentionMeans& m = r.range(q);
     queries[query_range_name(q)] = m.queries;
-    if (q == QueryRange::PastL && m.queries == 0) continue;
+    if (q != QueryRange::All && r.past_L.queries == 0) continue;  // every query in L: "all" alone
     ranges[query_range_name(q)] = {{"entropy", nested(m.entropy, m.layers, m.heads)},
                                    {"sink_mass", nested(m.sink_mass, m.layers, m.heads)},
                                    {"mean_distance", nested(m.mean_distance, m.layers, m.heads)},
