@@ -1,5 +1,5 @@
 """The Python module (import pert) against the CLI and the float64 reference: logits, greedy
-generation, perplexity, sweep, positions, sessions; every error a pert.Error naming what is
+generation, perplexity, attention statistics, sweep, positions, sessions; every error a pert.Error naming what is
 wrong; the GIL released while pert computes; no growth over 1000 loads and evals.
 
 Run by ctest (test python_module) with PYTHONPATH=build/python, PERT_BINARY=build/pert and
@@ -128,6 +128,26 @@ def test_perplexity_equals_the_cli(stories):
     seen = []
     stories.perplexity(file=TEXT, n_ctx=128, chunks=3, progress=lambda done, total, ppl: seen.append((done, total)))
     assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_attention_equals_the_cli(stories, tmp_path):
+    """pert.attention's arrays are pert attention's JSON for the same cell, and within L only "all"."""
+    out = tmp_path / "attention.json"
+    want = cli_json("attention", "-m", STORIES, "-f", TEXT, "--lengths", "64,600", "--chunks", "2", "--sink", "3",
+                    "--out", str(out), "-t", "1", "-q")["cells"]
+    for cell in want:
+        got = pert.attention(stories, file=TEXT, n_ctx=cell["length"], chunks=2, sink=3)
+        assert got["windows"] == cell["windows"] == 2 and got["queries"] == cell["queries"]
+        assert got["buckets"].tolist() == cell["buckets"] and got["trained_length"] == cell["trained_length"]
+        assert set(cell["attention"]) == ({"all"} if cell["length"] <= cell["trained_length"] else {"all", "in_L", "past_L"})
+        for r, stats in cell["attention"].items():
+            for name, value in stats.items():
+                assert got[r][name].shape == np.array(value).shape, (r, name)
+                np.testing.assert_array_equal(got[r][name], np.array(value, dtype=np.float64), err_msg=f"{r}.{name}")
+        assert np.allclose(got["all"]["mass"].sum(-1), 1.0) and (got["all"]["max_weight"] <= 1).all()
+    seen = []
+    stories.attention(file=TEXT, n_ctx=64, chunks=3, progress=lambda done, total: seen.append((done, total)))
+    assert seen in ([(3, 3)], [(1, 3), (2, 3), (3, 3)])  # windows run in step, or one by one
 
 
 def test_passkey_equals_the_cli():

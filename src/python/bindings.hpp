@@ -86,11 +86,12 @@ class ProgressOut {
   void bar(long long done, long long total, const std::string& note) {
     if (bar_) bar_->update(done, total, note);
   }
-  // The callback alone (perplexity's windows).
-  void call(long long done, long long total, double value) {
+  // The callback alone (perplexity's windows, with the running PPL; attention's, without).
+  void call(long long done, long long total, std::optional<double> value = std::nullopt) {
     if (!callback_) return;
     py::gil_scoped_acquire acquire;
-    progress_(done, total, value);
+    if (value) progress_(done, total, *value);
+    else progress_(done, total);
   }
   void operator()(long long done, long long total, std::optional<double> value = std::nullopt) {
     if (bar_) bar_->update(done, total);
@@ -111,6 +112,8 @@ class ProgressOut {
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
                       const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
                       const std::string& cache_type, py::object progress);
+py::object attention(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx, int chunks,
+                     int sink, bool split_docs, const std::string& cache_type, py::object progress);
 py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,
                    long long seed, const std::string& cache_type, const py::object& progress);
 py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,

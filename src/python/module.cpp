@@ -274,6 +274,12 @@ PYBIND11_MODULE(_pert, m) {
            py::arg("chunks") = 0, py::arg("buckets") = "log", py::arg("split_docs") = false,
            py::arg("cache_type") = "f32", py::arg("progress") = false,
            "Perplexity and NLL by position at one context length, as pert perplexity --json")
+      .def("attention", &pert::python::attention, py::kw_only(), py::arg("text") = py::none(), py::arg("file") = py::none(),
+           py::arg("tokens") = py::none(), py::arg("n_ctx") = 0, py::arg("chunks") = 0, py::arg("sink") = 1,
+           py::arg("split_docs") = false, py::arg("cache_type") = "f32", py::arg("progress") = false,
+           "Per layer and head: entropy, sink mass, mean distance, largest weight ([layers, heads]) and mass by "
+           "distance bucket ([layers, heads, buckets]) of the attention weights over a text's windows of n_ctx "
+           "positions, for all queries and (past the trained length) in_L and past_L apart, as pert attention")
       .def("passkey", &passkey, py::arg("lengths"), py::kw_only(),
            py::arg("depths") = std::vector<double>{0, 0.25, 0.5, 0.75, 1}, py::arg("trials") = 5,
            py::arg("seed") = 1234, py::arg("cache_type") = "f32", py::arg("progress") = false,

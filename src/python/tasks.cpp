@@ -1,10 +1,11 @@
-// The task bindings: perplexity, pass-key, ruler and the distance profile, each as its `pert`
+// The task bindings: perplexity, attention statistics, pass-key, ruler and the distance profile, each as its `pert`
 // command's --json reports it, over the same library calls.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
+#include "pert/attention_report.hpp"
 #include "pert/error.hpp"
 #include "pert/evaluation.hpp"
 #include "pert/passkey.hpp"
@@ -31,13 +32,33 @@ int buckets_argument(const py::object& value) {
 
 }  // namespace
 
+// The tokens of a text given as exactly one of a string, a file or token ids, as `spec`'s mode
+// reads it (`call`: the task, for messages); the tokenizer's dropped characters warned about.
+std::vector<int> task_tokens(const PyModel& self, EvalSpec& spec, int bos, py::object text, py::object file,
+                             py::object tokens, const std::string& call) {
+  require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
+          call + ": give exactly one of text=, file= or tokens=");
+  std::vector<int> ids;
+  if (!tokens.is_none()) ids = token_ids(tokens, self.config().vocab_size, call + ": tokens");
+  require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
+  const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
+  if (!file.is_none()) spec.text_file = path_text(file, "file");
+  const size_t dropped = self.m->tokenizer.dropped_characters();
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
+    else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
+  }
+  warn_dropped(self.m->tokenizer, dropped, file.is_none() ? "text" : spec.text_file);
+  return ids;
+}
+
 // perplexity of a text (a string, a file, or token ids) at one context length, as `pert
 // perplexity --json` reports it.
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
                       const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
                       const std::string& cache_type, py::object progress) {
-  require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
-          "perplexity: give exactly one of text=, file= or tokens=");
   const ModelConfig& c = self.config();
   EvalSpec spec;
   spec.mode = mode;
@@ -50,19 +71,7 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
   const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
   PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
   o.cache_type = parse_cache_type(cache_type);
-  std::vector<int> ids;
-  if (!tokens.is_none()) ids = token_ids(tokens, c.vocab_size, "perplexity: tokens");
-  require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
-  const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
-  if (!file.is_none()) spec.text_file = path_text(file, "file");
-  const size_t dropped = self.m->tokenizer.dropped_characters();
-  {
-    const PythonSignals signals;
-    py::gil_scoped_release release;
-    if (!file.is_none()) ids = spec.tokenize(self.m->tokenizer, bos);
-    else if (!text.is_none()) ids = spec.tokenize_text(self.m->tokenizer, bos, text_str);
-  }
-  warn_dropped(self.m->tokenizer, dropped, file.is_none() ? "text" : spec.text_file);
+  const std::vector<int> ids = task_tokens(self, spec, bos, text, file, tokens, "perplexity");
   PerplexityResult r;
   {
     const PythonSignals signals;
@@ -75,6 +84,69 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
     out.finish();
   }
   return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
+}
+
+// The statistics of the attention weights over a text's windows, as `pert attention` computes
+// them: per query range a dict of numpy arrays, [layers, heads] per statistic and [layers,
+// heads, buckets] for the mass by distance.
+py::object attention(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx, int chunks,
+                     int sink, bool split_docs, const std::string& cache_type, py::object progress) {
+  const ModelConfig& c = self.config();
+  require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
+  require(chunks >= 0, "chunks: must be >= 0 (0: every window that fits), got " + std::to_string(chunks));
+  require(sink >= 0, "sink: must be >= 0, got " + std::to_string(sink));
+  EvalSpec spec;  // chunks mode: the windows perplexity's default runs
+  spec.split_docs = split_docs;
+  const std::vector<int> ids = task_tokens(self, spec, c.bos_token_id, text, file, tokens, "attention");
+  AttentionOptions o;
+  o.n_ctx = n_ctx > 0 ? n_ctx : c.max_position_embeddings;
+  o.max_windows = chunks;
+  o.bos = c.bos_token_id;
+  o.sink = sink;
+  o.cache_type = parse_cache_type(cache_type);
+  AttentionResult r;
+  {
+    const PythonSignals signals;
+    py::gil_scoped_release release;
+    ProgressOut out(progress, "attention", "positions");
+    r = evaluate_attention(*self.m->model, ids, o, [&](const PerplexityStep& step) {
+      out.bar(step.positions, step.total_positions, step.windows_text());
+      if (step.window_end) out.call(step.windows, step.total_windows);
+    });
+    out.finish();
+  }
+  auto array = [](const std::vector<double>& v, const AttentionMeans& m, int inner) {
+    std::vector<py::ssize_t> shape{m.layers, m.heads};
+    if (inner) shape.push_back(inner);
+    py::array_t<double> a(shape);
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  };
+  py::dict out, queries;
+  out["model_dir"] = self.m->dir.string();
+  out["position"] = describe_position(c);
+  out["n_ctx"] = o.n_ctx;
+  out["windows"] = r.windows;
+  out["trained_length"] = r.trained_length;
+  out["sink"] = r.sink;
+  out["seconds"] = r.seconds;
+  py::array_t<int> buckets(std::vector<py::ssize_t>{py::ssize_t(r.buckets.size()), 2});
+  for (size_t k = 0; k < r.buckets.size(); ++k) *buckets.mutable_data(k, 0) = r.buckets[k].first, *buckets.mutable_data(k, 1) = r.buckets[k].second;
+  out["buckets"] = buckets;
+  for (QueryRange q : {QueryRange::All, QueryRange::InL, QueryRange::PastL}) {
+    const AttentionMeans& m = r.range(q);
+    queries[query_range_name(q)] = m.queries;
+    if (q != QueryRange::All && r.past_L.queries == 0) continue;  // as the JSON: "all" alone within L
+    py::dict stats;
+    stats["entropy"] = array(m.entropy, m, 0);
+    stats["sink_mass"] = array(m.sink_mass, m, 0);
+    stats["mean_distance"] = array(m.mean_distance, m, 0);
+    stats["max_weight"] = array(m.max_weight, m, 0);
+    stats["mass"] = array(m.mass, m, m.buckets);
+    out[query_range_name(q)] = stats;
+  }
+  out["queries"] = queries;
+  return std::move(out);
 }
 
 // Pass-key retrieval, as `pert passkey --json` reports it.

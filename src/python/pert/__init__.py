@@ -4,6 +4,7 @@
     m = pert.load("models/rope", config={"rope_scaling": {"rope_type": "yarn", "factor": 4}})
     m.logits(m.tokenize("Once upon a time"))          # numpy float32 [T, vocab]
     pert.perplexity(m, file="text.txt", n_ctx=512)     # a dict, as `pert perplexity --json`
+    pert.attention(m, file="text.txt", n_ctx=512)      # per range, numpy [layers, heads] per statistic
     pert.sweep(["models/rope", "models/alibi"], [128, 512], file="text.txt")  # records
     pert.passkey(m, [128, 512], trials=5)              # a dict, as `pert passkey --json`
     pert.ruler(m, ["niah_single_1", "vt"], [128, 512])  # a dict, as `pert ruler --json`
@@ -22,7 +23,7 @@ if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
 from ._pert import (Error, Generation, Model, SchemeChangeError, Session,  # noqa: E402
                     __version__, load, set_threads, threads)
 
-__all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "passkey", "ruler", "sweep",
+__all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "attention", "passkey", "ruler", "sweep",
            "merge", "set_threads", "threads", "__version__"]
 
 set_threads(0)  # as the CLI without -t: OMP_NUM_THREADS, else the cores not busy now
@@ -35,6 +36,11 @@ def _model(model):
 def perplexity(model, **kwargs):
     """Model.perplexity of a Model or a model directory (loaded as it is)."""
     return _model(model).perplexity(**kwargs)
+
+
+def attention(model, **kwargs):
+    """Model.attention of a Model or a model directory (loaded as it is)."""
+    return _model(model).attention(**kwargs)
 
 
 def passkey(model, lengths, **kwargs):
