@@ -12,6 +12,10 @@
                               in one panel; every panel on the same y-scale (or
                               each row's, --sharey row)
 
+  tools/plot.py attention ATTENTION.json ... --out PREFIX [--queries all|in_L|past_L] [--lengths N,M]
+      -> PREFIX_heatmaps, PREFIX_distance: `pert attention` per layer and head, and its mass by
+                              distance within L against past L (tools/plot_attention.py says more)
+
 SWEEP.json comes from `pert sweep ... --out FILE`, PROFILE.json from
 `pert positions -m MODEL --distance D --json-out FILE` (or `--json > FILE`).
 
@@ -47,6 +51,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 
+import plot_attention  # noqa: E402  (the attention subcommand)
 from outputs import save_figure  # noqa: E402  (whole or not at all, as pert's own outputs)
 
 # Hues, one per family, in order of first appearance, chosen to stay apart for colour-blind
@@ -419,7 +424,7 @@ def cmd_positions(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{sweep,positions}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{sweep,positions,attention}")
     sw = sub.add_parser("sweep", help="perplexity and NLL-by-position plots from sweep JSON files",
                         description="PREFIX_ppl and PREFIX_nll (.png, .svg) from `pert sweep` JSON files.")
     sw.add_argument("files", nargs="+", metavar="SWEEP.json", help="`pert sweep --out` files, read in order")
@@ -442,7 +447,10 @@ def main():
                     help="panels that share one y-scale (default %(default)s)")
     po.add_argument("--cols", type=int, metavar="N", help="panels per row (default: up to 4)")
     po.set_defaults(func=cmd_positions)
+    plot_attention.add_parser(sub)
     args = ap.parse_args()
+    if args.command == "attention":
+        return plot_attention.cmd_attention(args, plt, load_json, model_name, apply_labels, save)
     args.func(args)
 
 
