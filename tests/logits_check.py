@@ -20,11 +20,11 @@ def pert_logits(binary, model_dir, ids, workdir, chunk=None, window=None, extra=
 
 def pert_attention(binary, model_dir, ids, workdir, chunk=None, sink=1):
     """pert's statistics of the attention weights for the ids as one window (pert_logits
-    --attention-stats: pert attention's JSON for it)."""
+    --attention-stats: pert attention's JSON for it), and the logits of that run."""
     stats = os.path.join(workdir, "attention.json")
-    pert_logits(binary, model_dir, ids, workdir, chunk, extra=["--attention-stats", stats, "--sink", str(sink)])
+    logits = pert_logits(binary, model_dir, ids, workdir, chunk, extra=["--attention-stats", stats, "--sink", str(sink)])
     with open(stats) as f:
-        return json.load(f)
+        return json.load(f), logits
 
 
 def attention_differences(got, want):
@@ -63,6 +63,13 @@ class Checker:
         err, problems = attention_differences(got, want)
         print(f"{self.name:28s} {what:46s} max|Δ|/max(1,|ref|) = {err:.2e}" + "".join(f"; {p}" for p in problems))
         if problems or not err <= tol:
+            self.failures.append(what)
+
+    def exactly(self, what, got, want):
+        """Two arrays equal bit for bit."""
+        same = got.shape == want.shape and bool(np.array_equal(got, want))
+        print(f"{self.name:28s} {what:46s} {'equal' if same else 'DIFFER'}")
+        if not same:
             self.failures.append(what)
 
     def exit_code(self):

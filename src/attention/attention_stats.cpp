@@ -33,52 +33,55 @@ constexpr double kUnit = 18446744073709551616.0;  // 2^64: a sum's fixed-point u
 }  // namespace
 
 void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo) {
-  // Entropy from the scores: with e(n) = exp(s(n) − max) and Z = Σ e, −Σ p·ln p = ln Z − Σ e·(s − max) / Z,
-  // in double, before the row becomes weights.
+  // 1. softmax() as it computes the weights (the max, the exponentials and their float sum, the
+  //    scale), with Σ e·(s − max) beside the sum: −Σ p·ln p = ln Z − Σ e·(s − max) / Z.
   const float max = *std::max_element(row, row + seen);
-  double z = 0, a = 0;
-#pragma omp simd reduction(+ : z, a)
+  float sum = 0.0f;
+  double a = 0;
+#pragma omp simd reduction(+ : sum, a)
   for (int j = 0; j < seen; ++j) {
-    const float x = row[j] - max, e = exp_nonpositive(x);
-    z += double(e);
-    a += e > 0.0f ? double(e) * double(x) : 0.0;  // (a masked key: e = 0 and x = −inf)
+    const float x = row[j] - max;
+    row[j] = exp_nonpositive(x);
+    sum += row[j];
+    a += row[j] > 0.0f ? double(row[j]) * double(x) : 0.0;  // (a masked key: e = 0 and x = −inf)
   }
-  pert::softmax(row, seen);  // the weights the model uses, as without statistics
+  const float inv = 1.0f / sum;
 
+  // 2. the weights written, and as they are, each distance bucket's mass, Σ p·distance and the
+  //    largest weight. Key of column j: j below `sinks`, else lo + j − sinks; distance m − key.
   double q[kMass + 32] = {};  // this query's fields (buckets_ <= 32: distances below 2^31)
   q[kQueries] = 1;
-  q[kEntropy] = std::max(0.0, std::log(z) - a / z);
-  // Key of column j: j below `sinks`, else lo + j − sinks; distance m − key.
+  q[kEntropy] = std::max(0.0, std::log(double(sum)) - a / double(sum));
   double dist = 0, sink = 0;
   float top = 0.0f;
   for (int j = 0; j < sinks; ++j) {
-    const double p = row[j];
-    dist += p * double(m - j);
+    const float p = row[j] *= inv;
+    dist += double(p) * double(m - j);
     if (j < sink_) sink += p;
     q[kMass + distance_bucket(m - j)] += p;
-    top = std::max(top, row[j]);
+    top = std::max(top, p);
   }
   // The window [lo, m] from column `sinks`: distances m − lo down to 0, a bucket's keys side by side.
-  const float* w = row + sinks;
-  const int n = seen - sinks;  // keys lo .. lo + n − 1 (= m)
-  double weighted = 0;
-  float wtop = 0.0f;
-#pragma omp simd reduction(+ : weighted) reduction(max : wtop)
-  for (int j = 0; j < n; ++j) {
-    weighted += double(w[j]) * double(n - 1 - j);  // distance m − (lo + j), m = lo + n − 1
-    wtop = std::max(wtop, w[j]);
-  }
-  dist += weighted;
-  top = std::max(top, wtop);
-  for (int j = 0; j < std::min(n, sink_ - lo); ++j) sink += w[j];
+  float* w = row + sinks;
+  const int n = seen - sinks;  // keys lo .. lo + n − 1 (= m): column j at distance n − 1 − j
   for (int k = 0, d0 = 0; d0 < n; ++k) {  // bucket k: distances [d0, d1]
     const int d1 = std::min(k == 0 ? 0 : 2 * d0 - 1, n - 1);
-    double mass = 0;
-#pragma omp simd reduction(+ : mass)
-    for (int j = n - 1 - d1; j <= n - 1 - d0; ++j) mass += double(w[j]);
+    double mass = 0, moment = 0;
+    float btop = 0.0f;
+#pragma omp simd reduction(+ : mass, moment) reduction(max : btop)
+    for (int j = n - 1 - d1; j <= n - 1 - d0; ++j) {
+      const float p = w[j] * inv;
+      w[j] = p;
+      mass += double(p);
+      moment += double(p) * double(n - 1 - j);
+      btop = std::max(btop, p);
+    }
     q[kMass + k] += mass;
+    dist += moment;
+    top = std::max(top, btop);
     d0 = d1 + 1;
   }
+  for (int j = 0; j < std::min(n, sink_ - lo); ++j) sink += w[j];
   q[kSink] = sink;
   q[kDistance] = dist;
   q[kMax] = double(top);
