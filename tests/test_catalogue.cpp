@@ -219,7 +219,7 @@ TEST_CASE("catalogue: scheme changes, sweep labels and empty model paths", "[cat
     CHECK_FALSE(fs::exists(out));
   }
   SECTION("-m \"\" is not the default model") {
-    for (const char* cmd : {"generate", "perplexity", "bench", "positions", "tokenize", "sweep", "passkey", "ruler"})
+    for (const char* cmd : {"generate", "perplexity", "bench", "positions", "tokenize", "sweep", "attention", "passkey", "ruler"})
       require_refusal(run_pert({cmd, "-m", ""}), {"--model", "must not be empty"}, 2);
   }
 }

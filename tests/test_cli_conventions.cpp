@@ -322,7 +322,7 @@ TEST_CASE("conventions: --json is a flag everywhere, --json-out FILE writes a fi
   CHECK(s["cells"][0]["ppl"].get<double>() > 1.0);
   CHECK(json::parse(slurp(out))["cells"] == s["cells"]);
   for (const char* cmd :
-       {"perplexity", "positions", "generate", "bench", "inspect", "tokenize", "passkey", "ruler", "sweep"}) {
+       {"perplexity", "positions", "generate", "bench", "inspect", "tokenize", "passkey", "ruler", "sweep", "attention"}) {
     INFO(cmd);
     const Run help = run_pert({cmd, "--help"});
     REQUIRE(help.exit_code == 0);

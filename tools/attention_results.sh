@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# docs/results/attention.md's data, from the trained models/ (tools/train_family.sh):
+#   1. pert attention over the family and its hybrid members (tools/family_names.py --all) on
+#      WikiText-2 test (its first ~150k tokens, tools/wikitext_prefix.py) at 64, L = 128, 2L and 8L;
+#   2. the rope model under the training-free methods (log-n, Self-Extend, ReRoPE, StreamingLLM,
+#      DCA) at the same lengths;
+#   3. the page's figures (tools/plot.py attention) and tables (tools/attention_tables.py).
+# Each run resumes (cells already in a file are skipped); the CSVs (a row per layer and head) go
+# to build/, the JSON files to docs/results/data/attention/.
+#   bash tools/attention_results.sh [-t THREADS]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+threads=()
+[ "${1:-}" = -t ] && threads=(-t "$2")
+PY=/usr/bin/python3 PERT=build/pert OUT=docs/results/data/attention
+TEXT=build/data/wikitext2_test_prefix.txt
+mkdir -p $OUT build
+$PY tools/wikitext_prefix.py $TEXT
+models=()
+for n in $($PY tools/family_names.py --all); do models+=(-m "models/$n"); done
+LENGTHS=64,128,256,1024 CHUNKS=16
+
+# 1. The family.
+$PERT attention "${models[@]}" -f $TEXT --lengths $LENGTHS --chunks $CHUNKS --out $OUT/family.json \
+  --csv build/attention_family.csv -q "${threads[@]}"
+$PY tools/plot.py attention $OUT/family.json --lengths 1024 --out $OUT/family_8L
+# 2. The rope model under each method.
+configs=()
+for c in plain configs/extend/logn.json configs/extend/self-extend.json configs/extend/rerope.json \
+         configs/extend/streaming.json configs/extend/dca.json; do configs+=(--config "$c"); done
+$PERT attention -m models/rope "${configs[@]}" -f $TEXT --lengths $LENGTHS --chunks $CHUNKS --out $OUT/methods.json \
+  --csv build/attention_methods.csv -q "${threads[@]}"
+$PY tools/plot.py attention $OUT/methods.json --lengths 1024 --queries past_L --out $OUT/methods_8L
+# 3. The tables.
+$PY tools/attention_tables.py family $OUT/family.json
+$PY tools/attention_tables.py methods $OUT/methods.json
+$PY tools/attention_tables.py published $OUT/family.json $OUT/methods.json
