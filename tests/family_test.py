@@ -7,7 +7,9 @@ The held-out split is the last 10% of tinystories_val.txt's stories (tools/train
 tokenized with the family's tokenizer, BOS before each story. Checks pert's logits against the
 float64 reference on the first 4 windows of the trained length L = 128 and on one window of 8L
 (past the trained length, where extrapolation results are read; the learned model reuses its
-last row there), max |Δ| ≤ 1e-3, the bar for BF16-stored weights. Then measures the validation
+last row there), max |Δ| ≤ 1e-3, the bar for BF16-stored weights; and the statistics of the
+attention weights (pert attention's) on one window of 2L against the reference's, computed from
+its full weight matrices, to 1e-6 of max(1, |value|). Then measures the validation
 perplexity at L with `pert perplexity --split-docs` (chunks of BOS + L - 1 tokens, every token
 scored) and prints it; --json-out writes it for tools/family_report.py.
 """
@@ -23,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
 import reference  # noqa: E402
 import train  # noqa: E402
-from logits_check import Checker, pert_logits  # noqa: E402
+from logits_check import Checker, pert_attention, pert_logits  # noqa: E402
 
 
 def held_out():
@@ -47,6 +49,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         logits = pert_logits(logits_binary, model, ids[:4 * L], tmp, window=L)
         long = pert_logits(logits_binary, model, ids[:8 * L], tmp, extra=sets)
+        attention, _ = pert_attention(logits_binary, model, ids[:2 * L], tmp, extra=sets)
         text = os.path.join(tmp, "heldout.txt")
         with open(text, "w", encoding="utf-8") as f:
             f.write("\n\n".join(stories) + "\n")
@@ -58,6 +61,11 @@ def main():
             want = reference.forward(config, W, ids[w * L:(w + 1) * L]).numpy()
             check(f"window {w} of {L} tokens vs reference", logits[w * L:(w + 1) * L], want)
         check(f"one window of {8 * L} tokens vs reference", long, reference.forward(config, W, ids[:8 * L]).numpy())
+        probs = {}
+        reference.forward(config, W, ids[:2 * L], observe=lambda layer, p: probs.__setitem__(layer, p))
+        want = reference.attention_stats(reference.attention_per_query([probs[i] for i in sorted(probs)]),
+                                         config.get("max_position_embeddings", 2048))
+        check.attention(f"attention statistics, {2 * L} tokens", attention, want)
     if result["text_tokens"] != len(ids):
         check.failures.append(f"pert perplexity read {result['text_tokens']} tokens, sentencepiece {len(ids)}")
     print(f"{name}: validation perplexity at L = {L}: {result['ppl']:.3f} ± {result['ppl_stderr']:.3f} "

@@ -18,11 +18,12 @@ def pert_logits(binary, model_dir, ids, workdir, chunk=None, window=None, extra=
     return np.fromfile(out, dtype=np.float32).reshape(len(ids), -1).astype(np.float64)
 
 
-def pert_attention(binary, model_dir, ids, workdir, chunk=None, sink=1):
+def pert_attention(binary, model_dir, ids, workdir, chunk=None, sink=1, extra=()):
     """pert's statistics of the attention weights for the ids as one window (pert_logits
     --attention-stats: pert attention's JSON for it), and the logits of that run."""
     stats = os.path.join(workdir, "attention.json")
-    logits = pert_logits(binary, model_dir, ids, workdir, chunk, extra=["--attention-stats", stats, "--sink", str(sink)])
+    logits = pert_logits(binary, model_dir, ids, workdir, chunk,
+                         extra=["--attention-stats", stats, "--sink", str(sink), *extra])
     with open(stats) as f:
         return json.load(f), logits
 
