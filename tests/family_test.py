@@ -9,10 +9,12 @@ float64 reference on the first 4 windows of the trained length L = 128 and on on
 (past the trained length, where extrapolation results are read; the learned model reuses its
 last row there), max |Δ| ≤ 1e-3, the bar for BF16-stored weights; and the statistics of the
 attention weights (pert attention's) on one window of 2L against the reference's, computed from
-its full weight matrices, to 1e-6 of max(1, |value|). Then measures the validation
+its full weight matrices, to 1e-6 of max(1, |value|): for the rope model under every
+configs/extend/ method too. Then measures the validation
 perplexity at L with `pert perplexity --split-docs` (chunks of BOS + L - 1 tokens, every token
 scored) and prints it; --json-out writes it for tools/family_report.py.
 """
+import glob
 import json
 import os
 import subprocess
@@ -25,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
 import reference  # noqa: E402
 import train  # noqa: E402
+from passkey_reference import merge_patch  # noqa: E402  (RFC 7386, as pert's --config)
 from logits_check import Checker, pert_attention, pert_logits  # noqa: E402
 
 
@@ -50,6 +53,9 @@ def main():
         logits = pert_logits(logits_binary, model, ids[:4 * L], tmp, window=L)
         long = pert_logits(logits_binary, model, ids[:8 * L], tmp, extra=sets)
         attention, _ = pert_attention(logits_binary, model, ids[:2 * L], tmp, extra=sets)
+        # the rope model under each extend method: (file, its statistics, its logits)
+        methods = [(path, *pert_attention(logits_binary, model, ids[:2 * L], tmp, extra=["--config", path]))
+                   for path in (sorted(glob.glob(os.path.join(ROOT, "configs", "extend", "*.json"))) if name == "rope" else [])]
         text = os.path.join(tmp, "heldout.txt")
         with open(text, "w", encoding="utf-8") as f:
             f.write("\n\n".join(stories) + "\n")
@@ -61,11 +67,18 @@ def main():
             want = reference.forward(config, W, ids[w * L:(w + 1) * L]).numpy()
             check(f"window {w} of {L} tokens vs reference", logits[w * L:(w + 1) * L], want)
         check(f"one window of {8 * L} tokens vs reference", long, reference.forward(config, W, ids[:8 * L]).numpy())
-        probs = {}
-        reference.forward(config, W, ids[:2 * L], observe=lambda layer, p: probs.__setitem__(layer, p))
-        want = reference.attention_stats(reference.attention_per_query([probs[i] for i in sorted(probs)]),
-                                         config.get("max_position_embeddings", 2048))
-        check.attention(f"attention statistics, {2 * L} tokens", attention, want)
+        def reference_attention(cfg):  # the reference's statistics and logits on 2L tokens
+            probs = {}
+            out = reference.forward(cfg, W, ids[:2 * L], observe=lambda layer, p: probs.__setitem__(layer, p)).numpy()
+            per_query = reference.attention_per_query([probs[i] for i in sorted(probs)])
+            return reference.attention_stats(per_query, cfg.get("max_position_embeddings", 2048)), out
+        check.attention(f"attention statistics, {2 * L} tokens", attention, reference_attention(config)[0])
+        for path, stats, observed in methods:
+            with open(path) as f:
+                want, want_logits = reference_attention(merge_patch(config, json.load(f)))
+            method = os.path.basename(path)
+            check.attention(f"{method}: attention statistics, {2 * L} tokens", stats, want)
+            check(f"{method}: logits, {2 * L} tokens", observed, want_logits)
     if result["text_tokens"] != len(ids):
         check.failures.append(f"pert perplexity read {result['text_tokens']} tokens, sentencepiece {len(ids)}")
     print(f"{name}: validation perplexity at L = {L}: {result['ppl']:.3f} ± {result['ppl_stderr']:.3f} "

@@ -1,6 +1,6 @@
 // Test harness: runs a model over token ids and writes every position's logits as raw F32
 // [T][vocab], so the Python reference tests can compare them.
-//   pert_logits MODEL IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--set k=v]... [--dtype auto|f32|bf16|q8|q4_k...]
+//   pert_logits MODEL IDS_FILE OUT_FILE [--chunk N] [--ctx N] [--config FILE]... [--set k=v]... [--dtype auto|f32|bf16|q8|q4_k...]
 //               [--cache-type f32|bf16|f16|q8] [--attention-stats FILE [--sink N]]
 // --chunk N feeds the ids N at a time through the KV cache (1 = token-by-token decode);
 // without it the whole sequence is one prefill. --window N cuts the ids into windows of N,
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Write pert's logits for a token sequence"};
   std::string model_dir, ids_file, out_file;
   int chunk = 0, ctx = 0, window = 0;
-  std::vector<std::string> sets;
+  std::vector<std::string> configs, sets;
   std::string dtype = "auto", cache_type = "f32", stats_file;
   int sink = 1;
   app.add_option("model_dir", model_dir)->required();
@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk);
   app.add_option("--ctx", ctx);
   app.add_option("--window", window);
+  app.add_option("--config", configs, "config override files, as pert's --config")->allow_extra_args(false);
   app.add_option("--set", sets)->allow_extra_args(false);
   app.add_option("--dtype", dtype, "weights as pert's --dtype")->check(CLI::IsMember(pert::weight_type_flags()));
   app.add_option("--cache-type", cache_type, "KV cache as pert's --cache-type")
@@ -42,7 +43,10 @@ int main(int argc, char** argv) {
     std::ifstream in(ids_file);
     std::vector<int> ids{std::istream_iterator<int>(in), std::istream_iterator<int>()};
     if (ids.empty()) throw pert::Error(ids_file + ": no token ids");
-    auto model = pert::Model::load(model_dir, {{}, sets}, pert::parse_weight_type(dtype));
+    pert::ConfigOverrides overrides;
+    overrides.files.assign(configs.begin(), configs.end());
+    overrides.sets = sets;
+    auto model = pert::Model::load(model_dir, overrides, pert::parse_weight_type(dtype));
     const int T = int(ids.size()), V = model->config().vocab_size;
     if (window <= 0) window = T;
     if (chunk <= 0) chunk = window;

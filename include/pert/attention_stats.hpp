@@ -52,6 +52,9 @@ class AttentionStats {
 
   // The means over every query added so far, the threads' sums joined.
   AttentionMeans means(QueryRange range) const;
+  // Whether some query's scores were not finite (overflowing weights or config values): its
+  // statistics were left out, and the caller has no means to report.
+  bool nonfinite() const;
   int buckets() const { return buckets_; }
   int trained_length() const { return trained_length_; }
   int sink() const { return sink_; }
@@ -65,6 +68,7 @@ class AttentionStats {
   int layers_, heads_, buckets_, trained_length_, sink_;
   size_t fields_;
   std::vector<std::vector<Fixed>> sums_;  // [thread][layer][head][in_L, past_L][field]
+  std::vector<char> nonfinite_;           // [thread]: a query's scores were not finite
 };
 
 }  // namespace pert

@@ -26,7 +26,12 @@ AttentionStats::AttentionStats(int layers, int heads, int max_length, int traine
       trained_length_(trained_length),
       sink_(sink),
       fields_(size_t(kMass + buckets_)),
-      sums_(size_t(omp_get_max_threads()), std::vector<Fixed>(size_t(layers) * size_t(heads) * 2 * fields_, 0)) {}
+      sums_(size_t(omp_get_max_threads()), std::vector<Fixed>(size_t(layers) * size_t(heads) * 2 * fields_, 0)),
+      nonfinite_(sums_.size(), 0) {}
+
+bool AttentionStats::nonfinite() const {
+  return std::any_of(nonfinite_.begin(), nonfinite_.end(), [](char c) { return c != 0; });
+}
 
 namespace {
 constexpr double kUnit = 18446744073709551616.0;  // 2^64: a sum's fixed-point unit is 2^-64
@@ -46,6 +51,11 @@ void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, i
     a += row[j] > 0.0f ? double(row[j]) * double(x) : 0.0;  // (a masked key: e = 0 and x = −inf)
   }
   const float inv = 1.0f / sum;
+  if (!std::isfinite(a) || !(sum >= 1.0f) || !std::isfinite(sum)) {  // NaN or inf scores: no statistics
+    for (int j = 0; j < seen; ++j) row[j] *= inv;  // the weights as softmax() leaves them
+    nonfinite_[size_t(omp_get_thread_num())] = 1;
+    return;
+  }
 
   // 2. the weights written, and as they are, each distance bucket's mass, Σ p·distance and the
   //    largest weight. Key of column j: j below `sinks`, else lo + j − sinks; distance m − key.

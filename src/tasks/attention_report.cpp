@@ -51,6 +51,9 @@ AttentionResult evaluate_attention(const Model& model, const std::vector<int>& t
       const int n = std::min(n_batch, n_ctx - b);
       for (int s = 0; s < g; ++s) std::copy_n(&ids[size_t(s) * n_ctx + size_t(b)], n, &run[size_t(s) * n]);
       state->forward(run.data(), n, b, logits.data(), /*all_logits=*/false);
+      if (stats.nonfinite())  // overflowing weights or config values: no statistics to report
+        throw Error("attention: non-finite attention scores in the windows from " + std::to_string(w0 + 1) + " (positions " +
+                    std::to_string(b) + "-" + std::to_string(b + n - 1) + "; the weights or config values overflow float)");
       if (progress)
         progress({(long long)w0 * n_ctx + (long long)g * (b + n), (long long)windows * n_ctx, w0, windows, std::nan(""),
                   false});
