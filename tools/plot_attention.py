@@ -1,4 +1,4 @@
-"""`tools/plot.py attention`: plots of `pert attention --out FILE` results (matplotlib, Agg).
+"""`tools/plot.py attention` (or this file run as a script): plots of `pert attention --out FILE` results (matplotlib, Agg).
 
   tools/plot.py attention ATTENTION.json [ATTENTION2.json ...] --out PREFIX [--queries RANGE]
                 [--lengths N,M] [--labels A,B,...] [--title TEXT]
@@ -124,3 +124,11 @@ def cmd_attention(args, plt, load_json, model_name, apply_labels, save):
     cells = [c for _, c in found]
     heatmaps(plt, cells, names, args.queries, args.title, args.out, save)
     distance_profiles(plt, cells, names, args.title, args.out, save)
+
+
+if __name__ == "__main__":  # the same as `tools/plot.py attention ...`
+    import sys
+
+    import plot
+    sys.argv[1:1] = ["attention"]
+    plot.main()
