@@ -129,3 +129,37 @@ def test_the_slurm_scripts_are_written_through_replaced(tmp_path):
     assert victim.read_text() == "untouched\n"
     assert all((run / n).is_file() and not (run / n).is_symlink() and "#SBATCH" in (run / n).read_text()
                for n in ("array.sbatch", "merge.sbatch"))
+
+
+def slurm_grid(cwd, *args):
+    return subprocess.run([sys.executable, os.path.join(TOOLS, "slurm_grid.py"), *args], cwd=cwd,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("flag", ["--partition", "--account", "--time", "--mem", "--dir"])
+@pytest.mark.parametrize("value", ["a\nrm -rf ~", "a b", "a\rb", "\x1b[31m"])
+def test_slurm_values_that_would_add_a_line_are_refused(tmp_path, flag, value):
+    """A line break in an #SBATCH value starts a line bash runs: one line naming the flag, no script."""
+    args = ["--tasks", "2"] + (["--dir", str(tmp_path / "run")] if flag != "--dir" else []) + [flag, value]
+    r = slurm_grid(tmp_path, *args, "--", "sweep", "-m", "models/rope", "--lengths", "128", "-f", "t.txt")
+    assert r.returncode != 0 and r.stderr.startswith("slurm_grid.py: " + flag) and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_slurm_paths_in_every_form_are_made_absolute(tmp_path):
+    """`--file=rel.txt`, `-mDIR` and `--config=FILE` reach the task as absolute paths; `plain` stays."""
+    r = slurm_grid(tmp_path, "--tasks", "2", "--dir", "run", "--", "sweep", "--file=rel.txt", "-mmodels/rope",
+                   "--config=plain", "--config=c.json", "--config", "d.json", "-f", "t.txt", "--lengths", "64")
+    assert r.returncode == 0, r.stderr
+    script = (tmp_path / "run" / "array.sbatch").read_text()
+    for arg in (f"--file={tmp_path}/rel.txt", f"-m{tmp_path}/models/rope", "--config=plain",
+                f"--config={tmp_path}/c.json", f"--config {tmp_path}/d.json", f"-f {tmp_path}/t.txt"):
+        assert arg in script, (arg, script)
+
+
+@pytest.mark.parametrize("where", ["a_file", "/proc/pert_run"])
+def test_a_slurm_dir_that_cannot_be_made_is_one_line(tmp_path, where):
+    (tmp_path / "a_file").write_text("x")
+    r = slurm_grid(tmp_path, "--tasks", "2", "--dir", where, "--", "sweep", "-m", "m", "--lengths", "64", "-f", "t")
+    assert r.returncode != 0 and r.stderr.startswith(f"slurm_grid.py: --dir {where}: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr

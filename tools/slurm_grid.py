@@ -43,14 +43,33 @@ SET_BY_SCRIPTS = ("--out", "--json-out", "--json", "--csv", "--shard", "--merge"
 
 def absolute_args(args, base=None):
     """ARGS with the paths of PATH_OPTIONS made absolute (relative ones read from `base`, default
-    the working directory)."""
+    the working directory), in each form pert reads: `--file PATH`, `--file=PATH` and `-fPATH`."""
+    def absolute(path):
+        return path if path == "plain" else os.path.abspath(os.path.join(base or os.getcwd(), path))
     out, take = [], False
     for a in args:
         if take and a != "plain" and not a.startswith("-"):
-            a = os.path.abspath(os.path.join(base or os.getcwd(), a))
-        take = a in PATH_OPTIONS
+            a = absolute(a)
+            take = False
+        elif a in PATH_OPTIONS:
+            take = True
+        else:
+            take = False
+            flag, eq, value = a.partition("=")
+            if a.startswith("--") and eq and flag in PATH_OPTIONS and value:
+                a = f"{flag}={absolute(value)}"
+            elif not a.startswith("--") and a[:2] in PATH_OPTIONS and len(a) > 2:
+                a = a[:2] + absolute(a[2:])
         out.append(a)
     return out
+
+
+def sbatch_value(flag, value):
+    """A value for an #SBATCH line: Slurm reads the line as it is, so a line break would start a
+    line that bash runs, and a space or control character ends the value early."""
+    if value is not None and (not value or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value)):
+        sys.exit(f"slurm_grid.py: {flag} {value!r}: an #SBATCH value holds no spaces, line breaks or control characters")
+    return value
 
 
 def header(name, a, extra):
@@ -114,6 +133,9 @@ def main():
     a = ap.parse_args(argv)
     if a.tasks < 1 or a.cpus_per_task < 1:
         ap.error("--tasks and --cpus-per-task must be at least 1")
+    for flag in ("partition", "account", "time", "mem"):
+        sbatch_value("--" + flag, getattr(a, flag))
+    sbatch_value("--dir", os.path.abspath(a.dir))  # (its logs' path is an #SBATCH line's value)
     if not rest or rest[0] not in OUT_FLAG:
         ap.error("give the grid after --: -- sweep|passkey|ruler ARGS (e.g. -- sweep -m MODEL --lengths ... -f TEXT)")
     command, task_args = rest[0], rest[1:]
@@ -121,10 +143,13 @@ def main():
         if flag in task_args or any(x.startswith(flag + "=") for x in task_args):
             ap.error(f"{flag}: set by the scripts for each task; leave it out of the {command}'s arguments")
     run, array, merge = scripts(a, command, task_args)
-    os.makedirs(os.path.join(run, "logs"), exist_ok=True)
-    for name, text in (("array.sbatch", array), ("merge.sbatch", merge)):
-        with replaced(os.path.join(run, name)) as f:
-            f.write(text)
+    try:
+        os.makedirs(os.path.join(run, "logs"), exist_ok=True)
+        for name, text in (("array.sbatch", array), ("merge.sbatch", merge)):
+            with replaced(os.path.join(run, name)) as f:
+                f.write(text)
+    except OSError as e:
+        sys.exit(f"slurm_grid.py: --dir {a.dir}: {e.strerror or e} ({e.filename or run})")
     array_path, merge_path = os.path.join(run, "array.sbatch"), os.path.join(run, "merge.sbatch")
     if not a.submit:
         print(f"sbatch --parsable {array_path}   # prints ARRAY_ID")
