@@ -3,7 +3,9 @@
 runs them: three shards merged give the whole run's cells and table; a shard file that lost its
 last cell (its task killed) is resumed, running only that cell and keeping the others as they
 were; a merge with a shard missing is refused naming the cells, and --partial merges what there
-is; a shard file of other settings is refused, as are flags that do not go together.
+is; a shard file of other settings is refused, as are flags that do not go together; two shards
+given one file at once keep every cell; the model spelled with a trailing slash is the same
+model; a ruler cell with no score and no reason is refused.
 
     task_shards_test.py PERT
 """
@@ -103,6 +105,27 @@ def main():
                 r = run(pert, grid + ["--shard", "3/3", "--json-out", bad])
                 check(f"{name}: --shard resuming a file with a bad {field}: one line naming the file and it",
                       one_line_error(r, bad, field), r.stderr)
+            # Two shards given one file at once: each adds its cells to what the other wrote.
+            one = at("one.json")
+            procs = [subprocess.Popen([pert] + grid + ["--shard", f"{k}/2", "--json-out", one, "-q", "-t", "1"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for k in (1, 2)]
+            errors = [p.communicate()[1] for p in procs]
+            check(f"{name}: two shards writing one --json-out at once: every cell of the grid kept, in order",
+                  all(p.returncode == 0 for p in procs) and cells(one) == cells(at("whole.json")), errors)
+            # The model as "models/rope/" resumes and merges with files made as "models/rope".
+            r = run(pert, [name, "-m", ROPE + "/"] + grid[3:] + ["--shard", "1/3", "--json-out", parts[0]])
+            check(f"{name}: a shard resumed with the model as {ROPE}/: the same model", r.returncode == 0, r.stderr)
+            if name == "ruler":  # a cell with no score must say why
+                with open(parts[2]) as f:
+                    broken = json.load(f)
+                broken["cells"][0]["score"] = None
+                broken["cells"][0].pop("skipped", None)
+                bad = at("null.json")
+                with open(bad, "w") as f:
+                    json.dump(broken, f)
+                r = run(pert, [name, "--merge", parts[0], parts[1], bad])
+                check("ruler: --merge of a cell with a null score and no reason: one line naming the file",
+                      one_line_error(r, bad, "cells[0].score is null") and r.stdout == "", r.stderr)
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 

@@ -183,24 +183,12 @@ void finish(const SweepArgs& a, json& sweep) {
   write_file(csv_path(a), a.measure->csv(sweep));
 }
 
-// --out's lock; where its filesystem has none, a warning (once) that writers must not share it.
-FileLock sweep_lock(const std::string& out) {
-  FileLock lock(out);
-  static bool warned = false;
-  if (!lock.unlocked().empty() && !warned) {
-    warned = true;
-    std::fprintf(stderr, "pert: warning: %s: two sweeps writing this --out at once could lose cells; give each its own\n",
-                 lock.unlocked().c_str());
-  }
-  return lock;
-}
-
 // Writers of one --out (the shards of a Slurm array, a rerun beside the first run) take turns:
 // each re-reads the file under its lock, adds the cells it made that the file lacks and replaces
 // it, so no writer's cells are lost. Returns what was written.
 // `grid`: every cell this run was asked for, all shards'; `shard`: its K/N.
 json save(const SweepArgs& a, const json& settings, const json& made, const json& grid, const std::string& shard) {
-  const FileLock lock = sweep_lock(a.out);
+  const FileLock lock = results_lock(a.out);
   json sweep = with_settings(read_out(a), settings, a.out);
   add_cells(sweep, made, a.out);
   add_grid(sweep, grid);
@@ -216,7 +204,7 @@ void run_merge(const SweepArgs& a) {
   std::vector<NamedPath> parts;
   for (const std::string& file : a.merge) parts.push_back({"--merge", file});
   check_outputs(a, parts);
-  const FileLock lock = sweep_lock(a.out);
+  const FileLock lock = results_lock(a.out);
   json merged = read_out(a);
   std::vector<std::string> gridless;
   for (const std::string& file : a.merge) {
@@ -356,7 +344,7 @@ void run_sweep(const SweepArgs& a) {
   json settings;
   json sweep;
   {
-    const FileLock lock = sweep_lock(a.out);
+    const FileLock lock = results_lock(a.out);
     json found = read_out(a);
     settings = a.measure->settings(found.is_null() ? json() : found["settings"], a.out);
     settings["text_hash"] = content_hash(spec.text_file);

@@ -9,6 +9,7 @@
 #include "sweep_file.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
+#include "pert/output_file.hpp"
 
 namespace pert::cli {
 
@@ -16,9 +17,16 @@ using nlohmann::json;
 
 namespace {
 
-// What two files of one grid share: the result without its cells, threads and shards.
+// What two files of one grid share: the result without its cells, threads and shards, the
+// model directory by its real path ("models/rope/" and "models/rope" are one model).
 json grid_settings(json report) {
   for (const char* key : {"cells", "threads", "shards"}) report.erase(key);
+  if (report.contains("model_dir") && report["model_dir"].is_string()) {
+    std::error_code ec;
+    std::filesystem::path real = std::filesystem::weakly_canonical(report["model_dir"].get<std::string>(), ec);
+    if (!real.has_filename()) real = real.parent_path();  // (a trailing slash)
+    if (!ec) report["model_dir"] = real.string();
+  }
   return report;
 }
 
@@ -91,10 +99,23 @@ void check_result_file(const json& j, const std::string& file, const std::string
     for (const Field& f : cell)
       if (!c.contains(f.key) || !f.ok(c[f.key])) throw FormatError(at + "." + f.key + " must be " + f.what);
     if (c.contains("skipped") && !c["skipped"].is_string()) throw FormatError(at + ".skipped must be a string");
+    if (ruler && c["score"].is_null() && !c.contains("skipped"))  // a cell that did not run says why
+      throw FormatError(at + ".score is null with no \"skipped\" reason");
   }
 }
 
 }  // namespace
+
+FileLock results_lock(const std::string& path) {
+  FileLock lock(path);
+  static bool warned = false;
+  if (!lock.unlocked().empty() && !warned) {
+    warned = true;
+    std::fprintf(stderr, "pert: warning: %s: two runs writing this file at once could lose cells; give each its own\n",
+                 lock.unlocked().c_str());
+  }
+  return lock;
+}
 
 std::string missing_cells_text(const std::vector<std::string>& missing) {
   std::string names;
@@ -143,17 +164,28 @@ json ShardFlags::merged(const std::string& command, const std::string& json_out,
 }
 
 ShardRun::ShardRun(std::string path, json report, GridCells grid, std::string shard, const std::string& command)
-    : path_(std::move(path)), report_(std::move(report)), grid_(std::move(grid)) {
+    : path_(std::move(path)), command_(command), report_(std::move(report)), grid_(std::move(grid)) {
   std::tie(k_, n_) = parse_shard(shard);
   report_["cells"] = json::array();
   report_["shards"] = json::array({shard});
+  const FileLock lock = results_lock(path_);
+  take_in_file();
+}
+
+// What the file holds now (another shard writing it too, or the run resumed) joined to this run's:
+// its cells this run lacks and its shards. Call with the file's lock held.
+void ShardRun::take_in_file() {
   if (std::filesystem::exists(path_)) {
     const json have = read_json_file(path_);
-    check_result_file(have, path_, command);
+    check_result_file(have, path_, command_);
     check_same_settings(have, report_, path_);
-    report_["cells"] = in_grid_order(have["cells"], grid_);
+    json cells = report_["cells"];
+    for (const json& c : have["cells"])
+      if (!done_.count(grid_.name_of(c))) cells.push_back(c);
+    report_["cells"] = in_grid_order(cells, grid_);
     for (const json& k : have.value("shards", json::array()))
-      if (k != shard) report_["shards"].push_back(k);
+      if (std::find(report_["shards"].begin(), report_["shards"].end(), k) == report_["shards"].end())
+        report_["shards"].push_back(k);
   }
   for (const json& c : report_["cells"]) done_.insert(grid_.name_of(c));
 }
@@ -162,14 +194,15 @@ bool ShardRun::wanted(int index) const {
   return index % n_ == k_ - 1 && !done_.count(grid_.names[size_t(index)]);
 }
 
+// Writers of one file (two shards given one --json-out, a rerun beside the first) take turns:
+// each re-reads it under the lock and adds its cell to what is there, so none is lost.
 void ShardRun::add(const json& cell) {
+  const FileLock lock = results_lock(path_);
   done_.insert(grid_.name_of(cell));
   report_["cells"].push_back(cell);
-  report_["cells"] = in_grid_order(report_["cells"], grid_);
-  save();
+  take_in_file();
+  write_json(path_, report_);
 }
-
-void ShardRun::save() { write_json(path_, report_); }
 
 std::unique_ptr<ShardRun> open_shard(const ShardFlags& flags, const std::string& json_out, json head,
                                      const std::string& model_dir, const std::function<GridCells(const json&)>& grid_of,

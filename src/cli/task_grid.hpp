@@ -13,7 +13,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "pert/output_file.hpp"
+
 namespace pert::cli {
+
+// The lock of a results file that several runs may write (shards of one grid given one file, a
+// rerun beside the first): writers take turns re-reading and adding to it. Where the filesystem
+// has no locks, a warning (once) that writers must not share the file.
+FileLock results_lock(const std::string& path);
 
 // K/N, or {0, 0} when `s` is not that (1 <= K <= N).
 std::pair<int, int> parse_shard(const std::string& s);
@@ -47,12 +54,13 @@ class ShardRun {
   // that differs). `command`: "passkey" or "ruler", for messages.
   ShardRun(std::string path, nlohmann::json report, GridCells grid, std::string shard, const std::string& command);
   bool wanted(int index) const;  // in this shard and not in the file yet
-  void add(const nlohmann::json& cell);  // a cell done: into the file
+  // A cell done: into the file, under its lock, beside the cells other writers put there meanwhile.
+  void add(const nlohmann::json& cell);
   const nlohmann::json& result() const { return report_; }  // the settings and every cell so far
 
  private:
-  void save();
-  std::string path_;
+  void take_in_file();
+  std::string path_, command_;
   nlohmann::json report_;
   GridCells grid_;
   int k_ = 1, n_ = 1;
