@@ -613,3 +613,21 @@ TEST_CASE("catalogue: cli-conventions flags", "[catalogue]") {
   }
 }
 // ---- cli-conventions flags: end ----
+
+TEST_CASE("catalogue: ruler's --essay is read as -f's texts are", "[catalogue]") {
+  const TempDir tmp;
+  const std::string rope = (fs::path(PERT_SOURCE_DIR) / "models" / "rope").string();
+  auto ruler = [&](const std::string& essay) {
+    return run_pert({"ruler", "-m", rope, "--tasks", "niah_single_2", "--lengths", "128", "--trials", "1", "--essay",
+                     essay, "-q", "-t", "1"});
+  };
+  require_refusal(ruler("/dev/zero"), {"--essay /dev/zero", "a device, not a regular file"});
+  write_file(tmp / "latin1.txt", "caf\xe9 au lait. A second sentence here.\n");
+  require_refusal(ruler((tmp / "latin1.txt").string()), {"--essay", "latin1.txt", "not valid UTF-8 (byte 3)"});
+  {
+    std::ofstream sparse(tmp / "sparse.txt");
+    sparse.seekp((std::streamoff(800) << 20) - 1);
+    sparse.put('\n');
+  }
+  require_refusal(ruler((tmp / "sparse.txt").string()), {"--essay", "sparse.txt", "more than the 768 MiB"});
+}

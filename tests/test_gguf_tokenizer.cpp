@@ -152,3 +152,13 @@ TEST_CASE("gguf tokenizer: refusals name the file and the key", "[tokenizer][ggu
     CHECK(error_of(path) == path.string() + ": " + c.expect + (std::string(c.name) == "types" ? " (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte)" : ""));
   }
 }
+
+TEST_CASE("gguf tokenizer: a vocabulary past 2^21 tokens is refused before it is built", "[tokenizer][gguf][catalogue]") {
+  TempDir dir;
+  GgufWriter w;
+  w.string("tokenizer.ggml.model", "llama");
+  w.key("tokenizer.ggml.tokens", 9), w.raw(uint32_t(8)), w.raw(uint64_t((1 << 21) + 1));
+  for (int i = 0; i <= (1 << 21); ++i) w.str("");  // empty pieces: 8 bytes each in the file
+  const fs::path path = w.write(dir, "many.gguf");
+  CHECK(error_of(path) == path.string() + ": key 'tokenizer.ggml.tokens' has 2097153 tokens, more than pert's 2097152");
+}

@@ -10,6 +10,7 @@
 #include "pert/error.hpp"
 #include "pert/generate.hpp"
 #include "pert/json_util.hpp"
+#include "pert/loaded_model.hpp"
 #include "pert/ruler.hpp"
 #include "pert/sampler.hpp"
 #include "pieces.hpp"
@@ -35,12 +36,14 @@ std::vector<std::string> read_essay(const RulerSettings& p) {
     throw Error("ruler: `tasks` " + which + ": the essay haystack needs a text; give `essay` (a text file, e.g. "
                 "WikiText-2)");
   }
-  std::ifstream in(p.essay_path, std::ios::binary);
-  if (!in) throw Error(p.essay_path + ": cannot read the essay text");
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::vector<std::string> sentences = essay_sentences(text.str());
-  if (sentences.empty()) throw Error(p.essay_path + ": no sentences in the essay text");
+  std::string text;
+  try {  // as -f's texts: a regular file or a stream, at most kMaxTextBytes, valid UTF-8
+    text = read_utf8_file(p.essay_path);
+  } catch (const Error& e) {
+    throw Error(std::string("ruler: `essay` ") + e.what());
+  }
+  std::vector<std::string> sentences = essay_sentences(text);
+  if (sentences.empty()) throw Error("ruler: `essay` " + p.essay_path + ": no sentences in the essay text");
   return sentences;
 }
 

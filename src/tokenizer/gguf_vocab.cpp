@@ -59,6 +59,7 @@
 
 #include "internal.hpp"
 #include "pert/error.hpp"
+#include "pert/memory.hpp"
 #include "pert/gguf.hpp"
 #include "pert/json_util.hpp"
 #include "pert/tokenizer.hpp"
@@ -102,7 +103,11 @@ Vocab read_vocab(const GgufFile& f) {
   const GgufValue& tokens = f.get_array(kTokens, GgufKind::String);
   if (tokens.strings.empty()) fail(f, kTokens, "is empty");
   const size_t n = tokens.strings.size();
-  if (n > size_t(1) << 24) fail(f, kTokens, "has " + std::to_string(n) + " tokens, more than pert's 16777216");
+  // Real vocabularies hold up to ~262k tokens (Gemma 3); each costs ~400 bytes here and in the tokenizer.
+  constexpr size_t kMaxTokens = size_t(1) << 21;
+  if (n > kMaxTokens)
+    fail(f, kTokens, "has " + std::to_string(n) + " tokens, more than pert's " + std::to_string(kMaxTokens));
+  require_memory(512.0 * double(n), f.path() + ": the vocabulary's " + std::to_string(n) + " tokens");
   v.pieces.reserve(n);
   v.ids.reserve(n);
   for (size_t i = 0; i < n; ++i) {
