@@ -215,12 +215,29 @@ def test_sweep_records_equal_pert_sweep(tmp_path):
     def untimed(rs):
         return [{k: v for k, v in r.items() if k not in ("seconds", "tokens_per_second")} for r in rs]
     assert untimed(pert.merge(shards[2], shards[0], shards[1])) == untimed(records)
-    with pytest.raises(pert.Error, match=r"merge: the grid is not whole, 3 of its cells missing \(indices 1, 4, 7\)"):
+    with pytest.raises(pert.Error, match=r"merge: the grid is not whole, 3 of its 8 cells missing \(indices 1, 4, 7\)"):
         pert.merge(shards[0], shards[2])
     assert [r["index"] for r in pert.merge(shards[0], shards[2], partial=True)] == [0, 2, 3, 5, 6]
-    for bad in ("0/3", "4/3", "x", (1,), "1/0"):
+    assert untimed(pert.merge(*(iter(p) for p in shards))) == untimed(records)  # generators: read once
+    for bad in ("0/3", "4/3", "x", (1,), "1/0", (1.5, 2), (True, 2), "1.0/2"):
         with pytest.raises(pert.Error, match="shard: must be K/N"):
             pert.sweep(models, [64], file=TEXT, shard=bad)
+    for bad in ([0], [64, 1], [2.5], [True], [1 << 25], ["64"]):
+        with pytest.raises(pert.Error, match="lengths: each must be an integer from 2 to 16777216"):
+            pert.sweep(models, bad, file=TEXT)
+    # Shards of other grids or settings, and records that are not a sweep's, are refused.
+    other = pert.sweep(models[:1], [64, 256], configs=[None, logn], file=TEXT, chunks=2, split_docs=True, shard="2/2")
+    chunks = pert.sweep(models, [64, 256], configs=[None, logn], file=TEXT, chunks=3, split_docs=True, shard="2/3")
+    for part in (other, chunks):
+        with pytest.raises(pert.Error, match="different grids"):
+            pert.merge(shards[0], part, shards[2])
+    for record, what in (({"index": 0}, "not a record"), ({**records[0], "cells": -1}, "not a record"),
+                         ([1, 2], "a dict expected"), ({**records[0], "grid": None}, "not a record")):
+        with pytest.raises(pert.Error, match=what):
+            pert.merge([record])
+    huge = [{**records[0], "cells": 10 ** 12}]
+    with pytest.raises(pert.Error, match=r"999999999999 of its 1000000000000 cells missing \(indices 1, 2, 3, 4, 5, 6, 7, 8, \.\.\.\)"):
+        pert.merge(huge)
 
 
 def test_positions_equal_the_cli(stories):
@@ -292,6 +309,8 @@ def test_every_error_is_a_pert_error_naming_what_is_wrong(stories, tmp_path):
         (lambda: stories.passkey([20]), "lengths 20: too short for the key sentence"),
         (lambda: stories.passkey([64], depths=[1.5]), "depths must be in [0, 1]"),
         (lambda: stories.passkey([64], trials=0), "trials"),
+        (lambda: stories.passkey([64], trials=10**9), "trials must be from 1 to 1048576"),
+        (lambda: stories.ruler(["vt"], [128], trials=10**9), "trials must be from 1 to 1048576"),
         (lambda: stories.passkey([64], cache_type="q4"), "q4"),
     ]
     for call, what in cases:

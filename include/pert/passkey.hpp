@@ -38,10 +38,13 @@ extern const char* const kPasskeyFiller[5];
 extern const char* const kPasskeyQuestion;
 std::string passkey_key_sentence(int key);
 
+// The most trials a cell may ask for (pass-key and ruler): every trial's draws are made up front.
+inline constexpr int kMaxTrials = 1 << 20;
+
 struct PasskeySettings {
   std::vector<int> lengths;                               // prompt lengths in tokens, BOS included
   std::vector<double> depths = {0, 0.25, 0.5, 0.75, 1};  // fractions of the filler before the key
-  int trials = 5;                                         // per (length, depth) cell, each its own key
+  int trials = 5;                                         // per (length, depth) cell, each its own key (1..kMaxTrials)
   long long seed = 1234;                                  // of the keys and the filler starts
   CacheType cache_type = CacheType::F32;
   bool keep_prompts = false;                              // each trial's prompt ids in its result

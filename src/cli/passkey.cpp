@@ -157,7 +157,7 @@ void add_passkey(CLI::App& app) {
       ->check(real_in(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--trials", a->settings.trials, "Trials per (length, depth) cell, each with its own key")
-      ->check(int_in(1, 1 << 20))
+      ->check(int_in(1, kMaxTrials))
       ->capture_default_str();
   cmd->add_option("--seed", a->settings.seed, "Seed of the keys and filler starts")
       ->check(int_in(0, std::numeric_limits<long long>::max()))

@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "task_grid.hpp"
 #include "pert/output_file.hpp"
+#include "pert/passkey.hpp"
 #include "pert/progress.hpp"
 #include "pert/ruler.hpp"
 
@@ -205,7 +206,7 @@ void add_ruler(CLI::App& app) {
       ->check(real_in(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--trials", a->settings.trials, "Trials per (task, length, depth) cell, each with its own draws")
-      ->check(int_in(1, 1 << 20))
+      ->check(int_in(1, kMaxTrials))
       ->capture_default_str();
   cmd->add_option("--seed", a->settings.seed, "Seed of every draw")
       ->check(int_in(0, std::numeric_limits<long long>::max()))

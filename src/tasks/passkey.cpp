@@ -132,7 +132,8 @@ void validate(const PasskeySettings& p) {
   for (double d : p.depths)
     if (!(d >= 0 && d <= 1)) throw Error("passkey: `depths` must be in [0, 1] each, got " + number_text(d));
   if (p.depths.empty()) throw Error("passkey: `depths` is empty; give at least one depth");
-  if (p.trials < 1) throw Error("passkey: `trials` must be at least 1, got " + std::to_string(p.trials));
+  if (p.trials < 1 || p.trials > kMaxTrials)
+    throw Error("passkey: `trials` must be from 1 to " + std::to_string(kMaxTrials) + ", got " + std::to_string(p.trials));
   if (p.seed < 0) throw Error("passkey: `seed` must be >= 0, got " + std::to_string(p.seed));
 }
 

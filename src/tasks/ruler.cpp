@@ -11,6 +11,7 @@
 #include "pert/generate.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
+#include "pert/passkey.hpp"
 #include "pert/ruler.hpp"
 #include "pert/sampler.hpp"
 #include "pieces.hpp"
@@ -113,7 +114,8 @@ void validate(const RulerSettings& p) {
   if (p.depths.empty()) throw Error("ruler: `depths` is empty; give at least one depth");
   for (double d : p.depths)
     if (!(d >= 0 && d <= 1)) throw Error("ruler: `depths` must be in [0, 1] each, got " + number_text(d));
-  if (p.trials < 1) throw Error("ruler: `trials` must be at least 1, got " + std::to_string(p.trials));
+  if (p.trials < 1 || p.trials > kMaxTrials)
+    throw Error("ruler: `trials` must be from 1 to " + std::to_string(kMaxTrials) + ", got " + std::to_string(p.trials));
   if (p.seed < 0) throw Error("ruler: `seed` must be >= 0, got " + std::to_string(p.seed));
 }
 

@@ -12,6 +12,9 @@
 Errors are pert.Error carrying the library's one-line message, settings named by keyword. The compiled part is pert._pert;
 what is simpler in Python (sweep) is here.
 """
+import hashlib as _hashlib
+import json as _json
+import numbers as _numbers
 import os as _os
 
 # libgomp reads its spin count once, when it is loaded: set it first, as the CLI does
@@ -61,17 +64,60 @@ def _label(config, index):
     return _os.path.splitext(_os.path.basename(_os.fspath(config)))[0]
 
 
+def _integer(x):
+    """x as an int when it is one (an int, a numpy integer, or a string of digits), else None:
+    1.5, True and "1.0" are not."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, str):
+        return int(x) if x.strip().lstrip("+").isdigit() else None
+    return int(x) if isinstance(x, _numbers.Integral) else None
+
+
 def _shard(shard):
-    """(K, N) from "K/N" (as `pert sweep --shard`) or a pair; None: (1, 1)."""
+    """(K, N) from "K/N" (as `pert sweep --shard`) or a pair of ints; None: (1, 1)."""
     if shard is None:
         return 1, 1
     try:
-        k, n = (int(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
+        k, n = (_integer(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
     except (TypeError, ValueError):
-        k = n = 0
-    if not 1 <= k <= n:
+        k = n = None
+    if k is None or n is None or not 1 <= k <= n:
         raise Error(f"shard: must be K/N with 1 <= K <= N, got {shard!r}")
     return k, n
+
+
+MAX_LENGTH = 1 << 24  # as `pert sweep --lengths`
+
+
+def _lengths(lengths):
+    if isinstance(lengths, (int, str)) and not isinstance(lengths, bool):
+        lengths = [lengths]
+    out = []
+    for n in lengths:
+        v = _integer(n) if not isinstance(n, str) else None
+        if v is None or not 2 <= v <= MAX_LENGTH:
+            raise Error(f"lengths: each must be an integer from 2 to {MAX_LENGTH}, got {n!r}")
+        out.append(v)
+    return out
+
+
+def _grid_id(models, configs, labels, lengths, settings):
+    """What makes two sweeps' records one grid's, as 16 hex digits: the models, configs, labels
+    and lengths in order and every setting the cells depend on (a text by its content)."""
+    def plain(v):
+        if hasattr(v, "tolist"):
+            return v.tolist()
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            return v
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return _os.fspath(v) if isinstance(v, _os.PathLike) else repr(v)
+    what = {"models": [_os.fspath(m) for m in models], "configs": plain(configs), "labels": labels,
+            "lengths": lengths, "settings": plain(settings)}
+    return _hashlib.sha256(_json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_scheme_change=False, dtype="f32",
@@ -91,8 +137,8 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
     other error stops the sweep."""
     if isinstance(models, (str, _os.PathLike)):
         models = [models]
-    if isinstance(lengths, int):
-        lengths = [lengths]
+    models = list(models)
+    lengths = _lengths(lengths)
     configs = list(configs)
     if labels is None:
         labels = [_label(c, i) for i, c in enumerate(configs)]
@@ -104,6 +150,8 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
     k, n_shards = _shard(shard)
     records = []
     grid = len(models) * len(configs) * len(lengths)
+    grid_id = _grid_id(models, configs, labels, lengths, {"set": set, "allow_scheme_change": allow_scheme_change,
+                                                          "dtype": dtype, **evaluation})
     mine = len(range(k - 1, grid, n_shards))
     index = 0
     for model_dir in models:
@@ -118,10 +166,11 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
             try:
                 m = load(model_dir, config=config, set=set, allow_scheme_change=allow_scheme_change, dtype=dtype)
             except SchemeChangeError as e:
-                records += [{**head, "length": n, "index": i, "cells": grid, "error": str(e)} for i, n in cells]
+                records += [{**head, "length": n, "index": i, "cells": grid, "grid": grid_id, "error": str(e)}
+                            for i, n in cells]
                 continue
             for i, n in cells:
-                record = {**head, "length": n, "index": i, "cells": grid}
+                record = {**head, "length": n, "index": i, "cells": grid, "grid": grid_id}
                 try:
                     record.update(m.perplexity(n_ctx=n, **evaluation))
                 except SchemeChangeError:
@@ -139,16 +188,35 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
 
 def merge(*parts, partial=False):
     """The records of a sweep's shards (pert.sweep(..., shard="K/N") each) as one sweep's, in
-    grid order. Refuses (pert.Error naming them) while cells of the grid are missing, unless
-    partial=True; a cell in two parts is kept once."""
-    records, grids = {}, {r["cells"] for part in parts for r in part}
+    grid order. Refuses (pert.Error) parts of different grids (other models, configs, lengths or
+    settings) and records that are not a sweep's, and while cells of the grid are missing (naming
+    the first of them), unless partial=True; a cell in two parts is kept once."""
+    parts = [list(part) for part in parts]  # (each read once: a generator is not lost)
+    records, grids, sizes = {}, set(), set()
+    for p, part in enumerate(parts, 1):
+        for r, record in enumerate(part):
+            where = f"merge: part {p}, record {r}"
+            if not isinstance(record, dict):
+                raise Error(f"{where}: a dict expected (a record of pert.sweep), got {type(record).__name__}")
+            index, cells = _integer(record.get("index")), _integer(record.get("cells"))
+            if cells is None or cells < 1 or index is None or not 0 <= index < cells or not isinstance(record.get("grid"), str):
+                raise Error(f"{where}: not a record of pert.sweep (it needs an index in [0, cells), cells >= 1 and "
+                            "its grid)")
+            grids.add(record["grid"])
+            sizes.add(cells)
+            records.setdefault(index, record)
     if len(grids) > 1:
-        raise Error(f"merge: the parts come from grids of different sizes ({', '.join(map(str, sorted(grids)))} cells)")
-    for part in parts:
-        for r in part:
-            records.setdefault(r["index"], r)
-    missing = [i for i in range(grids.pop() if grids else 0) if i not in records]
-    if missing and not partial:
-        raise Error(f"merge: the grid is not whole, {len(missing)} of its cells missing (indices "
-                    f"{', '.join(map(str, missing[:8]))}{', ...' if len(missing) > 8 else ''}); partial=True merges what there is")
+        raise Error(f"merge: the parts come from {len(grids)} different grids (other models, configs, lengths or "
+                    "settings); merge the shards of one pert.sweep call")
+    size = sizes.pop() if sizes else 0
+    if len(records) < size and not partial:
+        first = []
+        for i in range(size):  # the first missing indices, without listing every one
+            if i not in records:
+                first.append(i)
+                if len(first) == 8:
+                    break
+        raise Error(f"merge: the grid is not whole, {size - len(records)} of its {size} cells missing (indices "
+                    f"{', '.join(map(str, first))}{', ...' if size - len(records) > 8 else ''}); partial=True merges "
+                    "what there is")
     return [records[i] for i in sorted(records)]
