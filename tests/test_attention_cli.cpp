@@ -156,3 +156,29 @@ TEST_CASE("attention: files of another measure or of the wrong shape are one-lin
   write_file(tmp / "bad.json", bad.dump());
   require_refusal(run_pert({"attention", "--status", (tmp / "bad.json").string()}), {"bad.json", "settings.measure"});
 }
+
+TEST_CASE("result files' strings reach the terminal as text with control characters escaped", "[catalogue][cli]") {
+  const TempDir tmp;
+  const std::string text = attention_text(tmp).string(), sw = (tmp / "s.json").string();
+  REQUIRE(run_pert({"sweep", "-m", kRope, "-f", text, "--lengths", "32", "--chunks", "2", "--out", sw, "-q", "-t", "1"})
+              .exit_code == 0);
+  json s = json::parse(slurp(sw));
+  s["cells"][0]["label"] = "plain\x1b]0;owned\x07";
+  s["cells"][0]["position_label"] = "rope\x1b[2J";
+  s["cells"][0]["config_hash"] = "plain";
+  s["grid"][0]["label"] = s["cells"][0]["label"];
+  s["shards"] = json::array({"1/1\x1b[31m"});
+  write_file(tmp / "evil.json", s.dump());
+  const Run merged = run_pert({"sweep", "--merge", (tmp / "evil.json").string(), "--out", (tmp / "m.json").string()});
+  INFO(merged.err);
+  REQUIRE(merged.exit_code == 0);
+  const Run status = run_pert({"sweep", "--status", (tmp / "evil.json").string()});
+  const Run shard = run_pert({"sweep", "-m", kRope, "-f", text, "--lengths", "32", "--out", sw, "--shard", "1/2\x1b[31m"});
+  for (const Run* r : {&merged, &status, &shard}) {
+    CHECK(r->out.find('\x1b') == std::string::npos);
+    CHECK(r->err.find('\x1b') == std::string::npos);
+  }
+  CHECK_THAT(merged.out, Catch::Matchers::Contains("plain\\x1b]0;owned\\x07"));
+  CHECK_THAT(status.out, Catch::Matchers::Contains("1/1\\x1b[31m"));
+  CHECK_THAT(shard.err, Catch::Matchers::Contains("1/2\\x1b[31m"));
+}

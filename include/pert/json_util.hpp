@@ -42,6 +42,9 @@ inline nlohmann::json read_json_file(const std::filesystem::path& path) {
 // NUL, ...) and bytes that are not UTF-8 written as \xNN, so a name cannot forge a second line,
 // drive the terminal or cut the message short.
 std::string printable(std::string_view text);
+// The same for text of several lines (a table): its line breaks kept, every other control
+// character escaped.
+std::string printable_lines(std::string_view text);
 
 // A short rendering of a JSON value for error messages (long values are cut).
 std::string json_brief(const nlohmann::json& value);

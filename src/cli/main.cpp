@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "pert " PERT_VERSION);
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("pert: error: ") + e.what() + " (see --help)\n";
+    return std::string("pert: error: ") + pert::printable(e.what()) + " (see --help)\n";  // a flag's value as text
   });
   pert::cli::add_inspect(app);
   pert::cli::add_generate(app);

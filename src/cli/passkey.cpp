@@ -52,7 +52,9 @@ GridCells passkey_grid(const json& result) {
 void print_table(const json& result) {
   std::map<std::string, double> accuracy;
   for (const json& c : result["cells"]) accuracy[passkey_cell_name(c)] = c["accuracy"];
-  std::printf("%s: %s\n", result["model_dir"].get<std::string>().c_str(), result["position"].get<std::string>().c_str());
+  // (strings from a --merge file shown as text: a control character in one is escaped, not sent to the terminal)
+  std::printf("%s: %s\n", printable(result["model_dir"].get<std::string>()).c_str(),
+              printable(result["position"].get<std::string>()).c_str());
   std::printf("pass-key retrieval: %d trials per cell (seed %lld), greedy answer of up to %d tokens, trained length %d\n\n",
               result["trials"].get<int>(), result["seed"].get<long long>(), kPasskeyAnswerTokens,
               result["trained_length"].get<int>());

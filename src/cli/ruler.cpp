@@ -45,10 +45,12 @@ void write_ruler_csv(const std::string& path, const json& cells) {
 // tasks (RULER's average) at the foot. A length too short for a task reads "—", its reason below.
 void print_ruler_table(const json& result) {
   const json& cells = result["cells"];
-  std::printf("%s: %s\n", result["model_dir"].get<std::string>().c_str(), result["position"].get<std::string>().c_str());
+  // (strings from a --merge file shown as text: a control character in one is escaped, not sent to the terminal)
+  std::printf("%s: %s\n", printable(result["model_dir"].get<std::string>()).c_str(),
+              printable(result["position"].get<std::string>()).c_str());
   std::printf("retrieval (RULER's tasks, %s wording): %d trials per cell (seed %lld), trained length %d; "
               "score = string_match_all x 100, the mean over depths\n\n",
-              result["template"].get<std::string>().c_str(), result["trials"].get<int>(), result["seed"].get<long long>(),
+              printable(result["template"].get<std::string>()).c_str(), result["trials"].get<int>(), result["seed"].get<long long>(),
               result["trained_length"].get<int>());
   std::map<std::pair<std::string, int>, std::pair<double, int>> sum;  // (task, length) -> (score sum, cells)
   std::vector<std::string> reasons;
@@ -68,7 +70,7 @@ void print_ruler_table(const json& result) {
   std::printf("\n");
   std::map<int, std::pair<double, int>> mean;  // length -> (sum of task means, tasks)
   for (const json& t : result["tasks"]) {
-    std::printf("| %s |", t.get<std::string>().c_str());
+    std::printf("| %s |", printable(t.get<std::string>()).c_str());
     for (const json& n : result["lengths"]) {
       const auto& s = sum[{t.get<std::string>(), n.get<int>()}];
       if (s.second <= 0) {
@@ -89,7 +91,7 @@ void print_ruler_table(const json& result) {
     }
     std::printf("\n");
   }
-  for (const std::string& r : reasons) std::printf("\n— %s", r.c_str());
+  for (const std::string& r : reasons) std::printf("\n— %s", printable(r).c_str());
   if (!reasons.empty()) std::printf("\n");
 }
 

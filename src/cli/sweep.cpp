@@ -173,7 +173,7 @@ void print(const SweepArgs& a, const json& sweep) {
   if (a.json)
     write_json("-", sweep);
   else
-    std::cout << a.measure->table(sweep["cells"]);
+    std::cout << printable_lines(a.measure->table(sweep["cells"]));  // (names and labels from files, as text)
 }
 
 void finish(const SweepArgs& a, json& sweep) {
@@ -228,7 +228,7 @@ void run_merge(const SweepArgs& a) {
     const std::string m = a.command + " --merge: the grid is not whole, " + missing_text(missing) +
                           " (`pert " + a.command + " --status` shows each shard's)";
     if (!a.partial) throw Error(m + "; --partial merges what there is");
-    std::fprintf(stderr, "pert: warning: %s\n", m.c_str());
+    std::fprintf(stderr, "pert: warning: %s\n", printable(m).c_str());
   }
   finish(a, merged);
   print(a, merged);
@@ -282,13 +282,13 @@ void run_status(const SweepArgs& a) {
   std::cout << "| file | shards | its share | done | failed | missing |\n|---|---|---:|---:|---:|---:|\n";
   for (const json& f : files) {
     std::string shards;
-    for (const json& k : f["shards"]) shards += (shards.empty() ? "" : " ") + k.get<std::string>();
-    std::cout << "| " << f["file"].get<std::string>() << " | " << (shards.empty() ? "—" : shards) << " | "
+    for (const json& k : f["shards"]) shards += (shards.empty() ? "" : " ") + printable(k.get<std::string>());
+    std::cout << "| " << printable(f["file"].get<std::string>()) << " | " << (shards.empty() ? "—" : shards) << " | "
               << (f["grid"].get<bool>() ? std::to_string(f["share"].get<size_t>()) : "—") << " | " << f["done"] << " | "
               << f["failed"] << " | " << (f["grid"].get<bool>() ? std::to_string(f["missing"].get<size_t>()) : "—") << " |\n";
   }
   std::cout << "\ngrid: " << report["grid"] << " cells, " << report["done"] << " done (" << failed << " failed), "
-            << (missing.empty() ? "none missing" : missing_text(missing)) << "\n";
+            << (missing.empty() ? "none missing" : printable(missing_text(missing))) << "\n";
 }
 
 void run_sweep(const SweepArgs& a) {

@@ -241,7 +241,7 @@ json merge_shard_files(const std::vector<std::string>& files, const std::functio
   if (!missing.empty()) {
     const std::string m = command + " --merge: the grid is not whole, " + missing_cells_text(missing);
     if (!partial) throw Error(m + "; --partial merges what there is");
-    std::fprintf(stderr, "pert: warning: %s\n", m.c_str());
+    std::fprintf(stderr, "pert: warning: %s\n", printable(m).c_str());
   }
   return merged;
 }

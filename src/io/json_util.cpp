@@ -51,6 +51,17 @@ std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, 
   return text;
 }
 
+std::string printable_lines(std::string_view s) {
+  std::string out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t end = std::min(s.find('\n', at), s.size());
+    out += printable(s.substr(at, end - at));
+    if (end < s.size()) out += '\n';
+    at = end + 1;
+  }
+  return out;
+}
+
 std::string printable(std::string_view s) {
   std::string out;
   auto escape = [&](unsigned char b) {
