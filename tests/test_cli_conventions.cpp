@@ -461,3 +461,16 @@ TEST_CASE("conventions: a ruler cell past the learned table is skipped with its 
   const Run alone = run_pert({"ruler", "-m", kLearned, "--tasks", "vt", "--lengths", "112", "-t", "1", "-q"});
   require_clean_failure(alone, {"vt at --lengths 112", "learned position table (128 positions)"});
 }
+
+TEST_CASE("conventions: an empty --name= is an empty value, never the next argument", "[cli][conventions]") {
+  const Run empty = run_pert({"tokenize", "-m", kRope, "--prompt=", "--no-parse-special", "--json"});
+  INFO(empty.err);
+  REQUIRE(empty.exit_code == 0);
+  CHECK(empty.out == "[]\n");  // not the ids of "--no-parse-special"
+  const Run text = run_pert({"tokenize", "-m", kRope, "--prompt=ab", "--json"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out != "[]\n");
+  // after --, arguments are left as they are
+  const Run rest = run_pert({"tokenize", "-m", kRope, "--json", "--", "--prompt="});
+  CHECK(rest.exit_code != 0);
+}

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -35,9 +37,35 @@ std::string single_dash_word(const CLI::App& sub, int argc, char** argv) {
   return "";
 }
 
+// `--name=` with nothing after the sign: CLI11 would take the next argument as the value
+// (`--prompt= --no-parse-special` tokenized "--no-parse-special"). Split into `--name` and an
+// empty argument, it is the empty value it says. Everything after `--` is left as it is.
+std::vector<std::string> empty_values_split(int argc, char** argv) {
+  std::vector<std::string> args;
+  bool rest = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    rest = rest || a == "--";
+    if (!rest && i > 0 && a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' &&
+        a.find('=') == a.size() - 1) {
+      args.push_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+    } else {
+      args.push_back(a);
+    }
+  }
+  return args;
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc_given, char** argv_given) {
+  std::vector<std::string> arg_text = empty_values_split(argc_given, argv_given);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : arg_text) arg_ptrs.push_back(a.data());
+  arg_ptrs.push_back(nullptr);
+  const int argc = int(arg_text.size());
+  char** argv = arg_ptrs.data();
   CLI::App app{"pert: a CPU inference runtime for llama-style decoders with configurable positional encodings"};
   app.set_version_flag("--version", "pert " PERT_VERSION);
   app.require_subcommand(1);
