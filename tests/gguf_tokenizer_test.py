@@ -256,6 +256,47 @@ def test_spm_scores_encode_as_sentencepiece(text_lines, tmp_path):
     assert not problems, "\n".join(problems)
 
 
+# Phi-3's added tokens (its tokenizer.json: ids 32000-32010 after Llama 2's 32000 pieces).
+PHI3_ADDED = ["<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>",
+              "<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>"]
+
+
+@pytest.mark.parametrize("name, want", [
+    ("phi-3", {  # llama.cpp's llama-tokenize on such a file (its rule: a name holding "phi-3" or "phi3")
+        "<|user|>\nHi<|end|>\n<|assistant|>\nYes": [32010, 6324, 32007, 32001, 3869],
+        "</s> x": [2, 921],
+        "<s> x": [1, 29871, 921],  # (<s>, <unk> and <|endoftext|> keep what follows)
+        "<|endoftext|>\nx": [32000, 29871, 13, 29916]}),
+    ("Llama 2 7b", {  # no rule for other models: the whitespace stays
+        "<|user|>\nHi<|end|>\n<|assistant|>\nYes": [32010, 29871, 13, 18567, 32007, 29871, 13, 32001, 29871, 13, 8241],
+        "</s> x": [2, 29871, 921]}),
+])
+def test_phi3_gguf_drops_whitespace_after_special_tokens(tmp_path, name, want):
+    """llama.cpp sets RSTRIP on Phi-3's special tokens by general.name (GGUF carries no such flag;
+    HF's tokenizer.json has it per added token): whitespace after them is dropped."""
+    if not os.path.isfile(LLAMA_SPM):
+        pytest.skip(f"{LLAMA_SPM} missing")
+    spm = pytest.importorskip("sentencepiece")
+    sp = spm.SentencePieceProcessor()
+    sp.Load(LLAMA_SPM)
+    pieces = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())] + PHI3_ADDED
+    scores = [sp.GetScore(i) for i in range(sp.GetPieceSize())] + [0.0] * len(PHI3_ADDED)
+    types = [2 if sp.IsUnknown(i) else 3 if sp.IsControl(i) else 6 if sp.IsByte(i) else 1
+             for i in range(sp.GetPieceSize())] + [3] * len(PHI3_ADDED)
+    path = str(tmp_path / "phi3.gguf")
+    gguf.write_gguf(path, [
+        ("general.name", "string", name), ("tokenizer.ggml.model", "string", "llama"),
+        ("tokenizer.ggml.tokens", ("array", "string"), pieces), ("tokenizer.ggml.scores", ("array", "f32"), scores),
+        ("tokenizer.ggml.token_type", ("array", "i32"), types), ("tokenizer.ggml.bos_token_id", "u32", 1),
+        ("tokenizer.ggml.eos_token_id", "u32", 32000), ("tokenizer.ggml.unknown_token_id", "u32", 0),
+        ("tokenizer.ggml.add_space_prefix", "bool", True)], [])
+    pert = os.environ.get("PERT_BINARY", os.path.join(ROOT, "build", "pert"))
+    for text, ids in want.items():
+        r = subprocess.run([pert, "tokenize", "-m", path, "-p", text, "--json"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout) == ids, (text, r.stdout)
+
+
 def tokenizer_test_edge_cases():
     import tokenizer_test  # noqa: E402  (its SentencePiece edge cases: whitespace runs of 16/17/40, ...)
     return [e for e in tokenizer_test.EDGE_CASES if isinstance(e, str) and "\n" not in e]
