@@ -285,3 +285,13 @@ write("gguf", "llama_k_quants", gguf_bytes(meta, [t for t in tensors if t[1] != 
 write("gguf", "header_only", gguf_bytes([("general.architecture", "string", "llama")], []))
 write("gguf", "unknown_pre", gguf_bytes([("tokenizer.ggml.model", "string", "gpt2"), ("tokenizer.ggml.pre", "string", "nope"),
                                          ("tokenizer.ggml.tokens", ("array", "string"), ["a"])], []))
+# Round four: a Phi-3-named vocabulary (llama.cpp's rule: whitespace after its special tokens
+# dropped) and one of many empty pieces (each named [EMPTY_i], as llama.cpp names them).
+phi3 = ["<unk>", "<s>", "</s>", "▁a", "▁b", "a", "b", "▁", "<|user|>", "<|end|>", "<|endoftext|>", "<0x0A>"]
+write("gguf", "phi3_special_rstrip", gguf_bytes([
+    ("general.name", "string", "phi3"), ("tokenizer.ggml.model", "string", "llama"),
+    ("tokenizer.ggml.tokens", ("array", "string"), phi3),
+    ("tokenizer.ggml.scores", ("array", "f32"), [0.0] * 3 + [-1.0, -2.0, -3.0, -4.0, -5.0] + [0.0] * 3 + [0.0]),
+    ("tokenizer.ggml.token_type", ("array", "i32"), [2, 3, 3, 1, 1, 1, 1, 1, 3, 3, 3, 6])], []))
+write("gguf", "empty_pieces", gguf_bytes([("tokenizer.ggml.model", "string", "gpt2"), ("tokenizer.ggml.pre", "string", "gpt-2"),
+                                          ("tokenizer.ggml.tokens", ("array", "string"), ["a", "b"] + [""] * 2000)], []))
