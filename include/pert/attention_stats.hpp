@@ -9,7 +9,7 @@
 //                  k >= 1 holds distances [2^(k−1), 2^k − 1])
 // Queries fall in two ranges by position: [0, L) and [L, ∞), L the model's trained length.
 #pragma once
-#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
