@@ -5,14 +5,15 @@
 #   2. the rope model under the training-free methods (log-n, Self-Extend, ReRoPE, StreamingLLM,
 #      DCA) at the same lengths;
 #   3. the page's figures (tools/plot.py attention) and tables (tools/attention_tables.py).
-# Each run resumes (cells already in a file are skipped); the CSVs (a row per layer and head) go
-# to build/, the JSON files to docs/results/data/attention/.
-#   bash tools/attention_results.sh [-t THREADS]
+# The JSON files and figures go to $OUT (default build/results/attention, so a run computes them
+# afresh; OUT=docs/results/data/attention replaces the committed ones), the CSVs (a row per layer
+# and head) beside them. A run resumes: cells already in a file are skipped.
+#   [OUT=DIR] bash tools/attention_results.sh [-t THREADS]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 threads=()
 [ "${1:-}" = -t ] && threads=(-t "$2")
-PY=/usr/bin/python3 PERT=build/pert OUT=docs/results/data/attention
+PY=/usr/bin/python3 PERT=build/pert OUT=${OUT:-build/results/attention}
 TEXT=build/data/wikitext2_test_prefix.txt
 mkdir -p $OUT build
 $PY tools/wikitext_prefix.py $TEXT
@@ -22,14 +23,14 @@ LENGTHS=64,128,256,1024 CHUNKS=16
 
 # 1. The family.
 $PERT attention "${models[@]}" -f $TEXT --lengths $LENGTHS --chunks $CHUNKS --out $OUT/family.json \
-  --csv build/attention_family.csv -q "${threads[@]}"
+  --csv $OUT/family.csv -q "${threads[@]}"
 $PY tools/plot.py attention $OUT/family.json --lengths 1024 --out $OUT/family_8L
 # 2. The rope model under each method.
 configs=()
 for c in plain configs/extend/logn.json configs/extend/self-extend.json configs/extend/rerope.json \
          configs/extend/streaming.json configs/extend/dca.json; do configs+=(--config "$c"); done
 $PERT attention -m models/rope "${configs[@]}" -f $TEXT --lengths $LENGTHS --chunks $CHUNKS --out $OUT/methods.json \
-  --csv build/attention_methods.csv -q "${threads[@]}"
+  --csv $OUT/methods.csv -q "${threads[@]}"
 $PY tools/plot.py attention $OUT/methods.json --lengths 1024 --queries past_L --out $OUT/methods_8L
 # 3. The tables.
 $PY tools/attention_tables.py family $OUT/family.json
