@@ -31,6 +31,11 @@ struct AttentionResult {
   std::vector<std::pair<int, int>> buckets;  // [bucket]: its distances [first, last]
   AttentionMeans in_L, past_L, all;
   const AttentionMeans& range(QueryRange r) const { return r == QueryRange::InL ? in_L : r == QueryRange::PastL ? past_L : all; }
+  // The ranges a report gives: "all", and "in_L" and "past_L" too when some query is past L.
+  std::vector<QueryRange> reported_ranges() const {
+    if (past_L.queries == 0) return {QueryRange::All};
+    return {QueryRange::All, QueryRange::InL, QueryRange::PastL};
+  }
 };
 
 // Throws pert::Error when the options are invalid or the text is shorter than one window.

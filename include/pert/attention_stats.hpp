@@ -56,7 +56,6 @@ class AttentionStats {
   // statistics were left out, and the caller has no means to report.
   bool nonfinite() const;
   int buckets() const { return buckets_; }
-  int trained_length() const { return trained_length_; }
   int sink() const { return sink_; }
 
  private:

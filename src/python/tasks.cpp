@@ -133,10 +133,9 @@ py::object attention(const PyModel& self, py::object text, py::object file, py::
   py::array_t<int> buckets(std::vector<py::ssize_t>{py::ssize_t(r.buckets.size()), 2});
   for (size_t k = 0; k < r.buckets.size(); ++k) *buckets.mutable_data(k, 0) = r.buckets[k].first, *buckets.mutable_data(k, 1) = r.buckets[k].second;
   out["buckets"] = buckets;
-  for (QueryRange q : {QueryRange::All, QueryRange::InL, QueryRange::PastL}) {
+  for (QueryRange q : {QueryRange::All, QueryRange::InL, QueryRange::PastL}) queries[query_range_name(q)] = r.range(q).queries;
+  for (QueryRange q : r.reported_ranges()) {  // as the JSON: "all" alone within L
     const AttentionMeans& m = r.range(q);
-    queries[query_range_name(q)] = m.queries;
-    if (q != QueryRange::All && r.past_L.queries == 0) continue;  // as the JSON: "all" alone within L
     py::dict stats;
     stats["entropy"] = array(m.entropy, m, 0);
     stats["sink_mass"] = array(m.sink_mass, m, 0);

@@ -18,13 +18,16 @@ AttentionResult evaluate_attention(const Model& model, const std::vector<int>& t
   if (o.n_batch < 0) throw Error("attention: batch size must be >= 0, got " + std::to_string(o.n_batch));
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model.config();
-  const int n_ctx = o.n_ctx, has_bos = o.bos >= 0 ? 1 : 0, per = n_ctx - has_bos;
+  PerplexityOptions cut;  // the windows perplexity's chunks mode cuts
+  cut.n_ctx = o.n_ctx;
+  cut.bos = o.bos;
+  const int n_ctx = o.n_ctx, has_bos = o.bos >= 0 ? 1 : 0, per = window_text_tokens(cut);
   if (per < 1) throw Error("attention: a window of 1 position holds only the BOS; give a longer context");
-  const size_t available = tokens.size() / size_t(per);
+  const int available = count_windows(tokens.size(), cut);
   if (available == 0)
     throw Error("attention: the text has " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
                 std::to_string(per) + " (`n_ctx` " + std::to_string(n_ctx) + ")");
-  const int windows = int(std::min<size_t>(o.max_windows > 0 ? size_t(o.max_windows) : available, available));
+  const int windows = o.max_windows > 0 ? std::min(o.max_windows, available) : available;
   AttentionStats stats(c.n_layers, c.n_heads, n_ctx, c.max_position_embeddings > 0 ? c.max_position_embeddings : INT_MAX,
                        o.sink);
 
@@ -108,10 +111,9 @@ nlohmann::json nested(const std::vector<double>& v, int layers, int heads, int i
 nlohmann::json attention_json(const AttentionResult& r) {
   nlohmann::json buckets = nlohmann::json::array(), queries, ranges;
   for (const auto& [first, last] : r.buckets) buckets.push_back({first, last});
-  for (QueryRange q : {QueryRange::All, QueryRange::InL, QueryRange::PastL}) {
+  for (QueryRange q : {QueryRange::All, QueryRange::InL, QueryRange::PastL}) queries[query_range_name(q)] = r.range(q).queries;
+  for (QueryRange q : r.reported_ranges()) {
     const AttentionMeans& m = r.range(q);
-    queries[query_range_name(q)] = m.queries;
-    if (q != QueryRange::All && r.past_L.queries == 0) continue;  // every query in L: "all" alone
     ranges[query_range_name(q)] = {{"entropy", nested(m.entropy, m.layers, m.heads)},
                                    {"sink_mass", nested(m.sink_mass, m.layers, m.heads)},
                                    {"mean_distance", nested(m.mean_distance, m.layers, m.heads)},

@@ -3,9 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "pert/error.hpp"
 #include "pert/generate.hpp"
