@@ -15,6 +15,16 @@
 inline const std::string kRope = PERT_SOURCE_DIR "/models/rope", kAlibi = PERT_SOURCE_DIR "/models/alibi",
                          kLearned = PERT_SOURCE_DIR "/models/learned";
 
+// dir/text.txt: one sentence pair repeated on `lines` lines, a text for sweep, perplexity and
+// attention cells (40 lines: ~6 kB, lengths up to 128; 60: two windows of 256 for models/rope).
+inline fs::path repeated_story(const TempDir& dir, int lines) {
+  std::string text;
+  for (int i = 0; i < lines; ++i)
+    text += "Once upon a time there was a little girl named Lily. She liked to play with her red ball in the park.\n";
+  write_file(dir / "text.txt", text);
+  return dir / "text.txt";
+}
+
 struct Run {
   int exit_code = -1;
   std::string out, err;

@@ -10,13 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-fs::path attention_text(const TempDir& dir) {
-  std::string text;
-  for (int i = 0; i < 60; ++i)
-    text += "Once upon a time there was a little girl named Lily. She liked to play with her red ball in the park.\n";
-  write_file(dir / "text.txt", text);
-  return dir / "text.txt";
-}
+fs::path attention_text(const TempDir& dir) { return repeated_story(dir, 60); }
 
 std::vector<std::string> attention_args(const std::string& text, const std::string& out, const std::string& lengths) {
   return {"attention", "-m", kRope, "-f", text, "--lengths", lengths, "--chunks", "2", "--out", out, "-q", "-t", "1"};

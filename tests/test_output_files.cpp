@@ -33,13 +33,7 @@ std::set<std::string> names_in(const fs::path& dir) {
 }
 
 // A text of ~6 kB for perplexity and sweep cells at lengths up to 128.
-fs::path make_text(const TempDir& dir) {
-  std::string text;
-  for (int i = 0; i < 40; ++i)
-    text += "Once upon a time there was a little girl named Lily. She liked to play with her red ball in the park.\n";
-  write_file(dir / "text.txt", text);
-  return dir / "text.txt";
-}
+fs::path make_text(const TempDir& dir) { return repeated_story(dir, 40); }
 
 bool is_link(const fs::path& p) { return fs::is_symlink(fs::symlink_status(p)); }
 
