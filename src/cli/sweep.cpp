@@ -140,12 +140,6 @@ json with_settings(json sweep, const json& settings, const std::string& out) {
   return sweep;
 }
 
-void add_shard(json& sweep, const std::string& shard) {
-  json& shards = sweep["shards"];
-  if (!shards.is_array()) shards = json::array();
-  if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
-}
-
 // "3 cells missing: rope plain @256, ...": grid entries named as tables name them.
 std::string missing_text(const json& missing) {
   std::vector<std::string> names;

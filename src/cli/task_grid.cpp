@@ -106,6 +106,12 @@ void check_result_file(const json& j, const std::string& file, const std::string
 
 }  // namespace
 
+void add_shard(json& report, const json& shard) {
+  json& shards = report["shards"];
+  if (!shards.is_array()) shards = json::array();
+  if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+}
+
 FileLock results_lock(const std::string& path) {
   FileLock lock(path);
   static bool warned = false;
@@ -183,9 +189,7 @@ void ShardRun::take_in_file() {
     for (const json& c : have["cells"])
       if (!done_.count(grid_.name_of(c))) cells.push_back(c);
     report_["cells"] = in_grid_order(cells, grid_);
-    for (const json& k : have.value("shards", json::array()))
-      if (std::find(report_["shards"].begin(), report_["shards"].end(), k) == report_["shards"].end())
-        report_["shards"].push_back(k);
+    for (const json& k : have.value("shards", json::array())) add_shard(report_, k);
   }
   for (const json& c : report_["cells"]) done_.insert(grid_.name_of(c));
 }
@@ -226,10 +230,7 @@ json merge_shard_files(const std::vector<std::string>& files, const std::functio
     else
       check_same_settings(part, merged, file);
     cells.insert(cells.end(), part["cells"].begin(), part["cells"].end());
-    json& shards = merged["shards"];
-    if (!shards.is_array()) shards = json::array();
-    for (const json& k : part.value("shards", json::array()))
-      if (std::find(shards.begin(), shards.end(), k) == shards.end()) shards.push_back(k);
+    for (const json& k : part.value("shards", json::array())) add_shard(merged, k);
   }
   const GridCells grid = grid_of(merged);
   merged["cells"] = in_grid_order(cells, grid);

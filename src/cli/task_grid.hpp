@@ -22,6 +22,9 @@ namespace pert::cli {
 // has no locks, a warning (once) that writers must not share the file.
 FileLock results_lock(const std::string& path);
 
+// A result file's "shards" (the K/N of each run that wrote it) with `shard` added unless there.
+void add_shard(nlohmann::json& report, const nlohmann::json& shard);
+
 // K/N, or {0, 0} when `s` is not that (1 <= K <= N).
 std::pair<int, int> parse_shard(const std::string& s);
 // "3 cells missing: a, b, c" (the first six named), for --merge's refusal and --status.

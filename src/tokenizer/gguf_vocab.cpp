@@ -99,18 +99,17 @@ struct Vocab {
   int n() const { return int(pieces.size()); }
 };
 
-// Whitespace after these special tokens is dropped, as llama.cpp's llama_vocab::load sets
-// LLAMA_TOKEN_ATTR_RSTRIP by model name (GGUF carries no such flags; HF's tokenizer.json has them
-// as each added token's "rstrip"): for a general.name holding "phi-3" or "phi3", every control,
-// user-defined and unknown token ("*") and </s>, but not <unk>, <s> or <|endoftext|>
-// (kNotStripped). (llama.cpp strips ASCII whitespace, HF's rule any White_Space character; they
-// differ only for such a character after a special token.)
+// Whether whitespace after the file's special tokens is dropped, as llama.cpp's
+// llama_vocab::load sets LLAMA_TOKEN_ATTR_RSTRIP by model name (GGUF carries no such flags; HF's
+// tokenizer.json has them as each added token's "rstrip"): for a general.name holding "phi-3" or
+// "phi3", every control, user-defined and unknown token but those of kNotStripped (</s>, set
+// apart there, is one of them). (llama.cpp strips ASCII whitespace, HF's rule any White_Space
+// character; they differ only for such a character after a special token.)
 const std::set<std::string> kNotStripped = {"<unk>", "<s>", "<|endoftext|>"};
-std::set<std::string> rstripped_specials(const GgufFile& f) {
+bool rstrips_specials(const GgufFile& f) {
   std::string name = f.opt_string("general.name").value_or("");
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) return {"*", "</s>"};
-  return {};
+  return name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos;
 }
 
 Vocab read_vocab(const GgufFile& f) {
@@ -321,14 +320,14 @@ json tokenizer_json_from_gguf(const GgufFile& f) {
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
   json added = json::array();
-  const std::set<std::string> rstrip = rstripped_specials(f);
+  const bool rstrip = rstrips_specials(f);
   for (int i = 0; i < v.n(); ++i) {
     const int t = v.types[size_t(i)];
     const std::string& piece = v.pieces[size_t(i)];
     if (t != kControl && t != kUnknown && t != kUserDefined) continue;
-    const bool strip = rstrip.count(piece) || (rstrip.count("*") && !kNotStripped.count(piece));
     added.push_back({{"id", i}, {"content", piece}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", strip}, {"normalized", false}, {"special", t != kUserDefined}});
+                     {"rstrip", rstrip && !kNotStripped.count(piece)}, {"normalized", false},
+                     {"special", t != kUserDefined}});
   }
   j["added_tokens"] = std::move(added);
 
