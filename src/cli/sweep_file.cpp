@@ -12,7 +12,6 @@
 #include "pert/config.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
-#include "pert/output_file.hpp"
 
 namespace pert::cli {
 
@@ -443,7 +442,6 @@ std::string csv_text(const json& sweep) {
   return o.str();
 }
 
-void write_csv(const fs::path& path, const json& sweep) { write_file(path, csv_text(sweep)); }
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;

@@ -63,7 +63,6 @@ void order_cells(nlohmann::json& cells);
 // Rows model + config label + the positions actually run, columns the lengths.
 std::string markdown_table(const nlohmann::json& cells);
 std::string csv_text(const nlohmann::json& sweep);
-void write_csv(const std::filesystem::path& path, const nlohmann::json& sweep);
 // A CSV field, quoted when it holds a comma, a quote or a line break (bench -o csv too).
 std::string csv_field(const std::string& s);
 
