@@ -290,6 +290,29 @@ TEST_CASE("conventions: llama.cpp's single-dash flags are unknown options, on ev
   CHECK(r.exit_code == 0);
 }
 
+TEST_CASE("conventions: an unknown --name is named alone, with the nearest flag or pert's way for llama.cpp's", "[cli][conventions]") {
+  TempDir tmp;
+  const std::string text = story_text(tmp).string();
+  // CLI11 listed every leftover word, reversed ("4 --rope-scale yarn --rope-scaling") and hinted nothing.
+  Run r = run_pert({"perplexity", "-m", kRope, "-f", text, "--rope-scaling", "yarn", "--rope-scale", "4"});
+  require_usage(r, {"unknown option --rope-scaling; a RoPE scaling is a config key in pert: --set 'rope_scaling="});
+  CHECK(r.err.find("--rope-scale ") == std::string::npos);  // the first unknown one only
+  r = run_pert({"generate", "-m", kRope, "-p", "Once", "--rope-freq-base", "1e6"});
+  require_usage(r, {"unknown option --rope-freq-base; RoPE's base is a config key in pert: --set position.base=N"});
+  r = run_pert({"generate", "-m", kRope, "-p", "Once", "--grp-attn-n", "4"});
+  require_usage(r, {"unknown option --grp-attn-n; Self-Extend is an extend method in pert"});
+  r = run_pert({"generate", "-m", kRope, "-p", "Once", "--top_k", "5"});
+  require_usage(r, {"unknown option --top_k; did you mean --top-k? (see pert generate --help)"});
+  r = run_pert({"sweep", "-m", kRope, "-f", text, "--length=64", "--out", (tmp / "s.json").string()});
+  require_usage(r, {"unknown option --length; did you mean --lengths?"});
+  r = run_pert({"bench", "-m", kRope, "--frobnicate"});  // nothing near: no guess
+  require_usage(r, {"unknown option --frobnicate (see pert bench --help)"});
+  // A value that looks like a long option stays a value.
+  r = run_pert({"generate", "-m", kRope, "-p", "--nonsense", "-n", "2", "-t", "1"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+}
+
 TEST_CASE("conventions: --json is a flag everywhere, --json-out FILE writes a file beside the text", "[cli][conventions]") {
   TempDir tmp;
   const std::string text = story_text(tmp).string(), file = (tmp / "r.json").string();
