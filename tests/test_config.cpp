@@ -335,11 +335,25 @@ TEST_CASE("config: bad values are refused with the file and the key named", "[co
     REQUIRE_THROWS_NAMING(parse(with_scaling({{"type", "linear"}, {"factor", 2}, {"original_max_position_embeddings", 0}})),
                           ConfigError, kSource, "position.scaling.original_max_position_embeddings must be in [1,");
   }
-  SECTION("position together with rope_scaling is ambiguous") {
-    c["position"] = {{"type", "alibi"}};
+  SECTION("an HF rope_scaling beside pert's RoPE block is its scaling; beside anything else, refused") {
+    c["position"] = {{"type", "rope"}, {"base", 500}};
     c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2}};
-    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling is set together with \"position\"");
+    const auto resolved = [](const json& config) { return to_json(parse(config))["position"]; };
+    CHECK(resolved(c) == resolved(with_position({{"type", "rope"}, {"base", 500}, {"scaling", {{"type", "linear"}, {"factor", 2}}}})));
+    c["rope_scaling"] = {{"rope_type", "default"}};
+    CHECK(resolved(c) == resolved(with_position({{"type", "rope"}, {"base", 500}})));
+    c["rope_scaling"] = {{"factor", 8}};  // `set rope_scaling.factor=8` where there was none
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling has no \"rope_type\"",
+                          "rope_scaling={\"rope_type\":\"yarn\",\"factor\":8}");
+    c["position"]["scaling"] = {{"type", "ntk"}, {"factor", 2}};
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling is set together with position.scaling; keep one");
+    c["position"] = {{"type", "alibi"}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "position.type is \"alibi\", not \"rope\"");
+    c["rope_parameters"] = {{"rope_type", "default"}};
     c["rope_scaling"] = nullptr;
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_parameters is set together with \"position\"");
+    c["rope_parameters"] = nullptr;
     CHECK(parse(c).position.type() == "alibi");
   }
 }
@@ -367,6 +381,16 @@ TEST_CASE("config overrides: merge-patch files, then --set in order", "[config]"
     CHECK_FALSE(out.contains("bos_token_id"));
     const json replaced = apply_overrides(out, {{}, {"position={\"type\":\"alibi\"}"}});
     CHECK(replaced["position"] == json{{"type", "alibi"}});
+  }
+  SECTION("a --config written inline is merged as a file is, in its place among the files") {
+    write_file(tmp / "o.json", R"({"position": {"type": "alibi", "max_bias": 4}})");
+    const json out = apply_overrides(base, {{tmp / "o.json", R"( {"position": {"max_bias": 16}})"}, {}});
+    CHECK(out["position"] == json{{"type", "alibi"}, {"max_bias", 16}});
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{"{\"position\": "}, {}}), FormatError, "inline config {\"position\"",
+                          "invalid JSON");
+    REQUIRE_THROWS_NAMING(read_config_patch("[1]"), IoError, "[1]");  // not inline: a file name
+    CHECK(is_inline_config("\n {}"));
+    CHECK_FALSE(is_inline_config("configs/{x}.json"));
   }
   SECTION("files apply before --set") {
     write_file(tmp / "o.json", R"({"position": {"type": "alibi", "max_bias": 4}})");

@@ -92,7 +92,9 @@ struct ModelConfig {
 
 // Overrides applied, in order, over a model's config.json.
 struct ConfigOverrides {
-  std::vector<std::filesystem::path> files;  // JSON merge patches (RFC 7386)
+  // JSON merge patches (RFC 7386): files, or inline JSON objects where the text starts with '{'
+  // (read_config_patch), so a command line can vary a config without writing one.
+  std::vector<std::filesystem::path> files;
   std::vector<std::string> sets;             // "key.path=value"; value is JSON, else a string
   // Overrides may rescale or extend the trained scheme (SchemeConfig::identity()); replacing it
   // is a SchemeChangeError unless this is set.
@@ -102,6 +104,11 @@ struct ConfigOverrides {
   bool empty() const { return files.empty() && patches.empty() && sets.empty(); }
   std::string describe() const;  // "`config` a.json `set x=1`", as given (error.hpp: fields)
 };
+
+// A `files` entry's merge patch: the object written inline ("{...}") or the file's. Throws
+// FormatError / IoError / ConfigError (not an object) naming it.
+nlohmann::json read_config_patch(const std::filesystem::path& given);
+bool is_inline_config(const std::string& given);  // starts with '{' (after spaces)
 
 // Applies overrides to a raw config. A --set value replaces what is at its path (null
 // removes it); a file is merged as RFC 7386 says. Throws ConfigError / FormatError / IoError.

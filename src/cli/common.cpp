@@ -21,12 +21,13 @@ namespace pert::cli {
 void ConfigFlags::add_to(CLI::App& app, bool with_files) {
   if (with_files)
     app.add_option("--config", files,
-                   "JSON merged over config.json (RFC 7386 merge patch); repeatable, applied in order")
-        ->check(input_file())
+                   "JSON merged over config.json (RFC 7386 merge patch): a file, or the JSON itself, e.g. "
+                   "'{\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":8}}'; repeatable, applied in order")
+        ->check(config_patch())
         ->allow_extra_args(false);
   app.add_option("--set", sets,
                  "Set one config value: key.path=value (value is JSON, else a string; null removes); "
-                 "repeatable, applied after --config. E.g. --set rope_scaling.factor=8")
+                 "repeatable, applied after --config. E.g. --set 'rope_scaling={\"rope_type\":\"linear\",\"factor\":8}'")
       ->allow_extra_args(false);
   app.add_flag("--allow-scheme-change", allow_scheme_change,
                "Let --config/--set replace the positional scheme the model was trained with (by default they "
@@ -186,6 +187,20 @@ CLI::Validator input_file(bool streams) {
         return "";
       },
       "FILE");
+}
+
+CLI::Validator config_patch() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        try {
+          if (is_inline_config(input)) read_config_patch(input);
+          else check_input_file(input);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "FILE|JSON");
 }
 
 CLI::Validator writable_file() {

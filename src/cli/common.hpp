@@ -73,6 +73,8 @@ CLI::Validator writable_file();
 // An input file that can be read (pert::check_input_file): not missing, a directory or a device;
 // a FIFO only with `streams` (-f <(zcat text.gz)).
 CLI::Validator input_file(bool streams = false);
+// --config's value: a file, or a merge patch written inline ("{...}", parsed here).
+CLI::Validator config_patch();
 // A value that must not be empty (-m "": not "use the default" in disguise).
 CLI::Validator not_empty();
 

@@ -69,12 +69,34 @@ json position_from_hf(const json& config, const std::string& source) {
       if (type.empty()) type = scaling[key].get<std::string>();
       scaling.erase(key);
     }
-  if (type.empty()) throw ConfigError(source + ": rope_scaling has no \"rope_type\"");
+  if (type.empty())
+    throw ConfigError(source + ": rope_scaling has no \"rope_type\" (e.g. `set 'rope_scaling={\"rope_type\":\"yarn\",\"factor\":" +
+                      (scaling.contains("factor") ? scaling["factor"].dump() : std::string("4")) + "}'`)");
   if (type == "default") return pos;
   if (type == "su") type = "longrope";  // HF's legacy name
   scaling["type"] = type;
   pos["scaling"] = scaling;
   return pos;
+}
+
+// A "position" block, with an HF rope_scaling beside it read as its scaling: the way an HF
+// config rescales RoPE works on pert's own configs too (--set 'rope_scaling={...}'), as long as
+// the block is RoPE's and says nothing of scaling itself.
+json with_hf_scaling(const json& config, const std::string& source) {
+  json position = config["position"];
+  if (config.contains("rope_parameters") && !config["rope_parameters"].is_null())
+    throw ConfigError(source + ": rope_parameters is set together with \"position\"; keep one");
+  if (!config.contains("rope_scaling") || config["rope_scaling"].is_null()) return position;
+  const bool rope = position.is_object() && position.value("type", json()) == "rope";
+  if (!rope)
+    throw ConfigError(source + ": rope_scaling is set but position.type is " +
+                      json_brief(position.is_object() ? position.value("type", json()) : position) +
+                      ", not \"rope\": only RoPE rescales");
+  if (position.contains("scaling") && !position["scaling"].is_null())
+    throw ConfigError(source + ": rope_scaling is set together with position.scaling; keep one");
+  const json hf = position_from_hf(json{{"rope_scaling", config["rope_scaling"]}}, source);
+  if (hf.contains("scaling")) position["scaling"] = hf["scaling"];
+  return position;
 }
 
 void parse_position(const json& obj, int trained, const std::string& source, ModelConfig& mc) {
@@ -156,12 +178,9 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   const ArchitectureLayers arch_layers = parse_architecture(f, mc);
 
   const bool has_position = f.has("position");
-  for (const char* key : {"rope_scaling", "rope_parameters"})
-    if (has_position && config.contains(key) && !config[key].is_null())
-      f.fail(key, "is set together with \"position\"; keep one (`set " + std::string(key) + "=null`)");
   // Phi-3 style configs give the pre-extension length at the top level.
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
-  json position = has_position ? config["position"] : position_from_hf(config, source);
+  json position = has_position ? with_hf_scaling(config, source) : position_from_hf(config, source);
   if (!has_position)  // the architecture's own defaults (Gemma 3's base 1e6, Cohere 2's interleaved layout)
     for (const auto& [key, value] : arch_layers.rope_defaults.items())
       if (!position.contains(key)) position[key] = value;
@@ -186,12 +205,23 @@ std::vector<std::string> ignored_config_keys(const json& config) {
   return out;
 }
 
+bool is_inline_config(const std::string& given) {
+  const size_t first = given.find_first_not_of(" \t\n");
+  return first != std::string::npos && given[first] == '{';
+}
+
+json read_config_patch(const std::filesystem::path& given) {
+  const std::string text = given.string();
+  const bool inline_json = is_inline_config(text);
+  const std::string where = inline_json ? "inline config " + printable(text.substr(0, 60)) : text;
+  if (inline_json && text.size() > kMaxJsonBytes) throw FormatError("--config: inline JSON is larger than a config file may be");
+  const json patch = inline_json ? parse_json(text, where) : read_json_file(given);
+  if (!patch.is_object()) throw ConfigError(where + ": a config override must be a JSON object");
+  return patch;
+}
+
 json apply_overrides(json config, const ConfigOverrides& overrides) {
-  for (const auto& file : overrides.files) {
-    const json patch = read_json_file(file);
-    if (!patch.is_object()) throw ConfigError(file.string() + ": a config override must be a JSON object");
-    config.merge_patch(patch);
-  }
+  for (const auto& file : overrides.files) config.merge_patch(read_config_patch(file));
   for (const json& patch : overrides.patches) {
     if (!patch.is_object()) throw ConfigError("config: a config override must be a JSON object, got " + json_brief(patch));
     config.merge_patch(patch);
