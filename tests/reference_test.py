@@ -95,6 +95,8 @@ CASES = {
     "deberta_attention_bias": ({"type": "deberta", "max_relative_positions": 8},
                                {"qkv_bias": True, "o_bias": True, "extra_config": {"attention_bias": True}}, False),
     "fire_narrow": ({"type": "fire", "width": 8, "eps": 0.01}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3}, False),
+    "rope_block_hf_yarn": ({"type": "rope", "base": 500.0}, {"extra_config": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}},
+                           False),
     "hf_yarn_partial": (None, {"extra_config": {"rope_theta": 5000.0, "partial_rotary_factor": 0.5,
                                                 "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}, False),
     "hf_llama3_tied_mha": (None, {"tie": True, "kv_heads": 4,

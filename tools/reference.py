@@ -58,8 +58,10 @@ def load_model_dir(model_dir):
 
 def position_block(config):
     """pert's "position" block, or the HF rope keys it stands for."""
-    if config.get("position") is not None:
-        return dict(config["position"])
+    if config.get("position") is not None:  # an HF rope_scaling beside RoPE's block is its scaling
+        pos = dict(config["position"])
+        scaling = position_block({"rope_scaling": config.get("rope_scaling")}).get("scaling")
+        return dict(pos, scaling=scaling) if scaling else pos
     if config.get("rope_parameters") is not None:  # transformers v5: one object for the v4 keys
         rp = dict(config["rope_parameters"])
         config = dict(config, rope_scaling=rp)
