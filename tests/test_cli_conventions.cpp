@@ -4,6 +4,7 @@
 // checks before output, -t lists and -o formats; progress only on a terminal, --quiet; and
 // perplexity's last line as llama-perplexity's.
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -496,4 +497,43 @@ TEST_CASE("conventions: an empty --name= is an empty value, never the next argum
   // after --, arguments are left as they are
   const Run rest = run_pert({"tokenize", "-m", kRope, "--json", "--", "--prompt="});
   CHECK(rest.exit_code != 0);
+}
+
+static size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("conventions: -t past the cores not busy warns once; the default and -t 1 do not", "[cli][conventions]") {
+  TempDir tmp;
+  const std::string text = story_text(tmp).string();
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  const int cores = CPU_COUNT(&set);
+  std::vector<pid_t> spinners;  // a process running on every core: none is idle
+  for (int i = 0; i < cores; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0)
+      for (volatile unsigned long x = 0;; x = x + 1) {}
+    spinners.push_back(pid);
+  }
+  const std::string warning = "pert: warning: 2 threads on 1 core not busy now";
+  const std::vector<std::string> ppl = {"perplexity", "-m", kRope, "-f", text, "-c", "64", "--chunks", "2", "-q"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), ppl.begin(), ppl.end());
+    return run_pert(extra);
+  };
+  const Run busy = with({"-t", "2"}), one = with({"-t", "1"}), fallback = with({});
+  const Run bench = run_pert({"bench", "-m", kRope, "-p", "8", "-n", "0", "-r", "1", "-t", "1,2,3"});
+  for (pid_t pid : spinners) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+  INFO(busy.err);
+  CHECK(busy.exit_code == 0);
+  CHECK(count_of(busy.err, warning) == 1);
+  CHECK(busy.err.find("docs/speed.md") != std::string::npos);
+  CHECK(count_of(one.err, "pert: warning") == 0);
+  CHECK(count_of(fallback.err, "pert: warning") == 0);  // the default: the cores not busy
+  INFO(bench.err);
+  CHECK(count_of(bench.err, "pert: warning: ") == 1);  // once, not per thread count
 }

@@ -1,5 +1,6 @@
 // How many threads pert runs when the user does not say: the CLI and the Python module alike.
 #pragma once
+#include <string>
 
 namespace pert {
 
@@ -12,6 +13,10 @@ inline constexpr int kMaxThreads = 1024;
 // threads > 0: exactly that many; 0: OMP_NUM_THREADS when set, else default_threads(). Error
 // "threads: must be from 0 to 1024 ..." outside [0, kMaxThreads].
 void set_threads(int threads);
+
+// When the threads set (omp_get_max_threads) are more than the cores not busy right now, as -t or
+// OMP_NUM_THREADS may ask: why that runs many times slower and what to do; "" otherwise.
+std::string busy_cores_warning();
 
 // libgomp's spin before a waiting thread sleeps, as pert sets it when the user has set neither
 // OMP_WAIT_POLICY nor GOMP_SPINCOUNT (src/runtime/threads.cpp: why). libgomp reads it once, when it is

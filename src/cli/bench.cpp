@@ -161,7 +161,7 @@ void run(const BenchArgs& a) {
   std::fflush(stdout);
   if (stdout_failed()) finish_stdout();  // nowhere to write the rows: stop before the first test
   for (int threads : thread_counts) {
-    set_threads(threads);
+    use_threads(threads);
     for (const Test& t : tests) {
       const std::string test = t.name();
       const std::string bar_label = "bench " + test + (thread_counts.size() > 1 ? " -t " + std::to_string(threads) : "");

@@ -224,6 +224,16 @@ void add_threads(CLI::App& app, int& threads) {
       ->check(int_in(1, kMaxThreads));
 }
 
+void use_threads(int threads) {
+  set_threads(threads);
+  static bool warned = false;
+  if (warned || (threads == 0 && !std::getenv("OMP_NUM_THREADS"))) return;  // the default is the idle cores
+  if (const std::string warning = busy_cores_warning(); !warning.empty()) {
+    std::fprintf(stderr, "pert: warning: %s\n", warning.c_str());
+    warned = true;
+  }
+}
+
 void add_quiet(CLI::App& app, bool& quiet) {
   app.add_flag("-q,--quiet", quiet, "No progress on stderr (errors still print)");
 }

@@ -82,6 +82,9 @@ CLI::Validator not_empty();
 // the value when it is not given, runs on the cores not busy at the start, unless
 // OMP_NUM_THREADS says otherwise.
 void add_threads(CLI::App& app, int& threads);
+// set_threads(threads), then a warning on stderr (once a process) when they are more than the
+// cores not busy now.
+void use_threads(int threads);
 
 // --quiet for the long-running subcommands: no progress on stderr (errors still print).
 void add_quiet(CLI::App& app, bool& quiet);

@@ -93,7 +93,7 @@ void note_context(const GenerateArgs& a, const ModelConfig& c, const TextGenerat
 
 void run_generate(GenerateArgs& a) {
   const std::string prompt_text = read_prompt(a);
-  set_threads(a.threads);
+  use_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   TextGenerationSettings settings;
   settings.n_predict = a.n_predict;

@@ -99,7 +99,7 @@ void run(PasskeyArgs a) {
   if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
   check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}, {"--dump-prompts", a.dump_file}},
                        run_inputs({a.model_dir}, a.config.files));
-  set_threads(a.threads);
+  use_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   a.settings.cache_type = a.config.kv_type();
   a.settings.keep_prompts = !a.dump_file.empty();

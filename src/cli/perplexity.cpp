@@ -22,7 +22,7 @@ struct PerplexityArgs {
 
 void run(const PerplexityArgs& a) {
   check_distinct_paths({{"--json-out", a.json.file}}, run_inputs({a.model_dir}, a.config.files, a.eval.text_file));
-  set_threads(a.threads);
+  use_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : c.max_position_embeddings;

@@ -134,7 +134,7 @@ void run(RulerArgs a) {
   a.settings.tasks = a.tasks;
   a.settings.wording = parse_ruler_template(a.wording);
   validate(a.settings);  // before the model loads
-  set_threads(a.threads);
+  use_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   a.settings.cache_type = a.config.kv_type();
   a.settings.keep_prompts = !a.dump_file.empty();

@@ -297,7 +297,7 @@ void run_sweep(const SweepArgs& a) {
   for (const std::string& c : a.configs)
     if (c != kPlain) config_files.push_back(c);
   check_outputs(a, run_inputs(a.models, config_files, spec.text_file));
-  set_threads(a.threads);
+  use_threads(a.threads);
   const auto [shard_k, shard_n] = a.shard.empty() ? std::pair{1, 1} : parse_shard(a.shard);
   const std::vector<std::string> configs =
       unique_in_order(a.configs.empty() ? std::vector<std::string>{kPlain} : a.configs);

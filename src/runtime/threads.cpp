@@ -72,4 +72,13 @@ void set_threads(int threads) {
     omp_set_num_threads(default_threads());
 }
 
+std::string busy_cores_warning() {
+  const int threads = omp_get_max_threads(), idle = default_threads();
+  if (threads <= idle) return "";
+  return std::to_string(threads) + " threads on " + std::to_string(idle) + (idle == 1 ? " core" : " cores") +
+         " not busy now: a thread that waits at a barrier for one descheduled by another process makes every "
+         "step wait a time slice, and a run can take many times as long; without -t (and OMP_NUM_THREADS) pert takes "
+         "the cores not busy (docs/speed.md, \"Speed on a busy machine\")";
+}
+
 }  // namespace pert
