@@ -36,6 +36,18 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The public files beside the repository that the set-up converts and the tests and results read
+# (docs/data.md: what each is for and where it comes from), checked against their hashes.
+shared_missing=()
+while read -r sum file; do
+  path=../shared/data/$file
+  if [ ! -f "$path" ]; then
+    shared_missing+=("$file")
+  elif [ "$(sha256sum "$path" | cut -d' ' -f1)" != "$sum" ]; then
+    echo "setup: warning: $path differs from the file pert's results were made from (sha256 in tools/shared_data.sha256); figures may not reproduce to the digit" >&2
+  fi
+done < tools/shared_data.sha256
+
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 # Without --test only the pert binary and the Python module: the test suite and its helpers take
@@ -60,6 +72,13 @@ if [ -f ../shared/data/text/tinystories_val.txt ] && [ ! -f build/data/tinystori
 fi
 if [ -f ../shared/data/text/wikitext-2.test.tokens.txt ] && [ ! -f build/data/wikitext2_test_prefix.txt ]; then
   "$python" tools/wikitext_prefix.py build/data/wikitext2_test_prefix.txt
+fi
+
+if ((${#shared_missing[@]})); then
+  echo "setup: built, but ../shared/data lacks ${#shared_missing[*]} file(s) the Quick start and the tests read:" >&2
+  for file in "${shared_missing[@]}"; do echo "  ../shared/data/$file" >&2; done
+  echo "setup: docs/data.md says what each is and where it comes from; put them there and run the set-up again" >&2
+  exit 1
 fi
 
 if ((run_tests)); then
