@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "pert/error.hpp"
@@ -176,45 +177,38 @@ CLI::Validator not_empty() {
                         "NONEMPTY");
 }
 
-CLI::Validator input_file(bool streams) {
+namespace {
+// A validator from a check that throws pert::Error: its message is CLI11's.
+CLI::Validator checked(std::function<void(const std::string&)> check, const std::string& name) {
   return CLI::Validator(
-      [streams](std::string& input) -> std::string {
+      [check = std::move(check)](std::string& input) -> std::string {
         try {
-          check_input_file(input, streams);
+          check(input);
         } catch (const Error& e) {
           return e.what();
         }
         return "";
       },
-      "FILE");
+      name);
+}
+}  // namespace
+
+CLI::Validator input_file(bool streams) {
+  return checked([streams](const std::string& input) { check_input_file(input, streams); }, "FILE");
 }
 
 CLI::Validator config_patch() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        try {
-          if (is_inline_config(input)) read_config_patch(input);
-          else check_input_file(input);
-        } catch (const Error& e) {
-          return e.what();
-        }
-        return "";
+  return checked(
+      [](const std::string& input) {
+        if (is_inline_config(input)) read_config_patch(input);
+        else check_input_file(input);
       },
       "FILE|JSON");
 }
 
 CLI::Validator writable_file() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        if (input.empty() || input == "-") return "";
-        try {
-          check_writable(input);
-        } catch (const Error& e) {
-          return e.what();
-        }
-        return "";
-      },
-      "FILE (writable)");
+  return checked([](const std::string& input) { if (!input.empty() && input != "-") check_writable(input); },
+                 "FILE (writable)");
 }
 
 void add_threads(CLI::App& app, int& threads) {
