@@ -19,7 +19,16 @@ TEST_CASE("cli: --version, --help and usage errors", "[cli]") {
   CHECK_THAT(r.out, Catch::Matchers::Contains("--config") && Catch::Matchers::Contains("--set") &&
                         Catch::Matchers::Contains("--json"));
   require_clean_failure(run_pert({}), {"subcommand is required"});
-  require_clean_failure(run_pert({"inspect"}), {"model_dir is required"});
+  // inspect takes the model as every subcommand does (-m, the default) and positionally, once.
+  r = run_pert({"inspect"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::StartsWith("model      " PERT_SOURCE_DIR "/models/"));
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"inspect", "-m", kAlibi}, {"inspect", kAlibi}}) {
+    r = run_pert(args);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Matchers::StartsWith("model      " + kAlibi + "\n"));
+  }
+  require_clean_failure(run_pert({"inspect", "-m", kAlibi, kRope}), {"give the model once"});
   require_clean_failure(run_pert({"inspect", "--frobnicate", "x"}), {"--frobnicate"});
   require_clean_failure(run_pert({"nosuch"}), {"nosuch"});
 }

@@ -16,7 +16,7 @@ namespace pert::cli {
 namespace {
 
 struct InspectArgs {
-  std::string model_dir;
+  std::string model_dir, model_flag;  // as every subcommand takes it (-m), or positionally
   ConfigFlags config;
   bool json = false;
 };
@@ -56,7 +56,10 @@ nlohmann::json memory_estimate(const ModelDir& m, const ModelConfig& c) {
 }
 
 void run_inspect(const InspectArgs& args) {
-  ModelDir m = open_model_dir(args.model_dir, args.config.overrides());
+  if (!args.model_dir.empty() && !args.model_flag.empty())
+    throw CLI::ValidationError("MODEL", "give the model once: -m " + args.model_flag + " or " + args.model_dir);
+  ModelDir m = open_model_dir(resolve_model_dir(args.model_flag.empty() ? args.model_dir : args.model_flag),
+                              args.config.overrides());
   const ModelConfig& c = m.config;
 
   int64_t params = 0;
@@ -141,7 +144,8 @@ void run_inspect(const InspectArgs& args) {
 void add_inspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Validate a model directory or GGUF file and show its config, positions and tensors");
-  cmd->add_option("model_dir", args->model_dir, "Model directory (config.json + safetensors) or GGUF file")->required();
+  cmd->add_option("-m,--model", args->model_flag, "Model directory or GGUF file (default: models/default)")->check(not_empty());
+  cmd->add_option("model_dir", args->model_dir, "The same, as a positional argument (pert inspect MODEL)")->check(not_empty());
   args->config.add_to(*cmd);
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->callback([args] { run_inspect(*args); });
