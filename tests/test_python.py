@@ -602,3 +602,12 @@ def test_characters_the_tokenizer_cannot_encode_are_dropped_with_a_warning(tmp_p
         m.perplexity(text=" ".join([odd] * 20), n_ctx=32)
     with pytest.warns(UserWarning, match=r"^prompt: 1 character that"):
         next(iter(m.generate("\u2603 Once", n_predict=1)))
+
+
+def test_an_interpreter_without_numpy_is_told_at_import():
+    # Arrays come back as numpy's: without it pert used to import, load, and fail at the first logits.
+    code = "import sys; sys.modules['numpy'] = None; import pert"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: pert needs numpy, which this Python (") and "/usr/bin/python3" in last, last

@@ -16,6 +16,7 @@ import hashlib as _hashlib
 import json as _json
 import numbers as _numbers
 import os as _os
+import sys as _sys
 
 # libgomp reads its spin count once, when it is loaded: set it first, as the CLI does
 # (include/pert/threads.hpp, kGompSpinCount; user settings win). Without effect when something
@@ -23,8 +24,20 @@ import os as _os
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
     _os.environ["GOMP_SPINCOUNT"] = "10000"
 
-from ._pert import (Error, Generation, Model, SchemeChangeError, Session,  # noqa: E402
-                    __version__, load, set_threads, threads)
+# Arrays come back as numpy's: without numpy here the first logits would fail, long after the
+# import. Say so now, and which interpreter has it.
+try:
+    import numpy as _numpy  # noqa: E402,F401
+except ImportError as _e:
+    raise ImportError(f"pert needs numpy, which this Python ({_sys.executable}) cannot import; run Debian's "
+                      "/usr/bin/python3 (python3-numpy), or install numpy for this one") from _e
+try:
+    from ._pert import (Error, Generation, Model, SchemeChangeError, Session,  # noqa: E402
+                        __version__, load, set_threads, threads)
+except ImportError as _e:
+    raise ImportError(f"pert's compiled part (pert/_pert*.so beside this file) does not load in this Python "
+                      f"({_sys.executable}, {_sys.version.split()[0]}): it is built for the interpreter CMake found "
+                      f"(Debian's /usr/bin/python3); {_e}") from _e
 
 __all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "attention", "passkey", "ruler", "sweep",
            "merge", "set_threads", "threads", "__version__"]
