@@ -296,6 +296,30 @@ def main():
         r = run([plot, "sweep", family, "--out", prefix, "--labels", "a,b"], tmp)
         check("plot.py sweep --labels with too few names: one-line error",
               r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-500:])
+        buckets = [{"first": f, "last": 2 * f, "nll": 4.0 - f / 100, "tokens": 3} for f in (1, 3, 7, 15, 31, 63)]
+        run_file, records_file = os.path.join(tmp, "run.json"), os.path.join(tmp, "records.json")
+        with open(run_file, "w") as f:  # `pert perplexity --json-out`: one run
+            json.dump({"model_dir": "models/rope", "n_ctx": 128, "ppl": 20.0, "ppl_stderr": 1.0, "trained_length": 128,
+                       "nll_by_position": buckets}, f)
+        with open(records_file, "w") as f:  # json.dump(pert.sweep(...)): a list of records, config None = plain
+            json.dump([{"model": "models/alibi", "label": "plain", "config": None, "length": n, "ppl": 20.0 + n / 64,
+                        "trained_length": 128, "nll_by_position": buckets} for n in (64, 128)], f)
+        r = run([plot, "sweep", run_file, "--out", os.path.join(tmp, "one")], tmp)
+        check("plot.py sweep RUN.json (pert perplexity --json-out): the NLL-by-position plot of one run, no PPL plot",
+              r.returncode == 0 and os.path.getsize(os.path.join(tmp, "one_nll.png")) > 0
+              and not os.path.exists(os.path.join(tmp, "one_ppl.png")), f"exit {r.returncode}, {r.stdout!r} {r.stderr!r}")
+        r = run([plot, "sweep", records_file, run_file, "--out", os.path.join(tmp, "rec"), "--window", "128"], tmp)
+        check("plot.py sweep RECORDS.json RUN.json: pert.sweep's records and a run, both plots",
+              r.returncode == 0 and "1 alibi, 2 rope" in r.stdout
+              and all(os.path.getsize(os.path.join(tmp, f"rec_{k}.png")) > 0 for k in ("ppl", "nll")),
+              f"exit {r.returncode}, {r.stdout!r} {r.stderr!r}")
+        with open(os.path.join(tmp, "other.json"), "w") as f:
+            json.dump({"cells": "none"}, f)
+        r = run([plot, "sweep", os.path.join(tmp, "other.json"), "--out", os.path.join(tmp, "x")], tmp)
+        check("plot.py sweep on another JSON: one line naming what it reads",
+              r.returncode != 0 and r.stderr.strip().endswith("not a `pert sweep --out` file, `pert perplexity "
+                                                               "--json-out` file or JSON list of pert.sweep records"),
+              r.stderr[-500:])
         profiles = []
         for name, scale in (("rope", 1.0), ("xpos", 0.5)):
             profiles.append(os.path.join(tmp, f"{name}.json"))

@@ -3,8 +3,10 @@
 
   tools/plot.py sweep SWEEP.json [SWEEP2.json ...] --out PREFIX [--title TEXT] [--labels A,B,...]
                 [--window N]
-      -> PREFIX_ppl.png/.svg  perplexity vs evaluation length (log-log)
+      -> PREFIX_ppl.png/.svg  perplexity vs evaluation length (log-log; with more than one length)
          PREFIX_nll.png/.svg  mean NLL by position in the window, every row at one window length
+      The files: `pert sweep --out` files, `pert perplexity --json-out` files (a run of one
+      length) and JSON lists of pert.sweep records (json.dump(pert.sweep(...), f)), mixed at will.
   tools/plot.py positions PROFILE.json[+PROFILE2.json...] ... --out PREFIX [--overlay]
                 [--labels A,B,...] [--title TEXT] [--sharey all|row|none] [--cols N]
       -> PREFIX.png/.svg      attention logit vs relative distance: one panel per argument, the
@@ -68,15 +70,21 @@ FAMILIES = ["plain", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "
 TRAINED_COLOR = "0.35"
 
 
-def load_json(path, kind, check):
-    """Read one JSON file; exit with a one-line message unless check(data) holds."""
+def read_json(path):
+    """One JSON file's value (None when it is not JSON); exits with a one-line message when it
+    cannot be read."""
     try:
         with open(path) as f:
-            data = json.load(f)
+            return json.load(f)
     except OSError as e:
         sys.exit(f"plot.py: {path}: {e.strerror}")
     except ValueError:
-        data = None
+        return None
+
+
+def load_json(path, kind, check):
+    """Read one JSON file; exit with a one-line message unless check(data) holds."""
+    data = read_json(path)
     if not isinstance(data, dict) or not check(data):
         sys.exit(f"plot.py: {path}: not a pert {kind} file")
     return data
@@ -206,13 +214,36 @@ def is_sweep(d):
         for c in cells)
 
 
+def is_run(d):
+    """One `pert perplexity --json` result (Model.perplexity's dict): a cell of one length."""
+    return isinstance(d, dict) and {"model_dir", "n_ctx", "ppl", "nll_by_position"} <= d.keys()
+
+
+def is_record(d):
+    """A pert.sweep record: a cell with its grid's keys beside the run's."""
+    return isinstance(d, dict) and {"model", "config", "length"} <= d.keys() and ("error" in d or "ppl" in d)
+
+
+def sweep_cells(path):
+    """The cells of a file to plot: a `pert sweep --out` file, a `pert perplexity --json-out` file
+    (one cell: its window's NLL by position) or a JSON list of pert.sweep records."""
+    data = read_json(path)
+    if isinstance(data, dict) and is_sweep(data):
+        return data["cells"]
+    if is_run(data):
+        return [dict(data, model=data["model_dir"], config="plain", length=data["n_ctx"])]
+    if isinstance(data, list) and data and all(is_record(r) for r in data):
+        return [dict(r, config=r["config"] or "plain") for r in data]
+    sys.exit(f"plot.py: {path}: not a `pert sweep --out` file, `pert perplexity --json-out` file or JSON list of "
+             "pert.sweep records")
+
+
 def load_rows(paths):
-    """Cells of several sweep files as rows (model, config, cells by length), in order of first
+    """Cells of several files as rows (model, config, cells by length), in order of first
     appearance; a (model, config, length) seen before is skipped."""
     rows, seen = {}, set()
     for path in paths:
-        data = load_json(path, "sweep", is_sweep)
-        for c in data["cells"]:
+        for c in sweep_cells(path):
             key = (c["model"], c["config"], c["length"])
             if key in seen:
                 continue
@@ -341,7 +372,10 @@ def cmd_sweep(args):
     print("plot.py: series: " + ", ".join(f"{i + 1} {n}" for i, n in enumerate(names)))
     styles = family_styles(keys)
     trained = {c["trained_length"] for _, _, cells in rows for c in cells if c.get("trained_length")}
-    plot_ppl(rows, names, styles, trained, title, args.out)
+    if len({c["length"] for _, _, cells in rows for c in cells}) > 1:
+        plot_ppl(rows, names, styles, trained, title, args.out)
+    else:  # one run, or runs of one length: nothing to draw against length
+        print("plot.py: one evaluation length: no perplexity-vs-length plot")
     plot_nll(rows, names, styles, trained, title, args.out, args.window)
 
 
@@ -425,9 +459,11 @@ def cmd_positions(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="{sweep,positions,attention}")
-    sw = sub.add_parser("sweep", help="perplexity and NLL-by-position plots from sweep JSON files",
-                        description="PREFIX_ppl and PREFIX_nll (.png, .svg) from `pert sweep` JSON files.")
-    sw.add_argument("files", nargs="+", metavar="SWEEP.json", help="`pert sweep --out` files, read in order")
+    sw = sub.add_parser("sweep", help="perplexity and NLL-by-position plots from sweep or perplexity JSON files",
+                        description="PREFIX_ppl and PREFIX_nll (.png, .svg) from `pert sweep --out` files, "
+                                    "`pert perplexity --json-out` files or JSON lists of pert.sweep records.")
+    sw.add_argument("files", nargs="+", metavar="SWEEP.json",
+                    help="`pert sweep --out`, `pert perplexity --json-out` or pert.sweep records' files, read in order")
     sw.add_argument("--out", required=True, metavar="PREFIX", help="output path prefix")
     sw.add_argument("--title", help="first line of both titles (the model's name is added when all rows share it)")
     sw.add_argument("--labels", metavar="A,B,...", help="legend names of the rows, in the order printed")
