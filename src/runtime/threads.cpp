@@ -64,7 +64,7 @@ int default_threads() {
 
 void set_threads(int threads) {
   if (threads < 0 || threads > kMaxThreads)
-    throw Error("threads: must be from 0 (the cores not busy now) to " + std::to_string(kMaxThreads) + ", got " +
+    throw Error("threads: must be from 0 (the default: OMP_NUM_THREADS, else the cores not busy now) to " + std::to_string(kMaxThreads) + ", got " +
                 std::to_string(threads));
   if (threads > 0)
     omp_set_num_threads(threads);
