@@ -541,7 +541,7 @@ def test_objects_pert_did_not_make_are_a_type_error():
 def test_thread_counts_are_bounded_as_the_clis():
     try:
         for bad in (100000, 1025, -1):
-            with pytest.raises(pert.Error, match=r"threads: must be from 0 \(the cores not busy now\) to 1024, got"):
+            with pytest.raises(pert.Error, match=r"threads: must be from 0 \(the default: OMP_NUM_THREADS, else the cores not busy now\) to 1024, got"):
                 pert.set_threads(bad)
         pert.set_threads(1024)
         assert pert.threads() == 1024
