@@ -18,11 +18,11 @@
 
 namespace {
 
-// llama.cpp's flags include single-dash words (-ngl 99, -fa, -ctk q8_0), which CLI11 would read
-// as a short option with its value attached (-ngl: -n with the value "gl"). Every argument of
-// `sub` that is a dash and two letters or more is refused as the unknown option it is; "" when
-// there is none. Values an option takes whatever they look like (-p -abc, -n -1) are skipped.
-std::string single_dash_word(const CLI::App& sub, int argc, char** argv) {
+// The first argument of `sub` that is no option of it: a single-dash word (llama.cpp's -ngl 99,
+// -fa, -ctk q8_0, which CLI11 would read as -n with the value "gl") or a --name it does not have
+// (CLI11 would list every leftover word, reversed, with no hint); "" when there is none. Values an
+// option takes whatever they look like (-p -abc, -n -1) are skipped.
+std::string unknown_option(const CLI::App& sub, int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") break;
@@ -30,11 +30,59 @@ std::string single_dash_word(const CLI::App& sub, int argc, char** argv) {
     const bool word = arg[1] != '-' && arg.size() >= 3 && std::isalpha(static_cast<unsigned char>(arg[1])) &&
                       std::isalpha(static_cast<unsigned char>(arg[2]));
     if (word) return arg;
-    if (arg.find('=') != std::string::npos) continue;  // --name=value holds its value
-    if (const CLI::Option* opt = sub.get_option_no_throw(arg))
-      i += std::max(0, std::min(opt->get_type_size_min(), opt->get_items_expected_min()));  // what CLI11 always takes
+    const std::string name = arg.substr(0, arg.find('='));
+    const CLI::Option* opt = sub.get_option_no_throw(name);
+    if (!opt && name.size() > 2 && name[1] == '-' && name != "--help") return name;
+    if (arg.find('=') != std::string::npos || !opt) continue;  // --name=value holds its value
+    i += std::max(0, std::min(opt->get_type_size_min(), opt->get_items_expected_min()));  // what CLI11 always takes
   }
   return "";
+}
+
+// llama.cpp's flags for what pert reads from a model's config: where pert's way is.
+const std::pair<const char*, const char*> kLlamaFlags[] = {
+    {"--rope-scaling", "a RoPE scaling is a config key in pert: --set 'rope_scaling={\"rope_type\":\"yarn\",\"factor\":4}' "
+                       "or --config configs/rope/yarn-x4.json (docs/config.md)"},
+    {"--rope-scale", "a RoPE scaling is a config key in pert: --set 'rope_scaling={\"rope_type\":\"linear\",\"factor\":4}' "
+                     "(docs/config.md)"},
+    {"--rope-freq-scale", "a RoPE scaling is a config key in pert: --set 'rope_scaling={\"rope_type\":\"linear\",\"factor\":4}' "
+                          "(the factor is 1 / llama.cpp's freq-scale; docs/config.md)"},
+    {"--rope-freq-base", "RoPE's base is a config key in pert: --set rope_theta=N (docs/config.md)"},
+    {"--yarn-orig-ctx", "YaRN's original length is a config key in pert: --set rope_scaling.original_max_position_embeddings=N"},
+    {"--grp-attn-n", "Self-Extend is an extend method in pert: --config configs/extend/self-extend.json, its group and "
+                     "window as --set extend.self_extend.group=N (docs/config.md)"},
+    {"--grp-attn-w", "Self-Extend is an extend method in pert: --config configs/extend/self-extend.json, its window as "
+                     "--set extend.self_extend.window=N (docs/config.md)"},
+};
+
+// Levenshtein distance, for the nearest option's name.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// What follows "unknown option NAME": llama.cpp's way pointed to pert's, or the nearest option.
+std::string unknown_option_hint(const CLI::App& sub, const std::string& name) {
+  for (const auto& [flag, hint] : kLlamaFlags)
+    if (name == flag) return "; " + std::string(hint);
+  std::string best;
+  size_t best_distance = 3;  // at most 2 edits away
+  for (const CLI::Option* opt : sub.get_options())
+    for (const std::string& long_name : opt->get_lnames()) {
+      const size_t d = edit_distance(name, "--" + long_name);
+      if (d < best_distance) best = "--" + long_name, best_distance = d;
+    }
+  return best.empty() ? "" : "; did you mean " + best + "?";
 }
 
 // `--name=` with nothing after the sign: CLI11 would take the next argument as the value
@@ -89,8 +137,9 @@ int main(int argc_given, char** argv_given) {
       std::cerr << "pert: error: unknown subcommand '" << argv[1] << "' (see --help)\n";
       return 2;
     }
-    if (const std::string word = single_dash_word(*subs.front(), argc, argv); !word.empty()) {
-      std::cerr << "pert: error: unknown option " << word << " (see pert " << argv[1] << " --help)\n";
+    if (const std::string word = unknown_option(*subs.front(), argc, argv); !word.empty()) {
+      std::cerr << "pert: error: unknown option " << pert::printable(word) << unknown_option_hint(*subs.front(), word)
+                << " (see pert " << argv[1] << " --help)\n";
       return 2;
     }
   }
