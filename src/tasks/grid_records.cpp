@@ -31,14 +31,13 @@ std::string grid_identity(const std::vector<std::string>& models, const json& co
   json what = {{"models", json::array()}, {"configs", json::array()}, {"labels", labels}, {"lengths", lengths},
                {"settings", settings}};
   for (const std::string& m : models) what["models"].push_back({real_path(m), model_hash(m)});
-  for (const json& c : configs) {
+  // A file that cannot be read is named as it is (its cells' load or run says why).
+  auto content = [](const std::string& path) {
     std::error_code ec;
-    if (c.is_string() && std::filesystem::is_regular_file(c.get<std::string>(), ec))
-      what["configs"].push_back(content_hash(c.get<std::string>()));
-    else
-      what["configs"].push_back(c.is_null() ? json(kPlain) : c);  // a patch, or a file not found (the load says so)
-  }
-  if (!text_file.empty()) what["settings"]["file"] = content_hash(text_file);
+    return std::filesystem::is_regular_file(path, ec) ? content_hash(path) : "missing " + path;
+  };
+  for (const json& c : configs) what["configs"].push_back(c.is_string() ? json(content(c)) : c.is_null() ? json(kPlain) : c);
+  if (!text_file.empty()) what["settings"]["file"] = content(text_file);
   return bytes_hash(what.dump());
 }
 
