@@ -60,8 +60,8 @@ class Measure {
   virtual std::string csv(const nlohmann::json& sweep) const = 0;
 };
 
-// A grid as its front end asks for it. Messages name the CLI's flags (--out, --label, --config),
-// which the Python module's keywords mirror.
+// A grid run into a results file, as `pert sweep` and `pert attention` ask for it (messages name
+// their flags: --out, --label, --config).
 struct GridRequest {
   std::string command = "sweep";  // "sweep", "attention": for messages
   std::vector<std::string> models;
