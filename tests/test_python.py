@@ -240,6 +240,26 @@ def test_sweep_records_equal_pert_sweep(tmp_path):
         pert.merge(huge)
 
 
+def test_merge_refuses_shards_of_grids_the_cli_would_refuse(tmp_path):
+    """The grid's identity is the library's (pert/grid.hpp), as `pert sweep --merge` compares files:
+    a text or config edited between two shards, or a model retrained in place, is another grid,
+    while one model spelled two ways ("models/x" and "models/x/") is the same."""
+    text, config = tmp_path / "text.txt", tmp_path / "c.json"
+    text.write_text(open(TEXT).read()[:20000])
+    config.write_text('{"rope_theta": 10000}')
+    def shard(k, model=STORIES):
+        return pert.sweep([model], [64, 128], configs=[config], file=text, chunks=1, shard=f"{k}/2")
+    first = shard(1)
+    assert [r["index"] for r in pert.merge(first, shard(2, STORIES + "/"))] == [0, 1]
+    text.write_text(open(TEXT).read()[:20000] + "\nOne more line.\n")
+    with pytest.raises(pert.Error, match="different grids"):
+        pert.merge(first, shard(2))
+    text.write_text(open(TEXT).read()[:20000])
+    config.write_text('{"rope_theta": 20000}')
+    with pytest.raises(pert.Error, match="different grids"):
+        pert.merge(first, shard(2))
+
+
 def test_positions_equal_the_cli(stories):
     want = cli_json("positions", "-m", STORIES, "--distance", "100")  # (no threads: one loop)
     got = stories.positions(distance=100)

@@ -46,6 +46,9 @@ std::string printable(std::string_view text);
 // character escaped.
 std::string printable_lines(std::string_view text);
 
+// A JSON file's text as pert writes its results: indented by 2, invalid UTF-8 replaced, a final newline.
+std::string json_file_text(const nlohmann::json& value);
+
 // A short rendering of a JSON value for error messages (long values are cut).
 std::string json_brief(const nlohmann::json& value);
 

@@ -7,7 +7,7 @@
 
 #include "common.hpp"
 #include "sweep.hpp"
-#include "sweep_file.hpp"
+#include "pert/grid_file.hpp"
 #include "pert/attention_report.hpp"
 #include "pert/progress.hpp"
 
@@ -43,7 +43,7 @@ std::string number(double v, const char* format) {
   return s;
 }
 
-class AttentionMeasure : public Measure {
+class AttentionMeasure : public MeasureWithFlags {
  public:
   const char* name() const override { return "attention"; }
 

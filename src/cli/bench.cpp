@@ -22,7 +22,7 @@
 #include "pert/error.hpp"
 #include "pert/gguf_model.hpp"
 #include "pert/model_dir.hpp"
-#include "sweep_file.hpp"
+#include "pert/grid_file.hpp"
 
 namespace pert::cli {
 

@@ -261,7 +261,7 @@ std::vector<NamedPath> run_inputs(const std::vector<std::string>& model_dirs, co
 }
 
 void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
-  write_file(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  write_file(path, json_file_text(j));
 }
 
 nlohmann::json cpu_json() {

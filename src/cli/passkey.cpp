@@ -9,7 +9,6 @@
 #include "task_grid.hpp"
 #include "pert/output_file.hpp"
 #include "pert/passkey.hpp"
-#include "pert/progress.hpp"
 
 namespace pert::cli {
 
@@ -17,14 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-struct PasskeyArgs {
-  std::string model_dir, csv_file, dump_file;
-  ShardFlags shards;
+struct PasskeyArgs : TaskFlags {
   PasskeySettings settings;
-  int threads = 0;
-  bool quiet = false;
-  JsonFlags json;
-  ConfigFlags config;
 };
 
 void write_csv(const std::string& path, const json& cells) {
@@ -83,53 +76,27 @@ void print_table(const json& result) {
   }
 }
 
-// The outputs asked for; `file_written`: --json-out holds the result already (a shard's file).
-void finish(const PasskeyArgs& a, const json& result, bool file_written) {
-  if (!a.csv_file.empty()) write_csv(a.csv_file, result["cells"]);
-  JsonFlags out = a.json;
-  if (file_written) out.file.clear();
-  if (out.write(result)) return;
-  print_table(result);
-}
-
-void run(PasskeyArgs a) {
-  a.shards.check("passkey", a.json.file, a.dump_file);
-  if (!a.shards.merge.empty())
-    return finish(a, a.shards.merged("passkey", a.json.file, a.csv_file, passkey_grid), false);
+void run(const PasskeyArgs& a) {
+  const TaskOutputs task{"passkey", passkey_grid, write_csv, print_table};
+  if (merge_task(a, task)) return;
   if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
   check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}, {"--dump-prompts", a.dump_file}},
                        run_inputs({a.model_dir}, a.config.files));
-  use_threads(a.threads);
-  const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
-  a.settings.cache_type = a.config.kv_type();
-  a.settings.keep_prompts = !a.dump_file.empty();
-  const std::string dtype = resolved_dtype(a.config.dtype, m.dir);
-  auto report = [&](const std::vector<PasskeyCell>& cells) {
-    json r = passkey_report(m.dir.string(), m.model->config(), a.settings, dtype, cells);
-    r["config"] = a.config.files;
-    r["set"] = a.config.sets;
-    return r;
-  };
-  const std::unique_ptr<ShardRun> shard =
-      open_shard(a.shards, a.json.file, report({}), m.dir.string(), passkey_grid, "passkey", a.settings.wanted);
-  Progress bar("passkey", "prompts", a.quiet);
-  const std::vector<PasskeyCell> cells = run_passkey(
-      *m.model, m.tokenizer, a.settings, [&](long long done, long long total) { bar.update(done, total); },
-      [&](const PasskeyCell& cell) {
-        if (shard) shard->add(report({cell})["cells"][0]);
+  run_task<PasskeySettings, PasskeyCell>(
+      a, task, a.settings,
+      [](const LoadedModel& m, const PasskeySettings& s, const auto& progress, const auto& cell_done) {
+        return run_passkey(*m.model, m.tokenizer, s, progress, cell_done);
+      },
+      [](const LoadedModel& m, const PasskeySettings& s, const std::string& dtype, const std::vector<PasskeyCell>& cells) {
+        return passkey_report(m.dir.string(), m.model->config(), s, dtype, cells);
+      },
+      [](const std::vector<PasskeyCell>& cells) {
+        json prompts = json::array();
+        for (const PasskeyCell& cell : cells)
+          for (const PasskeyTrial& t : cell.results)
+            prompts.push_back({{"length", cell.length}, {"depth", cell.depth}, {"trial", t.trial}, {"ids", t.prompt}});
+        return prompts;
       });
-  bar.finish();
-  if (shard) return finish(a, shard->result(), true);  // the shard's file written after each cell
-  json result = report(cells);
-  if (!a.dump_file.empty()) {
-    json dump = result, prompts = json::array();
-    for (const PasskeyCell& cell : cells)
-      for (const PasskeyTrial& t : cell.results)
-        prompts.push_back({{"length", cell.length}, {"depth", cell.depth}, {"trial", t.trial}, {"ids", t.prompt}});
-    dump["prompts"] = prompts;
-    write_json(a.dump_file, dump);
-  }
-  finish(a, result, false);
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include "task_grid.hpp"
 #include "pert/output_file.hpp"
 #include "pert/passkey.hpp"
-#include "pert/progress.hpp"
 #include "pert/ruler.hpp"
 
 namespace pert::cli {
@@ -19,15 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-struct RulerArgs {
-  std::string model_dir, csv_file, dump_file, wording = "short";
+struct RulerArgs : TaskFlags {
+  std::string wording = "short";
   std::vector<std::string> tasks = {"niah_single_1"};
-  ShardFlags shards;
   RulerSettings settings;
-  int threads = 0;
-  bool quiet = false;
-  JsonFlags json;
-  ConfigFlags config;
 };
 
 void write_ruler_csv(const std::string& path, const json& cells) {
@@ -114,18 +108,9 @@ GridCells ruler_grid(const json& result) {
   return grid;
 }
 
-void finish_ruler(const RulerArgs& a, const json& result, bool file_written) {
-  if (!a.csv_file.empty()) write_ruler_csv(a.csv_file, result["cells"]);
-  JsonFlags out = a.json;
-  if (file_written) out.file.clear();
-  if (out.write(result)) return;
-  print_ruler_table(result);
-}
-
 void run(RulerArgs a) {
-  a.shards.check("ruler", a.json.file, a.dump_file);
-  if (!a.shards.merge.empty())
-    return finish_ruler(a, a.shards.merged("ruler", a.json.file, a.csv_file, ruler_grid), false);
+  const TaskOutputs task{"ruler", ruler_grid, write_ruler_csv, print_ruler_table};
+  if (merge_task(a, task)) return;
   if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
   std::vector<NamedPath> inputs = run_inputs({a.model_dir}, a.config.files);
   if (!a.settings.essay_path.empty()) inputs.push_back({"--essay", a.settings.essay_path});
@@ -134,41 +119,25 @@ void run(RulerArgs a) {
   a.settings.tasks = a.tasks;
   a.settings.wording = parse_ruler_template(a.wording);
   validate(a.settings);  // before the model loads
-  use_threads(a.threads);
-  const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
-  a.settings.cache_type = a.config.kv_type();
-  a.settings.keep_prompts = !a.dump_file.empty();
-  const std::string dtype = resolved_dtype(a.config.dtype, m.dir);
-  auto report = [&](const std::vector<RulerCell>& cells) {
-    json r = ruler_report(m.dir.string(), m.model->config(), a.settings, dtype, cells);
-    for (json& c : r["cells"])
-      if (c.contains("skipped")) c["skipped"] = cli_words(c["skipped"].get<std::string>());
-    r["config"] = a.config.files;
-    r["set"] = a.config.sets;
-    return r;
-  };
-  const std::unique_ptr<ShardRun> shard =
-      open_shard(a.shards, a.json.file, report({}), m.dir.string(), ruler_grid, "ruler", a.settings.wanted);
-  Progress bar("ruler", "prompts", a.quiet);
-  const std::vector<RulerCell> cells = run_ruler(
-      *m.model, m.tokenizer, a.settings, [&](long long done, long long total) { bar.update(done, total); },
-      [&](const RulerCell& cell) {
-        if (shard) shard->add(report({cell})["cells"][0]);
+  run_task<RulerSettings, RulerCell>(
+      a, task, a.settings,
+      [](const LoadedModel& m, const RulerSettings& s, const auto& progress, const auto& cell_done) {
+        return run_ruler(*m.model, m.tokenizer, s, progress, cell_done);
+      },
+      [](const LoadedModel& m, const RulerSettings& s, const std::string& dtype, const std::vector<RulerCell>& cells) {
+        json r = ruler_report(m.dir.string(), m.model->config(), s, dtype, cells);
+        for (json& c : r["cells"])
+          if (c.contains("skipped")) c["skipped"] = cli_words(c["skipped"].get<std::string>());
+        return r;
+      },
+      [](const std::vector<RulerCell>& cells) {
+        json prompts = json::array();
+        for (const RulerCell& cell : cells)
+          for (const RulerTrial& t : cell.results)
+            prompts.push_back({{"task", cell.task}, {"length", cell.length}, {"depth", cell.depth}, {"trial", t.trial},
+                               {"ids", t.prompt}});
+        return prompts;
       });
-  bar.finish();
-  if (shard) return finish_ruler(a, shard->result(), true);  // the shard's file written after each cell
-
-  json result = report(cells);
-  if (!a.dump_file.empty()) {
-    json dump = result, prompts = json::array();
-    for (const RulerCell& cell : cells)
-      for (const RulerTrial& t : cell.results)
-        prompts.push_back({{"task", cell.task}, {"length", cell.length}, {"depth", cell.depth}, {"trial", t.trial},
-                           {"ids", t.prompt}});
-    dump["prompts"] = prompts;
-    write_json(a.dump_file, dump);
-  }
-  finish_ruler(a, result, false);
 }
 
 }  // namespace

@@ -1,40 +1,21 @@
-// `pert passkey` and `pert ruler` as shards of a grid, as `pert sweep` is: with --shard K/N a run
-// does the cells whose index % N == K - 1, its --json-out saved after every cell (whole or not
-// at all) and resumed by a rerun (a requeued Slurm task computes no finished cell again);
-// --merge joins the shards' files, refusing while a cell of the grid is missing.
+// What `pert passkey` and `pert ruler` share: their model, output and shard flags, and their run
+// from the flags to the outputs, whole or as a shard (pert/grid_shards.hpp: --shard K/N, resumed
+// from --json-out; --merge joins the shards' files).
 #pragma once
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common.hpp"
+#include "pert/grid_shards.hpp"
 #include "pert/output_file.hpp"
+#include "pert/progress.hpp"
 
 namespace pert::cli {
-
-// The lock of a results file that several runs may write (shards of one grid given one file, a
-// rerun beside the first): writers take turns re-reading and adding to it. Where the filesystem
-// has no locks, a warning (once) that writers must not share the file.
-FileLock results_lock(const std::string& path);
-
-// A result file's "shards" (the K/N of each run that wrote it) with `shard` added unless there.
-void add_shard(nlohmann::json& report, const nlohmann::json& shard);
-
-// K/N, or {0, 0} when `s` is not that (1 <= K <= N).
-std::pair<int, int> parse_shard(const std::string& s);
-// "3 cells missing: a, b, c" (the first six named), for --merge's refusal and --status.
-std::string missing_cells_text(const std::vector<std::string>& missing);
-
-// A grid's cells in order, by name ("128 @ depth 0.25"), and the name of a result's cell.
-struct GridCells {
-  std::vector<std::string> names;
-  std::function<std::string(const nlohmann::json& cell)> name_of;
-};
 
 // --shard K/N, --merge FILES and --partial, as `pert passkey` and `pert ruler` take them.
 struct ShardFlags {
@@ -42,45 +23,67 @@ struct ShardFlags {
   std::vector<std::string> merge;
   bool partial = false;
   void add_to(CLI::App& app, const std::string& cells);  // cells: "(length, depth) cells"
-  // Error on flags that do not go together (`json_out`: --json-out's file).
-  void check(const std::string& command, const std::string& json_out, const std::string& dump_file) const;
-  // --merge's result (merge_shard_files), the outputs checked apart from the files merged first.
-  nlohmann::json merged(const std::string& command, const std::string& json_out, const std::string& csv,
-                        const std::function<GridCells(const nlohmann::json&)>& grid_of) const;
 };
 
-// One shard's run: what its file has, the cells still to do, and saving after each new cell.
-class ShardRun {
- public:
-  // `report`: the run's result with no cells (its settings; "model_hash" among them); an
-  // existing `path` of the same settings is resumed, of others refused (Error naming the first
-  // that differs). `command`: "passkey" or "ruler", for messages.
-  ShardRun(std::string path, nlohmann::json report, GridCells grid, std::string shard, const std::string& command);
-  bool wanted(int index) const;  // in this shard and not in the file yet
-  // A cell done: into the file, under its lock, beside the cells other writers put there meanwhile.
-  void add(const nlohmann::json& cell);
-  const nlohmann::json& result() const { return report_; }  // the settings and every cell so far
-
- private:
-  void take_in_file();
-  std::string path_, command_;
-  nlohmann::json report_;
-  GridCells grid_;
-  int k_ = 1, n_ = 1;
-  std::set<std::string> done_;
+// The flags both tasks take besides their settings.
+struct TaskFlags {
+  std::string model_dir, csv_file, dump_file;
+  ShardFlags shards;
+  int threads = 0;
+  bool quiet = false;
+  JsonFlags json;
+  ConfigFlags config;
 };
 
-// With --shard: the run's shard (`head`, its report with no cells, gets the model's hash; an
-// existing file resumed), and `wanted` set to its cells still to do; nullptr without --shard.
-std::unique_ptr<ShardRun> open_shard(const ShardFlags& flags, const std::string& json_out, nlohmann::json head,
-                                     const std::string& model_dir,
-                                     const std::function<GridCells(const nlohmann::json&)>& grid_of,
-                                     const std::string& command, std::function<bool(int)>& wanted);
+// A task as its command shows it: its name, its grid, its CSV and its table.
+struct TaskOutputs {
+  std::string command;  // "passkey", "ruler"
+  GridOf grid;
+  std::function<void(const std::string& path, const nlohmann::json& cells)> write_csv;
+  std::function<void(const nlohmann::json& result)> print_table;
+};
 
-// --merge: the files' cells under their common settings, in grid order, `grid_of` giving a
-// report's grid. Error naming the missing cells unless `partial` (then a warning).
-nlohmann::json merge_shard_files(const std::vector<std::string>& files,
-                                 const std::function<GridCells(const nlohmann::json&)>& grid_of, bool partial,
-                                 const std::string& command);
+// Error on flags that do not go together; with --merge, the merged files' outputs (true: done).
+bool merge_task(const TaskFlags& a, const TaskOutputs& task);
+// The outputs asked for; `file_written`: --json-out holds the result already (a shard's file).
+void finish_task(const TaskFlags& a, const TaskOutputs& task, const nlohmann::json& result, bool file_written);
+// --shard's run (nullptr without --shard), `wanted` set to its cells still to do.
+std::unique_ptr<ShardRun> open_task_shard(const TaskFlags& a, const TaskOutputs& task, const nlohmann::json& head,
+                                          const std::string& model_dir, std::function<bool(int)>& wanted);
+
+// The run of a task with settings `S` and cells `C`, after its own checks: the model loaded, the
+// cells run (a shard's, or all) with a progress bar, the outputs and --dump-prompts written.
+// `run(model, settings, progress, cell_done)` runs the cells; `report(model, settings, dtype,
+// cells)` is the JSON result; `prompts(cells)` each prompt's entry with its ids.
+template <class S, class C, class Run, class Report, class Prompts>
+void run_task(const TaskFlags& a, const TaskOutputs& task, S settings, Run run, Report report, Prompts prompts) {
+  use_threads(a.threads);
+  const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
+  settings.cache_type = a.config.kv_type();
+  settings.keep_prompts = !a.dump_file.empty();
+  const std::string dtype = resolved_dtype(a.config.dtype, m.dir);
+  auto result_of = [&](const std::vector<C>& cells) {
+    nlohmann::json r = report(m, settings, dtype, cells);
+    r["config"] = a.config.files;
+    r["set"] = a.config.sets;
+    return r;
+  };
+  const std::unique_ptr<ShardRun> shard = open_task_shard(a, task, result_of({}), m.dir.string(), settings.wanted);
+  Progress bar(task.command, "prompts", a.quiet);
+  const std::vector<C> cells = run(
+      m, settings, [&](long long done, long long total) { bar.update(done, total); },
+      [&](const C& cell) {
+        if (shard) shard->add(result_of({cell})["cells"][0]);
+      });
+  bar.finish();
+  if (shard) return finish_task(a, task, shard->result(), true);  // the shard's file written after each cell
+  const nlohmann::json result = result_of(cells);
+  if (!a.dump_file.empty()) {
+    nlohmann::json dump = result;
+    dump["prompts"] = prompts(cells);
+    write_json(a.dump_file, dump);
+  }
+  finish_task(a, task, result, false);
+}
 
 }  // namespace pert::cli

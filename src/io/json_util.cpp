@@ -132,6 +132,10 @@ std::string json_error_text(const nlohmann::json::exception& e) {
   return pos == std::string::npos ? what : what.substr(pos + 2);
 }
 
+std::string json_file_text(const nlohmann::json& value) {
+  return value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 std::string json_brief(const nlohmann::json& value) {
   std::string s = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";

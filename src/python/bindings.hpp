@@ -119,6 +119,9 @@ py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<do
 py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,
                  std::vector<double> depths, int trials, long long seed, const std::string& wording,
                  const std::string& essay, const std::string& cache_type, const py::object& progress);
+// pert.sweep's and pert.merge's grid (grid.cpp): _grid_plan and _merge_plan, added to the module.
+void add_grid(py::module_& m);
+
 py::array_t<double> positions(const PyModel& self, std::optional<int> distance_in, std::optional<int> query_in,
                               int layer);
 

@@ -105,6 +105,7 @@ std::string python_words(const std::string& message) {
   static const std::pair<const char*, const char*> kKeywords[] = {
       {"n_keep", "keep"},         {"max_windows", "chunks"},  {"n_buckets", "buckets"}, {"temperature", "temp"},
       {"max_distance", "distance"}, {"allow_scheme_change", "allow_scheme_change=True"},
+      {"partial", "partial=True"},
   };
   return render_fields(message, [](const std::string& field) -> std::string {
     if (field.rfind("set ", 0) == 0) {  // `set K=V`: V as JSON reads it, else a string

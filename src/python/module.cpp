@@ -1,9 +1,10 @@
 // The Python module `pert` (its compiled part, pert._pert): models, logits as numpy arrays,
 // sessions for incremental decoding, generation as an iterator, perplexity and the distance
 // profile, over the same library the CLI runs (the task bindings in tasks.cpp, conversions in
-// convert.cpp, what they share in bindings.hpp). The GIL is released while pert computes; every
-// pert::Error reaches Python as pert.Error with the CLI's one-line message. src/python/pert/
-// __init__.py adds what is simpler in Python (sweep) and the thread settings.
+// convert.cpp, the sweep's grid in grid.cpp, what they share in bindings.hpp). The GIL is
+// released while pert computes; every pert::Error reaches Python as pert.Error with the CLI's
+// one-line message. src/python/pert/__init__.py adds sweep and merge (over grid.cpp's calls)
+// and the thread settings.
 #include "bindings.hpp"
 
 #include <omp.h>
@@ -325,4 +326,5 @@ PYBIND11_MODULE(_pert, m) {
   m.def("load", &load, py::arg("dir"), py::arg("config") = py::none(), py::arg("set") = py::none(),
         py::arg("allow_scheme_change") = false, py::arg("dtype") = "auto",
         "Loads a model directory; config: a JSON merge-patch file or a dict; set: {\"key.path\": value}");
+  add_grid(m);
 }

@@ -4,19 +4,19 @@
 #include <cstdint>
 #include <string>
 
-#include "../../src/cli/sweep_file.hpp"
 #include "fuzz_util.hpp"
+#include "pert/grid_file.hpp"
 #include "pert/json_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::expect_pert_errors("sweep", [&] {
-    nlohmann::json sweep = pert::cli::parse_sweep(pert::parse_json(fuzz::bytes(data, size), "fuzz/sweep.json"),
-                                                  "fuzz/sweep.json");
-    pert::cli::order_cells(sweep["cells"]);
-    (void)pert::cli::markdown_table(sweep["cells"]);
-    (void)pert::cli::csv_text(sweep);
-    for (const nlohmann::json& c : sweep["cells"]) (void)pert::cli::cell_key(c);
-    (void)pert::cli::comparable_settings(sweep["settings"]);
+    nlohmann::json sweep =
+        pert::parse_sweep(pert::parse_json(fuzz::bytes(data, size), "fuzz/sweep.json"), "fuzz/sweep.json");
+    pert::order_cells(sweep["cells"]);
+    (void)pert::markdown_table(sweep["cells"]);
+    (void)pert::csv_text(sweep);
+    for (const nlohmann::json& c : sweep["cells"]) (void)pert::cell_key(c);
+    (void)pert::comparable_settings(sweep["settings"]);
   });
   return 0;
 }

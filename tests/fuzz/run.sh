@@ -83,14 +83,13 @@ for obj in "${objects[@]}"; do [ -f "$obj" ] || { echo "tests/fuzz/run.sh: $obj 
 # exit code left in its work folder.
 # One harness's binary, unless it is newer than everything it is made of.
 build_one() {
-  local name=$1 extra=() bin=$out/fuzz_$1
-  [ "$name" = sweep ] && extra=(src/cli/sweep_file.cpp)  # the reader is the CLI's
-  if [ -f "$bin" ] && [ -z "$(find tests/fuzz/fuzz_$name.cpp tests/fuzz/*.hpp "${extra[@]}" "${extra[@]/%.cpp/.hpp}" \
+  local name=$1 bin=$out/fuzz_$1
+  if [ -f "$bin" ] && [ -z "$(find tests/fuzz/fuzz_$name.cpp tests/fuzz/*.hpp \
                                   "${objects[@]}" include -newer "$bin" -print -quit)" ]; then
     return 0
   fi
   rm -f "$bin"
-  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${extra[@]}" "${objects[@]}" \
+  clang++ "${flags[@]}" tests/fuzz/fuzz_$name.cpp "${objects[@]}" \
     $(pkg-config --libs libpcre2-8 libutf8proc) -o "$bin"
 }
 

@@ -10,10 +10,8 @@
     pert.ruler(m, ["niah_single_1", "vt"], [128, 512])  # a dict, as `pert ruler --json`
 
 Errors are pert.Error carrying the library's one-line message, settings named by keyword. The compiled part is pert._pert;
-what is simpler in Python (sweep) is here.
+sweep and merge are here, over its grid (pert/grid.hpp: the cells of a shard, the grid's identity, a merge's checks).
 """
-import hashlib as _hashlib
-import json as _json
 import numbers as _numbers
 import os as _os
 import sys as _sys
@@ -32,6 +30,7 @@ except ImportError as _e:
     raise ImportError(f"pert needs numpy, which this Python ({_sys.executable}) cannot import; run Debian's "
                       "/usr/bin/python3 (python3-numpy), or install numpy for this one") from _e
 try:
+    from . import _pert  # noqa: E402
     from ._pert import (Error, Generation, Model, SchemeChangeError, Session,  # noqa: E402
                         __version__, load, set_threads, threads)
 except ImportError as _e:
@@ -115,29 +114,24 @@ def _lengths(lengths):
     return out
 
 
-def _grid_id(models, configs, labels, lengths, settings):
-    """What makes two sweeps' records one grid's, as 16 hex digits: the models, configs, labels
-    and lengths in order and every setting the cells depend on (a text by its content)."""
-    def plain(v):
-        if hasattr(v, "tolist"):
-            return v.tolist()
-        if isinstance(v, (str, int, float, bool)) or v is None:
-            return v
-        if isinstance(v, dict):
-            return {str(k): plain(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        return _os.fspath(v) if isinstance(v, _os.PathLike) else repr(v)
-    what = {"models": [_os.fspath(m) for m in models], "configs": plain(configs), "labels": labels,
-            "lengths": lengths, "settings": plain(settings)}
-    return _hashlib.sha256(_json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+def _plain(v):
+    """v as JSON values (numpy arrays as lists, paths as strings), for the grid's identity."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return _os.fspath(v) if isinstance(v, _os.PathLike) else repr(v)
 
 
 def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_scheme_change=False, dtype="f32",
           progress=False, shard=None, **evaluation):
-    """Perplexity of every model x config x length, one record (a dict) per cell, ready for
-    pandas.DataFrame: model, label, config, length, index (the cell's place in the grid), cells
-    (the grid's size), then Model.perplexity's keys.
+    """Perplexity of every model x config x length, one record (a dict) per cell (pandas.DataFrame
+    takes the list as it is, where pandas is installed): model, label, config, length, index (the
+    cell's place in the grid), cells (the grid's size), then Model.perplexity's keys.
 
     shard="K/N" (or (K, N)) runs only share K of N of the cells, as `pert sweep --shard`: the
     cells whose index % N == K - 1; pert.merge(shard records...) joins the shards' records.
@@ -161,41 +155,40 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
     if len(set_of := {*labels}) != len(labels):
         raise Error(f"labels: a label names two configs ({', '.join(sorted(l for l in set_of if labels.count(l) > 1))})")
     k, n_shards = _shard(shard)
+    configs = [c if isinstance(c, dict) or c is None else _os.fspath(c) for c in configs]
+    models = [_os.fspath(m) for m in models]
+    # The grid (pert/grid.hpp): the shard's cells, the grid's size and its identity, which pert.merge compares.
+    plan = _pert._grid_plan(models, [_plain(c) for c in configs], labels, lengths, f"{k}/{n_shards}",
+                            _plain({"set": set, "allow_scheme_change": allow_scheme_change, "dtype": dtype, **evaluation}),
+                            evaluation.get("file"))
+    grid, grid_id, mine = plan["cells"], plan["grid"], len(plan["places"])
     records = []
-    grid = len(models) * len(configs) * len(lengths)
-    grid_id = _grid_id(models, configs, labels, lengths, {"set": set, "allow_scheme_change": allow_scheme_change,
-                                                          "dtype": dtype, **evaluation})
-    mine = len(range(k - 1, grid, n_shards))
-    index = 0
-    for model_dir in models:
-        for config, label in zip(configs, labels):
-            head = {"model": _os.fspath(model_dir), "label": label,
-                    "config": config if isinstance(config, dict) or config is None else _os.fspath(config)}
-            row = [i for i in range(index, index + len(lengths)) if i % n_shards == k - 1]
-            index += len(lengths)
-            if not row:
-                continue
-            cells = [(i, lengths[i - (index - len(lengths))]) for i in row]
+    loaded, m, load_error = None, None, None
+    for i, model_at, config_at, length_at in plan["places"]:
+        config, label, n = configs[config_at], labels[config_at], lengths[length_at]
+        record = {"model": models[model_at], "label": label, "config": config, "length": n, "index": i, "cells": grid,
+                  "grid": grid_id}
+        if loaded != (model_at, config_at):  # each (model, config) loaded once: the places come in its order
+            loaded, m, load_error = (model_at, config_at), None, None
             try:
-                m = load(model_dir, config=config, set=set, allow_scheme_change=allow_scheme_change, dtype=dtype)
+                m = load(models[model_at], config=config, set=set, allow_scheme_change=allow_scheme_change, dtype=dtype)
             except SchemeChangeError as e:
-                records += [{**head, "length": n, "index": i, "cells": grid, "grid": grid_id, "error": str(e)}
-                            for i, n in cells]
-                continue
-            for i, n in cells:
-                record = {**head, "length": n, "index": i, "cells": grid, "grid": grid_id}
-                try:
-                    record.update(m.perplexity(n_ctx=n, **evaluation))
-                except SchemeChangeError:
-                    raise
-                except Error as e:
-                    record["error"] = str(e)
-                records.append(record)
-                if callable(progress):
-                    progress(len(records), mine, record)
-                elif progress:
-                    ppl = f"PPL {record['ppl']:.4f}" if "ppl" in record else "error: " + record["error"]
-                    print(f"[{len(records)}/{mine}] {head['model']} {label} @{n}: {ppl}", file=__import__("sys").stderr)
+                load_error = str(e)
+        if load_error is not None:
+            records.append({**record, "error": load_error})
+            continue
+        try:
+            record.update(m.perplexity(n_ctx=n, **evaluation))
+        except SchemeChangeError:
+            raise
+        except Error as e:
+            record["error"] = str(e)
+        records.append(record)
+        if callable(progress):
+            progress(len(records), mine, record)
+        elif progress:
+            ppl = f"PPL {record['ppl']:.4f}" if "ppl" in record else "error: " + record["error"]
+            print(f"[{len(records)}/{mine}] {record['model']} {label} @{n}: {ppl}", file=__import__("sys").stderr)
     return records
 
 
@@ -205,31 +198,15 @@ def merge(*parts, partial=False):
     settings) and records that are not a sweep's, and while cells of the grid are missing (naming
     the first of them), unless partial=True; a cell in two parts is kept once."""
     parts = [list(part) for part in parts]  # (each read once: a generator is not lost)
-    records, grids, sizes = {}, set(), set()
+    records, places = [], []
     for p, part in enumerate(parts, 1):
         for r, record in enumerate(part):
-            where = f"merge: part {p}, record {r}"
+            where = f"part {p}, record {r}"
             if not isinstance(record, dict):
-                raise Error(f"{where}: a dict expected (a record of pert.sweep), got {type(record).__name__}")
-            index, cells = _integer(record.get("index")), _integer(record.get("cells"))
-            if cells is None or cells < 1 or index is None or not 0 <= index < cells or not isinstance(record.get("grid"), str):
-                raise Error(f"{where}: not a record of pert.sweep (it needs an index in [0, cells), cells >= 1 and "
-                            "its grid)")
-            grids.add(record["grid"])
-            sizes.add(cells)
-            records.setdefault(index, record)
-    if len(grids) > 1:
-        raise Error(f"merge: the parts come from {len(grids)} different grids (other models, configs, lengths or "
-                    "settings); merge the shards of one pert.sweep call")
-    size = sizes.pop() if sizes else 0
-    if len(records) < size and not partial:
-        first = []
-        for i in range(size):  # the first missing indices, without listing every one
-            if i not in records:
-                first.append(i)
-                if len(first) == 8:
-                    break
-        raise Error(f"merge: the grid is not whole, {size - len(records)} of its {size} cells missing (indices "
-                    f"{', '.join(map(str, first))}{', ...' if size - len(records) > 8 else ''}); partial=True merges "
-                    "what there is")
-    return [records[i] for i in sorted(records)]
+                raise Error(f"merge: {where}: a dict expected (a record of pert.sweep), got {type(record).__name__}")
+            index, cells, grid = _integer(record.get("index")), _integer(record.get("cells")), record.get("grid")
+            records.append(record)
+            places.append((where, -1 if index is None else index, -1 if cells is None else cells,
+                           grid if isinstance(grid, str) else ""))
+    # Which records make the grid, refused for other grids or cells missing (pert/grid.hpp).
+    return [records[i] for i in _pert._merge_plan(places, partial)]

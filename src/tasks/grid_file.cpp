@@ -1,4 +1,4 @@
-#include "sweep_file.hpp"
+#include "pert/grid_file.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,19 +13,18 @@
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 
-namespace pert::cli {
+namespace pert {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace {
-
-// The real path where it can be had ("models/rope", "./models/rope/" and its absolute path are one).
 std::string real_path(const std::string& p) {
   std::error_code ec;
   const fs::path r = fs::weakly_canonical(p, ec);
   return ec ? fs::path(p).lexically_normal().string() : r.string();
 }
+
+namespace {
 
 bool is_int(const json& v) { return v.is_number_integer() && v.get<long long>() >= 0 && v.get<long long>() <= (1 << 30); }
 
@@ -190,6 +189,8 @@ std::string hex16(uint64_t h) {
 }
 
 }  // namespace
+
+std::string bytes_hash(std::string_view bytes) { return hex16(fnv(kFnvBasis, bytes.data(), bytes.size())); }
 
 std::string content_hash(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -450,4 +451,4 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-}  // namespace pert::cli
+}  // namespace pert

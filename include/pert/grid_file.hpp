@@ -6,10 +6,11 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
-namespace pert::cli {
+namespace pert {
 
 constexpr const char* kPlain = "plain";  // --config plain: the model's own config.json
 
@@ -22,6 +23,9 @@ std::map<std::string, std::string> model_names(const nlohmann::json& cells);
 
 // A file's content as 16 hex digits (FNV-1a, 64 bits): a changed file is another config or text.
 std::string content_hash(const std::filesystem::path& path);
+std::string bytes_hash(std::string_view bytes);  // the same of bytes in memory
+// The real path where it can be had ("models/rope", "./models/rope/" and its absolute path are one).
+std::string real_path(const std::string& path);
 
 // What a model directory holds now, as 16 hex digits: config.json and each *.safetensors file's
 // name, size and content (the whole file under 8 MiB, else its first 64 KiB, the header, and 64
@@ -66,4 +70,4 @@ std::string csv_text(const nlohmann::json& sweep);
 // A CSV field, quoted when it holds a comma, a quote or a line break (bench -o csv too).
 std::string csv_field(const std::string& s);
 
-}  // namespace pert::cli
+}  // namespace pert
