@@ -14,8 +14,12 @@ namespace pert {
 
 constexpr const char* kPlain = "plain";  // --config plain: the model's own config.json
 
-// A config's default row label: its file name without extension ("plain" for the keyword).
+// A config's default row label: its file name without extension ("plain" for the keyword), or
+// an inline config's JSON written compactly.
 std::string config_stem(const std::string& config);
+// What a config is, as 16 hex digits: "plain" for the keyword, an inline config's JSON by its
+// value, a file by its content ("missing PATH" when it cannot be read).
+std::string config_hash(const std::string& config);
 // A model directory's name: "models/rope/" and "./models/rope" are both "rope".
 std::string model_name(const std::string& dir);
 // Each cell's model as tables show it: its directory's name, or its path where two share one.

@@ -306,9 +306,9 @@ json run_grid(const GridRequest& r, Measure& measure) {
   const std::vector<std::string> labels = config_labels(configs, r.labels);
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string& c = configs[i];
-    if (c != kPlain && !fs::is_regular_file(c)) throw IoError(c + ": --config file not found");
+    hash_of[c] = config_hash(c);  // an inline config that is not JSON is refused here, naming it
+    if (hash_of[c].rfind("missing ", 0) == 0) throw IoError(c + ": --config file not found");
     label_of[c] = labels[i];
-    hash_of[c] = c == kPlain ? kPlain : content_hash(c);
   }
 
   std::vector<std::string> models;

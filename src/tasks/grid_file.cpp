@@ -112,14 +112,7 @@ void complete_cell(json& c, Completions& known) {
   if (!c.contains("label")) c["label"] = config_stem(config);
   if (!c.contains("config_hash")) {
     auto it = known.config_hash.find(config);
-    if (it == known.config_hash.end()) {
-      std::error_code ec;
-      it = known.config_hash
-               .emplace(config, config == kPlain                   ? std::string(kPlain)
-                                : fs::is_regular_file(config, ec) ? content_hash(config)
-                                                                   : "missing " + config)
-               .first;
-    }
+    if (it == known.config_hash.end()) it = known.config_hash.emplace(config, config_hash(config)).first;
     c["config_hash"] = it->second;
   }
   const std::string model = c["model"];
@@ -151,7 +144,15 @@ std::string csv_number(const json& v) { return v.is_null() ? "" : v.dump(); }
 }  // namespace
 
 std::string config_stem(const std::string& config) {
-  return config == kPlain ? kPlain : fs::path(config).stem().string();
+  if (config == kPlain) return kPlain;
+  return is_inline_config(config) ? read_config_patch(config).dump() : fs::path(config).stem().string();
+}
+
+std::string config_hash(const std::string& config) {
+  if (config == kPlain) return kPlain;
+  if (is_inline_config(config)) return bytes_hash(read_config_patch(config).dump());
+  std::error_code ec;
+  return fs::is_regular_file(config, ec) ? content_hash(config) : "missing " + config;
 }
 
 std::string model_name(const std::string& dir) {

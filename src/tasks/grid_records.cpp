@@ -36,7 +36,8 @@ std::string grid_identity(const std::vector<std::string>& models, const json& co
     std::error_code ec;
     return std::filesystem::is_regular_file(path, ec) ? content_hash(path) : "missing " + path;
   };
-  for (const json& c : configs) what["configs"].push_back(c.is_string() ? json(content(c)) : c.is_null() ? json(kPlain) : c);
+  for (const json& c : configs)
+    what["configs"].push_back(c.is_string() ? json(config_hash(c)) : c.is_null() ? json(kPlain) : c);
   if (!text_file.empty()) what["settings"]["file"] = content(text_file);
   return bytes_hash(what.dump());
 }
