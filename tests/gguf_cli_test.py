@@ -1,7 +1,7 @@
 """A GGUF file in every front end, as its model directory: the positional A/B (--set, --config,
 the scheme guard), perplexity, sweep, pass-key, tokenize, inspect and the Python module give
 what the same weights give from safetensors (the F32 file: equal; a quantized one: runs and
-says what it is). stories260K from build/models (tools/setup.sh), written by tools/to_gguf.py.
+says what it is). stories260K from build/models (tools/setup.sh), written by tools/convert/to_gguf.py.
 
     PERT_BINARY=build/pert PERT_BUILD_DIR=build /usr/bin/python3 -m pytest tests/gguf_cli_test.py
 """
@@ -15,7 +15,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import to_gguf  # noqa: E402
+from convert import to_gguf  # noqa: E402
 
 PERT = os.environ.get("PERT_BINARY", os.path.join(ROOT, "build", "pert"))
 MODEL = os.path.join(ROOT, "build", "models", "stories260K")
@@ -133,3 +133,4 @@ def test_a_broken_file_is_one_line_naming_it(files):
             r = pert(*args, check=False)
             lines = r.stderr.strip().split("\n")
             assert r.returncode == 1 and len(lines) == 1 and str(path) in lines[0], (name, args, r.stderr)
+
