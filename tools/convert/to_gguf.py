@@ -9,7 +9,9 @@ llama-quantize lays it out, so that pert's GGUF reader is tested on the files us
                                                         # smollm3) there
 
 MODEL_DIR holds config.json, model.safetensors (or its index and shards), tokenizer.json and
-optionally tokenizer_config.json. Architectures: LlamaForCausalLM and MistralForCausalLM ->
+optionally tokenizer_config.json. A pert "position" block is written when it is plain RoPE (the
+family's models/rope: base and rotary_dim as rope_theta and the rope dimensions); any other
+scheme, RoPE layout or xPos has no GGUF form and is refused. Architectures: LlamaForCausalLM and MistralForCausalLM ->
 "llama", Qwen2ForCausalLM -> "qwen2", Qwen3ForCausalLM -> "qwen3", Phi3ForCausalLM -> "phi3",
 Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2",
 SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written)
@@ -298,10 +300,31 @@ def read_config(model_dir):
     hf_arch = (config.get("architectures") or [""])[0]
     if hf_arch not in ARCHS:
         raise ValueError(f"{model_dir}: architecture {hf_arch!r} is not one of {', '.join(ARCHS)}")
-    for key in ("position", "extend"):
-        if config.get(key) is not None:
-            raise ValueError(f"{model_dir}: config.json's pert-only \"{key}\" block has no GGUF form")
+    if config.get("extend") is not None:
+        raise ValueError(f"{model_dir}: config.json's pert-only \"extend\" block has no GGUF form")
+    if config.get("position") is not None:
+        config = plain_rope(config, model_dir)
     return config, ARCHS[hf_arch]
+
+
+def plain_rope(config, model_dir):
+    """config.json with pert's "position" block said in HF's keys, when it is the RoPE GGUF holds
+    (the family's `{"type": "rope"}`: its base as rope_theta, its rotary_dim as
+    partial_rotary_factor); ValueError for any other scheme or RoPE setting (docs/config.md)."""
+    position = config["position"]
+    others = sorted(set(position) - {"type", "base", "rotary_dim", "layout"})
+    if position.get("layout", "half") != "half":
+        others.append(f"layout {position['layout']!r}")
+    if position.get("type") != "rope" or others:
+        what = position.get("type") if position.get("type") != "rope" else "rope with " + ", ".join(others)
+        raise ValueError(f"{model_dir}: config.json's \"position\" block ({what}) has no GGUF form; plain rope has")
+    if config.get("rope_scaling") or config.get("rope_parameters"):
+        raise ValueError(f"{model_dir}: config.json has a \"position\" block and HF's rope keys; GGUF takes one")
+    config = {k: v for k, v in config.items() if k != "position"}
+    config["rope_theta"] = float(position.get("base", 10000.0))
+    if "rotary_dim" in position:
+        config["partial_rotary_factor"] = position["rotary_dim"] / head_dim(config)
+    return config
 
 
 def load_weights(model_dir):

@@ -11,7 +11,7 @@ directory) beside them.
 Models and text:
   stories260K   build/models/stories260K (tools/setup.sh), at 512 on the first 120 stories of
                 ../shared/data/text/tinystories_val.txt (as tests/dtype_test.py);
-  NAME          models/NAME of pert's family (llama-compatible positions: rope, none), at its trained
+  NAME          models/NAME of pert's family (GGUF holds plain RoPE only: rope), at its trained
                 length 128 on the held-out stories (tools/train/heldout.py, as tests/dtype_test.py).
 pert's PPL is `pert perplexity -m FILE -f TEXT -c CTX --split-docs --json` (the figure
 tests/dtype_test.py and the README give); `pert perplexity --mode llama` scores as llama-perplexity
@@ -68,20 +68,6 @@ def model_and_text(name):
     d = os.path.join(ROOT, "models", name)
     with open(os.path.join(d, "config.json")) as f:
         config = json.load(f)
-    position = config.pop("position", None)
-    if position not in (None, {"type": "rope"}, {"type": "none"}):
-        sys.exit(f"gguf_ppl.py: models/{name}: its {position.get('type')} positions have no GGUF form")
-    if position is not None:  # pert's block naming plain RoPE (the default) has no GGUF form: a copy without it
-        if position == {"type": "none"}:
-            sys.exit(f"gguf_ppl.py: models/{name}: NoPE has no GGUF form")
-        copy = os.path.join(OUT_DIR, f"{name}-src")
-        os.makedirs(copy, exist_ok=True)
-        for f in ("model.safetensors", "tokenizer.json"):
-            if not os.path.lexists(os.path.join(copy, f)):
-                os.symlink(os.path.join(d, f), os.path.join(copy, f))
-        with replaced(os.path.join(copy, "config.json")) as f:
-            json.dump(config, f, indent=2)
-        d = copy
     return d, HELDOUT, config.get("max_position_embeddings", 128)
 
 
