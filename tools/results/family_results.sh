@@ -10,19 +10,23 @@
 #   5. pert ruler's tasks at 128..4096 tokens for the same pairs, and the grid of which method
 #      keeps retrieval past L on which scheme (tools/results/claims.py kept, table and heat-map), and
 #      every score behind it in one CSV (scheme, method, task, length: tools/results/claims.py grid);
-#   6. docs/results/claims.md's tables (tools/results/claims.py): the published claims beside 3, 4 and 5.
+#   6. docs/results/claims.md's and hybrid.md's tables (tools/results/claims.py): the published
+#      claims beside 3, 4 and 5.
+# Everything goes to $OUT (default build/results/extrapolation, so a run computes it afresh;
+# OUT=models/extrapolation adds to the committed files, as the pages read them, and then writes
+# the pages' tables and figures from them: tools/lib/results_tables.py --write).
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
 # and tables follow each. The models are the eleven and the hybrid members (tools/lib/family_names.py
 # --all). NAMES=... (a subset, space-separated) limits what is measured in 0, 1, 2, 4 and 5, and
 # METHODS=... (config names of 3, e.g. "self-extend dca") the methods 4 and 5 run; every plot and
 # table still shows all that is measured.
-#   bash tools/results/family_results.sh [-t THREADS]
+#   [OUT=DIR] [NAMES=...] [METHODS=...] bash tools/results/family_results.sh [-t THREADS]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."  # the repository
 threads=()
 [ "${1:-}" = -t ] && threads=(-t "$2")
-PY=/usr/bin/python3 PERT=build/pert OUT=models/extrapolation
+PY=/usr/bin/python3 PERT=build/pert OUT=${OUT:-build/results/extrapolation}
 read -r -a ALL <<< "$($PY tools/lib/family_names.py --all)"
 read -r -a ELEVEN <<< "$($PY tools/lib/family_names.py)"
 read -r -a NAMES <<< "${NAMES:-${ALL[*]}}"
@@ -140,8 +144,10 @@ for run in "${runs[@]}"; do
     "${threads[@]}" > /dev/null
 done
 $PY tools/plot/plot_passkey.py $OUT/ruler/rope.json --out $OUT/ruler_rope.png
-$PY tools/results/claims.py kept --plot $OUT/retrieval_kept.png > /dev/null
-$PY tools/results/claims.py grid --out $OUT/retrieval_grid.csv
+$PY tools/results/claims.py kept --data $OUT --plot $OUT/retrieval_kept.png
+$PY tools/results/claims.py grid --data $OUT --out $OUT/retrieval_grid.csv
 
 # 6. The published claims beside the family's numbers.
-$PY tools/lib/results_tables.py --write docs/results/claims.md
+for t in selfextend rerope streaming ntk pi effective hybrid dca; do $PY tools/results/claims.py $t --data $OUT; done
+[ "$OUT" != models/extrapolation ] || $PY tools/lib/results_tables.py --write docs/results/extrapolation.md \
+  docs/results/passkey.md docs/results/claims.md docs/results/hybrid.md
