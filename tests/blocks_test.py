@@ -1,5 +1,5 @@
 """pert's GGML block types (src/quants*.cpp, through the tests/pert_blocks.cpp harness) against
-the numpy restatement of the format, tools/ggml_quants.py:
+the numpy restatement of the format, tools/convert/ggml_quants.py:
 
   - dequantize: on random blocks (random bytes; the f16 scales random but finite) of every type,
     pert's floats equal numpy's bit for bit (GGML defines each value as float32 operations in
@@ -26,7 +26,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-import ggml_quants  # noqa: E402
+from convert import ggml_quants  # noqa: E402
 
 BINARY = os.environ.get("PERT_BLOCKS")
 pytestmark = pytest.mark.skipif(not BINARY, reason="PERT_BLOCKS (the pert_blocks harness) not set")

@@ -10,7 +10,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for layout in half interleaved; do
   for dtype in F32 F16 BF16; do
-    "$python" "$src/tools/convert_llama2c.py" "$ckpt" "$(dirname "$ckpt")/tok512.bin" "$out/$layout-$dtype" --layout "$layout" --dtype "$dtype" 2>/dev/null
+    "$python" "$src/tools/convert/convert_llama2c.py" "$ckpt" "$(dirname "$ckpt")/tok512.bin" "$out/$layout-$dtype" --layout "$layout" --dtype "$dtype" 2>/dev/null
     "$pert" inspect "$out/$layout-$dtype" --json >"$out/inspect.json"
     "$python" - "$layout" "$dtype" "$out/inspect.json" <<'PY'
 import json, sys

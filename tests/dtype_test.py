@@ -106,7 +106,7 @@ def main():
         compare_ppl(pert, MODEL, text, 512, kind, failures)
         if kind != "bf16":
             if not os.path.exists(HELDOUT):
-                subprocess.run([sys.executable, os.path.join(ROOT, "tools", "heldout.py"), HELDOUT], check=True,
+                subprocess.run([sys.executable, os.path.join(ROOT, "tools", "train", "heldout.py"), HELDOUT], check=True,
                                stdout=subprocess.DEVNULL)
             family_text = os.path.join(tmp, "family.txt")  # the first quarter of the stories: ~5,000 tokens
             with open(HELDOUT, encoding="utf-8") as f:

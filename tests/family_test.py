@@ -3,7 +3,7 @@
 
     family_test.py NAME PERT_LOGITS PERT [--json-out OUT]
 
-The held-out split is the last 10% of tinystories_val.txt's stories (tools/train.py's split),
+The held-out split is the last 10% of tinystories_val.txt's stories (tools/train/train.py's split),
 tokenized with the family's tokenizer, BOS before each story. Checks pert's logits against the
 float64 reference on the first 4 windows of the trained length L = 128 and on one window of 8L
 (past the trained length, where extrapolation results are read; the learned model reuses its
@@ -12,7 +12,7 @@ attention weights (pert attention's) on one window of 2L against the reference's
 its full weight matrices, to 1e-6 of max(1, |value|): for the rope model under every
 configs/extend/ method too. Then measures the validation
 perplexity at L with `pert perplexity --split-docs` (chunks of BOS + L - 1 tokens, every token
-scored) and prints it; --json-out writes it for tools/family_report.py.
+scored) and prints it; --json-out writes it for tools/results/family_report.py.
 """
 import glob
 import json
@@ -25,18 +25,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
-import reference  # noqa: E402
-import train  # noqa: E402
-from passkey_reference import merge_patch  # noqa: E402  (RFC 7386, as pert's --config)
+from reference import reference  # noqa: E402
+from train import train_data  # noqa: E402
+from reference.passkey_reference import merge_patch  # noqa: E402  (RFC 7386, as pert's --config)
 from logits_check import Checker, pert_attention, pert_logits  # noqa: E402
 
 
 def held_out():
     import sentencepiece as spm
-    cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
-    _, val_stories = train.split(cfg)
+    cfg = train_data.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
+    _, val_stories = train_data.split(cfg)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, cfg["tokenizer"]["dir"], "tokenizer.model"))
-    return val_stories, train.encode(sp, val_stories).tolist(), cfg["train"]["context"]
+    return val_stories, train_data.encode(sp, val_stories).tolist(), cfg["train"]["context"]
 
 
 def main():

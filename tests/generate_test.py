@@ -17,8 +17,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-import llama2c_tokenizer  # noqa: E402
-import reference  # noqa: E402
+from convert import llama2c_tokenizer  # noqa: E402
+from reference import reference  # noqa: E402
 
 MODEL = os.path.join(HERE, "..", "..", "shared", "data", "models", "stories260K")
 PROMPT, N = "Once upon a time", 200
@@ -28,7 +28,7 @@ def main():
     pert = sys.argv[1]
     pieces, scores = llama2c_tokenizer.read_tokenizer_bin(os.path.join(MODEL, "tok512.bin"))
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, os.path.join(HERE, "..", "tools", "convert_llama2c.py"),
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "tools", "convert", "convert_llama2c.py"),
                         os.path.join(MODEL, "stories260K.bin"), os.path.join(MODEL, "tok512.bin"), tmp], check=True)
         args = [pert, "generate", "-m", tmp, "-p", PROMPT, "-n", str(N), "--temp", "0"]
         got = json.loads(subprocess.run(args + ["--json"], check=True, capture_output=True, text=True).stdout)

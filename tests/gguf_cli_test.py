@@ -1,7 +1,8 @@
 """A GGUF file in every front end, as its model directory: the positional A/B (--set, --config,
 the scheme guard), perplexity, sweep, pass-key, tokenize, inspect and the Python module give
 what the same weights give from safetensors (the F32 file: equal; a quantized one: runs and
-says what it is). stories260K from build/models (tools/setup.sh), written by tools/to_gguf.py.
+says what it is). stories260K from build/models (tools/setup.sh), written by tools/convert/to_gguf.py;
+and the family's own models/rope (its plain `"position": {"type": "rope"}` block), refused schemes named.
 
     PERT_BINARY=build/pert PERT_BUILD_DIR=build /usr/bin/python3 -m pytest tests/gguf_cli_test.py
 """
@@ -15,7 +16,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import to_gguf  # noqa: E402
+from convert import to_gguf  # noqa: E402
 
 PERT = os.environ.get("PERT_BINARY", os.path.join(ROOT, "build", "pert"))
 MODEL = os.path.join(ROOT, "build", "models", "stories260K")
@@ -133,3 +134,18 @@ def test_a_broken_file_is_one_line_naming_it(files):
             r = pert(*args, check=False)
             lines = r.stderr.strip().split("\n")
             assert r.returncode == 1 and len(lines) == 1 and str(path) in lines[0], (name, args, r.stderr)
+
+
+def test_the_familys_rope_model_converts_and_others_are_refused(files):
+    """models/rope's `"position": {"type": "rope"}` is plain RoPE: its GGUF gives the directory's
+    perplexity; a scheme GGUF cannot hold (ALiBi, xPos) is one line naming the block."""
+    family = os.path.join(ROOT, "models")
+    out = str(files["dir"] / "rope-F32.gguf")
+    to_gguf.convert(os.path.join(family, "rope"), out, "F32")
+    a, b = ppl(os.path.join(family, "rope"), files["text"]), ppl(out, files["text"])
+    assert abs(a["ppl"] - b["ppl"]) <= 1e-6 * a["ppl"], (a["ppl"], b["ppl"])
+    for name, what in (("alibi", "(alibi)"), ("xpos", "(rope with xpos)")):
+        r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "convert", "to_gguf.py"),
+                            os.path.join(family, name), str(files["dir"] / f"{name}.gguf")], capture_output=True, text=True)
+        line = r.stderr.strip()
+        assert r.returncode != 0 and "\n" not in line and f"\"position\" block {what} has no GGUF form" in line, line

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """GGUF models against the float64 reference: for each architecture llama.cpp's GGUF names
 (llama as Llama 3 with its rope_freqs, llama as Mistral with a window, qwen2, qwen3, phi3 with
-LongRoPE, gemma2 and gemma3 with their norms stored as 1 + w, cohere2, smollm3) and each tensor type, tools/to_gguf.py writes a small random-weight model as
+LongRoPE, gemma2 and gemma3 with their norms stored as 1 + w, cohere2, smollm3) and each tensor type, tools/convert/to_gguf.py writes a small random-weight model as
 llama.cpp's converter and llama-quantize lay it out, and the same weights dequantized into an HF
-directory; pert runs the GGUF file (its blocks in place), tools/reference.py the directory in
+directory; pert runs the GGUF file (its blocks in place), tools/reference/reference.py the directory in
 float64.
 
 pert multiplies a quantized matrix by x quantized per block of 32 values (the legacy types) or
@@ -31,9 +31,9 @@ import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(here), "tools"))
-import gguf  # noqa: E402
-import reference  # noqa: E402
-import to_gguf  # noqa: E402
+from convert import gguf  # noqa: E402
+from reference import reference  # noqa: E402
+from convert import to_gguf  # noqa: E402
 from logits_check import pert_logits  # noqa: E402
 
 ALL_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"]

@@ -1,5 +1,5 @@
 // GGUF files as HF's own JS parser (@huggingface/gguf, pinned in tests/hf_tokenizers) reads them:
-// the independent reader tests/gguf_writer_test.py compares tools/gguf.py's files against.
+// the independent reader tests/gguf_writer_test.py compares tools/convert/gguf.py's files against.
 //
 //   node tests/gguf_npm_check.mjs FILE.gguf [FILE.gguf ...]
 //

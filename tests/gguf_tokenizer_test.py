@@ -2,8 +2,8 @@
 
     PERT_TOKENIZE=build/tests/pert_tokenize /usr/bin/python3 -m pytest -q tests/gguf_tokenizer_test.py
 
-For real tokenizer.json files, a vocab-only GGUF is written with tools/gguf_vocab.py (the
-tokenizer.* metadata, as llama.cpp's convert_hf_to_gguf.py writes it) and tools/gguf.py; then
+For real tokenizer.json files, a vocab-only GGUF is written with tools/convert/gguf_vocab.py (the
+tokenizer.* metadata, as llama.cpp's convert_hf_to_gguf.py writes it) and tools/convert/gguf.py; then
 the harness tests/pert_tokenize.cpp encodes a varied text set (EDGE_CASES of
 tests/hf_tokenizer_test.py: multilingual, emoji, whitespace runs, digits, contractions, typed
 special tokens; CODE below; every STEP-th line of ../shared's corpora) from the GGUF and from
@@ -28,7 +28,7 @@ Rust library's), build/models/stories260K/tokenizer.json (tools/setup.sh).
 SentencePiece's own scores: the Llama-2 tokenizer.model of ../shared written as
 convert_hf_to_gguf.py's SentencePieceVocab writes it must encode every text as sentencepiece
 does, and stories260K's tok512.bin (llama2.c's scores) as llama2.c's run.c does
-(tools/llama2c_tokenizer.py).
+(tools/convert/llama2c_tokenizer.py).
 Errors: broken tokenizer metadata must be one line naming the file and the key.
 """
 import concurrent.futures
@@ -47,8 +47,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
 import hf_tokenizer_test  # noqa: E402  (its EDGE_CASES and corpus list)
 
-gguf = pytest.importorskip("gguf", reason="tools/gguf.py missing")
-import gguf_vocab  # noqa: E402
+gguf = pytest.importorskip("convert.gguf", reason="tools/convert/gguf.py missing")
+from convert import gguf_vocab  # noqa: E402
 
 PERT_TOKENIZE = os.environ.get("PERT_TOKENIZE", os.path.join(ROOT, "build", "tests", "pert_tokenize"))
 NPM = os.path.join(HERE, "hf_tokenizers")
@@ -305,8 +305,8 @@ def tokenizer_test_edge_cases():
 def test_llama2c_scores_encode_as_run_c(text_lines, tmp_path):
     if not os.path.isfile(STORIES_BIN):
         pytest.skip(f"{STORIES_BIN} missing")
-    import llama2c_tokenizer
-    import tokenizer_json
+    from convert import llama2c_tokenizer
+    from convert import tokenizer_json
     raw, scores = llama2c_tokenizer.read_tokenizer_bin(STORIES_BIN)
     pieces = tokenizer_json.pieces_from_llama2c(STORIES_BIN)
     kinds = {tokenizer_json.NORMAL: 1, tokenizer_json.UNKNOWN: 2, tokenizer_json.CONTROL: 3, tokenizer_json.BYTE: 6}

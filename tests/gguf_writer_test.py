@@ -1,10 +1,10 @@
-"""tools/gguf.py and tools/to_gguf.py against an independent GGUF reader, HF's @huggingface/gguf
+"""tools/convert/gguf.py and tools/convert/to_gguf.py against an independent GGUF reader, HF's @huggingface/gguf
 (pinned in tests/hf_tokenizers; tests/gguf_npm_check.mjs prints what it reads):
 
   - files with every value kind (arrays of strings, numbers and arrays too) and a tensor of every
     GGML type, in GGUF versions 2 and 3 and alignments 1, 32 and 256: the JS reader sees the same
     version, keys in order, value types and values, tensor names, shapes, types and offsets, and
-    the bytes at its data offset are the ones written; tools/gguf.py's own reader round-trips all;
+    the bytes at its data offset are the ones written; tools/convert/gguf.py's own reader round-trips all;
   - random small models of each architecture converted by to_gguf.py: the same agreement, plus
     llama.cpp's layout (names, tied output, Llama 3 rope_freqs, Phi-3's fused tensors and rope
     factors, Qwen's biases and q/k norms, llama's q/k row order, the _M mixes and fallbacks) and
@@ -26,10 +26,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-import ggml_quants  # noqa: E402
-import gguf  # noqa: E402
-import safetensors_io  # noqa: E402
-import to_gguf  # noqa: E402
+from convert import ggml_quants  # noqa: E402
+from convert import gguf  # noqa: E402
+from lib import safetensors_io  # noqa: E402
+from convert import to_gguf  # noqa: E402
 
 CHECK = os.path.join(HERE, "gguf_npm_check.mjs")
 PACKAGE = os.path.join(HERE, "hf_tokenizers", "node_modules", "@huggingface", "gguf")

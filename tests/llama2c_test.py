@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real llama2.c checkpoints from ../shared, converted by tools/convert_llama2c.py, against the
+"""Real llama2.c checkpoints from ../shared, converted by tools/convert/convert_llama2c.py, against the
 PyTorch reference on the first 1024 tokens of tinystories_val.txt (past the trained length).
 
     llama2c_test.py MODEL PERT_LOGITS      # MODEL: stories260K or aidreams260K
@@ -15,8 +15,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-import llama2c_tokenizer  # noqa: E402
-import reference  # noqa: E402
+from convert import llama2c_tokenizer  # noqa: E402
+from reference import reference  # noqa: E402
 from logits_check import Checker, pert_logits  # noqa: E402
 
 SHARED = os.path.join(HERE, "..", "..", "shared", "data")
@@ -48,7 +48,7 @@ def main():
 
         refs = {}
         for layout in ("half", "interleaved"):
-            subprocess.run([sys.executable, os.path.join(HERE, "..", "tools", "convert_llama2c.py"), ckpt, tok,
+            subprocess.run([sys.executable, os.path.join(HERE, "..", "tools", "convert", "convert_llama2c.py"), ckpt, tok,
                             os.path.join(tmp, layout), "--layout", layout], check=True)
             refs[layout] = reference.logits_for(os.path.join(tmp, layout), ids)
         check("reference: half vs interleaved layout", refs["half"], refs["interleaved"])

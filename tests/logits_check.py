@@ -30,7 +30,7 @@ def pert_attention(binary, model_dir, ids, workdir, chunk=None, sink=1, extra=()
 
 def attention_differences(got, want):
     """The largest |Δ| / max(1, |want|) over every statistic, range, layer and head of two
-    attention reports (pert attention's JSON, tools/reference.py attention's), and what differs
+    attention reports (pert attention's JSON, tools/reference/reference.py attention's), and what differs
     in their shape (buckets, query counts, ranges), as (error, [problems])."""
     problems = [f"{key}: {got.get(key)} vs {want[key]}" for key in ("buckets", "queries") if got.get(key) != want[key]]
     if set(got["attention"]) != set(want["attention"]):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`pert passkey` against tools/passkey_reference.py on the family's models.
+"""`pert passkey` against tools/reference/passkey_reference.py on the family's models.
 
     passkey_test.py PERT
 
@@ -8,7 +8,7 @@ Self-Extend (configs/extend/self-extend.json, length 256), 5 depths x 2 trials: 
 exactly the requested length with the key sentence at the sentence boundary nearest the depth
 and equals the prompt rebuilt from text with SentencePiece; every greedy answer, verdict and
 cell accuracy equals the float64 reference's. Then the outputs agree with each other (Markdown
-table, --json-out, --csv), tools/plot_passkey.py draws them, --seed decides the keys, and README.md's and docs/results/passkey.md's tables are
+table, --json-out, --csv), tools/plot/plot_passkey.py draws them, --seed decides the keys, and README.md's and docs/results/passkey.md's tables are
 what pert prints for its command.
 """
 import json
@@ -20,7 +20,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import passkey_reference  # noqa: E402
+from reference import passkey_reference  # noqa: E402
 
 SPM = os.path.join(ROOT, "models", "tokenizer", "tokenizer.model")
 DEPTHS = [0, 0.25, 0.5, 0.75, 1]
@@ -71,8 +71,8 @@ def main():
             failures += [f"{name}: {f}" for f in found]
             print(f"{name}: {len(dump['prompts'])} prompts, lengths {lengths}: {len(found)} mismatches with the "
                   f"reference; accuracy {[c['accuracy'] for c in cells]}")
-        png = os.path.join(tmp, "passkey.png")  # tools/plot_passkey.py draws the heat-maps
-        plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_passkey.py"), os.path.join(tmp, "0.json"),
+        png = os.path.join(tmp, "passkey.png")  # tools/plot/plot_passkey.py draws the heat-maps
+        plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot", "plot_passkey.py"), os.path.join(tmp, "0.json"),
                                os.path.join(tmp, "1.json"), "--cols", "1", "--out", png], capture_output=True, text=True)
         if plot.returncode != 0 or plot.stdout.strip() != png or not os.path.getsize(png):
             failures.append(f"plot_passkey.py: exit {plot.returncode}, {plot.stderr.strip()[-200:]}")

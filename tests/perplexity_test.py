@@ -4,9 +4,9 @@ float64 PyTorch reference's logits.
 
     perplexity_test.py PERT [MODEL...]      # default models: rope alibi t5
 
-The text is the first held-out stories (tools/train.py's split, as tools/heldout.py writes
+The text is the first held-out stories (tools/train/train.py's split, as tools/train/heldout.py writes
 them). Chunks and sliding run with --split-docs: tokenized with SentencePiece as
-tools/train.py does, BOS + story, concatenated. The windows follow include/pert/perplexity.hpp:
+tools/train/train.py does, BOS + story, concatenated. The windows follow include/pert/perplexity.hpp:
 chunks of BOS + n_ctx-1 text tokens, every text token scored; sliding windows of n_ctx-1 text
 tokens moved by the stride, the first scoring all its tokens and the others their last
 `stride`. Position q is scored from the logits at q - 1.
@@ -33,8 +33,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import reference  # noqa: E402
-import train  # noqa: E402
+from reference import reference  # noqa: E402
+from train import train_data  # noqa: E402
 
 SKIP = 77  # CTest SKIP_RETURN_CODE
 N_STORIES = 12
@@ -46,18 +46,18 @@ N_BUCKETS = 16
 
 
 def held_out_text():
-    cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
-    if not os.path.exists(train.data_path(cfg, "tinystories")):
-        print(f"SKIP: {train.data_path(cfg, 'tinystories')} not found")
+    cfg = train_data.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
+    if not os.path.exists(train_data.data_path(cfg, "tinystories")):
+        print(f"SKIP: {train_data.data_path(cfg, 'tinystories')} not found")
         sys.exit(SKIP)
     import sentencepiece as spm
-    _, val_stories = train.split(cfg)
+    _, val_stories = train_data.split(cfg)
     stories = val_stories[:N_STORIES]
     sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, cfg["tokenizer"]["dir"], "tokenizer.model"))
     text = "\n\n".join(stories) + "\n"
     # llama-perplexity: -f drops one trailing newline; the whole text is tokenized once, BOS first
     stream = [BOS] + sp.encode(text[:-1] if text.endswith("\n") else text)
-    return text, train.encode(sp, stories).tolist(), stream
+    return text, train_data.encode(sp, stories).tolist(), stream
 
 
 def llama_scores(logp_of, stream, n_ctx, max_windows, bos=BOS):

@@ -6,8 +6,8 @@ the README's quick-start tables are those results.
 
 For each sweep file under models/extrapolation/ that docs/results/extrapolation.md shows: the
 Markdown table that `pert sweep --merge FILE` prints must appear verbatim there; then a few cells
-are run again from scratch with the page's flags (its text remade by tools/heldout.py or
-tools/wikitext_prefix.py) and must give the same perplexity as the file (to 1e-6 relative: same
+are run again from scratch with the page's flags (its text remade by tools/train/heldout.py or
+tools/train/wikitext_prefix.py) and must give the same perplexity as the file (to 1e-6 relative: same
 code, same threads' order of sums). Every row of a sweep table in README.md's quick start must
 equal those files' cells (model, config label, length), to the two decimals it shows.
 """
@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEXTS = {"heldout": "heldout.py", "wikitext": "wikitext_prefix.py"}  # text -> tools/ script that makes it
+TEXTS = {"heldout": "heldout.py", "wikitext": "wikitext_prefix.py"}  # text -> tools/train/ script that makes it
 # One or two cheap cells a file (a WikiText cell reads 148,000 tokens): the cells share their code.
 SWEEPS = {  # file -> (text, cells re-run: (model, config, length))
     "family_wikitext.json": ("wikitext", [("models/kerple", "plain", 256)]),
@@ -67,7 +67,7 @@ def main():
         texts = {}
         for kind, script in TEXTS.items():
             texts[kind] = os.path.join(tmp, kind + ".txt")
-            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", script), texts[kind]], check=True)
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "train", script), texts[kind]], check=True)
         for name, (kind, cells) in SWEEPS.items():
             path = os.path.join(ROOT, "models", "extrapolation", name)
             sweep = json.load(open(path))

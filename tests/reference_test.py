@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pert's logits against the PyTorch reference (tools/reference.py), one positional case at a time.
+"""pert's logits against the PyTorch reference (tools/reference/reference.py), one positional case at a time.
 
     reference_test.py --list
     reference_test.py CASE PERT_LOGITS [--prepared DIR]
@@ -274,7 +274,7 @@ def sanity(reference, np, Checker):
     """The reference's "extend" block against itself: settings that change nothing give the
     plain model's logits, two spellings of one mask agree, and the closed forms of llama.cpp's
     group attention and StreamingLLM's cache equal those sources' loops run token by token."""
-    import reference_extend as ext
+    from reference import reference_extend as ext
     check = Checker("extend sanity", tol=1e-10)
 
     def none_differ(what, bad):  # bad: the (m, n) pairs that differ
@@ -416,7 +416,7 @@ def check_case(case, binary, prepared, np, Checker, pert_logits, pert_attention)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(prepared, case) if prepared else tmp
         if not prepared:
-            import reference
+            from reference import reference
             prepare(case, tmp, reference, np)
         with open(os.path.join(data, "ids.json")) as f:
             ids = json.load(f)
@@ -465,7 +465,7 @@ def main():
     if sys.argv[1] not in ("--sanity", "--prepare", "--reference-only"):
         prepared = sys.argv[4] if sys.argv[3:4] == ["--prepared"] else None
         return check_case(sys.argv[1], sys.argv[2], prepared, np, Checker, pert_logits, pert_attention)
-    import reference
+    from reference import reference
     if sys.argv[1] == "--sanity":
         return sanity(reference, np, Checker)
     if sys.argv[1] == "--prepare":

@@ -4,7 +4,7 @@ no less than FLOOR of what this machine reads, both measured in the same `pert b
 
     roof_guard.py PERT [--floor 0.6] [--tries 3]
 
-The model is the stories110M shape's random checkpoint (tools/bench_model.py; 440 MB of F32
+The model is the stories110M shape's random checkpoint (tools/measure/bench_model.py; 440 MB of F32
 matrices a token, 220 MB in BF16, against caches of tens of MB), made under build/models on first
 use. Each precision (F32, BF16 via --dtype bf16) runs `pert bench --roof -p 0 -n 32 -r 3` on every
 core: the read probe (each thread streams its slice of 1 GiB) and the decode share one process
@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--tries", type=int, default=3, help="runs per precision before it fails (default %(default)s)")
     a = ap.parse_args()
     if not os.path.exists(os.path.join(MODEL, "model.safetensors")):
-        subprocess.run([PYTHON, os.path.join(ROOT, "tools", "bench_model.py"), "stories110M", MODEL], check=True)
+        subprocess.run([PYTHON, os.path.join(ROOT, "tools", "measure", "bench_model.py"), "stories110M", MODEL], check=True)
     threads = len(os.sched_getaffinity(0))
     failed = []
     for dtype in ("f32", "bf16"):

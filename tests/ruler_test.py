@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""`pert ruler` against tools/ruler_reference.py on the family's models.
+"""`pert ruler` against tools/reference/ruler_reference.py on the family's models.
 
     ruler_test.py PERT
 
 Every task on rope at lengths 128 and 320 (within and past the trained 128) in the short
 wording and at 320 in RULER's, three tasks on rope with Self-Extend at 256 and four on alibi at
 200, 1-2 depths x 1-2 trials: every prompt equals the one
-tools/ruler_tasks.py builds from the task, length, depth, trial and seed alone (same ids,
+tools/reference/ruler_tasks.py builds from the task, length, depth, trial and seed alone (same ids,
 references and needle positions; haystack tasks exactly the length), every greedy answer and
 score equals the float64 reference's, and lengths too short for a task are skipped with the
 reason in the table, the JSON and the CSV. Then the outputs agree with each other (Markdown
-table, --json-out, --csv), tools/plot_passkey.py draws a panel a task, --seed decides the draws,
+table, --json-out, --csv), tools/plot/plot_passkey.py draws a panel a task, --seed decides the draws,
 and bad input gets one line naming the flag.
 """
 import os
@@ -21,8 +21,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import passkey_reference  # noqa: E402  (run_pert)
-import ruler_reference  # noqa: E402
+from reference import passkey_reference  # noqa: E402  (run_pert)
+from reference import ruler_reference  # noqa: E402
 
 SPM = os.path.join(ROOT, "models", "tokenizer", "tokenizer.model")
 ESSAY = os.path.join(ROOT, "..", "shared", "data", "text", "wikitext-2.test.tokens.txt")
@@ -78,8 +78,8 @@ def main():
             skipped = sum("skipped" in c for c in result["cells"])
             print(f"{name}: {len(dump['prompts'])} prompts, lengths {lengths}, {skipped} cells too short: "
                   f"{len(found)} mismatches with the reference")
-        png = os.path.join(tmp, "ruler.png")  # tools/plot_passkey.py draws a panel a task
-        plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_passkey.py"), os.path.join(tmp, "3.json"),
+        png = os.path.join(tmp, "ruler.png")  # tools/plot/plot_passkey.py draws a panel a task
+        plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot", "plot_passkey.py"), os.path.join(tmp, "3.json"),
                                "--cols", "2", "--out", png], capture_output=True, text=True)
         if plot.returncode != 0 or plot.stdout.strip() != png or not os.path.getsize(png):
             failures.append(f"plot_passkey.py on a ruler result: exit {plot.returncode}, {plot.stderr.strip()[-200:]}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A sweep grid on a real Slurm (tools/slurm_grid.py): a single-node cluster of this host.
+"""A sweep grid on a real Slurm (tools/cluster/slurm_grid.py): a single-node cluster of this host.
 
     slurm_test.py PERT
 
@@ -29,7 +29,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from checklist import check, failures  # noqa: E402
-from slurm_grid import absolute_args  # noqa: E402  (the paths as the tasks get them)
+from cluster.slurm_grid import absolute_args  # noqa: E402  (the paths as the tasks get them)
 
 SKIP = 77
 TIMING = ("seconds", "tokens_per_second")
@@ -146,7 +146,7 @@ def cells_of(path):
 
 
 def submit(cluster, pert, run, grid, command=("sweep", "-f", TEXT, "--split-docs")):
-    r = cluster.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "slurm_grid.py"), "--tasks", "4", "--dir", run,
+    r = cluster.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "cluster", "slurm_grid.py"), "--tasks", "4", "--dir", run,
                      "--pert", pert, "--submit", "--"] + list(command) + grid, cwd=ROOT)
     if r.returncode != 0:
         raise RuntimeError(f"slurm_grid.py --submit: {r.stderr.strip()}")

@@ -18,7 +18,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import train  # noqa: E402
+from train import train_data  # noqa: E402
 
 SKIP = 77  # CTest SKIP_RETURN_CODE
 MODELS = [os.path.join(ROOT, "models", "rope"), os.path.join(ROOT, "models", "learned")]
@@ -44,11 +44,11 @@ def one_error_line(r):
 
 def main():
     binary = os.path.abspath(sys.argv[1])
-    cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
-    if not os.path.exists(train.data_path(cfg, "tinystories")):
-        print(f"SKIP: {train.data_path(cfg, 'tinystories')} not found")
+    cfg = train_data.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
+    if not os.path.exists(train_data.data_path(cfg, "tinystories")):
+        print(f"SKIP: {train_data.data_path(cfg, 'tinystories')} not found")
         return SKIP
-    _, val_stories = train.split(cfg)
+    _, val_stories = train_data.split(cfg)
 
     with tempfile.TemporaryDirectory() as tmp:
         text = os.path.join(tmp, "heldout.txt")

@@ -1,6 +1,6 @@
 // The GGUF reader on hand-built files: every field read as the format defines it, and every
 // hostile count, length, type and offset refused with one line naming the file and the key or
-// tensor (tests/gguf_model_test.py runs whole models written by tools/to_gguf.py).
+// tensor (tests/gguf_model_test.py runs whole models written by tools/convert/to_gguf.py).
 #include <catch2/catch.hpp>
 
 #include <cstring>

@@ -25,7 +25,7 @@ BINARY = os.environ.get("PERT_BINARY", os.path.join(BUILD, "pert"))
 STORIES = os.path.join(BUILD, "models", "stories260K")
 TEXT = os.path.join(BUILD, "data", "tinystories_heldout.txt")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from family_names import FAMILY as NAMES  # noqa: E402  (tools/ on the path first)
+from lib.family_names import FAMILY as NAMES  # noqa: E402  (tools/ on the path first)
 FAMILY = [d for d in NAMES if os.path.isfile(os.path.join(ROOT, "models", d, "config.json"))]
 
 
@@ -57,7 +57,7 @@ def one_thread():
 
 @pytest.mark.parametrize("name", FAMILY)
 def test_logits_match_the_float64_reference(name):
-    reference = pytest.importorskip("reference")
+    reference = pytest.importorskip("reference.reference")
     model_dir = os.path.join(ROOT, "models", name)
     m = pert.load(model_dir)
     ids = m.tokenize("Once upon a time there was a little dog. He liked to run in the park with his friend.",

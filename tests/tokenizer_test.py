@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tokenizer acceptance test: pert's tokenizer over tokenizer.json files written by
-tools/tokenizer_json.py, against SentencePiece and llama2.c, line by line.
+tools/convert/tokenizer_json.py, against SentencePiece and llama2.c, line by line.
 
     tokenizer_test.py PERT_TOKENIZE     # the C++ harness (tests/pert_tokenize.cpp)
     tokenizer_test.py --python          # this file's own BPE over the same tokenizer.json
@@ -18,7 +18,7 @@ Parts (each must match exactly; exit 1 on any mismatch):
               SentencePiece's does (all but those holding a literal "▁"), and invalid UTF-8 must
               give "error".
   stories260K tokenizer.json from the llama2.c tok512.bin (--llama2c), against
-              tools/llama2c_tokenizer.py's encode() (run.c's algorithm; quadratic, hence only
+              tools/convert/llama2c_tokenizer.py's encode() (run.c's algorithm; quadratic, hence only
               the first 2000 lines of tinystories_val.txt).
   and: the --llama2c export of the same Llama-2 vocabulary (tokenizer.bin) must give the very
   same tokenizer.json as the SentencePiece model.
@@ -50,8 +50,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-import llama2c_tokenizer  # noqa: E402
-import tokenizer_json  # noqa: E402
+from convert import llama2c_tokenizer  # noqa: E402
+from convert import tokenizer_json  # noqa: E402
 
 SHARED = os.path.join(HERE, "..", "..", "shared", "data")
 LLAMA_SPM = os.path.join(SHARED, "tokenizers", "llama2-32k", "tokenizer.model")

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Every Python tool's command line: `tools/X.py --help` exits 0, prints a non-empty usage on
+"""Every Python tool's command line: `tools/FOLDER/X.py --help` exits 0, prints a non-empty usage on
 stdout and writes no file (each runs in an empty scratch directory); and `reference.py logits`
 on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
-with a one-line error naming the file, not a traceback; tools/passkey_digits.py on models/none
+with a one-line error naming the file, not a traceback; tools/train/passkey_digits.py on models/none
 (every answer token right) and on a missing model (a one-line error); family_acceptance.py's
-bars and two draws' table on made-up reports; paper_shapes.py's ratios of a made-up sweep; and tools/plot.py on the
+bars and two draws' table on made-up reports; paper_shapes.py's ratios of a made-up sweep; and tools/plot/plot.py on the
 committed family sweep and on two small profiles writes its files and prints their paths;
 family_names.py's list is the set of the family's run files; and models/README.md holds its
-template's text as family_report.py fills it from the models' train logs.
+template's text as family_report.py fills it from the models' train logs; each tools/ folder has a
+README.md with a line per file, and tools/README.md a line per folder.
 
     tools_cli_test.py
 """
@@ -23,7 +24,9 @@ TOOLS = os.path.join(os.path.dirname(HERE), "tools")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TOOLS)  # the tools the checks below import
 from checklist import check, failures  # noqa: E402
-from family_names import FAMILY, HYBRID  # noqa: E402
+from lib.family_names import FAMILY, HYBRID  # noqa: E402
+
+FOLDERS = sorted(d for d in os.listdir(TOOLS) if os.path.isfile(os.path.join(TOOLS, d, "__init__.py")))
 
 
 def run(args, cwd):
@@ -31,10 +34,22 @@ def run(args, cwd):
 
 
 def main():
-    tools = sorted(glob.glob(os.path.join(TOOLS, "*.py")))
-    check("tools/*.py found", len(tools) > 0)
+    tools_readme = open(os.path.join(TOOLS, "README.md")).read()
+    for d in FOLDERS:
+        check(f"tools/README.md names tools/{d}/", f"`{d}/`" in tools_readme)
+        listed = open(os.path.join(TOOLS, d, "README.md")).read()
+        unlisted = [f for f in sorted(os.listdir(os.path.join(TOOLS, d)))
+                    if f.endswith((".py", ".sh")) and f != "__init__.py" and f"`{f}`" not in listed]
+        check(f"tools/{d}/README.md: a line per file", not unlisted, f"not named: {unlisted}")
+    files = sorted(glob.glob(os.path.join(TOOLS, "*", "*.py")))
+    modules = [f for f in files if 'if __name__ == "__main__":' not in open(f).read()]
+    tools = [f for f in files if f not in modules]
+    check("tools/*/*.py: every file is a script but the folders' __init__.py and plot/plot_attention.py "
+          "(tools/plot/plot.py attention)", len(tools) > 0 and sorted(os.path.relpath(f, TOOLS) for f in modules) ==
+          sorted([os.path.join(d, "__init__.py") for d in FOLDERS] + [os.path.join("plot", "plot_attention.py")]),
+          [os.path.relpath(f, TOOLS) for f in modules])
     for tool in tools:
-        name = os.path.basename(tool)
+        name = os.path.relpath(tool, TOOLS)
         with tempfile.TemporaryDirectory() as tmp:
             r = run([tool, "--help"], tmp)
             left = os.listdir(tmp)
@@ -43,7 +58,7 @@ def main():
               r.returncode == 0 and out.startswith("usage:") and len(out.splitlines()) > 2 and not left,
               f"exit {r.returncode}, stdout {out[:200]!r}, stderr {r.stderr.strip()[-300:]!r}, files {left}")
 
-    # tools/family_names.py: the one list of the family is the set of its run files.
+    # tools/lib/family_names.py: the one list of the family is the set of its run files.
     run_files = glob.glob(os.path.join(os.path.dirname(TOOLS), "configs", "train", "*.json"))
     runs = {os.path.basename(f)[:-5] for f in run_files}
     check("family_names.py: FAMILY names each configs/train/NAME.json (but family.json) once",
@@ -52,14 +67,14 @@ def main():
                                                                                  "hybrid", "*.json"))}
     check("family_names.py: HYBRID names each configs/train/hybrid/NAME.json once",
           sorted(HYBRID) == sorted(hybrid_runs), f"{HYBRID} against {sorted(hybrid_runs)}")
-    r = run([os.path.join(TOOLS, "family_names.py")], TOOLS)
+    r = run([os.path.join(TOOLS, "lib", "family_names.py")], TOOLS)
     check("family_names.py prints FAMILY, space-separated", r.stdout.split() == FAMILY, r.stdout + r.stderr)
-    r = run([os.path.join(TOOLS, "family_names.py"), "--all"], TOOLS)
+    r = run([os.path.join(TOOLS, "lib", "family_names.py"), "--all"], TOOLS)
     check("family_names.py --all prints FAMILY then HYBRID", r.stdout.split() == FAMILY + HYBRID, r.stdout + r.stderr)
 
     # models/README.md is its template filled by family_report.py with what the models hold now:
     # the words the template gives, and the losses it states from each train_log.csv.
-    import family_report
+    from results import family_report
     models = os.path.join(os.path.dirname(TOOLS), "models")
     template = open(os.path.join(models, "README.template.md")).read()
     for key, value in family_report.overfit(FAMILY).items():
@@ -67,9 +82,9 @@ def main():
     readme = open(os.path.join(models, "README.md")).read()
     stale = [line for line in template.splitlines() if "{{" not in line and line not in readme]
     check("models/README.md: its template's text, the losses as the train logs give them now "
-          "(tools/family_report.py build rewrites it)", not stale, f"not in it: {stale[:3]}")
+          "(tools/results/family_report.py build rewrites it)", not stale, f"not in it: {stale[:3]}")
 
-    reference = os.path.join(TOOLS, "reference.py")
+    reference = os.path.join(TOOLS, "reference", "reference.py")
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
         r = run([reference, "make-model", model, '{"type": "rope"}'], tmp)
@@ -90,10 +105,10 @@ def main():
             check(f"reference.py logits, {what}: non-zero exit, one line naming the file",
                   r.returncode != 0 and len(err.splitlines()) == 1 and "bad_ids.txt" in err
                   and "Traceback" not in err, f"exit {r.returncode}, stderr {err[-500:]!r}")
-    # tools/results_tables.py: a marked table that is not what its script prints fails --check,
+    # tools/lib/results_tables.py: a marked table that is not what its script prints fails --check,
     # naming the page and line; --write makes it so; a marker naming anything but a tools/
     # script is a one-line error.
-    tables = os.path.join(TOOLS, "results_tables.py")
+    tables = os.path.join(TOOLS, "lib", "results_tables.py")
     with tempfile.TemporaryDirectory() as tmp:
         samples = os.path.join(tmp, "busy.json")
         with open(samples, "w") as f:
@@ -102,7 +117,7 @@ def main():
                 for s in ("idle", "busy") for i, v in enumerate(("default", "old", "passive"))]}, f)
         page = os.path.join(tmp, "page.md")
         with open(page, "w") as f:
-            f.write(f"# A page\n\n<!-- table: tools/bench_busy.py --table {samples} -->\n| stale |\n<!-- /table -->\nend\n")
+            f.write(f"# A page\n\n<!-- table: tools/measure/bench_busy.py --table {samples} -->\n| stale |\n<!-- /table -->\nend\n")
         r = run([tables, "--check", page], tmp)
         check("results_tables.py --check: a stale table fails, naming page:line",
               r.returncode == 1 and "page.md:4:" in r.stdout and "1 tables and 0 figures, 1 not" in r.stdout, r.stdout + r.stderr)
@@ -118,10 +133,10 @@ def main():
             f.write("<!-- table: sh -c true -->\n<!-- /table -->\n")
         r = run([tables, "--check", page], tmp)
         check("results_tables.py: a marker naming no tools/ script is a one-line error",
-              r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "tools/NAME.py" in r.stderr, r.stderr)
+              r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "tools/FOLDER/NAME.py" in r.stderr, r.stderr)
 
-    # tools/claims.py: ReRoPE's loss measure and RULER's effective length, on made-up results.
-    import claims
+    # tools/results/claims.py: ReRoPE's loss measure and RULER's effective length, on made-up results.
+    from results import claims
     cell = {"length": 256, "nll_by_position": [{"first": 0, "nll": 9.0, "tokens": 128},
                                                {"first": 128, "nll": 2.0, "tokens": 96}, {"first": 224, "nll": 3.0, "tokens": 32}]}
     check("claims.py: the loss of the last L tokens weighs the buckets from N - L on by their tokens",
@@ -151,14 +166,14 @@ def main():
             cells.append({"task": "kv", "length": 256, "depth": 0, "score": 0})
             with open(os.path.join(tmp, "ruler", name + ".json"), "w") as f:
                 json.dump({"trained_length": 128, "lengths": list(per_length), "cells": cells}, f)
-        r = run([os.path.join(TOOLS, "claims.py"), "effective", "--data", tmp], tmp)
+        r = run([os.path.join(TOOLS, "results", "claims.py"), "effective", "--data", tmp], tmp)
         rows = [line for line in r.stdout.splitlines() if line.startswith(("| alibi", "| rope"))]
         check("claims.py effective: a row a file, schemes first; skipped tasks left out of the mean",
               r.returncode == 0 and rows == ["| alibi | plain | 2 | 95.0 | 55.0 | 85.0 | 128 |",
                                              "| rope | rerope | 2 | 85.0 | 80.0 | 75.0 | 256 |"],
               f"exit {r.returncode}, {rows}, stderr {r.stderr[-300:]!r}")
 
-    # tools/claims.py kept: which method keeps retrieval past L on which scheme, on made-up files.
+    # tools/results/claims.py kept: which method keeps retrieval past L on which scheme, on made-up files.
     with tempfile.TemporaryDirectory() as tmp:
         for sub in ("passkey", "ruler"):
             os.makedirs(os.path.join(tmp, sub))
@@ -177,13 +192,13 @@ def main():
             with open(os.path.join(tmp, "ruler", name + ".json"), "w") as f:
                 json.dump({"trained_length": 128, "lengths": [128, 256], "cells": cells}, f)
         png = os.path.join(tmp, "kept.png")
-        r = run([os.path.join(TOOLS, "claims.py"), "kept", "--data", tmp, "--plot", png], tmp)
+        r = run([os.path.join(TOOLS, "results", "claims.py"), "kept", "--data", tmp, "--plot", png], tmp)
         rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
         check("claims.py kept: methods x schemes, pass-key/RULER effective lengths, · for none, — below 50 at L",
               r.returncode == 0 and rows == ["| method | none | rope | t5 |", "| plain | 256/128 | 128/· | —/— |",
                                              "| rerope |  | 512/· |  |", "| streaming | ·/256 |  |  |"]
               and os.path.getsize(png) > 0, f"exit {r.returncode}, {rows}, stderr {r.stderr[-300:]!r}")
-        r = run([os.path.join(TOOLS, "claims.py"), "grid", "--data", tmp], tmp)
+        r = run([os.path.join(TOOLS, "results", "claims.py"), "grid", "--data", tmp], tmp)
         lines = r.stdout.splitlines()
         check("claims.py grid: a CSV row per scheme, method, task and length; unposable cells left out",
               r.returncode == 0 and len(lines) == 1 + 8 + 4 + 3 + 4 + 4
@@ -191,15 +206,15 @@ def main():
               and "none,plain,passkey,512,20.0,10" in lines and "rope,rerope,passkey,512,80.0,10" in lines
               and not any(",kv," in line for line in lines), f"exit {r.returncode}, {lines}, stderr {r.stderr[-300:]!r}")
         csv = os.path.join(tmp, "grid.csv")
-        r = run([os.path.join(TOOLS, "claims.py"), "grid", "--data", tmp, "--out", csv], tmp)
+        r = run([os.path.join(TOOLS, "results", "claims.py"), "grid", "--data", tmp, "--out", csv], tmp)
         written = open(csv).read().splitlines() if os.path.exists(csv) else None
         check("claims.py grid --out: the same CSV in the file, nothing on stdout",
               r.returncode == 0 and r.stdout == "" and written == lines, r.stderr[-300:])
         # ... and as a marked figure: results_tables.py draws it again and compares the pixels.
         page, fig = os.path.join(tmp, "page.md"), os.path.join(tmp, "fig", "kept.png")
         with open(page, "w") as f:
-            f.write(f"<!-- figure: tools/claims.py kept --data {tmp} --plot {fig} -->\n![grid](fig/kept.png)\n<!-- /figure -->\n")
-        tables = os.path.join(TOOLS, "results_tables.py")
+            f.write(f"<!-- figure: tools/results/claims.py kept --data {tmp} --plot {fig} -->\n![grid](fig/kept.png)\n<!-- /figure -->\n")
+        tables = os.path.join(TOOLS, "lib", "results_tables.py")
         r = run([tables, "--check", page], tmp)
         check("results_tables.py --check: a figure not committed fails, naming page:line",
               r.returncode == 1 and "page.md:1: " in r.stdout and "fig/kept.png is not committed" in r.stdout, r.stdout)
@@ -213,10 +228,10 @@ def main():
             json.dump({"trained_length": 128, "cells": [{"length": n, "correct": 10, "trials": 10} for n in (64, 128, 256)]}, f)
         r = run([tables, "--check", page], tmp)
         check("results_tables.py --check: a figure its results no longer draw fails",
-              r.returncode == 1 and "is not what 'tools/claims.py kept" in r.stdout, r.stdout)
+              r.returncode == 1 and "is not what 'tools/results/claims.py kept" in r.stdout, r.stdout)
 
-    # tools/passkey_digits.py: models/none answers every held-out row (its card's passkey_acc 1.00).
-    digits = os.path.join(TOOLS, "passkey_digits.py")
+    # tools/train/passkey_digits.py: models/none answers every held-out row (its card's passkey_acc 1.00).
+    digits = os.path.join(TOOLS, "train", "passkey_digits.py")
     with tempfile.TemporaryDirectory() as tmp:
         none = os.path.join(os.path.dirname(HERE), "models", "none")
         r = run([digits, none, "--json", "--heads", "--copy-rows"], tmp)
@@ -239,8 +254,8 @@ def main():
         check("passkey_digits.py: a missing model is a one-line error naming it",
               r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "nothing" in r.stderr, r.stderr[-300:])
 
-    # tools/family_acceptance.py: the bars on a made-up report.
-    import family_acceptance as fa
+    # tools/train/family_acceptance.py: the bars on a made-up report.
+    from train import family_acceptance as fa
     base = {"passkey": {"64": 0.0, "120": 0.0}, "ppl": {"tinystories": 20.0, "wikitext": 30.0}, "ruler": {}}
     report = {"models": {
         "a": {"passkey": {"64": 1.0, "120": 0.95}, "ppl": {"tinystories": 20.6, "wikitext": 25.0}, "baseline": base},
@@ -252,21 +267,21 @@ def main():
         path = os.path.join(tmp, "r.json")
         with open(path, "w") as f:
             json.dump(report, f)
-        r = run([os.path.join(TOOLS, "family_acceptance.py"), "--check", path], tmp)
+        r = run([os.path.join(TOOLS, "train", "family_acceptance.py"), "--check", path], tmp)
         check("family_acceptance.py --check: exit 1, a line per missed bar", r.returncode == 1
               and len(r.stdout.splitlines()) == 2, f"exit {r.returncode}, {r.stdout!r}")
         # The same schemes in another draw: a only, b missing there (left out of the rows).
         other = os.path.join(tmp, "o.json")
         with open(other, "w") as f:
             json.dump({"draw": "second", "models": {"a": dict(report["models"]["b"], ruler={"niah_single_1": 50.0})}}, f)
-        r = run([os.path.join(TOOLS, "family_acceptance.py"), "--table", path, "--what", "draws", "--beside", other], tmp)
+        r = run([os.path.join(TOOLS, "train", "family_acceptance.py"), "--table", path, "--what", "draws", "--beside", other], tmp)
         rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
         check("family_acceptance.py --what draws: a row per scheme in both, each cell 'this · other', means and gap",
               r.returncode == 0 and len(rows) == 4
               and rows[1] == "| a | 1.00 / 0.95 · 1.00 / 0.94 | +3.0% · +3.0% | -16.7% · +0.0% | — / — · 50 / — | met · missed |"
               and rows[3] == "| mean gap between draws (points) | | 0.0 | 16.7 | | |", r.stdout + r.stderr)
 
-    shapes = os.path.join(TOOLS, "paper_shapes.py")
+    shapes = os.path.join(TOOLS, "results", "paper_shapes.py")
     with tempfile.TemporaryDirectory() as tmp:
         def cell(model, label, length, ppl):
             return {"model": f"models/{model}", "label": label, "position_label": model, "length": length,
@@ -281,7 +296,7 @@ def main():
             "| model | config | positions | 128 (1×) | 256 (2×) |", "|---|---|---|---:|---:|",
             "| a | plain | a | 1.00 | 1.50 |", "| b | plain | b | 1.00 | — |", ""], ratio)
 
-    plot = os.path.join(TOOLS, "plot.py")
+    plot = os.path.join(TOOLS, "plot", "plot.py")
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "f")

@@ -1,4 +1,4 @@
-"""tools/outputs.py, through which every tool writes its results (JSON, CSV, plots, checkpoints,
+"""tools/lib/outputs.py, through which every tool writes its results (JSON, CSV, plots, checkpoints,
 models): whole or not at all, never through a planted name, devices and stdout in place, as
 pert's own outputs (tests/test_output_files.cpp). The full disk is tests/fault_inject.cpp,
 preloaded (ctest passes its path in PERT_FAULT_INJECT).
@@ -12,7 +12,7 @@ import pytest
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
 sys.path.insert(0, TOOLS)
-from outputs import replaced, save_figure  # noqa: E402
+from lib.outputs import replaced, save_figure  # noqa: E402
 
 
 def write_json(path, value):
@@ -26,7 +26,7 @@ def test_a_full_disk_leaves_the_old_file_whole_and_no_temporary_file(tmp_path):
         pytest.skip("PERT_FAULT_INJECT not set (ctest sets it)")
     out = tmp_path / "result.json"
     out.write_text("older results\n")
-    code = f"import sys; sys.path.insert(0, {TOOLS!r}); from outputs import replaced\n" \
+    code = f"import sys; sys.path.insert(0, {TOOLS!r}); from lib.outputs import replaced\n" \
            f"with replaced({str(out)!r}) as f: f.write('x' * 100000)"
     for room in (0, 20):
         env = dict(os.environ, LD_PRELOAD=shim, PERT_FAULT_DIR=str(tmp_path), PERT_FAULT_BYTES=str(room))
@@ -75,7 +75,7 @@ def test_links_devices_and_stdout(tmp_path):
     write_json("/dev/null", {})  # in place, even as root
     assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
     os.symlink("/proc/self/fd/1", tmp_path / "stdout")
-    code = f"import sys; sys.path.insert(0, {TOOLS!r}); from outputs import replaced\n" \
+    code = f"import sys; sys.path.insert(0, {TOOLS!r}); from lib.outputs import replaced\n" \
            f"print('before', flush=True)\nwith replaced({str(tmp_path / 'stdout')!r}) as f: f.write('json\\n')\nprint('after')"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout == "before\njson\nafter\n" and os.path.islink(tmp_path / "stdout")
@@ -101,7 +101,7 @@ def test_figures_are_saved_whole_in_the_format_their_name_says(tmp_path):
 
 
 def test_copies_are_whole_and_never_through_a_planted_name(tmp_path):
-    from outputs import copy
+    from lib.outputs import copy
     src, dst, victim = tmp_path / "src.bin", tmp_path / "dst.bin", tmp_path / "victim"
     src.write_bytes(bytes(range(256)) * 100)
     victim.write_text("untouched\n")
@@ -122,7 +122,7 @@ def test_the_slurm_scripts_are_written_through_replaced(tmp_path):
     victim.write_text("untouched\n")
     for name in ("array.sbatch.tmp", "merge.sbatch.tmp"):
         os.symlink(victim, run / name)
-    r = subprocess.run([sys.executable, os.path.join(TOOLS, "slurm_grid.py"), "--tasks", "2", "--dir", str(run), "--",
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "cluster", "slurm_grid.py"), "--tasks", "2", "--dir", str(run), "--",
                         "sweep", "-m", "models/rope", "--lengths", "128", "-f", "text.txt"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -132,7 +132,7 @@ def test_the_slurm_scripts_are_written_through_replaced(tmp_path):
 
 
 def slurm_grid(cwd, *args):
-    return subprocess.run([sys.executable, os.path.join(TOOLS, "slurm_grid.py"), *args], cwd=cwd,
+    return subprocess.run([sys.executable, os.path.join(TOOLS, "cluster", "slurm_grid.py"), *args], cwd=cwd,
                           capture_output=True, text=True)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/train.py's checkpoints: a run interrupted twice (the hidden --stop-after, exit 3, once at
+"""tools/train/train.py's checkpoints: a run interrupted twice (the hidden --stop-after, exit 3, once at
 a step with no evaluation) and resumed ends with the same weights, optimizer state and log as
 the run left alone: model.safetensors byte for byte, the checkpoints' tensors exactly (CPU, one
 thread). Then: a finished run asked again exits 0 at once ("trained with this run config
@@ -26,11 +26,11 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TRAIN = os.path.join(ROOT, "tools", "train.py")
+TRAIN = os.path.join(ROOT, "tools", "train", "train.py")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import safetensors_io  # noqa: E402
-import train  # noqa: E402
-from family_names import FAMILY, HYBRID  # noqa: E402
+from lib import safetensors_io  # noqa: E402
+from train import train, train_data  # noqa: E402
+from lib.family_names import FAMILY, HYBRID  # noqa: E402
 
 SKIP = 77
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -44,7 +44,7 @@ def slice_data(cfg, out):
             "wikitext": lambda t: "".join(t.splitlines(keepends=True)[:120]),
             "shakespeare": lambda t: t[:20000]}
     for source, cut in cuts.items():
-        with open(train.data_path(cfg, source), encoding="utf-8") as f:
+        with open(train_data.data_path(cfg, source), encoding="utf-8") as f:
             text = cut(f.read())
         with open(os.path.join(out, cfg["data"][source]), "w", encoding="utf-8") as f:
             f.write(text)
@@ -106,7 +106,6 @@ def copy_rows(base):
     import re
     import numpy as np
     import sentencepiece as spm
-    import train_data
     sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, base["tokenizer"]["dir"], "tokenizer.model"))
     rows = train_data.CopyRows(sp, base)
     rng, whole, counts, bad = np.random.default_rng(5), 0, set(), []
@@ -182,7 +181,7 @@ def scenario(tmp, data, base, position):
 def family_run_files():
     """Each model of the family is what its run file trains: the run hash of
     configs/train/NAME.json (a hybrid member's: configs/train/hybrid/NAME.json; settings, data and
-    tokenizer) is the one in models/NAME/card.json, so tools/train_family.sh makes (or resumes
+    tokenizer) is the one in models/NAME/card.json, so tools/train/train_family.sh makes (or resumes
     into) the committed weights and no other."""
     tok_dir = os.path.join(ROOT, "models", "tokenizer")
     names = [n for n in FAMILY + HYBRID if os.path.exists(os.path.join(ROOT, "models", n, "card.json"))]
@@ -190,7 +189,7 @@ def family_run_files():
     for name in names:
         with open(os.path.join(ROOT, "models", name, "card.json")) as f:
             card = json.load(f)
-        cfg = train.load_run_config(os.path.join(ROOT, "configs", "train", *(["hybrid"] if name in HYBRID else []),
+        cfg = train_data.load_run_config(os.path.join(ROOT, "configs", "train", *(["hybrid"] if name in HYBRID else []),
                                                  f"{name}.json"))
         _, run_hash = train.run_identity(cfg, cfg["train"]["steps"], None, tok_dir)
         if run_hash != card["config_hash"]:
@@ -200,9 +199,9 @@ def family_run_files():
 
 
 def main():
-    base = train.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
-    if not os.path.exists(train.data_path(base, "tinystories")):
-        print(f"SKIP: {train.data_path(base, 'tinystories')} not found")
+    base = train_data.load_run_config(os.path.join(ROOT, "configs", "train", "family.json"))
+    if not os.path.exists(train_data.data_path(base, "tinystories")):
+        print(f"SKIP: {train_data.data_path(base, 'tinystories')} not found")
         return SKIP
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "data")

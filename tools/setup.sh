@@ -62,16 +62,16 @@ fi
 python=/usr/bin/python3
 shared=../shared/data/models/stories260K
 if [ -f "$shared/stories260K.bin" ] && [ ! -f build/models/stories260K/tokenizer.json ]; then
-  "$python" tools/convert_llama2c.py "$shared/stories260K.bin" "$shared/tok512.bin" build/models/stories260K
+  "$python" tools/convert/convert_llama2c.py "$shared/stories260K.bin" "$shared/tok512.bin" build/models/stories260K
 fi
 
 # The family's held-out text (docs/results/extrapolation.md; tests read it), and the long-document
 # text of its WikiText table.
 if [ -f ../shared/data/text/tinystories_val.txt ] && [ ! -f build/data/tinystories_heldout.txt ]; then
-  "$python" tools/heldout.py build/data/tinystories_heldout.txt
+  "$python" tools/train/heldout.py build/data/tinystories_heldout.txt
 fi
 if [ -f ../shared/data/text/wikitext-2.test.tokens.txt ] && [ ! -f build/data/wikitext2_test_prefix.txt ]; then
-  "$python" tools/wikitext_prefix.py build/data/wikitext2_test_prefix.txt
+  "$python" tools/train/wikitext_prefix.py build/data/wikitext2_test_prefix.txt
 fi
 
 if ((${#shared_missing[@]})); then

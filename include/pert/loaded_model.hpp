@@ -33,7 +33,7 @@ std::string read_utf8_file(const std::filesystem::path& path);
 
 // A text as token ids: the whole text at once, or with `split_docs` each document (separated
 // by a blank line, "\n\n", and stripped of surrounding whitespace) encoded on its own with
-// `bos` before it, as tools/train.py feeds stories to the family.
+// `bos` before it, as tools/train/train.py feeds stories to the family.
 std::vector<int> tokenize_text(const Tokenizer& tokenizer, std::string_view text, int bos, bool split_docs);
 std::vector<int> tokenize_file(const Tokenizer& tokenizer, const std::filesystem::path& path, int bos, bool split_docs);
 // A text as llama-perplexity tokenizes it (common_tokenize(text, add_special = true)): special

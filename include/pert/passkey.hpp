@@ -3,7 +3,7 @@
 // answer checked; accuracy per (prompt length, depth). `pert passkey` and the Python module's
 // Model.passkey() run it; docs/results/passkey.md shows what it finds.
 //
-// How a prompt is built (tools/passkey_reference.py rebuilds every prompt by these rules):
+// How a prompt is built (tools/reference/passkey_reference.py rebuilds every prompt by these rules):
 // - Its length N counts every prompt token, the tokenizer's leading special tokens (BOS)
 //   included; the answer's tokens come after and are not counted.
 // - Each sentence (filler, key sentence, question) is encoded on its own and the ids joined, as

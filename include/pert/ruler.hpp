@@ -2,7 +2,7 @@
 // (Liu et al. 2023): needles in a haystack (single, multi-key, multi-value, multi-query; noise,
 // essay or needle haystacks; number, word or uuid values), variable tracking, common and frequent
 // words extraction, and JSON key-value lookup. Each prompt is built by the rules that
-// tools/ruler_tasks.py states (and checks pert against, prompt by prompt): every random choice
+// tools/reference/ruler_tasks.py states (and checks pert against, prompt by prompt): every random choice
 // from SplitMix64 per trial, haystack prompts exactly `length` tokens with the needles at unit
 // boundaries by depth. The answer is greedy and scored as RULER scores it (string_match_all: the
 // share of the reference answers found in it, case-insensitive). `pert ruler` and the Python

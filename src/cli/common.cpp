@@ -71,7 +71,7 @@ std::filesystem::path resolve_model_dir(const std::string& given) {
     return pointer.parent_path() / name;
   }
   throw IoError("no -m MODEL_DIR given and " + pointer.string() +
-                " does not exist; convert a model first, e.g. /usr/bin/python3 tools/convert_llama2c.py "
+                " does not exist; convert a model first, e.g. /usr/bin/python3 tools/convert/convert_llama2c.py "
                 "../shared/data/models/stories260K/stories260K.bin ../shared/data/models/stories260K/tok512.bin "
                 "build/models/stories260K, then pass -m build/models/stories260K");
 }

@@ -1,6 +1,6 @@
 // pert passkey: the pass-key retrieval test (the library's run_passkey, include/pert/passkey.hpp,
 // where the prompt rules are) as a table, JSON or CSV, with every prompt's ids on request for
-// tools/passkey_reference.py.
+// tools/reference/passkey_reference.py.
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -138,7 +138,7 @@ void add_passkey(CLI::App& app) {
   cmd->add_option("--csv", a->csv_file, "Write the cells (length, depth, correct, trials, accuracy) as CSV to this file")
       ->check(writable_file());
   cmd->add_option("--dump-prompts", a->dump_file,
-                  "Write the JSON result with every prompt's token ids to this file (tools/passkey_reference.py reads it)")
+                  "Write the JSON result with every prompt's token ids to this file (tools/reference/passkey_reference.py reads it)")
       ->check(writable_file());
   a->shards.add_to(*cmd, "(length, depth) cells");
   cmd->callback([a] { run(*a); });

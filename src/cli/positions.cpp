@@ -1,6 +1,6 @@
 // pert positions: the attention logit of q = k = ones against relative distance, computed by
 // the model's own positional scheme (RoPE's long-range decay, ALiBi's lines, xPos's decay).
-// tools/plot.py draws it.
+// tools/plot/plot.py draws it.
 #include <cstdio>
 #include <sstream>
 

@@ -1,6 +1,6 @@
 // pert ruler: the retrieval tasks (the library's run_ruler, include/pert/ruler.hpp; the prompt
-// rules in tools/ruler_tasks.py) as a table, JSON or CSV, with every prompt's ids on request for
-// tools/ruler_reference.py.
+// rules in tools/reference/ruler_tasks.py) as a table, JSON or CSV, with every prompt's ids on request for
+// tools/reference/ruler_reference.py.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -164,7 +164,7 @@ void add_ruler(CLI::App& app) {
       "stands among the haystack tokens; the others at depths drawn per trial. Trial i draws the same keys, values "
       "and haystack in every cell (SplitMix64 from --seed). Score: the share of the reference answers that the "
       "greedy answer (up to the reference's tokens + 4) contains, ignoring case, x 100. The rules in full: "
-      "tools/ruler_tasks.py, which rebuilds every prompt (tools/ruler_reference.py).");
+      "tools/reference/ruler_tasks.py, which rebuilds every prompt (tools/reference/ruler_reference.py).");
   cmd->add_option("-m,--model", a->model_dir, "Model directory or GGUF file (default: models/default)")->check(not_empty());
   cmd->add_option("--tasks", a->tasks, "Tasks, e.g. niah_single_1,vt (all: every task)")
       ->delimiter(',')
@@ -195,7 +195,7 @@ void add_ruler(CLI::App& app) {
   cmd->add_option("--csv", a->csv_file, "Write the cells (task, length, depth, score, trials, skipped) as CSV to this file")
       ->check(writable_file());
   cmd->add_option("--dump-prompts", a->dump_file,
-                  "Write the JSON result with every prompt's token ids to this file (tools/ruler_reference.py reads it)")
+                  "Write the JSON result with every prompt's token ids to this file (tools/reference/ruler_reference.py reads it)")
       ->check(writable_file());
   a->shards.add_to(*cmd, "(task, length, depth) cells");
   cmd->callback([a] { run(*a); });

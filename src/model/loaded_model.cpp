@@ -24,7 +24,7 @@ LoadedModel load_model(const std::filesystem::path& dir, const ConfigOverrides& 
 Tokenizer load_tokenizer(const std::filesystem::path& model) {
   if (is_gguf_file(model)) return Tokenizer::from_gguf(GgufFile(model));
   if (!std::filesystem::exists(model / "tokenizer.json"))
-    throw IoError((model / "tokenizer.json").string() + ": missing (tools/convert_llama2c.py writes one next to the weights)");
+    throw IoError((model / "tokenizer.json").string() + ": missing (tools/convert/convert_llama2c.py writes one next to the weights)");
   return Tokenizer::load_dir(model);
 }
 

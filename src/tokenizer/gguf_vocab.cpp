@@ -36,7 +36,7 @@
 // merges list every split (left, right) of every normal piece into two normal pieces, ordered by
 // the merged piece's score, highest first: the candidate a rank-BPE picks is then the one of the
 // best score. This is HF's SentencePieceExtractor construction, ordered as current transformers
-// orders it and as tools/tokenizer_json.py does (tests/tokenizer_test.py checks that against
+// orders it and as tools/convert/tokenizer_json.py does (tests/tokenizer_test.py checks that against
 // SentencePiece on the Llama-2 vocabulary): score descending, then the longer left part, then the
 // longer right part (in characters), then generation order (pieces by id, a piece's splits by
 // (id(left), id(right))).

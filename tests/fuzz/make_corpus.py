@@ -235,8 +235,8 @@ import tempfile  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(root, "tools"))
-import ggml_quants  # noqa: E402
-import gguf  # noqa: E402
+from convert import ggml_quants  # noqa: E402
+from convert import gguf  # noqa: E402
 
 
 def gguf_bytes(metadata, tensors, version=3):

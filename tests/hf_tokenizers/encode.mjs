@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The reference side of tests/hf_tokenizer_test.py and tools/tokenizer_throughput.py: HF's own
+// The reference side of tests/hf_tokenizer_test.py and tools/measure/tokenizer_throughput.py: HF's own
 // JS tokenizers (@huggingface/tokenizers, pinned in package.json) encoding a text file with a
 // real tokenizer.json (+ tokenizer_config.json).
 //

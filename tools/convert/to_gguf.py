@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""Converts a pert/HF model directory to GGUF as llama.cpp's convert_hf_to_gguf.py followed by
+llama-quantize lays it out, so that pert's GGUF reader is tested on the files users have.
+
+    to_gguf.py MODEL_DIR OUT.gguf [--type Q4_K_M] [--version 3] [--alignment 32]
+               [--dequantized-dir DIR] [--name NAME]
+    to_gguf.py --random ARCH MODEL_DIR OUT.gguf [...]   # first writes a small random ARCH model
+                                                        # (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, cohere2,
+                                                        # smollm3) there
+
+MODEL_DIR holds config.json, model.safetensors (or its index and shards), tokenizer.json and
+optionally tokenizer_config.json. A pert "position" block is written when it is plain RoPE (the
+family's models/rope: base and rotary_dim as rope_theta and the rope dimensions); any other
+scheme, RoPE layout or xPos has no GGUF form and is refused. Architectures: LlamaForCausalLM and MistralForCausalLM ->
+"llama", Qwen2ForCausalLM -> "qwen2", Qwen3ForCausalLM -> "qwen3", Phi3ForCausalLM -> "phi3",
+Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2",
+SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written)
+(Gemma's norms stored as 1 + w and named post_attention_norm / ffn_norm / post_ffw_norm, its
+caps and window written; Cohere's layer_norm_epsilon, logit_scale and window; what llama.cpp
+hard-codes, such as Gemma's local RoPE base and both layer patterns, is not written).
+
+What is written, as llama.cpp does:
+  - the hyperparameters under {arch}.*; attention.key_length/value_length when config.json has
+    head_dim; rope.scaling.* for linear / yarn (factor, original context, yarn's fields) and
+    longrope; Llama 3's scaling as a `rope_freqs` tensor; Phi-3's long/short factors as
+    `rope_factors_long`/`rope_factors_short` with rope.scaling.attn_factor and
+    original_context_length; general.file_type and general.quantization_version = 2; the
+    tokenizer from tools/convert/gguf_vocab.py.
+  - tensors named as llama.cpp names them (token_embd, blk.N.attn_q, ..., output absent when
+    tied), sorted by name as llama-quantize writes them; for arch "llama" only, q and k rows
+    permuted as the converter's LlamaModel.permute does (HF's rotate-half order back to
+    interleaved pairs); vectors (norms, biases, rope factors) F32.
+Two additions llama.cpp does not make: rope.dimension_count for every architecture (llama.cpp
+takes the head size when it is absent) and attention.sliding_window wherever config.json's
+window applies to every layer (Mistral; Qwen with use_sliding_window), so a reader computes the
+model config.json describes.
+
+--type: F32, F16, BF16 (the converter's --outtype: matrices in that type); Q8_0, Q4_0, Q4_1,
+Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (llama-quantize --pure: every matrix in that type); Q4_K_M and
+Q5_K_M (llama-quantize's mixes: output, and token_embd when tied, in Q6_K; attn_v / attn_qkv
+and ffn_down in Q6_K for the first and last eighth and every third between, counted as
+llama-quantize counts them, in name order: blk.10 before blk.2).
+A matrix whose rows are not whole blocks falls back as llama-quantize does (Q4_K -> Q5_0,
+Q5_K -> Q5_1, Q6_K -> Q8_0; the output matrix to Q8_0), and to F16 where even that does not fit
+(where llama-quantize would stop).
+
+--dequantized-dir DIR also writes an HF model directory holding exactly the weights the GGUF
+holds (dequantized to F32, q/k back in HF order) with config.json and the tokenizer files
+copied, so that the float64 reference (tools/reference/reference.py) computes the GGUF's model.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
+from convert import ggml_quants  # noqa: E402
+from convert import gguf  # noqa: E402
+from reference import reference  # noqa: E402
+from lib import safetensors_io  # noqa: E402
+from convert import tokenizer_json  # noqa: E402
+from convert.gguf_vocab import vocab_metadata  # noqa: E402
+
+ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
+         "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2",
+         "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2", "SmolLM3ForCausalLM": "smollm3"}
+GEMMA = ("gemma2", "gemma3")
+
+# --type: (llama.cpp's general.file_type, the matrices' type, llama-quantize's mix or None)
+TYPES = {
+    "F32": (0, "F32", None), "F16": (1, "F16", None), "BF16": (32, "BF16", None),
+    "Q4_0": (2, "Q4_0", None), "Q4_1": (3, "Q4_1", None), "Q8_0": (7, "Q8_0", None),
+    "Q5_0": (8, "Q5_0", None), "Q5_1": (9, "Q5_1", None),
+    "Q4_K": (14, "Q4_K", None), "Q5_K": (16, "Q5_K", None), "Q6_K": (18, "Q6_K", None),
+    "Q4_K_M": (15, "Q4_K", "M"), "Q5_K_M": (17, "Q5_K", "M"),
+}
+FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}  # llama-quantize's, for rows not whole blocks
+
+# HF name (after "model.layers.N.") -> GGUF name (after "blk.N.")
+LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output", "self_attn.qkv_proj": "attn_qkv",
+    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "mlp.gate_up_proj": "ffn_up",  # Phi-3: gate and up in one, as llama.cpp's phi3 reads it
+}
+# Gemma's: its post_attention_layernorm normalises the attention's output; the MLP's input norm
+# is pre_feedforward_layernorm, which llama.cpp calls ffn_norm.
+GEMMA_LAYER_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm",
+                         pre_feedforward_layernorm="ffn_norm", post_feedforward_layernorm="post_ffw_norm")
+GLOBAL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+# ----------------------------------------------------------------------------- names and layout
+def gguf_name(hf_name, arch="llama"):
+    """llama.cpp's name for an HF tensor name; ValueError for one it has no place for."""
+    stem, _, suffix = hf_name.rpartition(".")
+    if stem in GLOBAL_NAMES:
+        return f"{GLOBAL_NAMES[stem]}.{suffix}"
+    parts = stem.split(".", 3)
+    names = GEMMA_LAYER_NAMES if arch in GEMMA else LAYER_NAMES
+    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in names:
+        return f"blk.{parts[2]}.{names[parts[3]]}.{suffix}"
+    raise ValueError(f"{hf_name}: no GGUF name for this tensor")
+
+
+def permute(w, heads):
+    """The converter's LlamaModel.permute: per head, rows [first half, second half] (HF's
+    rotate-half pairs i, i + d/2) -> interleaved pairs (2i, 2i + 1), as GGML's RoPE takes them."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute(w, heads):
+    """The inverse of permute()."""
+    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def heads_of(hf_name, arch, config):
+    """The head count to (un)permute `hf_name` by, or None when it is not permuted."""
+    if arch not in ("llama", "smollm3"):  # SmolLM3's converter is a LlamaModel: it permutes too
+        return None
+    if hf_name.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
+        return config["num_attention_heads"]
+    if hf_name.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
+        return config.get("num_key_value_heads", config["num_attention_heads"])
+    return None
+
+
+# ----------------------------------------------------------------------------- metadata
+def rope_parameters(config):
+    """The rope scaling block (transformers v4 rope_scaling or v5 rope_parameters), its kind lowercased."""
+    rs = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    kind = (rs.get("rope_type") or rs.get("type") or "").lower()
+    return rs, kind
+
+
+def head_dim(config):
+    return config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+
+
+def rope_dims(config):
+    return int(head_dim(config) * config.get("partial_rotary_factor", 1.0))
+
+
+def uniform_window(config):
+    """The sliding window when config.json gives every layer the same one, 0 when none; ValueError
+    for windows on some layers only (GGUF's llama/qwen2/qwen3 have one window for all)."""
+    windows = set(reference.layer_windows(config))
+    if len(windows) > 1:
+        raise ValueError(f"sliding windows {sorted(windows)} differ between layers; GGUF has one per model")
+    return windows.pop()
+
+
+def hyperparameters(arch, config):
+    """[(key, kind, value)] of the model's shape and positions, as the converter writes them."""
+    a = arch + "."
+    theta = float((config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", 10000.0)))
+    md = [
+        (a + "block_count", "u32", config["num_hidden_layers"]),
+        (a + "context_length", "u32", config["max_position_embeddings"]),
+        (a + "embedding_length", "u32", config["hidden_size"]),
+        (a + "feed_forward_length", "u32", config["intermediate_size"]),
+        (a + "attention.head_count", "u32", config["num_attention_heads"]),
+        (a + "attention.head_count_kv", "u32", config.get("num_key_value_heads", config["num_attention_heads"])),
+        (a + "rope.freq_base", "f32", theta),
+        (a + "attention.layer_norm_rms_epsilon", "f32", config.get("rms_norm_eps", 1e-6)),
+        (a + "rope.dimension_count", "u32", rope_dims(config)),
+    ]
+    if arch == "cohere2":  # LayerNorm's eps under its own key; logit_scale; the window (every 4th layer global)
+        md[7] = (a + "attention.layer_norm_epsilon", "f32", config.get("layer_norm_eps", 1e-5))
+        md += [(a + "logit_scale", "f32", config.get("logit_scale", 0.0625)),
+               (a + "attention.sliding_window", "u32", config.get("sliding_window", 4096))]
+        return md
+    if arch in GEMMA:  # the window (pattern 2 or 6, not written), the caps; no query_pre_attn_scalar key
+        md.append((a + "attention.sliding_window", "u32", config.get("sliding_window", 4096)))
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            default = (50.0 if key.startswith("attn") else 30.0) if arch == "gemma2" else None
+            value = config.get(key, default)
+            if value is not None:
+                md.append((a + key, "f32", value))
+    rs, kind = rope_parameters(config)
+    if arch == "phi3":
+        original = rs.get("original_max_position_embeddings",
+                          config.get("original_max_position_embeddings", config["max_position_embeddings"]))
+        md.append((a + "rope.scaling.original_context_length", "u32", original))
+        md.append((a + "attention.sliding_window", "u32", config.get("sliding_window") or 0))
+        if rs.get("long_factor"):
+            scale = config["max_position_embeddings"] / original
+            if kind in ("su", "longrope"):
+                attn = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0
+            elif kind == "yarn":
+                attn = 0.1 * math.log(scale) + 1.0 if scale > 1 else 1.0
+            else:
+                raise ValueError(f"phi3 rope scaling {kind!r} is not supported")
+            md.append((a + "rope.scaling.attn_factor", "f32", attn))
+        return md
+    if config.get("head_dim") is not None:
+        md += [(a + "attention.key_length", "u32", config["head_dim"]),
+               (a + "attention.value_length", "u32", config["head_dim"])]
+    if arch == "llama":
+        md.append((a + "vocab_size", "u32", config["vocab_size"]))
+    factor = rs.get("factor")
+    if kind == "linear" and factor is not None:
+        md += [(a + "rope.scaling.type", "string", "linear"), (a + "rope.scaling.factor", "f32", factor)]
+    elif kind == "yarn" and factor is not None:
+        md += [(a + "rope.scaling.type", "string", "yarn"), (a + "rope.scaling.factor", "f32", factor),
+               (a + "rope.scaling.original_context_length", "u32", rs["original_max_position_embeddings"])]
+        for key, names in (("yarn_ext_factor", ("extrapolation_factor",)),
+                           ("yarn_attn_factor", ("attention_factor", "attn_factor")),
+                           ("yarn_beta_fast", ("beta_fast",)), ("yarn_beta_slow", ("beta_slow",))):
+            value = next((rs[n] for n in names if rs.get(n) is not None), None)
+            if value is not None:
+                md.append((a + "rope.scaling." + key, "f32", value))
+    elif kind in ("su", "longrope"):
+        md.append((a + "rope.scaling.type", "string", "longrope"))
+    elif kind not in ("", "default", "llama3"):
+        raise ValueError(f"rope scaling {kind!r} has no GGUF form here")
+    window = 0 if arch in GEMMA else uniform_window(config)
+    if window:
+        md.append((a + "attention.sliding_window", "u32", window))
+    return md
+
+
+def extra_tensors(arch, config):
+    """{gguf name: float32 vector} the converter adds: Llama 3's rope_freqs, Phi-3's rope factors."""
+    rs, kind = rope_parameters(config)
+    if arch == "llama" and kind == "llama3":
+        dim = head_dim(config)
+        base = float(rs.get("rope_theta", config.get("rope_theta", 10000.0)))
+        freqs = 1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+        factor = rs.get("factor", 8.0)
+        low, high = rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
+        old = rs.get("original_max_position_embeddings", config.get("original_max_position_embeddings", 8192))
+        out = []
+        for f in freqs.astype(np.float32):
+            wavelen = 2 * math.pi / float(f)
+            if wavelen < old / high:
+                out.append(1.0)
+            elif wavelen > old / low:
+                out.append(factor)
+            else:
+                smooth = (old / wavelen - low) / (high - low)
+                out.append(1 / ((1 - smooth) / factor + smooth))
+        return {"rope_freqs.weight": np.array(out, np.float32)}
+    if arch == "phi3" and rs.get("long_factor"):
+        n = rope_dims(config) // 2
+        long, short = rs["long_factor"], rs.get("short_factor")
+        if short is None or len(long) != n or len(short) != n:
+            raise ValueError(f"phi3: long_factor and short_factor must each have {n} values")
+        return {"rope_factors_long.weight": np.array(long, np.float32),
+                "rope_factors_short.weight": np.array(short, np.float32)}
+    return {}
+
+
+# ----------------------------------------------------------------------------- tensor types
+def use_more_bits(i, n):
+    """llama-quantize's choice of layers given more bits in its _M mixes."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def tensor_types(tensors, type_name, n_layer):
+    """{gguf name: GGML type} for [(gguf name, shape innermost first)] in llama-quantize's order."""
+    _, default, mix = TYPES[type_name]
+    tied = not any(name == "output.weight" for name, _ in tensors)
+    n_wv = sum(1 for name, _ in tensors if "attn_v.weight" in name or "attn_qkv.weight" in name)
+    i_wv = i_down = 0
+    out = {}
+    for name, shape in tensors:
+        if len(shape) < 2 or not name.endswith("weight") or "_norm.weight" in name:
+            out[name] = "F32"
+            continue
+        t = default
+        blocked = ggml_quants.TYPES[t].block_size > 1
+        if blocked and mix:
+            if name == "output.weight" or (tied and name == "token_embd.weight"):
+                t = "Q8_0" if shape[0] % ggml_quants.TYPES[t].block_size else "Q6_K"
+            elif "attn_v.weight" in name or "attn_qkv.weight" in name:
+                t = "Q6_K" if use_more_bits(i_wv, n_wv) else t
+                i_wv += 1
+            elif "ffn_down" in name:
+                t = "Q6_K" if use_more_bits(i_down, n_layer) else t
+                i_down += 1
+        if shape[0] % ggml_quants.TYPES[t].block_size:
+            t = FALLBACK.get(t, "F16")
+            if shape[0] % ggml_quants.TYPES[t].block_size:
+                t = "F16"
+        out[name] = t
+    return out
+
+
+# ----------------------------------------------------------------------------- conversion
+def read_config(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    hf_arch = (config.get("architectures") or [""])[0]
+    if hf_arch not in ARCHS:
+        raise ValueError(f"{model_dir}: architecture {hf_arch!r} is not one of {', '.join(ARCHS)}")
+    if config.get("extend") is not None:
+        raise ValueError(f"{model_dir}: config.json's pert-only \"extend\" block has no GGUF form")
+    if config.get("position") is not None:
+        config = plain_rope(config, model_dir)
+    return config, ARCHS[hf_arch]
+
+
+def plain_rope(config, model_dir):
+    """config.json with pert's "position" block said in HF's keys, when it is the RoPE GGUF holds
+    (the family's `{"type": "rope"}`: its base as rope_theta, its rotary_dim as
+    partial_rotary_factor); ValueError for any other scheme or RoPE setting (docs/config.md)."""
+    position = config["position"]
+    others = sorted(set(position) - {"type", "base", "rotary_dim", "layout"})
+    if position.get("layout", "half") != "half":
+        others.append(f"layout {position['layout']!r}")
+    if position.get("type") != "rope" or others:
+        what = position.get("type") if position.get("type") != "rope" else "rope with " + ", ".join(others)
+        raise ValueError(f"{model_dir}: config.json's \"position\" block ({what}) has no GGUF form; plain rope has")
+    if config.get("rope_scaling") or config.get("rope_parameters"):
+        raise ValueError(f"{model_dir}: config.json has a \"position\" block and HF's rope keys; GGUF takes one")
+    config = {k: v for k, v in config.items() if k != "position"}
+    config["rope_theta"] = float(position.get("base", 10000.0))
+    if "rotary_dim" in position:
+        config["partial_rotary_factor"] = position["rotary_dim"] / head_dim(config)
+    return config
+
+
+def load_weights(model_dir):
+    single = os.path.join(model_dir, "model.safetensors")
+    if os.path.exists(single):
+        return safetensors_io.load(single)
+    with open(os.path.join(model_dir, "model.safetensors.index.json")) as f:
+        shards = sorted(set(json.load(f)["weight_map"].values()))
+    out = {}
+    for shard in shards:
+        out.update(safetensors_io.load(os.path.join(model_dir, shard)))
+    return out
+
+
+def tokenizer_files(model_dir):
+    """tokenizer.json and tokenizer_config.json (None when absent) of a model directory."""
+    config = os.path.join(model_dir, "tokenizer_config.json")
+    return os.path.join(model_dir, "tokenizer.json"), config if os.path.exists(config) else None
+
+
+def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequantized_dir=None, name=None):
+    """Writes OUT.gguf for MODEL_DIR (see the module's docstring); returns {gguf name: GGML type}."""
+    config, arch = read_config(model_dir)
+    weights = load_weights(model_dir)
+    if config.get("tie_word_embeddings"):
+        weights.pop("lm_head.weight", None)
+    hf_of = {}
+    data = {}
+    for hf_name, w in weights.items():
+        if hf_name.endswith("rotary_emb.inv_freq"):
+            continue
+        g = gguf_name(hf_name, arch)
+        heads = heads_of(hf_name, arch, config)
+        data[g] = permute(w, heads) if heads else w
+        if arch in GEMMA and hf_name.endswith("norm.weight"):  # the converter stores Gemma's gains as 1 + w
+            data[g] = (w + 1).astype(w.dtype)
+        hf_of[g] = hf_name
+    data.update(extra_tensors(arch, config))
+    names = sorted(data)
+    shapes = {g: list(reversed(data[g].shape)) for g in names}
+    types = tensor_types([(g, shapes[g]) for g in names], type_name, config["num_hidden_layers"])
+    raw = {g: ggml_quants.quantize(types[g], data[g]) for g in names}
+
+    tok, tok_config = tokenizer_files(model_dir)
+    metadata = [("general.architecture", "string", arch), ("general.type", "string", "model"),
+                ("general.name", "string", name or os.path.basename(os.path.abspath(model_dir)))]
+    metadata += hyperparameters(arch, config)
+    metadata += [("general.file_type", "u32", TYPES[type_name][0]), ("general.quantization_version", "u32", 2)]
+    metadata += vocab_metadata(tok, tok_config)
+    # gguf-py's SpecialVocab also takes special ids from config.json when the tokenizer files lack them
+    have = {key for key, _, _ in metadata}
+    for kind in ("bos", "eos"):
+        ids = config.get(f"{kind}_token_id")
+        ids = ids[0] if isinstance(ids, list) and ids else ids
+        if isinstance(ids, int) and f"tokenizer.ggml.{kind}_token_id" not in have:
+            metadata.append((f"tokenizer.ggml.{kind}_token_id", "u32", ids))
+    gguf.write_gguf(out_path, metadata, [(g, types[g], shapes[g], raw[g]) for g in names],
+                    version=version, alignment=alignment)
+
+    if dequantized_dir is not None:
+        os.makedirs(dequantized_dir, exist_ok=True)
+        hf = {}
+        for g, hf_name in hf_of.items():
+            w = ggml_quants.dequantize(types[g], raw[g], data[g].size).reshape(data[g].shape)
+            heads = heads_of(hf_name, arch, config)
+            hf[hf_name] = unpermute(w, heads) if heads else w
+            if arch in GEMMA and hf_name.endswith("norm.weight"):
+                hf[hf_name] = hf[hf_name] - 1
+        safetensors_io.save(os.path.join(dequantized_dir, "model.safetensors"), hf, "F32")
+        for path in (os.path.join(model_dir, "config.json"), tok, tok_config):
+            if path is not None:
+                shutil.copyfile(path, os.path.join(dequantized_dir, os.path.basename(path)))
+    return types
+
+
+# ----------------------------------------------------------------------------- random models
+SMALL = dict(hidden=256, heads=4, kv_heads=2, layers=2, ffn=512, trained=64)
+# arch: (reference.make_model options, config.json keys) -- shaped as the published models
+RANDOM = {
+    # Llama 3: untied, GQA, llama3 rope scaling (the rope_freqs tensor)
+    "llama": ({}, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "rope_theta": 500000.0,
+                   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}),
+    # Mistral: a sliding window on every layer
+    "mistral": ({}, {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "rope_theta": 10000.0,
+                     "sliding_window": 6}),
+    # Qwen2.5: q/k/v biases, tied
+    "qwen2": ({"tie": True, "qkv_bias": True},
+              {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_theta": 1000000.0,
+               "use_sliding_window": False, "sliding_window": 32768}),
+    # Qwen3: q/k norms, head_dim apart from hidden/heads (attn_output's 192-wide rows fall back), tied
+    "qwen3": ({"tie": True, "qk_norm": True, "head_dim": 48},
+              {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 48,
+               "rope_theta": 1000000.0, "use_sliding_window": False}),
+    # Phi-3 128k: fused qkv and gate/up, longrope with its factor tables
+    "phi3": ({"fused": True}, {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "rope_theta": 10000.0,
+                               "original_max_position_embeddings": 32, "max_position_embeddings": 128,
+                               "sliding_window": 2047,
+                               "rope_scaling": {"type": "longrope",
+                                                "short_factor": [1.0 + 0.01 * i for i in range(32)],
+                                                "long_factor": [1.0 + 0.1 * i for i in range(32)]}}),
+    # Gemma 2: GeGLU, sandwich norms (stored + 1), caps, a window on even layers, tied
+    "gemma2": ({"tie": True, "gemma": True, "head_dim": 64},
+               {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 64,
+                "query_pre_attn_scalar": 64, "sliding_window": 6, "attn_logit_softcapping": 50.0,
+                "final_logit_softcapping": 30.0}),
+    # Gemma 3: q/k norms; 6 layers, the last global (llama.cpp's pattern 6, local base 10000); linear scaling
+    "gemma3": ({"tie": True, "gemma": True, "qk_norm": True, "head_dim": 64, "layers": 6},
+               {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 64,
+                "query_pre_attn_scalar": 64, "sliding_window": 6, "rope_theta": 1000000.0,
+                "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
+    # SmolLM3: llama's tensors, q/k permuted, NoPE in every 4th layer (llama.cpp's fixed step), tied
+    "smollm3": ({"tie": True, "layers": 4},
+                {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "rope_theta": 5000000.0,
+                 "no_rope_layer_interval": 4}),
+    # Command R7B: LayerNorm, parallel block, 4 layers: RoPE (interleaved) and a window on 3, the last NoPE
+    "cohere2": ({"tie": True, "parallel": True, "layers": 4},
+                {"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "logit_scale": 0.25,
+                 "sliding_window": 6, "layer_norm_eps": 1e-5, "rope_theta": 50000.0}),
+}
+
+
+def tiny_tokenizer():
+    """A Llama-2 style tokenizer.json of 306 pieces: <unk> <s> </s>, the 256 bytes, letters and a few merges."""
+    P = tokenizer_json.Piece
+    pieces = [P("<unk>", 0, tokenizer_json.UNKNOWN), P("<s>", 0, tokenizer_json.CONTROL),
+              P("</s>", 0, tokenizer_json.CONTROL)]
+    pieces += [P(f"<0x{b:02X}>", 0, tokenizer_json.BYTE) for b in range(256)]
+    words = ["▁t", "he", "▁the", "in", "er", "an", "▁a", "on", "▁o", "en"]
+    words += list("▁etaoinshrdlcumwfgypbvkjxqz")
+    words += [f"{c}{d}" for c in "st" for d in "aeiou"]
+    pieces += [P(w, -i, tokenizer_json.NORMAL) for i, w in enumerate(words)]
+    return tokenizer_json.build(pieces, warn=None), len(pieces)
+
+
+def random_model(out_dir, arch, seed=0):
+    """A small random-weight model of `arch` (a RANDOM key) with a tiny tokenizer in out_dir."""
+    options, config = RANDOM[arch]
+    tokenizer, vocab = tiny_tokenizer()
+    shape = dict(SMALL, trained=config.get("max_position_embeddings", SMALL["trained"]))
+    shape.update({k: options[k] for k in ("layers",) if k in options})
+    options = {k: v for k, v in options.items() if k not in shape}
+    reference.make_model(out_dir, None, seed=seed, vocab=vocab, extra_config=config, **shape, **options)
+    tokenizer_json.write(tokenizer, os.path.join(out_dir, "tokenizer.json"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model_dir", metavar="MODEL_DIR", help="HF model directory to convert")
+    ap.add_argument("out", metavar="OUT.gguf", help="GGUF file to write")
+    ap.add_argument("--type", default="F16", choices=list(TYPES), help="tensor types (default %(default)s)")
+    ap.add_argument("--version", type=int, default=3, choices=[2, 3], help="GGUF version (default %(default)s)")
+    ap.add_argument("--alignment", type=int, default=32, help="data alignment, a power of two (default %(default)s)")
+    ap.add_argument("--dequantized-dir", metavar="DIR", help="also write the GGUF's weights as an F32 HF model here")
+    ap.add_argument("--name", help="general.name (default: MODEL_DIR's name)")
+    ap.add_argument("--random", metavar="ARCH", choices=sorted(RANDOM),
+                    help="first write a small random model of ARCH into MODEL_DIR")
+    ap.add_argument("--seed", type=int, default=0, help="--random's seed (default %(default)s)")
+    a = ap.parse_args()
+    try:
+        if a.random:
+            random_model(a.model_dir, a.random, a.seed)
+        types = convert(a.model_dir, a.out, a.type, a.version, a.alignment, a.dequantized_dir, a.name)
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"to_gguf.py: {e}")
+    counts = {}
+    for t in types.values():
+        counts[t] = counts.get(t, 0) + 1
+    print(f"{a.out}: {len(types)} tensors ({', '.join(f'{n} {t}' for t, n in sorted(counts.items()))})",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
