@@ -259,6 +259,27 @@ def main():
             check(f"labels: {args[-4:]}: error naming --label", r.returncode != 0 and one_error_line(r)
                   and "--label" in r.stderr, r.stderr)
 
+        # An inline --config is a row as a file is: labelled by its JSON, the same cells as the file
+        # with that content, resumed by its value (spaces and key order aside), a bad one refused.
+        out = os.path.join(tmp, "inline.json")
+        yarn_file = os.path.join(ROOT, "configs", "rope", "yarn-x4.json")
+        inline = '{"rope_scaling": {"rope_type": "yarn", "factor": 4}, "position": null}'
+        r = sweep("--config", yarn_file, "--config", inline, lengths=[64, 128], out=out, models=MODELS[:1])
+        c = cells_of(out)
+        check("inline --config: a row labelled by its compact JSON, equal to the file of that content",
+              r.returncode == 0 and [x["label"] for x in c[2:]] == ['{"position":null,"rope_scaling":{"factor":4,'
+                                                                    '"rope_type":"yarn"}}'] * 2
+              and [x["ppl"] for x in c[:2]] == [x["ppl"] for x in c[2:]] and c[2]["position_label"] == "rope yarn x4",
+              (r.stderr, c))
+        r = sweep("--config", yarn_file, "--config", '{"position":null,"rope_scaling":{"factor":4,"rope_type":"yarn"}}',
+                  lengths=[64, 128], out=out, models=MODELS[:1])
+        check("inline --config: the same JSON written otherwise resumes its cells", r.returncode == 0
+              and "0 to run" in r.stderr, r.stderr)
+        r = sweep("--config", '{"rope_scaling":', lengths=[64], out=os.path.join(tmp, "bad_inline.json"),
+                  models=MODELS[:1])
+        check("inline --config that is not JSON: one line naming it", r.returncode != 0 and one_error_line(r)
+              and "inline config {" in r.stderr and "invalid JSON" in r.stderr, r.stderr)
+
         # A config that would replace the trained scheme: a row of error cells, not a silent rope model.
         out = os.path.join(tmp, "scheme.json")
         r = sweep("--config", os.path.join(ROOT, "configs", "rope", "ntk-x2.json"), lengths=[64], out=out,

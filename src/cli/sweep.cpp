@@ -133,8 +133,8 @@ void add_grid_command(CLI::App& app, const std::string& name, const std::string&
   CLI::App* cmd = app.add_subcommand(name, description);
   cmd->add_option("-m,--model", a->models, "Model directory or GGUF file (repeatable)")->allow_extra_args(false)->check(not_empty());
   cmd->add_option("--config", a->configs,
-                  "Config override file, one row per file and model (repeatable; 'plain': config.json as is; "
-                  "default: plain)")
+                  "Config override, a file or inline JSON ('{...}'), one row per config and model (repeatable; "
+                  "'plain': config.json as is; default: plain)")
       ->allow_extra_args(false);
   cmd->add_option("--label", a->labels,
                   "Row label of each --config, in order (default: the file's name, or its path where two share one)")
