@@ -13,6 +13,7 @@ reason in the table, the JSON and the CSV. Then the outputs agree with each othe
 table, --json-out, --csv), tools/plot/plot_passkey.py draws a panel a task, --seed decides the draws,
 and bad input gets one line naming the flag.
 """
+import json
 import os
 import subprocess
 import sys
@@ -91,7 +92,6 @@ def main():
             failures.append("--seed: another seed must draw other prompts, the same seed the same")
         # bad input: one line naming the flag, exit 1
         for args, want in ((["--tasks", "niah_single_9", "--lengths", "128"], "no task \"niah_single_9\""),
-                           (["--tasks", "niah_single_2", "--lengths", "128"], "--essay"),
                            (["--tasks", "niah_multikey_2", "--lengths", "40"], "--lengths 40: too short"),
                            (["--tasks", "vt", "--lengths", "128", "--template", "long"], "--template")):
             r = subprocess.run([pert, "ruler", "-m", os.path.join(ROOT, "models", "rope"), "-q"] + args,
@@ -100,6 +100,18 @@ def main():
             if r.returncode == 0 or len(lines) != 1 or want not in lines[0]:
                 failures.append(f"pert ruler {' '.join(args)}: exit {r.returncode}, stderr {r.stderr.strip()!r} "
                                 f"(wanted one line with {want!r})")
+        # Without --essay, the essay tasks take the WikiText-2 articles tools/setup.sh writes, and say so.
+        setup_essay = os.path.join(ROOT, "build", "data", "wikitext2_test_prefix.txt")
+        r = subprocess.run([pert, "ruler", "-m", os.path.join(ROOT, "models", "rope"), "-q", "--tasks", "niah_single_2",
+                            "--lengths", "128", "--trials", "1", "--depths", "0.5", "--json"], capture_output=True, text=True)
+        first = (r.stderr.strip().splitlines() or [""])[0]
+        if os.path.isfile(setup_essay):
+            if r.returncode != 0 or first != (f"pert: note: the essay haystack is {setup_essay} (tools/setup.sh's "
+                                              "WikiText-2 articles; --essay to choose)") \
+                    or json.loads(r.stdout)["essay"] != setup_essay:
+                failures.append(f"ruler without --essay: exit {r.returncode}, stderr {r.stderr.strip()[-300:]!r}")
+        elif r.returncode == 0 or "--essay" not in r.stderr:
+            failures.append(f"ruler without --essay or set-up's essay: exit {r.returncode}, {r.stderr.strip()!r}")
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0

@@ -1,8 +1,10 @@
 // pert ruler: the retrieval tasks (the library's run_ruler, include/pert/ruler.hpp; the prompt
 // rules in tools/reference/ruler_tasks.py) as a table, JSON or CSV, with every prompt's ids on request for
 // tools/reference/ruler_reference.py.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -15,6 +17,9 @@
 namespace pert::cli {
 
 namespace {
+
+// The WikiText-2 articles tools/setup.sh writes: the essay haystack when --essay is not given.
+constexpr const char* kSetupEssay = PERT_SETUP_ESSAY;
 
 using nlohmann::json;
 
@@ -112,10 +117,16 @@ void run(RulerArgs a) {
   const TaskOutputs task{"ruler", ruler_grid, write_ruler_csv, print_ruler_table};
   if (merge_task(a, task)) return;
   if (a.settings.lengths.empty()) throw CLI::RequiredError("--lengths");  // required but with --merge
+  if (a.tasks.size() == 1 && a.tasks[0] == "all") a.tasks = ruler_task_names();
+  const bool needs_essay = std::any_of(a.tasks.begin(), a.tasks.end(), ruler_task_needs_essay);
+  if (needs_essay && a.settings.essay_path.empty() && std::filesystem::is_regular_file(kSetupEssay)) {
+    a.settings.essay_path = kSetupEssay;  // what tools/setup.sh wrote
+    std::fprintf(stderr, "pert: note: the essay haystack is %s (tools/setup.sh's WikiText-2 articles; --essay to choose)\n",
+                 kSetupEssay);
+  }
   std::vector<NamedPath> inputs = run_inputs({a.model_dir}, a.config.files);
   if (!a.settings.essay_path.empty()) inputs.push_back({"--essay", a.settings.essay_path});
   check_distinct_paths({{"--json-out", a.json.file}, {"--csv", a.csv_file}, {"--dump-prompts", a.dump_file}}, inputs);
-  if (a.tasks.size() == 1 && a.tasks[0] == "all") a.tasks = ruler_task_names();
   a.settings.tasks = a.tasks;
   a.settings.wording = parse_ruler_template(a.wording);
   validate(a.settings);  // before the model loads
@@ -186,7 +197,7 @@ void add_ruler(CLI::App& app) {
       ->check(CLI::IsMember({"short", "ruler"}))
       ->capture_default_str();
   cmd->add_option("--essay", a->settings.essay_path, "Text whose sentences make the essay haystack (niah_single_2 and -3, "
-                  "multikey_1, multivalue, multiquery)")
+                  "multikey_1, multivalue, multiquery; default: " + std::string(kSetupEssay) + ", which tools/setup.sh writes)")
       ->check(CLI::ExistingFile);
   add_threads(*cmd, a->threads);
   a->config.add_to(*cmd);

@@ -33,7 +33,7 @@ std::vector<std::string> read_essay(const RulerSettings& p) {
     for (const std::string& t : p.tasks)
       if (ruler_task_needs_essay(t)) which += (which.empty() ? "" : ", ") + t;
     throw Error("ruler: `tasks` " + which + ": the essay haystack needs a text; give `essay` (a text file, e.g. "
-                "WikiText-2)");
+                "WikiText-2's articles, which tools/setup.sh writes to build/data/wikitext2_test_prefix.txt)");
   }
   std::string text;
   try {  // as -f's texts: a regular file or a stream, at most kMaxTextBytes, valid UTF-8
