@@ -359,7 +359,11 @@ def test_errors_name_python_keywords_where_the_cli_names_flags():
         learned.generate("Once", n_ctx=256)
     with pytest.raises(pert.Error, match=r"lengths 128: the prompt and its answer take 135 positions, .* give at "
                                          r"most 121, or set=\{'position.beyond': 'clamp'\} to reuse the last one"):
-        learned.passkey([64, 128], trials=1)
+        learned.passkey([128], trials=1)
+    r = learned.passkey([64, 128], trials=1, depths=[0.5])  # the length that can run runs; the other says why
+    assert [c["accuracy"] is None for c in r["cells"]] == [False, True]
+    assert re.search(r"lengths 128: the prompt and its answer take 135 positions, .* set=\{'position.beyond': "
+                     r"'clamp'\} to reuse the last one", r["cells"][1]["skipped"]), r["cells"][1]["skipped"]
 
 
 def test_a_scheme_change_warns_and_sweep_records_it(stories):

@@ -1,6 +1,7 @@
 // JSON input with errors that name the file: every JSON file pert reads goes through here.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -54,6 +55,10 @@ std::string json_brief(const nlohmann::json& value);
 
 // A number as people write it in descriptions ("10000", "0.5"): iostream's default format.
 std::string number_text(double x);
+
+// A task report's cells' "skipped" reasons (passkey's, ruler's) in a front end's words (the
+// CLI's flags, Python's keywords: error.hpp's fields).
+void reword_skipped(nlohmann::json& report, const std::function<std::string(const std::string&)>& words);
 
 // nlohmann's message without its "[json.exception.type_error.302] " prefix.
 std::string json_error_text(const nlohmann::json::exception& e);

@@ -73,6 +73,9 @@ struct PasskeyCell {
   int correct = 0, trials = 0;
   double accuracy = 0;
   std::vector<PasskeyTrial> results;
+  // Why the cell did not run ("" when it did): its length is too short for the key and the
+  // question, or its prompt and answer run past the position table. The other cells still run.
+  std::string skipped;
 };
 
 // Checks the settings and every length against the model (the key must fit, the prompt and its

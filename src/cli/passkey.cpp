@@ -1,6 +1,7 @@
 // pert passkey: the pass-key retrieval test (the library's run_passkey, include/pert/passkey.hpp,
 // where the prompt rules are) as a table, JSON or CSV, with every prompt's ids on request for
 // tools/reference/passkey_reference.py.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -22,10 +23,11 @@ struct PasskeyArgs : TaskFlags {
 
 void write_csv(const std::string& path, const json& cells) {
   std::ostringstream out;
-  out << "length,depth,correct,trials,accuracy\n";
+  out << "length,depth,correct,trials,accuracy,skipped\n";
   for (const json& c : cells)
     out << c["length"].get<int>() << ',' << number_text(c["depth"]) << ',' << c["correct"].get<int>() << ','
-        << c["trials"].get<int>() << ',' << number_text(c["accuracy"]) << "\n";
+        << c["trials"].get<int>() << ',' << (c["accuracy"].is_null() ? "" : number_text(c["accuracy"])) << ','
+        << (c.contains("skipped") ? "yes" : "") << "\n";
   write_file(path, out.str());
 }
 
@@ -41,10 +43,16 @@ GridCells passkey_grid(const json& result) {
   return grid;
 }
 
-// Rows: lengths; columns: depths and their mean ("—" for a cell a partial merge lacks).
+// Rows: lengths; columns: depths and their mean ("—" for a cell a partial merge lacks, or one
+// skipped: its reason below).
 void print_table(const json& result) {
   std::map<std::string, double> accuracy;
-  for (const json& c : result["cells"]) accuracy[passkey_cell_name(c)] = c["accuracy"];
+  std::vector<std::string> reasons;
+  for (const json& c : result["cells"]) {
+    if (!c["accuracy"].is_null()) accuracy[passkey_cell_name(c)] = c["accuracy"];
+    else if (std::find(reasons.begin(), reasons.end(), c["skipped"].get<std::string>()) == reasons.end())
+      reasons.push_back(c["skipped"].get<std::string>());
+  }
   // (strings from a --merge file shown as text: a control character in one is escaped, not sent to the terminal)
   std::printf("%s: %s\n", printable(result["model_dir"].get<std::string>()).c_str(),
               printable(result["position"].get<std::string>()).c_str());
@@ -74,6 +82,8 @@ void print_table(const json& result) {
     else
       std::printf(" — |\n");
   }
+  for (const std::string& r : reasons) std::printf("\n— %s", printable(r).c_str());
+  if (!reasons.empty()) std::printf("\n");
 }
 
 void run(const PasskeyArgs& a) {
@@ -88,7 +98,9 @@ void run(const PasskeyArgs& a) {
         return run_passkey(*m.model, m.tokenizer, s, progress, cell_done);
       },
       [](const LoadedModel& m, const PasskeySettings& s, const std::string& dtype, const std::vector<PasskeyCell>& cells) {
-        return passkey_report(m.dir.string(), m.model->config(), s, dtype, cells);
+        json r = passkey_report(m.dir.string(), m.model->config(), s, dtype, cells);
+        reword_skipped(r, cli_words);
+        return r;
       },
       [](const std::vector<PasskeyCell>& cells) {
         json prompts = json::array();
@@ -135,7 +147,7 @@ void add_passkey(CLI::App& app) {
   a->config.add_to(*cmd);
   add_quiet(*cmd, a->quiet);
   a->json.add_to(*cmd, "the settings and every cell (each trial's key, answer and verdict)");
-  cmd->add_option("--csv", a->csv_file, "Write the cells (length, depth, correct, trials, accuracy) as CSV to this file")
+  cmd->add_option("--csv", a->csv_file, "Write the cells (length, depth, correct, trials, accuracy, skipped) as CSV to this file")
       ->check(writable_file());
   cmd->add_option("--dump-prompts", a->dump_file,
                   "Write the JSON result with every prompt's token ids to this file (tools/reference/passkey_reference.py reads it)")

@@ -137,8 +137,7 @@ void run(RulerArgs a) {
       },
       [](const LoadedModel& m, const RulerSettings& s, const std::string& dtype, const std::vector<RulerCell>& cells) {
         json r = ruler_report(m.dir.string(), m.model->config(), s, dtype, cells);
-        for (json& c : r["cells"])
-          if (c.contains("skipped")) c["skipped"] = cli_words(c["skipped"].get<std::string>());
+        reword_skipped(r, cli_words);
         return r;
       },
       [](const std::vector<RulerCell>& cells) {

@@ -146,6 +146,11 @@ std::string json_brief(const nlohmann::json& value) {
 
 namespace pert {
 
+void reword_skipped(nlohmann::json& report, const std::function<std::string(const std::string&)>& words) {
+  for (nlohmann::json& c : report["cells"])
+    if (c.contains("skipped")) c["skipped"] = words(c["skipped"].get<std::string>());
+}
+
 std::string number_text(double x) {
   std::ostringstream ss;
   ss << x;

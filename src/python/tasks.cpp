@@ -8,6 +8,7 @@
 #include "pert/attention_report.hpp"
 #include "pert/error.hpp"
 #include "pert/evaluation.hpp"
+#include "pert/json_util.hpp"
 #include "pert/passkey.hpp"
 #include "pert/positions.hpp"
 #include "pert/ruler.hpp"
@@ -165,7 +166,9 @@ py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<do
     cells = run_passkey(*self.m->model, self.m->tokenizer, s, [&](long long done, long long total) { out(done, total); });
     out.finish();
   }
-  return to_python(passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells));
+  nlohmann::json report = passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells);
+  reword_skipped(report, python_words);
+  return to_python(report);
 }
 
 // Retrieval tasks after RULER, as `pert ruler --json` reports them.
@@ -190,8 +193,7 @@ py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vecto
     out.finish();
   }
   nlohmann::json report = ruler_report(self.m->dir.string(), self.config(), s, self.dtype, cells);
-  for (nlohmann::json& c : report["cells"])
-    if (c.contains("skipped")) c["skipped"] = python_words(c["skipped"].get<std::string>());
+  reword_skipped(report, python_words);
   return to_python(report);
 }
 

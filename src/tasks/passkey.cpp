@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
@@ -102,25 +105,35 @@ bool answer_correct(const std::string& answer, int key) {
   return answer.substr(a, b - a).rfind(std::to_string(key), 0) == 0;
 }
 
-// Every length fits the model, the prompts and the memory before anything runs.
-void check_lengths(const Model& model, const Sentences& s, const PasskeySettings& p, const std::vector<Trial>& trials) {
+// Every length against the model, before anything runs: a length too short for the key and the
+// question, or whose prompt and answer run past a position table, is skipped with its reason
+// (returned by length; the other lengths run, as ruler's and sweep's cells do); only when every
+// length is skipped is it an error. The longest that runs must fit the memory.
+std::map<int, std::string> check_lengths(const Model& model, const Sentences& s, const PasskeySettings& p,
+                                         const std::vector<Trial>& trials) {
   const ModelConfig& c = model.config();
   const int max = InferenceState(model, 1, 1).max_positions();
   int longest = 0, need = 0;
   for (const Trial& t : trials) need = std::max(need, s.fixed_tokens(t.key));
+  std::map<int, std::string> skipped;
   for (int n : p.lengths) {
-    const std::string at = "`lengths` " + std::to_string(n) + ": ";
+    const std::string at = "passkey: `lengths` " + std::to_string(n) + ": ";
     if (n < need)
-      throw Error(at + "too short for the key sentence and the question (" + std::to_string(need) +
-                  " tokens with BOS); give at least " + std::to_string(need));
-    if (max > 0 && n + kPasskeyAnswerTokens - 1 > max)
-      throw Error(at + "the prompt and its answer take " + std::to_string(n + kPasskeyAnswerTokens - 1) +
-                  " positions, past the " + c.position.scheme->label() + " position table (" + std::to_string(max) +
-                  " positions); give at most " + std::to_string(max - kPasskeyAnswerTokens + 1) +
-                  (c.position.type() == "learned" ? ", or `set position.beyond=clamp` to reuse the last one" : ""));
-    longest = std::max(longest, n);
+      skipped[n] = at + "too short for the key sentence and the question (" + std::to_string(need) +
+                   " tokens with BOS); give at least " + std::to_string(need);
+    else if (max > 0 && n + kPasskeyAnswerTokens - 1 > max)
+      skipped[n] = at + "the prompt and its answer take " + std::to_string(n + kPasskeyAnswerTokens - 1) +
+                   " positions, past the " + c.position.scheme->label() + " position table (" + std::to_string(max) +
+                   " positions); give at most " + std::to_string(max - kPasskeyAnswerTokens + 1) +
+                   (c.position.type() == "learned" ? ", or `set position.beyond=clamp` to reuse the last one" : "");
+    else
+      longest = std::max(longest, n);
   }
+  std::set<int> distinct(p.lengths.begin(), p.lengths.end());
+  if (skipped.size() == distinct.size())
+    throw Error(skipped.begin()->second + (skipped.size() > 1 ? " (and every other length)" : ""));
   require_cache(model, longest + kPasskeyAnswerTokens - 1, longest, p.cache_type, "");
+  return skipped;
 }
 
 }  // namespace
@@ -143,7 +156,7 @@ std::vector<PasskeyCell> run_passkey(const Model& model, const Tokenizer& tokeni
   validate(p);
   const Sentences sentences(tokenizer);
   const std::vector<Trial> trials = draw_trials(p.seed, p.trials);
-  check_lengths(model, sentences, p, trials);
+  const std::map<int, std::string> skipped = check_lengths(model, sentences, p, trials);
 
   GenerateOptions options;
   options.n_predict = kPasskeyAnswerTokens;
@@ -157,14 +170,21 @@ std::vector<PasskeyCell> run_passkey(const Model& model, const Tokenizer& tokeni
   const int grid = int(p.lengths.size() * p.depths.size());
   auto wanted = [&](int index) { return !p.wanted || p.wanted(index); };
   long long total = 0, done = 0;
-  for (int index = 0; index < grid; ++index) total += wanted(index) ? p.trials : 0;
+  for (int index = 0; index < grid; ++index)
+    total += wanted(index) && !skipped.count(p.lengths[size_t(index) / p.depths.size()]) ? p.trials : 0;
   int index = 0;
   for (int length : p.lengths) {
     std::unique_ptr<InferenceState> state;  // made for the length's first wanted cell
     for (double depth : p.depths) {
       if (!wanted(index++)) continue;
+      PasskeyCell cell{length, depth, 0, p.trials, 0, {}, {}};
+      if (auto it = skipped.find(length); it != skipped.end()) {
+        cell.skipped = it->second;
+        if (cell_done) cell_done(cell);
+        cells.push_back(std::move(cell));
+        continue;
+      }
       if (!state) state = std::make_unique<InferenceState>(model, length + kPasskeyAnswerTokens - 1, 512, 1, p.cache_type);
-      PasskeyCell cell{length, depth, 0, p.trials, 0, {}};
       for (int i = 0; i < p.trials; ++i) {
         const Trial& t = trials[size_t(i)];
         PasskeyTrial r;
@@ -203,12 +223,14 @@ nlohmann::json passkey_report(const std::string& model_dir, const ModelConfig& c
                          {"answer_ids", r.answer_ids},
                          {"answer", r.answer},
                          {"correct", r.correct}});
-    out.push_back({{"length", cell.length},
-                   {"depth", cell.depth},
-                   {"accuracy", cell.accuracy},
-                   {"correct", cell.correct},
-                   {"trials", cell.trials},
-                   {"results", results}});
+    nlohmann::json j = {{"length", cell.length},
+                        {"depth", cell.depth},
+                        {"accuracy", cell.skipped.empty() ? nlohmann::json(cell.accuracy) : nlohmann::json(nullptr)},
+                        {"correct", cell.correct},
+                        {"trials", cell.trials},
+                        {"results", results}};
+    if (!cell.skipped.empty()) j["skipped"] = cell.skipped;
+    out.push_back(std::move(j));
   }
   return {{"model_dir", model_dir},
           {"position", describe_position(c)},

@@ -5,7 +5,7 @@
 
 RESULT.json comes from `pert passkey ... --json-out FILE` or `pert ruler ... --json-out FILE` (or
 `--json > FILE`, or --dump-prompts). One panel per file (a ruler result: one per task, its score
-/ 100 in place of the accuracy, "—" where a length is too short for the task), side by side
+/ 100 in place of the accuracy; "—" where a cell was skipped: too short, or past a position table), side by side
 (--cols N: N to a row): x the prompt length in tokens, y the depth of
 the key (0 at the top: the start of the filler), colour the accuracy over the cell's trials
 (cividis, dark 0 to light 1, safe for colour-blind readers and in grey; the accuracy written in
@@ -32,7 +32,7 @@ from lib.outputs import save_figure  # noqa: E402  (whole or not at all, as pert
 
 def load(path):
     """The panels of a result: [(result, lengths, depths, grid, title or None)]; `pert ruler`'s
-    result gives one panel a task (scores / 100; a length too short for the task is NaN)."""
+    result gives one panel a task (scores / 100); a skipped cell is NaN."""
     try:
         with open(path) as f:
             r = json.load(f)
@@ -43,8 +43,10 @@ def load(path):
             mine = [c for c in cells if c.get("task") == task]
             lengths = list(dict.fromkeys(c["length"] for c in mine))
             depths = list(dict.fromkeys(c["depth"] for c in mine))
-            value = {(c["length"], c["depth"]): (c["accuracy"] if task is None else
-                                                 float("nan") if c["score"] is None else c["score"] / 100) for c in mine}
+            value = {}  # a skipped cell (a length too short, or past a position table) is NaN
+            for c in mine:
+                v = c["accuracy"] if task is None else None if c["score"] is None else c["score"] / 100
+                value[(c["length"], c["depth"])] = float("nan") if v is None else v
             grid = [[value[(n, d)] for n in lengths] for d in depths]
             panels.append((r, lengths, depths, grid, task))
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -61,14 +63,14 @@ def panel_title(r):
 
 def panel(ax, r, lengths, depths, grid, title):
     cmap = matplotlib.colormaps["cividis"].copy()
-    cmap.set_bad("#d9d9d9")  # a length too short for the task: light grey
+    cmap.set_bad("#d9d9d9")  # a skipped cell (too short, past a position table): light grey
     im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
     ax.set_yticks(range(len(depths)), ["—" if d is None else f"{d:g}" for d in depths])
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel("depth of the key" if "tasks" not in r else "depth of the first needle")
     for y, row in enumerate(grid):
-        for x, a in enumerate(row):  # percent: short enough to read at page width; — too short for the task
+        for x, a in enumerate(row):  # percent: short enough to read at page width; — skipped
             ax.text(x, y, "—" if a != a else f"{100 * a:.0f}", ha="center", va="center", fontsize=11,
                     color="black" if a != a or a >= 0.5 else "white")
     L = r.get("trained_length")
