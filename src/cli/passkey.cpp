@@ -98,9 +98,7 @@ void run(const PasskeyArgs& a) {
         return run_passkey(*m.model, m.tokenizer, s, progress, cell_done);
       },
       [](const LoadedModel& m, const PasskeySettings& s, const std::string& dtype, const std::vector<PasskeyCell>& cells) {
-        json r = passkey_report(m.dir.string(), m.model->config(), s, dtype, cells);
-        reword_skipped(r, cli_words);
-        return r;
+        return passkey_report(m.dir.string(), m.model->config(), s, dtype, cells);
       },
       [](const std::vector<PasskeyCell>& cells) {
         json prompts = json::array();

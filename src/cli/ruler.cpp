@@ -136,9 +136,7 @@ void run(RulerArgs a) {
         return run_ruler(*m.model, m.tokenizer, s, progress, cell_done);
       },
       [](const LoadedModel& m, const RulerSettings& s, const std::string& dtype, const std::vector<RulerCell>& cells) {
-        json r = ruler_report(m.dir.string(), m.model->config(), s, dtype, cells);
-        reword_skipped(r, cli_words);
-        return r;
+        return ruler_report(m.dir.string(), m.model->config(), s, dtype, cells);
       },
       [](const std::vector<RulerCell>& cells) {
         json prompts = json::array();

@@ -64,6 +64,7 @@ void run_task(const TaskFlags& a, const TaskOutputs& task, S settings, Run run, 
   const std::string dtype = resolved_dtype(a.config.dtype, m.dir);
   auto result_of = [&](const std::vector<C>& cells) {
     nlohmann::json r = report(m, settings, dtype, cells);
+    reword_skipped(r, cli_words);  // a skipped cell's reason names the flags
     r["config"] = a.config.files;
     r["set"] = a.config.sets;
     return r;

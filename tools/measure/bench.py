@@ -131,12 +131,17 @@ def table(report):
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_round_flags(ap, each):
+    """--table, and --rounds, -r, -t as the benchmarks that alternate `pert bench` runs take them."""
     add_table_flag(ap)
-    ap.add_argument("--rounds", type=int, default=5, help="rounds, each running every checkpoint once (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=5, help=f"rounds, each running {each} once (default %(default)s)")
     ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_round_flags(ap, "every checkpoint")
     ap.add_argument("--shapes", default="stories15M,stories110M",
                     help="comma-separated tools/measure/bench_model.py shapes, or tinyllama (TinyLlama-1.1B's GQA shape, "
                          "tools/measure/bench_gguf.py's checkpoint) (default %(default)s)")

@@ -21,17 +21,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
 from measure import bench  # noqa: E402  (checkpoint, cpu_name)
-from lib.results_tables import add_table_flag, print_and_save, print_table  # noqa: E402  (--table FILE.json)
+from lib.results_tables import print_and_save, print_table  # noqa: E402  (--table FILE.json)
 
 ROOT = bench.ROOT
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_table_flag(ap)
-    ap.add_argument("--rounds", type=int, default=5, help="rounds, each running plain and every config once (default %(default)s)")
-    ap.add_argument("-r", "--repetitions", type=int, default=3, help="pert bench -r: repetitions per run (default %(default)s)")
-    ap.add_argument("-t", "--threads", type=int, default=2, help="pert bench -t (default %(default)s)")
+    bench.add_round_flags(ap, "plain and every config")
     ap.add_argument("--shape", default="stories15M", help="tools/measure/bench_model.py shape, F32 (default %(default)s)")
     ap.add_argument("-p", default="512", help="pert bench -p: prompt lengths; 0 skips (default %(default)s)")
     ap.add_argument("-n", default="128", help="pert bench -n: generated tokens; 0 skips (default %(default)s)")
