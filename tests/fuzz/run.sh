@@ -33,6 +33,7 @@ done
 mapfile -t sources < <(sed -n '/^add_library(pert$/,/^)$/p' CMakeLists.txt | grep -o 'src/[^ ]*\.cpp' |
   grep -vE '^src/(kernels/(kernels|ops(_[a-z0-9]+)*|quants_(dot|avx2|panels|panels_avx2))|attention/(attention|attention_stats|kernel|kv_cache)|model/(model|loaded_model)|tasks/[a-z_]+|runtime/(threads|bandwidth))\.cpp$')
 ((${#sources[@]})) || { echo "tests/fuzz/run.sh: no library sources found in CMakeLists.txt" >&2; exit 1; }
+sources+=(src/tasks/grid_file.cpp)  # of the tasks, the results files' parser (the sweep harness's)
 flags=(-std=c++17 -gline-tables-only -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Iinclude -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)
 
