@@ -635,3 +635,23 @@ def test_an_interpreter_without_numpy_is_told_at_import():
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: pert needs numpy, which this Python (") and "/usr/bin/python3" in last, last
+
+
+def test_threads_past_the_cores_not_busy_warn_once_as_the_cli():
+    cores = len(os.sched_getaffinity(0))
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        time.sleep(0.5)  # every core busy
+        code = ("import warnings, pert\n"
+                "with warnings.catch_warnings(record=True) as w:\n"
+                "    warnings.simplefilter('always')\n"
+                "    pert.set_threads(1); pert.set_threads(2); pert.set_threads(3)\n"
+                "print(len(w)); print(w[0].message if w else '')\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    count, message = out.stdout.splitlines()[:2]
+    assert out.returncode == 0 and count == "1", out.stdout + out.stderr  # once, not per call; not for 1
+    assert message.startswith("2 threads on 1 core not busy now") and "set_threads(0) in Python" in message, message

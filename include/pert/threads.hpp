@@ -14,9 +14,10 @@ inline constexpr int kMaxThreads = 1024;
 // "threads: must be from 0 to 1024 ..." outside [0, kMaxThreads].
 void set_threads(int threads);
 
-// When the threads set (omp_get_max_threads) are more than the cores not busy right now, as -t or
-// OMP_NUM_THREADS may ask: why that runs many times slower and what to do; "" otherwise.
-std::string busy_cores_warning();
+// After set_threads(threads): when the threads asked for (threads > 0, or OMP_NUM_THREADS; not the
+// default) are more than the cores not busy right now, why that runs many times slower and what to
+// do, once a process; "" otherwise. The CLI prints it, Python warns with it.
+std::string busy_cores_warning(int threads);
 
 // libgomp's spin before a waiting thread sleeps, as pert sets it when the user has set neither
 // OMP_WAIT_POLICY nor GOMP_SPINCOUNT (src/runtime/threads.cpp: why). libgomp reads it once, when it is

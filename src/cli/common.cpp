@@ -220,12 +220,8 @@ void add_threads(CLI::App& app, int& threads) {
 
 void use_threads(int threads) {
   set_threads(threads);
-  static bool warned = false;
-  if (warned || (threads == 0 && !std::getenv("OMP_NUM_THREADS"))) return;  // the default is the idle cores
-  if (const std::string warning = busy_cores_warning(); !warning.empty()) {
+  if (const std::string warning = busy_cores_warning(threads); !warning.empty())
     std::fprintf(stderr, "pert: warning: %s\n", warning.c_str());
-    warned = true;
-  }
 }
 
 void add_quiet(CLI::App& app, bool& quiet) {

@@ -218,7 +218,14 @@ PYBIND11_MODULE(_pert, m) {
     }
   });
 
-  m.def("set_threads", &set_threads, py::arg("threads"),
+  m.def(
+      "set_threads",
+      [](int threads) {
+        set_threads(threads);
+        if (const std::string warning = busy_cores_warning(threads); !warning.empty())
+          if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) < 0) throw py::error_already_set();
+      },
+      py::arg("threads"),
         "Threads pert runs on: > 0 exactly that many; 0 the CLI's default (OMP_NUM_THREADS, else the cores not busy now)");
   m.def("threads", [] { return omp_get_max_threads(); }, "Threads pert runs on now");
 

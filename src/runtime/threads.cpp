@@ -18,6 +18,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -72,13 +73,15 @@ void set_threads(int threads) {
     omp_set_num_threads(default_threads());
 }
 
-std::string busy_cores_warning() {
+std::string busy_cores_warning(int threads_asked) {
+  static std::atomic<bool> warned{false};
+  if (warned || (threads_asked == 0 && !std::getenv("OMP_NUM_THREADS"))) return "";  // the default: the idle cores
   const int threads = omp_get_max_threads(), idle = default_threads();
-  if (threads <= idle) return "";
+  if (threads <= idle || warned.exchange(true)) return "";
   return std::to_string(threads) + " threads on " + std::to_string(idle) + (idle == 1 ? " core" : " cores") +
          " not busy now: a thread that waits at a barrier for one descheduled by another process makes every "
-         "step wait a time slice, and a run can take many times as long; without -t (and OMP_NUM_THREADS) pert takes "
-         "the cores not busy (docs/speed.md, \"Speed on a busy machine\")";
+         "step wait a time slice, and a run can take many times as long; the default threads (no -t in the CLI, "
+         "set_threads(0) in Python, OMP_NUM_THREADS unset) are the cores not busy (docs/speed.md, \"Speed on a busy machine\")";
 }
 
 }  // namespace pert
