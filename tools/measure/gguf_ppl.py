@@ -84,8 +84,10 @@ def gguf_file(name, model_dir, type_name):
     path = os.path.join(OUT_DIR, f"{name}-{type_name.lower()}.gguf")
     if not os.path.exists(path):
         log(f"converting {model_dir} -> {path}")
-        subprocess.run([PYTHON, os.path.join(ROOT, "tools", "convert", "to_gguf.py"), model_dir, path, "--type", type_name], check=True,
-                       stdout=subprocess.DEVNULL)
+        r = subprocess.run([PYTHON, os.path.join(ROOT, "tools", "convert", "to_gguf.py"), model_dir, path, "--type", type_name],
+                           stdout=subprocess.DEVNULL)
+        if r.returncode:  # to_gguf.py has said why on stderr, in one line
+            sys.exit(f"gguf_ppl.py: {model_dir} was not converted to {type_name}")
     return path
 
 
