@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "pert/error.hpp"
-#include "pert/quants.hpp"
+#include "kernels/quants.hpp"
 
 namespace {
 

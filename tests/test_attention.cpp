@@ -1,4 +1,4 @@
-// Unit tests of the attention kernel (include/pert/attention.hpp) against naive full-matrix
+// Unit tests of the attention kernel (src/attention/attention.hpp) against naive full-matrix
 // causal attention in double precision.
 #include <omp.h>
 
@@ -6,12 +6,12 @@
 #include <random>
 #include <vector>
 
-#include "pert/attention.hpp"
+#include "attention/attention.hpp"
 #include "pert/config.hpp"
-#include "pert/kv_cache.hpp"
-#include "pert/ops.hpp"
+#include "attention/kv_cache.hpp"
+#include "kernels/ops.hpp"
 #include "pert/positions.hpp"
-#include "pert/rope.hpp"
+#include "attention/positions/rope.hpp"
 #include "test_util.hpp"
 
 using namespace pert;

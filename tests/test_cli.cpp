@@ -6,7 +6,7 @@
 
 #include "cli_util.hpp"
 #include "pert/kernels.hpp"
-#include "pert/ops.hpp"
+#include "kernels/ops.hpp"
 #include "pert/safetensors.hpp"
 #include "pert/threads.hpp"
 

@@ -1,7 +1,7 @@
 #include <cmath>
 
 #include "pert/config.hpp"
-#include "pert/rope.hpp"
+#include "attention/positions/rope.hpp"
 #include "pert/error.hpp"
 #include "pert/positions.hpp"
 #include "test_util.hpp"

@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "pert/fp16.hpp"
+#include "kernels/fp16.hpp"
 #include "test_util.hpp"
 
 // Reference values from the definitions: binary16 has 5 exponent bits (bias 15) and 10 mantissa

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "pert/error.hpp"
-#include "pert/fp16.hpp"
-#include "pert/kv_cache.hpp"
-#include "pert/ops.hpp"
+#include "kernels/fp16.hpp"
+#include "attention/kv_cache.hpp"
+#include "kernels/ops.hpp"
 #include "test_util.hpp"
 
 using namespace pert;

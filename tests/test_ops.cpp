@@ -1,4 +1,4 @@
-// Unit tests of the numerical kernels (include/pert/ops.hpp), each against a naive double
+// Unit tests of the numerical kernels (src/kernels/ops.hpp), each against a naive double
 // precision version of the formula written here (docs/design.md).
 #include <omp.h>
 
@@ -11,8 +11,8 @@
 #include "pert/bandwidth.hpp"
 #include "pert/config.hpp"
 #include "pert/error.hpp"
-#include "pert/rope.hpp"
-#include "pert/ops.hpp"
+#include "attention/positions/rope.hpp"
+#include "kernels/ops.hpp"
 #include "pert/positions.hpp"
 #include "test_util.hpp"
 

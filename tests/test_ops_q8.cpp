@@ -6,8 +6,8 @@
 #include <tuple>
 #include <vector>
 
-#include "pert/fp16.hpp"
-#include "pert/ops.hpp"
+#include "kernels/fp16.hpp"
+#include "kernels/ops.hpp"
 #include "test_util.hpp"
 
 using namespace pert;

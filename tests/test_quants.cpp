@@ -12,7 +12,7 @@
 
 #include "pert/error.hpp"
 #include "../src/kernels/quants_blocks.hpp"
-#include "pert/quants.hpp"
+#include "kernels/quants.hpp"
 #include "test_util.hpp"
 
 using namespace pert;

@@ -1,6 +1,7 @@
 // Model and positional-scheme configuration: parsed from an HF-style config.json (plus pert's
 // "position" block), with overrides, validated here and nowhere else (docs/design.md).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -43,6 +44,13 @@ struct LayerAttention {
   int temperature_floor = 1;
   double query_temperature(int m) const {
     return temperature_scale == 0.0 ? 1.0 : 1.0 + temperature_scale * std::log1p(std::floor((m + 1.0) / temperature_floor));
+  }
+  // How far back the queries see: window − 1, chunk − 1 (the smaller of the two), or −1 for every
+  // earlier key. Layers of one scheme and span share an attention unit (and its ring).
+  int span() const {
+    int s = window > 0 ? window - 1 : -1;
+    if (chunk > 0) s = s < 0 ? chunk - 1 : std::min(s, chunk - 1);
+    return s;
   }
 };
 

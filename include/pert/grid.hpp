@@ -14,7 +14,7 @@
 
 #include "pert/config.hpp"
 #include "pert/evaluation.hpp"
-#include "pert/kv_cache.hpp"
+#include "pert/cache_type.hpp"
 #include "pert/loaded_model.hpp"
 #include "pert/model.hpp"
 #include "pert/output_file.hpp"

@@ -6,37 +6,18 @@
 //   logits = lm_head(rmsnorm(out of the last layer))
 #pragma once
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "pert/attention.hpp"
+#include "pert/cache_type.hpp"
 #include "pert/config.hpp"
-#include "pert/gguf.hpp"
-#include "pert/ops.hpp"
-#include "pert/positions.hpp"
-#include "pert/quants.hpp"
 
 namespace pert {
 
-struct LayerWeights {
-  const float* attn_norm;  // [d]
-  Weight wq;               // [n_heads·head_dim][d]
-  Weight wk;               // [n_kv_heads·head_dim][d]
-  Weight wv;               // [n_kv_heads·head_dim][d]
-  Weight wo;               // [d][n_heads·head_dim]
-  const float* ffn_norm;   // [d]; null for a parallel block (Cohere: the MLP reads attn_norm's output)
-  Weight w_gate;           // [ffn][d]
-  Weight w_up;             // [ffn][d]
-  Weight w_down;           // [d][ffn]
-  // Biases, null where the architecture has none (ModelConfig::qkv_bias, o_bias, mlp_bias).
-  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // [q_dim] [kv_dim] [kv_dim] [d]
-  const float *b_gate = nullptr, *b_up = nullptr, *b_down = nullptr;         // [ffn] [ffn] [d]
-  const float *q_norm = nullptr, *k_norm = nullptr;  // [head_dim] each (ModelConfig::qk_norm)
-  // Gemma: the attention's and the MLP's outputs normalised before they join x (sandwich_norms)
-  const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] each
-};
+class AttentionStats;  // attention_stats.hpp
+class GgufFile;        // gguf.hpp
+struct ModelWeights;   // src/model/weights.hpp: the matrices as the forward pass reads them
 
 // What the matrices are kept and multiplied in; norms and positional tables stay F32.
 //   Auto  as stored: a GGUF file's matrices in their own blocks (Q4_K, F16, ...), read in place
@@ -71,26 +52,15 @@ class Model {
   // output's (the embedding's one row, norms and biases are left out: a few kilobytes).
   size_t matrix_bytes() const;
 
-  Weight embed;                       // [vocab][d]
-  std::vector<LayerWeights> layers;
-  const float* final_norm = nullptr;  // [d]
-  Weight lm_head;                     // [vocab][d]; the embedding when tied
+  const ModelWeights& weights() const { return *weights_; }
+
+  Model();
+  ~Model();
 
  private:
-  Weight weight(const std::string& name) const;
-  const float* optional_tensor(const std::string& name) const;  // null when not loaded
   ModelConfig config_;
   WeightType type_ = WeightType::F32;
-  std::map<std::string, std::vector<float>> tensors_;
-  std::map<std::string, std::vector<uint16_t>> bf16_tensors_;
-  struct Q8Tensor {
-    std::vector<uint8_t> packed;   // ops.hpp's Q8 layout
-    std::vector<uint16_t> scales;  // F16
-  };
-  std::map<std::string, Q8Tensor> q8_tensors_;
-  std::map<std::string, std::vector<uint8_t>> block_tensors_;  // made at load: GGML blocks, [N] rows or panels of 8
-  std::map<std::string, BlockMatrix> block_weights_;           // into block_tensors_ or the GGUF mapping
-  std::shared_ptr<const void> storage_;                        // the GGUF mapping, while block_weights_ use it
+  std::unique_ptr<ModelWeights> weights_;
   std::shared_ptr<const GgufFile> gguf_;
 };
 
@@ -103,6 +73,7 @@ class InferenceState {
  public:
   InferenceState(const Model& model, int n_ctx, int n_batch = 512, int n_seq = 1,
                  CacheType cache_type = CacheType::F32);
+  ~InferenceState();
 
   // Runs tokens [n_seq][n] at positions pos0..pos0+n-1, replacing what the caches held from
   // pos0 on (pos0 <= n_past()). Writes logits [n_seq][n][vocab], or only each sequence's last
@@ -123,20 +94,14 @@ class InferenceState {
   int vocab_size() const { return c_.vocab_size; }
   int n_batch() const { return n_batch_; }
   int n_seq() const { return n_seq_; }
-  CacheType cache_type() const { return units_[0]->cache_type(); }
+  CacheType cache_type() const;
   // Bytes the K and V caches hold: every layer's n_ctx positions, but a local layer's (a window
-  // or chunk) only its span and a batch, in a ring (attention.hpp).
-  size_t kv_cache_bytes() const {
-    size_t bytes = 0;
-    for (const auto& unit : units_) bytes += unit->cache_bytes();
-    return bytes;
-  }
-  int max_positions() const { return position_->max_positions(); }  // 0: any (PositionEncoding)
+  // or chunk) only its span and a batch, in a ring (src/attention/attention.hpp).
+  size_t kv_cache_bytes() const;
+  int max_positions() const;  // 0: any (the model's PositionEncoding, positions.hpp)
   // Every layer's attention sums its weights' statistics into `stats` from the next forward on
   // (attention_stats.hpp; null: stop). The logits stay the same.
-  void observe_attention(AttentionStats* stats) {
-    for (auto& unit : units_) unit->observe(stats);
-  }
+  void observe_attention(AttentionStats* stats);
 
  private:
   // Positions pos0..pos0+n-1 of every sequence: tokens of sequence s at tokens + s·stride,
@@ -146,13 +111,10 @@ class InferenceState {
 
   const Model& model_;
   const ModelConfig& c_;
-  // One encoding per scheme the model uses (config.position, config.layers[i].position), and one
-  // attention unit per scheme the layers use: its layers' caches, rotations and the kernel.
-  std::vector<std::unique_ptr<PositionEncoding>> encodings_;
-  PositionEncoding* position_ = nullptr;  // the model's: what adds to the embeddings
-  std::vector<std::unique_ptr<Attention>> units_;
-  std::vector<bool> prepares_;  // [unit]: the first unit of its encoding, which prepares its tables each step
-  std::vector<Attention*> attention_;     // [layer]: its unit
+  // The positional encodings and the attention units (one per scheme and span: its layers'
+  // caches, rotations and the kernel), in src/model/inference_state.cpp.
+  struct Units;
+  std::unique_ptr<Units> units_;
   int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
 
   std::vector<float> x_, xb_;    // [seq][n_batch][d]

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pert/kv_cache.hpp"
+#include "pert/cache_type.hpp"
 #include "pert/model.hpp"
 #include "pert/tokenizer.hpp"
 

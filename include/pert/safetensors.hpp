@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "pert/mapped_file.hpp"
-#include "pert/quants.hpp"
+#include "pert/block_types.hpp"
 
 namespace pert {
 

@@ -12,7 +12,7 @@
 //                             by the kernel, block by block as it reads them, far keys too; a step over
 //                             several length classes: by the kernel, for each query at its own)
 //   6. the kernel             kernel.cpp: scores, mask and bias, softmax, weighted sum
-#include "pert/attention.hpp"
+#include "attention.hpp"
 
 #include <omp.h>
 
@@ -35,7 +35,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   // pattern, keys rotated on read, terms that read the keys).
   int span = 0;
   for (int l : layers) {
-    const int s = layer_span(c_.layers[size_t(l)]);
+    const int s = c_.layers[size_t(l)].span();
     span = s < 0 || span < 0 ? -1 : std::max(span, s);
   }
   const bool ring_ok = span >= 0 && !layers.empty() && !extend_.pattern && !position.rotates_keys_on_read() &&

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "pert/ops.hpp"
+#include "kernels/ops.hpp"
 
 namespace pert {
 

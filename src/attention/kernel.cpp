@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "pert/attention.hpp"
+#include "attention.hpp"
 #include "pert/attention_stats.hpp"
-#include "pert/ops.hpp"
+#include "kernels/ops.hpp"
 #include "pert/positions.hpp"
 #include "../kernels/parallel.hpp"
 

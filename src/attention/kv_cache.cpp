@@ -1,11 +1,11 @@
-#include "pert/kv_cache.hpp"
+#include "kv_cache.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "pert/error.hpp"
-#include "pert/fp16.hpp"
-#include "pert/ops.hpp"
+#include "kernels/fp16.hpp"
+#include "kernels/ops.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "plugins.hpp"
-#include "pert/rope.hpp"
+#include "positions/rope.hpp"
 
 namespace pert {
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "common.hpp"
-#include "pert/attention.hpp"
+#include "pert/config.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "pert/model_dir.hpp"
@@ -47,7 +47,7 @@ nlohmann::json memory_estimate(const ModelDir& m, const ModelConfig& c) {
   int global = 0;
   double local_max = 0;
   for (const LayerAttention& l : c.layers) {
-    const int span = layer_span(l);
+    const int span = l.span();
     if (span < 0 || !c.extend.empty()) ++global;  // (extend: counted as global, as most methods need every key)
     else local_max += row * (span + 512);
   }

@@ -6,6 +6,7 @@
 
 #include "evaluate.hpp"
 #include "pert/error.hpp"
+#include "pert/positions.hpp"
 #include "pert/output_file.hpp"
 
 namespace pert::cli {

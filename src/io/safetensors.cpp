@@ -11,7 +11,8 @@
 #include <set>
 
 #include "pert/error.hpp"
-#include "pert/fp16.hpp"
+#include "kernels/fp16.hpp"
+#include "kernels/quants.hpp"
 #include "pert/json_util.hpp"
 
 namespace pert {

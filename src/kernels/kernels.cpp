@@ -13,8 +13,8 @@
 #include <stdexcept>
 
 #include "pert/error.hpp"
-#include "pert/ops.hpp"
-#include "pert/quants.hpp"
+#include "ops.hpp"
+#include "quants.hpp"
 
 namespace pert {
 

@@ -1,5 +1,5 @@
 // Element-wise ops and softmax (the matrix products: ops_*.cpp; attention: src/attention/).
-#include "pert/ops.hpp"
+#include "ops.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -22,7 +22,7 @@
 #include "ops_f32.hpp"
 #include "parallel.hpp"
 #include "pert/kernels.hpp"
-#include "pert/ops.hpp"
+#include "ops.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

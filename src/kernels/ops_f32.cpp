@@ -23,7 +23,7 @@
 #include "parallel.hpp"
 #include "pert/error.hpp"
 #include "pert/kernels.hpp"
-#include "pert/ops.hpp"
+#include "ops.hpp"
 
 namespace pert {
 

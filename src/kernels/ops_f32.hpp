@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "pert/ops.hpp"
+#include "ops.hpp"
 
 namespace pert {
 

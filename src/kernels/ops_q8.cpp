@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "parallel.hpp"
-#include "pert/fp16.hpp"
+#include "fp16.hpp"
 #include "pert/kernels.hpp"
-#include "pert/ops.hpp"
+#include "ops.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

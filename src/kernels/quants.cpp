@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "pert/error.hpp"
-#include "pert/ops.hpp"
-#include "pert/quants.hpp"
+#include "ops.hpp"
+#include "quants.hpp"
 #include "quants_blocks.hpp"
 
 namespace pert {

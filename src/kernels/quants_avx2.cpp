@@ -13,7 +13,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "pert/quants.hpp"
+#include "quants.hpp"
 
 namespace pert::quants {
 

@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "pert/fp16.hpp"
-#include "pert/quants.hpp"
+#include "fp16.hpp"
+#include "quants.hpp"
 
 namespace pert::quants {
 

@@ -23,8 +23,8 @@
 #include "parallel.hpp"
 #include "pert/error.hpp"
 #include "pert/kernels.hpp"
-#include "pert/ops.hpp"
-#include "pert/quants.hpp"
+#include "ops.hpp"
+#include "quants.hpp"
 #include "quants_blocks.hpp"
 
 namespace pert {

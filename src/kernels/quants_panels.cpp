@@ -24,7 +24,7 @@
 
 #include "parallel.hpp"
 #include "pert/error.hpp"
-#include "pert/quants.hpp"
+#include "quants.hpp"
 #include "quants_blocks.hpp"
 
 namespace pert {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "pert/error.hpp"
+#include "pert/positions.hpp"
 #include "pert/json_util.hpp"
 #include "pert/generate.hpp"
 #include "pert/sampler.hpp"

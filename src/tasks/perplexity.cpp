@@ -22,7 +22,7 @@
 
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
-#include "pert/ops.hpp"
+#include "kernels/ops.hpp"
 
 namespace pert {
 

@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pert/kv_cache.hpp"
+#include "pert/cache_type.hpp"
 #include "pert/model.hpp"
 #include "pert/tokenizer.hpp"
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "pert/error.hpp"
+#include "pert/positions.hpp"
 #include "pert/generate.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"

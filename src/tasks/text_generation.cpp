@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "pert/error.hpp"
+#include "pert/positions.hpp"
 #include "pert/json_util.hpp"
 
 namespace pert {

@@ -19,7 +19,7 @@
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
-#include "pert/rope.hpp"
+#include "rope.hpp"
 
 namespace pert {
 

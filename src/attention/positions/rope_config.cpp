@@ -3,7 +3,7 @@
 // here already turned into this block (config.cpp's position_from_hf).
 #include <cmath>
 
-#include "pert/rope.hpp"
+#include "rope.hpp"
 #include "../plugins.hpp"
 
 namespace pert {

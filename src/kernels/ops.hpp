@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "pert/fp16.hpp"
-#include "pert/quants.hpp"
+#include "fp16.hpp"
+#include "quants.hpp"
 
 namespace pert {
 

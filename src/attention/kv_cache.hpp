@@ -8,12 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "pert/cache_type.hpp"
+
 namespace pert {
 
-enum class CacheType { F32, BF16, F16, Q8 };
-const char* cache_type_name(CacheType type);  // "f32", "bf16", "f16", "q8"
-CacheType parse_cache_type(const std::string& name);  // throws pert::Error on an unknown name
-double cache_bytes_per_value(CacheType type, int width);  // 4, 2, 2, or 1 + 2·⌈width/32⌉/width
 
 // A read-only view of cached rows from some row on, in whichever type they are kept.
 struct KvRows {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "pert/config.hpp"
-#include "pert/kv_cache.hpp"
+#include "kv_cache.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {
@@ -87,14 +87,6 @@ struct AttentionScratch {
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
                float scale, const PositionEncoding& position, AttentionScratch& scratch);
 
-
-// How far back a layer's queries see: window − 1, chunk − 1 (the smaller of the two), or −1 for
-// every earlier key. Layers of one scheme and span share an Attention (and its ring).
-inline int layer_span(const LayerAttention& l) {
-  int s = l.window > 0 ? l.window - 1 : -1;
-  if (l.chunk > 0) s = s < 0 ? l.chunk - 1 : std::min(s, l.chunk - 1);
-  return s;
-}
 
 // The attention of the layers of one inference state (model.hpp) that share one scheme
 // (`layers`, config.layers[i].position): `n_seq` sequences in step, each with a cache of `n_ctx`
