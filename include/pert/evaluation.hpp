@@ -43,6 +43,14 @@ struct EvalSpec {
 // naming `where` for anything else.
 int buckets_from_json(const nlohmann::json& value, const std::string& where = "`buckets`");
 
+// Runs one evaluation with a progress bar on stderr labelled `label` (none when `quiet`); llama
+// mode prints llama-perplexity's running line instead.
+PerplexityResult run_perplexity(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& options,
+                                const std::string& label, bool quiet);
+
+// "PPL = 19.3912 ± 0.12340" as llama-perplexity prints it.
+std::string ppl_text(double ppl, double stderr_);
+
 // The result as JSON; llama mode adds running_ppl.
 nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode);
 

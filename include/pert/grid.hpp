@@ -18,6 +18,7 @@
 #include "pert/loaded_model.hpp"
 #include "pert/model.hpp"
 #include "pert/output_file.hpp"
+#include "pert/tokenizer.hpp"
 
 namespace pert {
 
@@ -79,6 +80,47 @@ struct GridRequest {
   // worded for the front end's user (the CLI names flags for fields).
   std::function<LoadedModel(const std::string& model, const ConfigOverrides& overrides, WeightType type)> load;
   std::function<std::string(const std::string& message)> words;
+  // The text's tokens for a loaded model's tokenizer and BOS (null: the measure's spec reads its
+  // text file; pert.sweep's text= and tokens= give their own).
+  std::function<std::vector<int>(const Tokenizer& tokenizer, int bos)> tokens;
+};
+
+// One cell of a grid as it runs: its place, its model, config (kPlain, a file or inline JSON) and
+// length, and the label and hashes its record carries.
+struct GridCell {
+  int index = 0;
+  std::string model, config, label, config_hash, model_hash;
+  int length = 0;
+};
+
+// Runs `cells` in order, each (model, config) loaded once, and hands each cell's record to `made`
+// (with the count run so far, of `todo`, and its name "MODEL LABEL @LENGTH"): what a results
+// file's cell holds, "error" where it could not run (a config that would replace the trained
+// scheme, a length past a learned table, a text too short). Any other error stops the run.
+// `skip` (may be null) is asked before each cell, so cells that other writers made meanwhile
+// are left. The one loop of `pert sweep`, `pert attention` and pert.sweep.
+void run_cells(const std::vector<GridCell>& cells, const GridRequest& request, const Measure& measure,
+               const std::function<bool(const GridCell&)>& skip,
+               const std::function<void(nlohmann::json& cell, int ran, int todo, const std::string& name)>& made);
+
+// `pert sweep`'s measure and pert.sweep's: each cell's perplexity (evaluation.hpp) of `spec`'s
+// text, kept by reference (a front end's flags fill it in after this is made). `buckets_given`
+// (null: given) says whether the user chose the buckets; when not, a resumed file keeps its own.
+class PerplexityMeasure : public Measure {
+ public:
+  PerplexityMeasure(EvalSpec& spec, std::function<bool()> buckets_given) : spec_(spec), buckets_given_(std::move(buckets_given)) {}
+  const char* name() const override { return "perplexity"; }
+  const EvalSpec& spec() const override { return spec_; }
+  nlohmann::json settings(const nlohmann::json& file, const std::string& out) override;
+  nlohmann::json run(const Model& model, const std::vector<int>& tokens, int length, int bos, CacheType cache,
+                     const std::string& label, bool quiet) const override;
+  std::string summary(const nlohmann::json& cell) const override;
+  std::string table(const nlohmann::json& cells) const override;
+  std::string csv(const nlohmann::json& sweep) const override;
+
+ private:
+  EvalSpec& spec_;
+  std::function<bool()> buckets_given_;
 };
 
 // The CSV beside the JSON: `csv`, or `out` with .csv.

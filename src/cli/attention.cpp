@@ -43,11 +43,11 @@ std::string number(double v, const char* format) {
   return s;
 }
 
-class AttentionMeasure : public MeasureWithFlags {
+class AttentionMeasure : public Measure {
  public:
   const char* name() const override { return "attention"; }
 
-  void add_flags(CLI::App& cmd) override {
+  void add_flags(CLI::App& cmd) {
     cmd.add_option("-f,--file", spec_.text_file, "Text file whose windows are run")->check(input_file(/*streams=*/true));
     cmd.add_option("--chunks", spec_.max_windows, "At most this many windows per cell (0: all that fit)")
         ->check(int_in(0))
@@ -166,10 +166,11 @@ class AttentionMeasure : public MeasureWithFlags {
 }  // namespace
 
 void add_attention(CLI::App& app) {
+  auto measure = std::make_shared<AttentionMeasure>();
   add_grid_command(app, "attention",
                    "Per layer and head: entropy, sink mass, mean distance, largest weight and mass by distance of the "
                    "attention weights, for every model x config x length (queries in L and past L apart)",
-                   std::make_shared<AttentionMeasure>());
+                   measure, [measure](CLI::App& cmd) { measure->add_flags(cmd); });
 }
 
 }  // namespace pert::cli

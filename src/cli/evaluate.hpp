@@ -1,5 +1,5 @@
-// What `pert perplexity` and `pert sweep` share: the evaluation flags, one cell's run with its
-// progress, and its result as text (as JSON: pert/evaluation.hpp).
+// What `pert perplexity` and `pert sweep` share: the evaluation flags, and the result's last line
+// (one run with its progress, and the result as JSON and text: pert/evaluation.hpp).
 #pragma once
 #include <filesystem>
 #include <string>
@@ -18,13 +18,7 @@ struct EvalFlags : EvalSpec {
   CLI::Option* buckets_flag = nullptr;  // given or not (sweep resumes with the file's buckets when not)
 };
 
-// Runs one evaluation with a progress bar labelled `label` (none when `quiet`).
-PerplexityResult run_perplexity(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& options,
-                                const std::string& label, bool quiet);
-
-// "PPL = 19.3912 ± 0.1234" as llama-perplexity prints it.
-std::string ppl_text(double ppl, double stderr_);
-// Its last line exactly: "Final estimate: PPL = 19.3912 +/- 0.12340" (pert perplexity's last line
+// llama-perplexity's last line exactly: "Final estimate: PPL = 19.3912 +/- 0.12340" (pert perplexity's last line
 // in every mode).
 std::string llama_final_text(double ppl, double stderr_);
 

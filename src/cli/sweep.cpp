@@ -1,6 +1,5 @@
 // The grid commands' front end (sweep.hpp): their flags checked and turned into a request of
-// the library's grid (pert/grid.hpp), its result printed. `pert sweep`'s measure, perplexity,
-// is here too.
+// the library's grid (pert/grid.hpp), its result printed.
 #include <cstdio>
 #include <iostream>
 
@@ -25,7 +24,7 @@ struct SweepArgs {
   bool quiet = false, json = false, partial = false;
   ConfigFlags overrides;  // --set, --allow-scheme-change and --dtype for every cell
   std::string command;    // "sweep", "attention"
-  std::shared_ptr<MeasureWithFlags> measure;
+  std::shared_ptr<Measure> measure;
 
   GridRequest request() const {
     GridRequest r;
@@ -94,39 +93,10 @@ void run_sweep(const SweepArgs& a) {
   print(a, run_grid(a.request(), *a.measure));
 }
 
-// `pert sweep`'s measure: perplexity (pert perplexity's evaluation) of each cell.
-class PerplexityMeasure : public MeasureWithFlags {
- public:
-  const char* name() const override { return "perplexity"; }
-  void add_flags(CLI::App& cmd) override {
-    eval_.add_to(cmd);
-    cmd.get_option("--file")->required(false);
-  }
-  const EvalSpec& spec() const override { return eval_; }
-  json settings(const json& file, const std::string& out) override {
-    // Resumed without --buckets, a sweep keeps its file's (files from before log buckets: 16).
-    if (eval_.buckets_flag->count() == 0 && file.is_object() && file.contains("buckets"))
-      eval_.buckets = buckets_from_json(file["buckets"], out + ": settings.buckets");
-    return eval_.settings();
-  }
-  json run(const Model& model, const std::vector<int>& tokens, int length, int bos, CacheType cache,
-           const std::string& label, bool quiet) const override {
-    PerplexityOptions o = eval_.options(length, bos);
-    o.cache_type = cache;
-    return perplexity_json(run_perplexity(model, tokens, o, label, quiet), o.mode);
-  }
-  std::string summary(const json& c) const override { return ppl_text(c["ppl"], c["ppl_stderr"]); }
-  std::string table(const json& cells) const override { return markdown_table(cells); }
-  std::string csv(const json& sweep) const override { return csv_text(sweep); }
-
- private:
-  EvalFlags eval_;
-};
-
 }  // namespace
 
 void add_grid_command(CLI::App& app, const std::string& name, const std::string& description,
-                      std::shared_ptr<MeasureWithFlags> measure) {
+                      std::shared_ptr<Measure> measure, const std::function<void(CLI::App& cmd)>& add_flags) {
   auto a = std::make_shared<SweepArgs>();
   a->command = name;
   a->measure = std::move(measure);
@@ -142,7 +112,7 @@ void add_grid_command(CLI::App& app, const std::string& name, const std::string&
   cmd->add_option("--lengths", a->lengths, "Context lengths, e.g. 128,256,512")
       ->delimiter(',')
       ->check(int_in(2, 1 << 24));
-  a->measure->add_flags(*cmd);
+  add_flags(*cmd);
   a->overrides.add_to(*cmd, /*with_files=*/false);
   cmd->add_option("--out", a->out, "Result file (JSON); cells already in it are skipped")->check(writable_file());
   cmd->add_flag("--json", a->json, "Write the result (what --out holds) as JSON to stdout instead of the table");
@@ -181,8 +151,13 @@ void add_grid_command(CLI::App& app, const std::string& name, const std::string&
 }
 
 void add_sweep(CLI::App& app) {
-  add_grid_command(app, "sweep", "Perplexity of every model x config x length, as a table, JSON and CSV",
-                   std::make_shared<PerplexityMeasure>());
+  auto eval = std::make_shared<EvalFlags>();  // (the measure reads it; its function keeps it)
+  auto measure = std::make_shared<PerplexityMeasure>(*eval, [eval] { return eval->buckets_flag->count() > 0; });
+  add_grid_command(app, "sweep", "Perplexity of every model x config x length, as a table, JSON and CSV", measure,
+                   [eval](CLI::App& cmd) {
+                     eval->add_to(cmd);
+                     cmd.get_option("--file")->required(false);
+                   });
 }
 
 }  // namespace pert::cli

@@ -3,6 +3,7 @@
 // (--shard K/N) and mergeable (--merge, --status). `pert sweep` measures perplexity (sweep.cpp),
 // `pert attention` the statistics of the attention weights (attention.cpp).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,14 +13,9 @@
 
 namespace pert::cli {
 
-// A grid's measure (pert/grid.hpp) with its flags: -f and the rest of the cells' settings, into spec().
-class MeasureWithFlags : public Measure {
- public:
-  virtual void add_flags(CLI::App& cmd) = 0;
-};
-
-// Adds `name` (its flags and the grid's) with `description`, measuring with `measure`.
+// Adds `name` (the grid's flags, and the measure's that `add_flags` adds: -f and the rest of the
+// cells' settings, into its spec()) with `description`, measuring with `measure`.
 void add_grid_command(CLI::App& app, const std::string& name, const std::string& description,
-                      std::shared_ptr<MeasureWithFlags> measure);
+                      std::shared_ptr<Measure> measure, const std::function<void(CLI::App& cmd)>& add_flags);
 
 }  // namespace pert::cli

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pert/evaluation.hpp"
 #include "pert/interrupt.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
@@ -35,6 +36,11 @@ std::string python_words(const std::string& message);
 void warn_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name);
 // A path as Python spells one (str or os.PathLike).
 std::string path_text(py::handle path, const std::string& where);
+// load()'s config= (a dict or a file), set= (a dict of key.path -> value) and allow_scheme_change=.
+ConfigOverrides load_overrides(const py::object& config, const py::object& set, bool allow_scheme_change);
+// The evaluation's keywords (mode=, stride=, chunks=, buckets=: "log" or a count, split_docs=) as
+// an EvalSpec, checked by field (python_words names the keywords).
+EvalSpec eval_spec(const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs);
 
 extern unsigned long main_thread;  // Python's main thread (threading.main_thread().ident), set at import
 

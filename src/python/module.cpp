@@ -26,12 +26,7 @@
 
 namespace pert::python {
 
-namespace {
-
-PyModel load(py::object dir_in, py::object config, py::object set, bool allow_scheme_change,
-             const std::string& dtype) {
-  const std::string dir = path_text(dir_in, "load");
-  require(!dir.empty(), "load: the model directory must not be empty");
+ConfigOverrides load_overrides(const py::object& config, const py::object& set, bool allow_scheme_change) {
   ConfigOverrides o;
   if (py::isinstance<py::dict>(config))
     o.patches.push_back(to_json(config, "config"));
@@ -43,6 +38,16 @@ PyModel load(py::object dir_in, py::object config, py::object set, bool allow_sc
       o.sets.push_back(py::str(key).cast<std::string>() + "=" + to_json(value, "set").dump());
   }
   o.allow_scheme_change = allow_scheme_change;
+  return o;
+}
+
+namespace {
+
+PyModel load(py::object dir_in, py::object config, py::object set, bool allow_scheme_change,
+             const std::string& dtype) {
+  const std::string dir = path_text(dir_in, "load");
+  require(!dir.empty(), "load: the model directory must not be empty");
+  const ConfigOverrides o = load_overrides(config, set, allow_scheme_change);
   const WeightType type = parse_weight_type(dtype);
   auto loaded = std::make_shared<LoadedModel>();
   {

@@ -33,6 +33,17 @@ int buckets_argument(const py::object& value) {
 
 }  // namespace
 
+EvalSpec eval_spec(const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs) {
+  EvalSpec spec;
+  spec.mode = mode;
+  spec.stride = stride;
+  spec.max_windows = chunks;
+  spec.buckets = buckets_argument(buckets);
+  spec.split_docs = split_docs;
+  spec.validate();  // by field; python_words names the keywords
+  return spec;
+}
+
 // The tokens of a text given as exactly one of a string, a file or token ids, as `spec`'s mode
 // reads it (`call`: the task, for messages); the tokenizer's dropped characters warned about.
 std::vector<int> task_tokens(const PyModel& self, EvalSpec& spec, int bos, py::object text, py::object file,
@@ -61,13 +72,7 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
                       const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
                       const std::string& cache_type, py::object progress) {
   const ModelConfig& c = self.config();
-  EvalSpec spec;
-  spec.mode = mode;
-  spec.stride = stride;
-  spec.max_windows = chunks;
-  spec.buckets = buckets_argument(buckets);
-  spec.split_docs = split_docs;
-  spec.validate();  // by field; python_words names the keywords
+  EvalSpec spec = eval_spec(mode, stride, chunks, buckets, split_docs);
   require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
   const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
   PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);

@@ -3,10 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
+#include "pert/progress.hpp"
 
 namespace pert {
 
@@ -104,6 +106,32 @@ nlohmann::json perplexity_report(const std::string& model_dir, const ModelConfig
   j.update(spec.settings());
   j.update(perplexity_json(result, options.mode));
   return j;
+}
+
+PerplexityResult run_perplexity(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& options,
+                                const std::string& label, bool quiet) {
+  if (options.mode == PerplexityMode::Llama && !quiet) {  // llama-perplexity's running line instead of a bar
+    std::fprintf(stderr, "%s: ", label.c_str());
+    const PerplexityResult r = evaluate_perplexity(model, tokens, options, [](const PerplexityStep& step) {
+      if (!step.window_end) return;
+      std::fprintf(stderr, "[%d]%.4f,", step.windows, step.running_ppl);
+      std::fflush(stderr);
+    });
+    std::fputc('\n', stderr);
+    return r;
+  }
+  Progress bar(label, "positions", quiet);  // positions, not windows: one long window moves it too
+  const PerplexityResult r = evaluate_perplexity(model, tokens, options, [&](const PerplexityStep& step) {
+    bar.update(step.positions, step.total_positions, step.windows_text());
+  });
+  bar.finish();
+  return r;
+}
+
+std::string ppl_text(double ppl, double stderr_) {
+  char s[96];
+  std::snprintf(s, sizeof s, "PPL = %.4f ± %.5f", ppl, stderr_);
+  return s;
 }
 
 }  // namespace pert

@@ -1,8 +1,6 @@
 // A grid's run, merge and status (grid.hpp), and the shard rules every grid shares.
 #include "pert/grid.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -198,8 +196,6 @@ json save(const GridRequest& r, const Measure& measure, const json& settings, co
   return sweep;
 }
 
-std::string same_words(const std::string& message) { return message; }
-
 }  // namespace
 
 std::string grid_csv_path(const GridRequest& r) {
@@ -293,10 +289,6 @@ std::string grid_status_table(const json& report) {
 }
 
 json run_grid(const GridRequest& r, Measure& measure) {
-  const auto words = r.words ? r.words : same_words;
-  const auto load = r.load ? r.load : [](const std::string& dir, const ConfigOverrides& o, WeightType t) {
-    return load_model(dir, o, t);
-  };
   const EvalSpec& spec = measure.spec();
   const auto [shard_k, shard_n] = r.shard.empty() ? std::pair{1, 1} : parse_shard(r.shard);
   const std::vector<std::string> configs = unique_in_order(r.configs.empty() ? std::vector<std::string>{kPlain} : r.configs);
@@ -331,7 +323,6 @@ json run_grid(const GridRequest& r, Measure& measure) {
     grid.push_back({{"model", c.model}, {"label", label_of[c.config]}, {"config", c.config},
                     {"config_hash", hash_of[c.config]}, {"length", c.length}, {"index", c.index}});
   const std::string shard = std::to_string(shard_k) + "/" + std::to_string(shard_n);
-  auto key_of = [&](const Cell& c) { return cell_key(c.model, hash_of[c.config], c.length); };
 
   json settings;
   json sweep;
@@ -358,78 +349,28 @@ json run_grid(const GridRequest& r, Measure& measure) {
   for (const auto& [m, hash] : weights_of) planned.push_back({{"model", m}, {"model_hash", hash}});
   check_same_weights(planned, r.out);
 
-  int todo = 0;
-  for (const Cell& c : mine) todo += !done[key_of(c)];
-  if (!r.quiet)
+  std::vector<GridCell> to_run;
+  for (const Cell& c : mine)
+    to_run.push_back({c.index, c.model, c.config, label_of[c.config], hash_of[c.config], weights_of[c.model], c.length});
+  auto key = [&](const GridCell& c) { return cell_key(c.model, c.config_hash, c.length); };
+  if (!r.quiet) {
+    int todo = 0;
+    for (const GridCell& c : to_run) todo += !done[key(c)];
     std::fprintf(stderr, "%s: %zu cells, %zu in shard %d/%d, %d to run\n", r.command.c_str(), cells.size(), mine.size(),
                  shard_k, shard_n, todo);
-  const WeightType weights = parse_weight_type(r.dtype);
-  const CacheType cache = parse_cache_type(r.cache_type);
-  std::string loaded_key, load_error;
-  LoadedModel m;
-  std::map<std::pair<std::string, int>, std::vector<int>> tokens_of;  // (model dir, BOS) -> the text's tokens
-  int ran = 0;
-  json made = json::array();  // the cells this run made
-  for (const Cell& cell : mine) {
-    if (done[key_of(cell)]) continue;
-    json c = {{"index", cell.index},          {"model", cell.model},
-              {"config", cell.config},        {"label", label_of[cell.config]},
-              {"config_hash", hash_of[cell.config]}, {"model_hash", weights_of[cell.model]}, {"length", cell.length},
-              {"pert_version", PERT_VERSION}};
-    const std::string label = model_name(cell.model) + " " + label_of[cell.config] + " @" + std::to_string(cell.length);
-    // A model or config that does not load stops the grid (what is done so far is saved); one
-    // that would replace the trained scheme is a row of error cells.
-    if (loaded_key != cell.model + "\n" + cell.config) {
-      loaded_key.clear();
-      load_error.clear();
-      ConfigOverrides o = r.overrides;
-      if (cell.config != kPlain) o.files.insert(o.files.begin(), cell.config);
-      try {
-        m = load(cell.model, o, weights);
-      } catch (const SchemeChangeError& e) {
-        load_error = words(e.what());
-      }
-      loaded_key = cell.model + "\n" + cell.config;
-    }
-    if (!load_error.empty()) {
-      c["error"] = load_error;
-      c["position_label"] = "—";
-      std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), load_error.c_str());
-    } else {
-      const ModelConfig& mc = m.model->config();
-      c["trained_length"] = mc.max_position_embeddings;
-      c["position"] = describe_position(mc);
-      c["position_label"] = position_label(mc);
-      json resolved = to_json(mc);  // the whole positional block that ran, and the trained one
-      c["position_config"] = {{"position", resolved["position"]}, {"extend", resolved.value("extend", json())}};
-      if (mc.trained) c["trained_position"] = position_label(*mc.trained);
-      const int bos = spec.bos(m.tokenizer, mc.bos_token_id);
-      auto& tokens = tokens_of[{cell.model, bos}];  // a config may change the BOS
-      if (tokens.empty()) {
-        const size_t dropped = m.tokenizer.dropped_characters();
-        tokens = spec.tokenize(m.tokenizer, bos);
-        const std::string note = dropped_note(m.tokenizer.dropped_characters() - dropped,
-                                              spec.text_file + " (" + cell.model + ")");
-        if (!note.empty()) std::fprintf(stderr, "pert: warning: %s\n", printable(note).c_str());
-      }
-      c["text_tokens"] = tokens.size();
-      c["threads"] = omp_get_max_threads();
-      try {
-        c.update(measure.run(*m.model, tokens, cell.length, bos, cache,
-                             "[" + std::to_string(ran + 1) + "/" + std::to_string(todo) + "] " + label, r.quiet));
-        if (!r.quiet)
-          std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran + 1, todo, label.c_str(), measure.summary(c).c_str(),
-                       c["seconds"].get<double>());
-      } catch (const Error& e) {  // a cell that cannot run (past a learned table, text too short) is a result
-        c["error"] = words(e.what());
-        std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran + 1, todo, label.c_str(), c["error"].get<std::string>().c_str());
-      }
-    }
-    made.push_back(c);
-    ++ran;
-    sweep = save(r, measure, settings, made, grid, shard);  // after every cell, so an interrupted grid resumes
-    for (const json& other : sweep["cells"]) done[cell_key(other)] = true;  // cells other writers made meanwhile
   }
+  json made = json::array();  // the cells this run made
+  run_cells(to_run, r, measure, [&](const GridCell& c) { return done[key(c)]; },
+            [&](json& c, int ran, int todo, const std::string& name) {
+              if (c.contains("error"))
+                std::fprintf(stderr, "[%d/%d] %s: error: %s\n", ran, todo, name.c_str(), c["error"].get<std::string>().c_str());
+              else if (!r.quiet)
+                std::fprintf(stderr, "[%d/%d] %s: %s, %.1f s\n", ran, todo, name.c_str(), measure.summary(c).c_str(),
+                             c["seconds"].get<double>());
+              made.push_back(c);
+              sweep = save(r, measure, settings, made, grid, shard);  // after every cell, so an interrupted grid resumes
+              for (const json& other : sweep["cells"]) done[cell_key(other)] = true;  // cells other writers made meanwhile
+            });
   return save(r, measure, settings, made, grid, shard);
 }
 

@@ -10,7 +10,8 @@
     pert.ruler(m, ["niah_single_1", "vt"], [128, 512])  # a dict, as `pert ruler --json`
 
 Errors are pert.Error carrying the library's one-line message, settings named by keyword. The compiled part is pert._pert;
-sweep and merge are here, over its grid (pert/grid.hpp: the cells of a shard, the grid's identity, a merge's checks).
+sweep and merge check their arguments here and leave the grid to it (pert/grid.hpp: the cells of a shard, the grid's
+identity, the cells' run, a merge's checks).
 """
 import numbers as _numbers
 import os as _os
@@ -130,8 +131,10 @@ def _plain(v):
 def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_scheme_change=False, dtype="f32",
           progress=False, shard=None, **evaluation):
     """Perplexity of every model x config x length, one record (a dict) per cell (pandas.DataFrame
-    takes the list as it is, where pandas is installed): model, label, config, length, index (the
-    cell's place in the grid), cells (the grid's size), then Model.perplexity's keys.
+    takes the list as it is, where pandas is installed): the cell as a `pert sweep` results file
+    holds it (index: its place in the grid, model, config as given, label, length, the hashes, the
+    positions that ran, ppl, ppl_stderr, nll_by_position, ...), with cells (the grid's size) and
+    grid (its identity).
 
     shard="K/N" (or (K, N)) runs only share K of N of the cells, as `pert sweep --shard`: the
     cells whose index % N == K - 1; pert.merge(shard records...) joins the shards' records.
@@ -161,35 +164,9 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
     plan = _pert._grid_plan(models, [_plain(c) for c in configs], labels, lengths, f"{k}/{n_shards}",
                             _plain({"set": set, "allow_scheme_change": allow_scheme_change, "dtype": dtype, **evaluation}),
                             evaluation.get("file"))
-    grid, grid_id, mine = plan["cells"], plan["grid"], len(plan["places"])
-    records = []
-    loaded, m, load_error = None, None, None
-    for i, model_at, config_at, length_at in plan["places"]:
-        config, label, n = configs[config_at], labels[config_at], lengths[length_at]
-        record = {"model": models[model_at], "label": label, "config": config, "length": n, "index": i, "cells": grid,
-                  "grid": grid_id}
-        if loaded != (model_at, config_at):  # each (model, config) loaded once: the places come in its order
-            loaded, m, load_error = (model_at, config_at), None, None
-            try:
-                m = load(models[model_at], config=config, set=set, allow_scheme_change=allow_scheme_change, dtype=dtype)
-            except SchemeChangeError as e:
-                load_error = str(e)
-        if load_error is not None:
-            records.append({**record, "error": load_error})
-            continue
-        try:
-            record.update(m.perplexity(n_ctx=n, **evaluation))
-        except SchemeChangeError:
-            raise
-        except Error as e:
-            record["error"] = str(e)
-        records.append(record)
-        if callable(progress):
-            progress(len(records), mine, record)
-        elif progress:
-            ppl = f"PPL {record['ppl']:.4f}" if "ppl" in record else "error: " + record["error"]
-            print(f"[{len(records)}/{mine}] {record['model']} {label} @{n}: {ppl}", file=__import__("sys").stderr)
-    return records
+    # The cells run by the library's loop (pert/grid.hpp: run_cells), as `pert sweep` runs them.
+    return _pert._sweep_cells(models, configs, labels, lengths, plan["places"], plan["cells"], plan["grid"], set,
+                              allow_scheme_change, dtype, progress, **evaluation)
 
 
 def merge(*parts, partial=False):
