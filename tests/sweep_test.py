@@ -100,7 +100,7 @@ def main():
               "cache_type,ppl,ppl_stderr,nll,tokens,windows,seconds,tokens_per_second,pert_version,error", csv[0])
         check("csv: one line per cell", len(csv) == 1 + len(cells), len(csv))
         check("csv: the error cell's line", csv[-1].startswith(
-            f"{MODELS[1]},plain,plain,learned,192,128,chunks,true,f32,f32,,,,,,,,{whole['pert_version']},position 128"),
+            f"{MODELS[1]},plain,plain,learned,192,128,chunks,true,f32,f32,,,,,,,,{whole['pert_version']},\"position 128"),
               csv[-1])
         check("csv: ppl as in the JSON", all(float(line.split(",")[10]) == c["ppl"] for line, c in zip(csv[1:4], cells)))
 

@@ -351,8 +351,8 @@ def test_every_error_is_a_pert_error_naming_what_is_wrong(stories, tmp_path):
 
 def test_errors_name_python_keywords_where_the_cli_names_flags():
     learned = pert.load(os.path.join(ROOT, "models", "learned"))
-    with pytest.raises(pert.Error, match=r"learned position table \(128 positions\); use "
-                                         r"set=\{'position.beyond': 'clamp'\} to reuse the last one"):
+    with pytest.raises(pert.Error, match=r"learned position table \(128 positions\); give a context of at most 128, "
+                                         r"or set=\{'position.beyond': 'clamp'\} to reuse the last one"):
         learned.logits([1] * 129)
     with pytest.raises(pert.Error, match=r"n_ctx 256 is past the .* pass n_ctx 128 or less, or "
                                          r"set=\{'position.beyond': 'clamp'\}"):

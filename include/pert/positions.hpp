@@ -136,6 +136,12 @@ enum class SchemeKind {
   Bias,      // biases the scores by distance (ALiBi, T5, KERPLE, FIRE; XL and DeBERTa also read q and k)
 };
 
+// A run past a table of `max` positions (max_positions()) in a message: "past the learned
+// position table (128 positions); " + `instead` (what to give instead, e.g. "give at most 120"),
+// and for a learned table ", or `set position.beyond=clamp` to reuse the last one". `scheme`: the
+// scheme's label ("learned", "rope+xpos").
+std::string past_position_table(const std::string& scheme, int max, const std::string& instead);
+
 // A scheme's own block of the config, parsed and validated by the scheme's file (one parse
 // function registered in src/attention/registry.cpp), which also says what the block means,
 // which tensors the scheme adds to the model and how to build its encoder.

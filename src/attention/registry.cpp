@@ -52,6 +52,11 @@ std::shared_ptr<const SchemeConfig> parse_scheme(const std::string& type, Fields
   f.fail("type", "'" + type + "' is not one of: " + names);
 }
 
+std::string past_position_table(const std::string& scheme, int max, const std::string& instead) {
+  return "past the " + scheme + " position table (" + std::to_string(max) + " positions); " + instead +
+         (scheme == "learned" ? ", or `set position.beyond=clamp` to reuse the last one" : "");
+}
+
 std::string PositionConfig::type() const { return scheme ? scheme->type() : "?"; }
 
 std::vector<ExpectedTensor> position_tensors(const ModelConfig& c) { return c.position.scheme->tensors(c); }

@@ -122,10 +122,9 @@ std::map<int, std::string> check_lengths(const Model& model, const Sentences& s,
       skipped[n] = at + "too short for the key sentence and the question (" + std::to_string(need) +
                    " tokens with BOS); give at least " + std::to_string(need);
     else if (max > 0 && n + kPasskeyAnswerTokens - 1 > max)
-      skipped[n] = at + "the prompt and its answer take " + std::to_string(n + kPasskeyAnswerTokens - 1) +
-                   " positions, past the " + c.position.scheme->label() + " position table (" + std::to_string(max) +
-                   " positions); give at most " + std::to_string(max - kPasskeyAnswerTokens + 1) +
-                   (c.position.type() == "learned" ? ", or `set position.beyond=clamp` to reuse the last one" : "");
+      skipped[n] = at + "the prompt and its answer take " + std::to_string(n + kPasskeyAnswerTokens - 1) + " positions, " +
+                   past_position_table(c.position.scheme->label(), max,
+                                       "give at most " + std::to_string(max - kPasskeyAnswerTokens + 1));
     else
       longest = std::max(longest, n);
   }

@@ -75,9 +75,9 @@ std::map<std::pair<std::string, int>, std::string> check_prompts(const Model& mo
         const int need = int(r.ids.size()) + r.budget - 1;
         if (max > 0 && need > max) {
           skipped[{task, n}] = "ruler: " + task + " at `lengths` " + std::to_string(n) + ": the prompt and its answer take " +
-                               std::to_string(need) + " positions, past the " + c.position.scheme->label() +
-                               " position table (" + std::to_string(max) + " positions)" +
-                               (c.position.type() == "learned" ? "; `set position.beyond=clamp` reuses the last one" : "");
+                               std::to_string(need) + " positions, " +
+                               past_position_table(c.position.scheme->label(), max,
+                                                   "give at most " + std::to_string(max - r.budget + 1));
           continue;
         }
         longest = std::max(longest, need);

@@ -43,9 +43,8 @@ InferenceState& checked(InferenceState& state, const LoadedModel& m, const std::
   const ModelConfig& c = m.model->config();
   const int n_ctx = state.n_ctx();
   if (const int max = state.max_positions(); max > 0 && n_ctx > max)
-    throw Error("`n_ctx` " + std::to_string(n_ctx) + " is past the " + c.position.scheme->label() + " position table (" +
-                std::to_string(max) + " positions); pass `n_ctx` " + std::to_string(max) + " or less" +
-                (c.position.type() == "learned" ? ", or `set position.beyond=clamp` to reuse the last one" : ""));
+    throw Error("`n_ctx` " + std::to_string(n_ctx) + " is " +
+                past_position_table(c.position.scheme->label(), max, "pass `n_ctx` " + std::to_string(max) + " or less"));
   if (shifts(prompt.size(), o.n_predict, n_ctx) && o.n_keep > n_ctx - 2)
     throw Error("`n_keep`: the context of " + std::to_string(n_ctx) + " fills up and keeping " +
                 std::to_string(o.n_keep) + " tokens leaves nothing to drop; use a larger `n_ctx` or a smaller `n_keep`");

@@ -18,8 +18,8 @@ class Learned final : public PositionEncoding {
 
   void add_to_embeddings(float* x, int pos0, int n) const override {
     if (!clamp_ && pos0 + n > rows_)
-      throw Error("position " + std::to_string(std::max(pos0, rows_)) + " is past the learned position table (" +
-                  std::to_string(rows_) + " positions); use `set position.beyond=clamp` to reuse the last one");
+      throw Error("position " + std::to_string(std::max(pos0, rows_)) + " is " +
+                  past_position_table("learned", rows_, "give a context of at most " + std::to_string(rows_)));
     for (int t = 0; t < n; ++t) {
       const float* row = table_ + size_t(std::min(pos0 + t, rows_ - 1)) * hidden_;
       float* xt = x + size_t(t) * hidden_;
