@@ -41,15 +41,10 @@ void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, i
   // 1. softmax() as it computes the weights (the max, the exponentials and their float sum, the
   //    scale), with Σ e·(s − max) beside the sum: −Σ p·ln p = ln Z − Σ e·(s − max) / Z.
   const float max = *std::max_element(row, row + seen);
-  float sum = 0.0f;
+  double moments[16] = {};
+  const float sum = exp_and_sum(row, seen, max, moments);  // the same float sum as softmax()'s
   double a = 0;
-#pragma omp simd reduction(+ : sum, a)
-  for (int j = 0; j < seen; ++j) {
-    const float x = row[j] - max;
-    row[j] = exp_nonpositive(x);
-    sum += row[j];
-    a += row[j] > 0.0f ? double(row[j]) * double(x) : 0.0;  // (a masked key: e = 0 and x = −inf)
-  }
+  for (double part : moments) a += part;
   const float inv = 1.0f / sum;
   if (!std::isfinite(a) || !(sum >= 1.0f) || !std::isfinite(sum)) {  // NaN or inf scores: no statistics
     for (int j = 0; j < seen; ++j) row[j] *= inv;  // the weights as softmax() leaves them

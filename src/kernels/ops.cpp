@@ -70,15 +70,41 @@ void add_rows(float* y, const float* bias, int T, int N) {
   }
 }
 
+float exp_and_sum(float* x, int n, float max, double* moments) {
+  constexpr int L = 16;
+  float lane[L] = {};
+  // Entry i goes to lane i mod 16 in both loops; only the moments differ.
+  if (moments) {
+    for (int i0 = 0; i0 < n; i0 += L)
+      for (int l = 0; l < L && i0 + l < n; ++l) {
+        const float d = x[i0 + l] - max, e = exp_nonpositive(d);
+        x[i0 + l] = e;
+        lane[l] += e;
+        moments[l] += e > 0.0f ? double(e) * double(d) : 0.0;  // (masked: e = 0 and d = −inf)
+      }
+  } else {
+    int i0 = 0;
+    for (; i0 + L <= n; i0 += L)
+      for (int l = 0; l < L; ++l) {  // (vectorized: one lane each)
+        const float e = exp_nonpositive(x[i0 + l] - max);
+        x[i0 + l] = e;
+        lane[l] += e;
+      }
+    for (int l = 0; i0 + l < n; ++l) {
+      const float e = exp_nonpositive(x[i0 + l] - max);
+      x[i0 + l] = e;
+      lane[l] += e;
+    }
+  }
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
+}
+
 void softmax(float* x, int n) {
   if (n <= 0) return;
   const float max = *std::max_element(x, x + n);
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int i = 0; i < n; ++i) {
-    x[i] = exp_nonpositive(x[i] - max);
-    sum += x[i];
-  }
+  const float sum = exp_and_sum(x, n, max);
   const float inv = 1.0f / sum;
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] *= inv;

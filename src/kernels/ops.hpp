@@ -113,6 +113,12 @@ void add_rows(float* y, const float* bias, int T, int N);
 
 // In place over the first n entries: softmax with the maximum subtracted first.
 void softmax(float* x, int n);
+// softmax's first half: x[i] = e^(x[i] − max) over the first n entries, and their float sum in
+// one fixed order (16 running sums, i mod 16, then joined pairwise), so every caller gets the same
+// sum bit for bit whatever vector width the compiler gives its loop. With `moments` (16 zeroed
+// doubles) each e·(x[i] − max) is summed there too, by the same lanes (the attention statistics'
+// entropy; a masked entry, e = 0, adds nothing).
+float exp_and_sum(float* x, int n, float max, double* moments = nullptr);
 
 // e^x for x <= 0 within ~2 ulp (0 below -87), branch-free so loops over it vectorize: the
 // exponentials of attention and perplexity cost more than their matrix products otherwise.
