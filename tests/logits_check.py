@@ -59,8 +59,12 @@ class Checker:
         if not err <= self.tol:
             self.failures.append(what)
 
-    def attention(self, what, got, want, tol=1e-6):
-        """Two attention reports (attention_differences) within tol relative."""
+    def attention(self, what, got, want, tol=2e-6):
+        """Two attention reports (attention_differences) within tol relative. The statistics of F32
+        weights inherit the F32 forward pass's error in the scores (the logits' ~1e-5), and the
+        entropy multiplies a weight's error by |ln p|: layers_irope's deepest layer's in-L entropy
+        is off by 5e-7 with the AVX2 F32 kernels and 1.2e-6 with AVX-512's (AMD EPYC Zen 5), whose
+        logits are as close (1.0e-5 against 8.9e-6)."""
         err, problems = attention_differences(got, want)
         print(f"{self.name:28s} {what:46s} max|Δ|/max(1,|ref|) = {err:.2e}" + "".join(f"; {p}" for p in problems))
         if problems or not err <= tol:
