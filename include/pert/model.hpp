@@ -52,9 +52,11 @@ class Model {
   // output's (the embedding's one row, norms and biases are left out: a few kilobytes).
   size_t matrix_bytes() const;
 
+  // The matrices and vectors as the forward pass reads them (src/model/weights.hpp: the
+  // library's own, complete only there).
   const ModelWeights& weights() const { return *weights_; }
 
-  Model();
+  Model();   // (both out of line, where ModelWeights is complete)
   ~Model();
 
  private:
@@ -68,7 +70,7 @@ class Model {
 // several let short windows share each matrix product): KV cache
 // [seq][layer][kv_head][position][head_dim] for `n_ctx` positions, the positional scheme's
 // tables, and scratch for up to `n_batch` tokens per sequence per step. The caches and all of
-// attention are the Attention's (attention.hpp), which keeps keys and values in `cache_type`.
+// attention are the Attention's (src/attention/attention.hpp), which keeps keys and values in `cache_type`.
 class InferenceState {
  public:
   InferenceState(const Model& model, int n_ctx, int n_batch = 512, int n_seq = 1,
