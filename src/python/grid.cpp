@@ -63,11 +63,9 @@ py::list sweep_cells(const std::vector<std::string>& models, const py::list& con
   PerplexityMeasure measure(spec, nullptr);
 
   GridRequest r;
-  r.models = models;
   r.overrides = load_overrides(py::none(), set, allow_scheme_change);
   r.dtype = dtype;
   r.cache_type = cache_type;
-  parse_weight_type(dtype), parse_cache_type(cache_type);  // (checked before the first load)
   r.quiet = true;  // (a line per cell, below, to sys.stderr)
   r.words = python_words;
   r.load = [](const std::string& dir, const ConfigOverrides& o, WeightType type) {
@@ -89,12 +87,9 @@ py::list sweep_cells(const std::vector<std::string>& models, const py::list& con
   std::vector<std::string> config_names;
   for (const py::handle& c : configs) config_names.push_back(cell_config(c));
   std::vector<GridCell> to_run;
-  std::vector<size_t> config_of;  // [cell]: its config's position
-  for (const auto& [index, model, config, length] : places) {
+  for (const auto& [index, model, config, length] : places)
     to_run.push_back({index, models.at(model), config_names.at(config), labels.at(config), config_hash(config_names[config]),
                       "", lengths.at(length)});
-    config_of.push_back(config);
-  }
   {
     py::gil_scoped_release release;  // model_hash reads the weights' blocks
     for (GridCell& c : to_run) c.model_hash = model_hash(c.model);
@@ -109,7 +104,7 @@ py::list sweep_cells(const std::vector<std::string>& models, const py::list& con
       cell["cells"] = cells;
       cell["grid"] = grid;
       py::dict record = to_python(cell);
-      record["config"] = configs[config_of[size_t(ran - 1)]];
+      record["config"] = configs[std::get<2>(places[size_t(ran - 1)])];  // (run_cells skips none here)
       records.append(record);
       if (callback) {
         progress(ran, todo, record);
