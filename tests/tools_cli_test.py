@@ -44,9 +44,8 @@ def main():
     files = sorted(glob.glob(os.path.join(TOOLS, "*", "*.py")))
     modules = [f for f in files if 'if __name__ == "__main__":' not in open(f).read()]
     tools = [f for f in files if f not in modules]
-    check("tools/*/*.py: every file is a script but the folders' __init__.py and plot/plot_attention.py "
-          "(tools/plot/plot.py attention)", len(tools) > 0 and sorted(os.path.relpath(f, TOOLS) for f in modules) ==
-          sorted([os.path.join(d, "__init__.py") for d in FOLDERS] + [os.path.join("plot", "plot_attention.py")]),
+    check("tools/*/*.py: every file is a script but the folders' __init__.py", len(tools) > 0 and
+          sorted(os.path.relpath(f, TOOLS) for f in modules) == sorted(os.path.join(d, "__init__.py") for d in FOLDERS),
           [os.path.relpath(f, TOOLS) for f in modules])
     for tool in tools:
         name = os.path.relpath(tool, TOOLS)
@@ -354,8 +353,58 @@ def main():
         check("plot.py positions A+B B: writes PREFIX.png/.svg and prints their paths",
               r.returncode == 0 and os.path.getsize(os.path.join(tmp, "p.png")) > 0 and "p.png" in r.stdout,
               f"exit {r.returncode}, stderr {r.stderr[-500:]!r}")
+    plot_attention_checks()
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def plot_attention_checks():
+    """tools/plot/plot_attention.py run as a file draws what plot.py attention draws; the family's
+    13 cells at 8L wrap into a figure a page can show; two cells of one name get two titles."""
+    from plot import plot_attention
+    family = os.path.join(os.path.dirname(HERE), "docs", "results", "data", "attention", "family.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "sub", "a")
+        r = run([os.path.join(TOOLS, "plot", "plot_attention.py"), family, "--lengths", "1024", "--out", prefix], tmp)
+        wrote = [f"{prefix}_{k}.{e}" for k in ("heatmaps", "distance") for e in ("png", "svg")]
+        check("plot_attention.py FILE --out X: writes X_heatmaps/_distance .png/.svg and prints their paths",
+              r.returncode == 0 and all(os.path.exists(w) and os.path.getsize(w) > 0 and w in r.stdout for w in wrote),
+              f"exit {r.returncode}, stdout {r.stdout[-500:]!r}, stderr {r.stderr[-500:]!r}")
+        if r.returncode == 0:
+            width, height = png_size(prefix + "_heatmaps.png")
+            check("plot_attention.py: 13 cells' heat maps wrap into rows, at most 2500 pixels wide", width <= 2500
+                  and height > width / 2, (width, height))
+        r = run([os.path.join(TOOLS, "plot", "plot_attention.py"), family, "--out", os.path.join(tmp, "b"),
+                 "--lengths", "3"], tmp)
+        check("plot_attention.py with no cell at --lengths: a one-line error, no file",
+              r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+              and not any(f.startswith("b") for f in os.listdir(tmp)), r.stderr[-300:])
+        other = os.path.join(tmp, "other.json")
+        with open(family) as f:
+            d = json.load(f)
+        for c in d["cells"]:
+            c["position_label"] += " (layers changed)"
+        with open(other, "w") as f:
+            json.dump(d, f)
+        def load(path, kind, ok):
+            with open(path) as f:
+                return json.load(f)
+        names = [n for n, _ in plot_attention.load_cells([family, other], {1024}, load, os.path.basename)]
+        check("plot_attention.py: one model's cells in two files with other positions: titles told apart",
+              len(names) == len(set(names)) == 26 and "rope plain @1024 (rope (layers changed))" in names, names)
+        with open(family) as f:
+            d = json.load(f)
+        with open(other, "w") as f:
+            json.dump(d, f)
+        names = [n for n, _ in plot_attention.load_cells([family, other], {1024}, load, os.path.basename)]
+        check("plot_attention.py: one model's cells in two files, positions alike: titles told apart by the file",
+              len(names) == len(set(names)) == 26 and "rope plain @1024 (other.json)" in names, names)
 
 
 if __name__ == "__main__":
