@@ -187,3 +187,55 @@ TEST_CASE("model: local layers keep their span in a ring and compute as with eve
       }
     }
 }
+
+// A rewind (forward from pos0 < n_past) on a ring reads the keys from pos0 − span on: where the
+// ring still holds them its logits equal a fresh prefill's; further back it is refused, never
+// computed from overwritten rows. Rewinds follow one another (each leaves stale rows behind
+// n_past), and a rewind to 0 always starts afresh.
+TEST_CASE("model: a rewind on local layers equals a fresh prefill or is refused", "[model]") {
+  const std::vector<json> cases = {
+      {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", 8}},
+      {{"layers", {{"global", {{"every", 2}, {"position", {{"type", "none"}}}}}, {"local", {{"others", true}, {"chunk", 8}}}}}},
+  };
+  const int n = 120, V = 32, batch = 4;
+  const std::vector<int> ids = some_tokens(n);
+  for (const json& extra : cases) {
+    INFO(extra.dump());
+    json c = tiny_config();
+    c["max_position_embeddings"] = 1024;
+    c.merge_patch(extra);
+    TempDir tmp;
+    const auto model = random_model(tmp, c, 5);
+    std::vector<float> whole(size_t(n) * V), out(size_t(n) * V);
+    InferenceState all(*model, n, n, 1, CacheType::F32);
+    all.forward(ids.data(), n, 0, whole.data(), true);
+    float largest = 0.0f;
+    for (float x : whole) largest = std::max(largest, std::fabs(x));
+    const auto matches = [&](int pos0, int count) {
+      return max_abs_diff(&whole[size_t(pos0) * V], out.data(), size_t(count) * V) <= 1e-5f * largest;
+    };
+    InferenceState ring(*model, 512, batch, 1, CacheType::F32);
+    for (int p = 0; p < n; p += batch) ring.forward(&ids[size_t(p)], batch, p, out.data(), true);
+    // The ring keeps 7 + 4 = 11 positions, [109, 120): from 116 on a step finds its 7 keys.
+    CHECK(ring.earliest_rewind() == 116);
+    ring.forward(&ids[116], 4, 116, out.data(), true);
+    CHECK(matches(116, 4));
+    ring.forward(&ids[117], 1, 117, out.data(), true);  // now it holds [109, 118), stale rows above
+    CHECK(matches(117, 1));
+    CHECK(ring.earliest_rewind() == 116);
+    ring.forward(&ids[118], 2, 118, out.data(), true);
+    for (int pos0 : {40, 108, 115}) {
+      INFO("rewind to " << pos0);
+      CHECK_THROWS_WITH(ring.forward(&ids[size_t(pos0)], 4, pos0, out.data(), true),
+                        Catch::Contains("cannot rewind to position " + std::to_string(pos0)) &&
+                            Catch::Contains("n_batch >= " + std::to_string(n - pos0)));
+      CHECK(ring.n_past() == n);  // refused before anything changed
+    }
+    ring.forward(&ids[0], 48, 0, out.data(), true);  // afresh
+    CHECK(matches(0, 48));
+    InferenceState wide(*model, 512, 80, 1, CacheType::F32);  // a batch as long as the rewind
+    for (int p = 0; p < n; p += batch) wide.forward(&ids[size_t(p)], batch, p, out.data(), true);
+    wide.forward(&ids[40], 8, 40, out.data(), true);
+    CHECK(matches(40, 8));
+  }
+}

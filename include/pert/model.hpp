@@ -78,7 +78,7 @@ class InferenceState {
   ~InferenceState();
 
   // Runs tokens [n_seq][n] at positions pos0..pos0+n-1, replacing what the caches held from
-  // pos0 on (pos0 <= n_past()). Writes logits [n_seq][n][vocab], or only each sequence's last
+  // pos0 on (pos0 <= n_past(); pos0 = 0 or pos0 >= earliest_rewind(): an error otherwise). Writes logits [n_seq][n][vocab], or only each sequence's last
   // [n_seq][vocab] unless `all_logits`. Runs in chunks of at most n_batch positions of one
   // length class, which for a causal model gives the same logits as one pass. Throws
   // pert::Error on bad input.
@@ -92,6 +92,10 @@ class InferenceState {
   bool shift(int n_keep, int n_discard);
 
   int n_past() const { return n_past_; }
+  // The earliest position after 0 that forward() may start from. Local layers (a window or
+  // chunk) keep only their span and a batch of positions, in a ring: a rewind further back
+  // than the ring holds would read overwritten keys, so it is refused. 0: any position.
+  int earliest_rewind() const;
   int n_ctx() const { return n_ctx_; }
   int vocab_size() const { return c_.vocab_size; }
   int n_batch() const { return n_batch_; }

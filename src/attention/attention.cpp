@@ -42,6 +42,7 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
                        !position.has_relative_terms();
   rows_ = ring_ok && int64_t(span) + n_batch < n_ctx ? span + n_batch : n_ctx;
   ring_ = rows_ < n_ctx ? rows_ : 0;
+  span_ = span;
   const size_t hd = size_t(c_.head_dim), q_dim = size_t(c_.n_heads) * hd, kv_dim = size_t(c_.n_kv_heads) * hd;
   far_ = extend_.pattern && extend_.pattern->remaps();
   farther_ = far_ && extend_.pattern->has_farther();
@@ -110,6 +111,9 @@ int Attention::span(int pos, int max_n) const {
 
 void Attention::begin(int pos0, int n, bool prepare_position) {
   pos0_ = pos0, n_ = n;
+  // The step's rows overwrite the ring's positions [pos0 − ring, pos0 + n − ring); what followed
+  // pos0 is stale already. Updated before any layer stores, so a step stopped midway is counted.
+  if (ring_) oldest_ = std::max(std::min(oldest_, pos0), pos0 + n - ring_);
   const int length = position_.length_class(pos0);
   mixed_ = length != position_.length_class(pos0 + n - 1);  // a span of several classes (span())
   if (prepare_position && mixed_)

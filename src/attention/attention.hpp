@@ -114,6 +114,13 @@ class Attention {
   // the values it sees.
   void layer(int seq, int layer, float* q, float* k, const float* v, float* out);
 
+  // The earliest position after 0 that a step may start from (a rewind, InferenceState::forward):
+  // a ring keeps only the last positions, and a step from pos reads the keys from pos − span on.
+  // 0 when every earlier position is still held.
+  int earliest_start() const { return ring_ && oldest_ > 0 ? oldest_ + span_ : 0; }
+  int span() const { return span_; }      // how far back this unit's queries see (−1: every key)
+  int ring() const { return ring_; }      // positions a ring keeps (0: no ring)
+
   // Context shift (InferenceState::shift) of the n_past cached positions; can_shift() false
   // when the positions cannot move (then shift() is not called).
   bool can_shift() const;
@@ -149,6 +156,8 @@ class Attention {
   // Positions the cache keeps per (seq, layer, kv head): n_ctx, or for layers that all see a
   // bounded span (windows, chunks), that span and a step's positions, in a ring (`ring_`).
   int rows_ = 0, ring_ = 0;
+  int span_ = -1;               // the widest span of this unit's layers (LayerAttention::span)
+  int oldest_ = 0;              // a ring's oldest position still held: it holds [oldest_, n_past)
   int pos0_ = 0, n_ = 0;        // the step begin() announced
   bool mixed_ = false;          // ... spans several length classes
   float scale_ = 1.0f;          // on q·k: 1/sqrt(score terms · head_dim)

@@ -81,6 +81,12 @@ size_t InferenceState::kv_cache_bytes() const {
   return bytes;
 }
 
+int InferenceState::earliest_rewind() const {
+  int earliest = 0;
+  for (const auto& unit : units_->units) earliest = std::max(earliest, unit->earliest_start());
+  return earliest;
+}
+
 int InferenceState::max_positions() const { return units_->position->max_positions(); }
 
 void InferenceState::observe_attention(AttentionStats* stats) {
@@ -99,6 +105,16 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
+  if (pos0 > 0 && pos0 < n_past_ && pos0 < earliest_rewind()) {
+    const Attention* ring = nullptr;  // the unit that refuses: the one whose ring holds least
+    for (const auto& unit : units_->units)
+      if (!ring || unit->earliest_start() > ring->earliest_start()) ring = unit.get();
+    throw Error("forward: cannot rewind to position " + std::to_string(pos0) + ": the local layers keep only the last " +
+                std::to_string(ring->ring()) + " positions (a window or chunk of " + std::to_string(ring->span() + 1) +
+                " plus n_batch " + std::to_string(n_batch_) + ") and no longer hold the keys before it; rewind to 0 or to " +
+                std::to_string(earliest_rewind()) + "..." + std::to_string(n_past_) + ", or use n_batch >= " +
+                std::to_string(n_past_ - pos0) + " to rewind this far");
+  }
   for (auto& unit : units_->units) unit->fit_threads();
   n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)
   // Chunks of at most n_batch positions, of one length class or of several (Attention::span).
