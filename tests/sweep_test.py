@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """`pert sweep`: a full sweep, the same in two shards merged, a shard missing (the merge refused, --partial,
 --status), resuming, a model retrained in place, settings that do not match the --out file, the CSV, a cell that
-cannot run, and bad --shard values.
+cannot run, a grid none of whose cells could run (exit 1, sweep and attention), cells refused as a scheme change
+run again with --allow-scheme-change into the same file, a config that fits no model of the grid refused before
+the first cell, layouts' labels, and bad --shard values.
 
     sweep_test.py PERT
 
@@ -285,8 +287,10 @@ def main():
         r = sweep("--config", os.path.join(ROOT, "configs", "rope", "ntk-x2.json"), lengths=[64], out=out,
                   models=MODELS[1:])
         c = cells_of(out)
-        check("scheme change: an error cell naming both schemes", r.returncode == 0 and len(c) == 1 and
-              "trained with learned positions" in c[0].get("error", "") and "rope ntk x2" in c[0]["error"], c)
+        check("scheme change: an error cell naming both schemes; as no cell ran, exit 1 naming --out",
+              r.returncode == 1 and len(c) == 1 and "trained with learned positions" in c[0].get("error", "")
+              and "rope ntk x2" in c[0]["error"] and r.stderr.strip().split("\n")[-1] ==
+              f"pert: error: sweep: none of the 1 cell could run; each cell's \"error\" in {out} says why", (r.stderr, c))
         r = sweep("--set", "position.type=alibi", "--allow-scheme-change", lengths=[64],
                   out=os.path.join(tmp, "scheme2.json"), models=MODELS[:1])
         c = cells_of(os.path.join(tmp, "scheme2.json"))
@@ -300,7 +304,16 @@ def main():
         r = sweep("--config", layouts[0], lengths=[64], out=out, models=MODELS[:1])
         c = cells_of(out)
         check("layouts: a layer's scheme replaced is a scheme change, an error cell naming the layer",
-              r.returncode == 0 and len(c) == 1 and "in layer 3" in c[0].get("error", ""), c)
+              r.returncode == 1 and len(c) == 1 and "in layer 3" in c[0].get("error", ""), c)
+        r = sweep("--config", layouts[0], "--allow-scheme-change", lengths=[64, 128], out=out, models=MODELS[:1])
+        c = cells_of(out)
+        check("layouts: re-run into the same file with --allow-scheme-change, the refused cell runs, the new one too",
+              r.returncode == 0 and "2 cells, 2 in shard 1/1, 2 to run" in r.stderr and len(c) == 2
+              and all("ppl" in x and "error" not in x for x in c) and json.load(open(out))["settings"]["allow_scheme_change"],
+              (r.stderr, c))
+        r = sweep("--config", layouts[0], lengths=[64, 128], out=out, models=MODELS[:1])
+        check("layouts: resumed without it, nothing to run and nothing lost", r.returncode == 0 and "0 to run" in r.stderr
+              and cells_of(out) == c, r.stderr)
         out = os.path.join(tmp, "layouts2.json")
         r = sweep("--config", "plain", "--config", layouts[0], "--config", layouts[1], "--allow-scheme-change",
                   lengths=[64], out=out, models=MODELS[:1])
@@ -308,6 +321,37 @@ def main():
         check("layouts: each runs, labelled by its groups of layers (windows where they differ)",
               r.returncode == 0 and [x.get("position_label") for x in c] ==
               ["rope", "rope w64 x4 + none x1", "rope x4 + none x1"] and all("ppl" in x for x in c), (r.stderr, c))
+
+        # A layout of windows alone (one scheme) is labelled with its windows, not as plain RoPE.
+        out = os.path.join(tmp, "windows.json")
+        r = sweep("--config", '{"layers": {"global": {"every": 5}, "local": {"others": true, "window": 32}}}',
+                  lengths=[64], out=out, models=MODELS[:1])
+        check("layouts: windows alone labelled 'rope w32 x4 + rope x1'", r.returncode == 0 and
+              [x.get("position_label") for x in cells_of(out)] == ["rope w32 x4 + rope x1"], (r.stderr, cells_of(out)))
+
+        # A config that does not fit a model stops the grid before its first cell, naming both;
+        # gemma3-5to1.json's every 6th layer needs six layers, the family has five.
+        out = os.path.join(tmp, "nofit.json")
+        gemma = os.path.join(ROOT, "configs", "layers", "gemma3-5to1.json")
+        r = sweep("--config", "plain", "--config", gemma, out=out)
+        last = r.stderr.strip().split("\n")[-1]
+        check("a layout that fits no model of the grid: exit 1 before any cell ran, naming the config, model and key",
+              r.returncode == 1 and "[1/" not in r.stderr and not os.path.exists(out) and last.startswith(
+                  f"pert: error: sweep: --config {gemma} on {MODELS[0]}: ") and
+              "layers.global.every must be at most 5, got 6" in last, r.stderr)
+        # --set layers.NAME... on a model without a layers block: refused, not a silent no-op.
+        r = sweep("--set", "layers.global.every=4", lengths=[64], out=out, models=MODELS[:1])
+        last = r.stderr.strip().split("\n")[-1]
+        check("--set layers.global.every=4 on a model without layers: exit 1 naming the rule",
+              r.returncode == 1 and "[1/" not in r.stderr and "layers.global sets none of" in last
+              and "it would change nothing" in last, r.stderr)
+        # pert attention's grid: every cell refused is exit 1 too.
+        out = os.path.join(tmp, "attention.json")
+        r = subprocess.run([binary, "attention", "-m", MODELS[0], "-f", text, "--lengths", "64", "--config", layouts[0],
+                            "-t", "1", "--out", out], capture_output=True, text=True)
+        check("attention: a grid whose every cell failed exits 1", r.returncode == 1 and len(cells_of(out)) == 1 and
+              r.stderr.strip().split("\n")[-1].startswith("pert: error: attention: none of the 1 cell could run"),
+              r.stderr)
 
         # --set applies to every cell and is part of the settings; appended sweeps keep rows grouped.
         out = os.path.join(tmp, "set.json")

@@ -152,3 +152,59 @@ TEST_CASE("grid: passkey-style shards resume their file and merge in grid order"
   CHECK_THROWS_WITH(pert::merge_shard_files({a, (dir / "c.json").string()}, grid_of, false, "passkey"),
                     Catch::Contains("c.json: made with seed = 2, not 1"));
 }
+
+TEST_CASE("grid: a config that does not fit a model stops the grid before its first cell", "[grid]") {
+  TempDir dir;
+  CountingMeasure measure(repeated_story(dir, 2).string());
+  pert::GridRequest r = request(dir / "a.json", {16, 32, 64});
+  // gemma3-5to1's every 6th layer global needs six layers; the family's models have five. The
+  // plain row's cells come first in the grid and must not run before the refusal.
+  r.configs = {"plain", PERT_SOURCE_DIR "/configs/layers/gemma3-5to1.json"};
+  CHECK_THROWS_WITH(pert::run_grid(r, measure),
+                    Catch::Contains("sweep: `config` " PERT_SOURCE_DIR "/configs/layers/gemma3-5to1.json on " + kRope + ": ") &&
+                        Catch::Contains("layers.global.every must be at most 5, got 6"));
+  CHECK(measure.runs == 0);
+  CHECK_FALSE(fs::exists(dir / "a.json"));
+  // A model without a tokenizer is refused up front too.
+  const fs::path bare = dir / "bare";
+  fs::create_directory(bare);
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fs::path(kRope) / f, bare / f);
+  r.configs = {};
+  r.models = {kRope, bare.string()};
+  CHECK_THROWS_WITH(pert::run_grid(r, measure), Catch::Contains("sweep: " + bare.string() + ": "));
+  CHECK(measure.runs == 0);
+}
+
+TEST_CASE("grid: cells refused as a scheme change run again under allow_scheme_change, into the same file", "[grid]") {
+  TempDir dir;
+  CountingMeasure measure(repeated_story(dir, 2).string());
+  pert::GridRequest r = request(dir / "a.json", {16, 32});
+  r.configs = {"plain", PERT_SOURCE_DIR "/configs/layers/rnope-swa.json"};  // layer 3 NoPE on a RoPE model
+  pert::GridOutcome outcome;
+  json sweep = pert::run_grid(r, measure, &outcome);
+  CHECK(measure.runs == 2);
+  CHECK((outcome.cells == 4 && outcome.failed == 2));
+  REQUIRE(sweep["cells"].size() == 4);
+  CHECK(pert::scheme_refused(sweep["cells"][2]));
+  CHECK_FALSE(pert::scheme_refused(sweep["cells"][0]));
+  pert::run_grid(r, measure, &outcome);  // resumed as it was: nothing runs, the refused cells stay
+  CHECK(measure.runs == 2);
+  r.overrides.allow_scheme_change = true;
+  sweep = pert::run_grid(r, measure, &outcome);
+  CHECK(measure.runs == 4);  // only the two refused cells
+  CHECK((outcome.cells == 4 && outcome.failed == 0));
+  REQUIRE(sweep["cells"].size() == 4);
+  for (const json& c : sweep["cells"]) CHECK(c.contains("ppl"));
+  CHECK(sweep["cells"][2]["position_label"] == "rope w64 x4 + none x1");
+  CHECK(sweep["settings"]["allow_scheme_change"] == true);
+  r.overrides.allow_scheme_change = false;  // and resumed without it: nothing to run, the file as it is
+  pert::run_grid(r, measure, &outcome);
+  CHECK(measure.runs == 4);
+  CHECK(pert::read_sweep(dir / "a.json")["settings"]["allow_scheme_change"] == true);
+
+  // A grid whose every cell is refused: all of them failed.
+  pert::GridRequest refused = request(dir / "b.json", {16});
+  refused.configs = {PERT_SOURCE_DIR "/configs/layers/rnope-swa.json"};
+  pert::run_grid(refused, measure, &outcome);
+  CHECK((outcome.cells == 1 && outcome.failed == 1));
+}

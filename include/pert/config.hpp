@@ -91,6 +91,9 @@ struct ModelConfig {
   // that adds positions to the embeddings (learned, sinusoidal).
   PositionConfig position;
   std::vector<LayerAttention> layers;  // [n_layers]: each layer's scheme and the keys it sees
+  // The "layers" block's rules by their names (`set layers.NAME...` reaches them), each
+  // {"given": the rule as written, "layers": [those it selected], "fields": [what it sets]}; {} without one.
+  nlohmann::json layer_rules = nlohmann::json::object();
   // config.json's own config, before any override (the positions the weights were trained
   // with); null when config.json only parses with the overrides.
   std::shared_ptr<const ModelConfig> trained;

@@ -96,7 +96,10 @@ struct GridCell {
 // Runs `cells` in order, each (model, config) loaded once, and hands each cell's record to `made`
 // (with the count run so far, of `todo`, and its name "MODEL LABEL @LENGTH"): what a results
 // file's cell holds, "error" where it could not run (a config that would replace the trained
-// scheme, a length past a learned table, a text too short). Any other error stops the run.
+// scheme, a length past a learned table, a text too short). Every (model, config) and each
+// model's tokenizer is opened before the first cell: one that does not load (a layout that does
+// not fit the model, a missing file) stops the run there, naming the config and the model; any
+// other error stops it where it happens.
 // `skip` (may be null) is asked before each cell, so cells that other writers made meanwhile
 // are left. The one loop of `pert sweep`, `pert attention` and pert.sweep.
 void run_cells(const std::vector<GridCell>& cells, const GridRequest& request, const Measure& measure,
@@ -126,9 +129,16 @@ class PerplexityMeasure : public Measure {
 // The CSV beside the JSON: `csv`, or `out` with .csv.
 std::string grid_csv_path(const GridRequest& request);
 
-// Runs the request's cells (its shard's; those in `out` skipped), saving `out` and its CSV under
-// the results lock after every cell; returns the file as last written.
-nlohmann::json run_grid(const GridRequest& request, Measure& measure);
+// Of a run's cells (its shard's), how many `out` holds at the end and how many of those are
+// error cells: all of them failed when the two are equal and not 0.
+struct GridOutcome {
+  int cells = 0, failed = 0;
+};
+// Runs the request's cells (its shard's; those in `out` skipped, but for cells refused as a
+// change of scheme when the request allows one), saving `out` and its CSV under the results
+// lock after every cell; returns the file as last written, and with `outcome` what it holds of
+// the run's cells.
+nlohmann::json run_grid(const GridRequest& request, Measure& measure, GridOutcome* outcome = nullptr);
 
 // `parts`' cells added to `out`'s (an existing `out` keeps its own), written to `out` and its
 // CSV; returns them. Refuses a part of other settings, measure or weights, and (unless

@@ -44,8 +44,12 @@ nlohmann::json read_sweep(const std::filesystem::path& path);
 nlohmann::json parse_sweep(nlohmann::json sweep, const std::string& where);  // the same, parsed
 
 // The settings a sweep file's results depend on, spelled-out paths replaced by content: the
-// text by "text_hash" (computed from "text" when an older file lacks it).
+// text by "text_hash" (computed from "text" when an older file lacks it); without
+// "allow_scheme_change", which changes no cell that runs without it.
 nlohmann::json comparable_settings(const nlohmann::json& settings);
+// An error cell whose model and config were refused as a change of the trained scheme (it has
+// no "position": nothing loaded); such cells run again under allow_scheme_change.
+bool scheme_refused(const nlohmann::json& cell);
 
 // One cell's identity: the model directory's real path, the config's content and the length,
 // so "models/rope" and "/abs/models/rope" are one model, and an edited config is another.

@@ -90,7 +90,11 @@ void run_sweep(const SweepArgs& a) {
     if (c != kPlain) config_files.push_back(c);
   check_outputs(a, run_inputs(a.models, config_files, text));
   use_threads(a.threads);
-  print(a, run_grid(a.request(), *a.measure));
+  GridOutcome outcome;
+  print(a, run_grid(a.request(), *a.measure, &outcome));
+  if (outcome.cells > 0 && outcome.failed == outcome.cells)  // the table is out; the exit says nothing ran
+    throw Error(cmd + ": none of the " + std::to_string(outcome.cells) + (outcome.cells == 1 ? " cell" : " cells") +
+                " could run; " + (a.out.empty() ? std::string("the table says why") : "each cell's \"error\" in " + a.out + " says why"));
 }
 
 }  // namespace

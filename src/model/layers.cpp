@@ -1,4 +1,4 @@
-// pert's "layers" block: positions and attention spans layer by layer (docs/layers.md), e.g.
+// pert's "layers" block: positions and attention spans layer by layer (docs/config.md, "The layers block"), e.g.
 // Cohere's RNoPE-SWA, RoPE in sliding-window layers and a global NoPE layer every 4th:
 //   "layers": {"global": {"every": 4, "position": {"type": "none"}},
 //              "local":  {"others": true, "window": 4096}}
@@ -149,7 +149,6 @@ void parse_layers(const json& block, const std::string& source, const PluginCont
   }
   for (int i = 0; others && i < n; ++i)
     if (!taken[size_t(i)]) rules[size_t(others - rules.data())].layers.push_back(i);
-
   std::map<std::pair<int, std::string>, std::string> set_by;  // (layer, field) -> the rule that set it
   for (Rule& rule : rules) {
     const std::string path = "layers." + rule.name + ".";
@@ -180,6 +179,10 @@ void parse_layers(const json& block, const std::string& source, const PluginCont
       tf.reject_unknown("a layer's temperature");
     }
     f.reject_unknown("a layers rule");
+    json& named = mc.layer_rules[rule.name] = {{"given", block[rule.name]}, {"layers", ls}, {"fields", json::array()}};
+    std::sort(named["layers"].begin(), named["layers"].end());
+    for (const char* field : kFields)
+      if (f.has(field)) named["fields"].push_back(field);
     for (int i : ls) {
       LayerAttention& l = mc.layers[size_t(i)];
       if (rule_values.position.scheme) l.position = rule_values.position;
@@ -188,6 +191,16 @@ void parse_layers(const json& block, const std::string& source, const PluginCont
       if (f.has("temperature")) l.temperature_scale = t_scale, l.temperature_floor = t_floor;
     }
   }
+  // A rule that sets nothing only keeps its layers from the "others" rule; without one that sets
+  // something (e.g. `--set layers.global.every=4` on a model with no block) it would change nothing.
+  auto sets_any = [](Fields& f) { return std::any_of(std::begin(kFields), std::end(kFields), [&](const char* k) { return f.has(k); }); };
+  const bool others_set = others && sets_any(rules[size_t(others - rules.data())].fields);
+  for (Rule& rule : rules)
+    if (!sets_any(rule.fields) && (&rule == others || !others_set))
+      throw ConfigError(source + ": layers." + rule.name + " sets none of \"position\", \"window\", \"chunk\", \"temperature\"" +
+                        (&rule == others ? std::string() : others ? ", nor does layers." + others->name + ", which takes the layers it leaves" :
+                                            ", and no rule with \"others\": true takes the layers it leaves") +
+                        ": it would change nothing");
 }
 
 std::string position_identity(const ModelConfig& c) {
@@ -239,11 +252,11 @@ std::string describe_layers(const ModelConfig& c) {
 }
 
 std::string layers_label(const ModelConfig& c) {
-  const std::vector<LayerGroup> plain = layer_groups(c);
-  if (plain.size() == 1 && plain[0].first->chunk == 0 && plain[0].first->temperature_scale == 0.0)
-    return c.position.scheme->label();  // one scheme (windows, as Mistral's, are the architecture's)
+  // Windows are named where layers differ in them (Mistral's, on every layer, is the architecture's).
   const bool windows = std::any_of(c.layers.begin(), c.layers.end(), [&](const LayerAttention& l) { return l.window != c.layers[0].window; });
   const std::vector<LayerGroup> groups = layer_groups(c, windows);  // "rope w64 x4 + none x1"
+  if (groups.size() == 1 && groups[0].first->chunk == 0 && groups[0].first->temperature_scale == 0.0)
+    return c.position.scheme->label();
   std::string s;
   for (const LayerGroup& g : groups) {
     const LayerAttention& l = *g.first;
@@ -257,8 +270,20 @@ std::string layers_label(const ModelConfig& c) {
 }
 
 json layers_to_json(const ModelConfig& c) {
-  json out = json::object();
-  for (const LayerGroup& g : layer_groups(c, true)) {
+  // The block's rules under their own names (what `set layers.NAME...` reaches), each with what
+  // it set, resolved; then what the architecture's layout gives the layers besides, grouped.
+  ModelConfig rest = c;  // each layer with the fields a rule set back at the model's
+  for (const auto& [name, r] : c.layer_rules.items())
+    for (const std::string field : r["fields"])
+      for (int i : r["layers"]) {
+        LayerAttention& l = rest.layers[size_t(i)];
+        if (field == "position") l.position = c.position;
+        if (field == "window") l.window = 0;
+        if (field == "chunk") l.chunk = 0;
+        if (field == "temperature") l.temperature_scale = 0.0, l.temperature_floor = 1;
+      }
+  json architecture = json::object();
+  for (const LayerGroup& g : layer_groups(rest, true)) {
     const LayerAttention& l = *g.first;
     if (l.position.scheme == c.position.scheme && l.window == 0 && l.chunk == 0 && l.temperature_scale == 0.0) continue;
     json rule = {{"layers", g.layers}};
@@ -266,8 +291,26 @@ json layers_to_json(const ModelConfig& c) {
     if (l.window > 0) rule["window"] = l.window;
     if (l.chunk > 0) rule["chunk"] = l.chunk;
     if (l.temperature_scale != 0.0) rule["temperature"] = {{"scale", l.temperature_scale}, {"floor", l.temperature_floor}};
-    out["layers_from_" + std::to_string(g.layers[0])] = rule;
+    architecture["layers_from_" + std::to_string(g.layers[0])] = rule;
   }
+  // Beside the architecture's groups each rule lists its layers, so that "others" reads as it did
+  // (a rule that sets nothing then says nothing); alone, each is as written, its values resolved.
+  json out = json::object();
+  for (const auto& [name, r] : c.layer_rules.items()) {
+    const std::vector<int> ls = r["layers"];
+    if (!architecture.empty() && (ls.empty() || r["fields"].empty())) continue;
+    json rule = architecture.empty() ? r["given"] : json{{"layers", ls}};
+    for (const std::string field : r["fields"]) {
+      if (ls.empty()) break;
+      const LayerAttention& l = c.layers[size_t(ls[0])];
+      if (field == "position") rule[field] = l.position.scheme->to_json();
+      if (field == "window") rule[field] = l.window;
+      if (field == "chunk") rule[field] = l.chunk;
+      if (field == "temperature") rule[field] = {{"scale", l.temperature_scale}, {"floor", l.temperature_floor}};
+    }
+    out[name] = rule;
+  }
+  out.update(architecture);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -129,7 +130,8 @@ void check_labels(const json& cells, const std::string& where) {
   }
 }
 
-// `cells` added to `sweep` where it lacks them (one cell per key: the one there first stays).
+// `cells` added to `sweep` where it lacks them (one cell per key: the one there first stays,
+// unless it is an error cell and the new one ran).
 // Returns how many of `cells` were left out although their result differs from the one kept.
 int add_cells(json& sweep, const json& cells, const std::string& where) {
   std::map<std::string, size_t> at;
@@ -142,6 +144,8 @@ int add_cells(json& sweep, const json& cells, const std::string& where) {
     const auto [it, added] = at.emplace(cell_key(c), sweep["cells"].size());
     if (added) {
       sweep["cells"].push_back(c);
+    } else if (sweep["cells"][it->second].contains("error") && !c.contains("error")) {
+      sweep["cells"][it->second] = c;  // a cell that ran replaces one that could not (a rerun, e.g. with allow_scheme_change)
     } else {
       const json& kept = sweep["cells"][it->second];
       for (const char* result : {"ppl", "attention", "error"}) differing += kept.value(result, json()) != c.value(result, json());
@@ -156,7 +160,9 @@ int add_cells(json& sweep, const json& cells, const std::string& where) {
 json with_settings(json sweep, const json& settings, const std::string& out) {
   if (sweep.is_null()) return {{"pert_sweep", 1}, {"settings", settings}, {"cells", json::array()}};
   check_settings(sweep["settings"], settings, out);
+  const bool allowed = sweep["settings"].value("allow_scheme_change", false);
   sweep["settings"] = settings;  // the text as spelled now, its hash, every default written out
+  if (allowed) sweep["settings"]["allow_scheme_change"] = true;  // some cells may have run with it
   return sweep;
 }
 
@@ -187,19 +193,23 @@ void finish(const GridRequest& r, const Measure& measure, json& sweep) {
 // `grid`: every cell this run was asked for, all shards'; `shard`: its K/N.
 json save(const GridRequest& r, const Measure& measure, const json& settings, const json& made, const json& grid,
           const std::string& shard) {
-  const FileLock lock = results_lock(r.out);
+  std::optional<FileLock> lock;  // no `out`: a quick look, nothing read or written
+  if (!r.out.empty()) lock.emplace(results_lock(r.out));
   json sweep = with_settings(read_out(r, measure), settings, r.out);
   add_cells(sweep, made, r.out);
   add_grid(sweep, grid);
   add_shard(sweep, shard);
-  finish(r, measure, sweep);
+  if (r.out.empty())
+    order_cells(sweep["cells"]);
+  else
+    finish(r, measure, sweep);
   return sweep;
 }
 
 }  // namespace
 
 std::string grid_csv_path(const GridRequest& r) {
-  return r.csv.empty() ? fs::path(r.out).replace_extension(".csv").string() : r.csv;
+  return r.csv.empty() && !r.out.empty() ? fs::path(r.out).replace_extension(".csv").string() : r.csv;
 }
 
 json read_grid_file(const std::string& file, const Measure& measure) {
@@ -221,6 +231,7 @@ json merge_grid(const std::vector<std::string>& parts, const GridRequest& r, Mea
       merged = {{"pert_sweep", 1}, {"settings", part["settings"]}, {"cells", json::array()}};
     else
       check_settings(part["settings"], merged["settings"], file);
+    if (part["settings"].value("allow_scheme_change", false)) merged["settings"]["allow_scheme_change"] = true;
     if (const int differing = add_cells(merged, part["cells"], file))
       std::fprintf(stderr, "pert: warning: %s: %d of its cells differ from the ones %s has already, which were kept\n",
                    file.c_str(), differing, fs::exists(r.out) ? r.out.c_str() : "the files before it");
@@ -288,7 +299,7 @@ std::string grid_status_table(const json& report) {
   return o.str();
 }
 
-json run_grid(const GridRequest& r, Measure& measure) {
+json run_grid(const GridRequest& r, Measure& measure, GridOutcome* outcome) {
   const EvalSpec& spec = measure.spec();
   const auto [shard_k, shard_n] = r.shard.empty() ? std::pair{1, 1} : parse_shard(r.shard);
   const std::vector<std::string> configs = unique_in_order(r.configs.empty() ? std::vector<std::string>{kPlain} : r.configs);
@@ -327,7 +338,8 @@ json run_grid(const GridRequest& r, Measure& measure) {
   json settings;
   json sweep;
   {
-    const FileLock lock = results_lock(r.out);
+    std::optional<FileLock> lock;
+    if (!r.out.empty()) lock.emplace(results_lock(r.out));
     json found = read_out(r, measure);
     settings = measure.settings(found.is_null() ? json() : found["settings"], r.out);
     settings["text_hash"] = content_hash(spec.text_file);
@@ -339,12 +351,13 @@ json run_grid(const GridRequest& r, Measure& measure) {
     settings["allow_scheme_change"] = r.overrides.allow_scheme_change;
     sweep = with_settings(std::move(found), settings, r.out);
   }
-  std::map<std::string, bool> done;
-  for (const json& c : sweep["cells"]) done[cell_key(c)] = true;
+  std::map<std::string, bool> done;  // (a refused cell is done unless the scheme change is now allowed)
+  auto mark_done = [&](const json& c) { done[cell_key(c)] = done[cell_key(c)] || !(r.overrides.allow_scheme_change && scheme_refused(c)); };
+  for (const json& c : sweep["cells"]) mark_done(c);
   json planned = sweep["cells"];
   for (const std::string& c : configs)
     planned.push_back({{"model", "?"}, {"config", c}, {"label", label_of[c]}, {"config_hash", hash_of[c]}});
-  check_labels(planned, r.out);
+  check_labels(planned, r.out.empty() ? "--label" : r.out);
   planned = sweep["cells"];
   for (const auto& [m, hash] : weights_of) planned.push_back({{"model", m}, {"model_hash", hash}});
   check_same_weights(planned, r.out);
@@ -369,9 +382,17 @@ json run_grid(const GridRequest& r, Measure& measure) {
                              c["seconds"].get<double>());
               made.push_back(c);
               sweep = save(r, measure, settings, made, grid, shard);  // after every cell, so an interrupted grid resumes
-              for (const json& other : sweep["cells"]) done[cell_key(other)] = true;  // cells other writers made meanwhile
+              for (const json& other : sweep["cells"]) mark_done(other);  // cells other writers made meanwhile
             });
-  return save(r, measure, settings, made, grid, shard);
+  sweep = save(r, measure, settings, made, grid, shard);
+  if (outcome) {
+    std::map<std::string, bool> failed;  // cell key -> an error cell
+    for (const json& c : sweep["cells"]) failed[cell_key(c)] = c.contains("error");
+    *outcome = {};
+    for (const GridCell& c : to_run)
+      if (const auto it = failed.find(key(c)); it != failed.end()) ++outcome->cells, outcome->failed += it->second;
+  }
+  return sweep;
 }
 
 }  // namespace pert

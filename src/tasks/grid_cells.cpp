@@ -4,15 +4,62 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "pert/error.hpp"
 #include "pert/grid.hpp"
 #include "pert/grid_file.hpp"
 #include "pert/json_util.hpp"
+#include "pert/model_dir.hpp"
 
 namespace pert {
 
 using nlohmann::json;
+
+namespace {
+
+template <class E>
+[[noreturn]] void rethrow_as(const E&, const std::string& message) {
+  throw E(message);
+}
+
+ConfigOverrides cell_overrides(const GridCell& cell, const GridRequest& r) {
+  ConfigOverrides o = r.overrides;
+  if (cell.config != kPlain) o.files.insert(o.files.begin(), cell.config);
+  return o;
+}
+
+// Every (model, config) the cells to run need, opened as a load opens it (the config over the
+// model, checked against its tensors and the trained scheme; no weights read) and each model's
+// tokenizer, before the first cell runs: a layout that does not fit a model stops the grid
+// before any cell, not after the cells before it. Returns the pairs refused as a change of the
+// trained scheme (model + "\n" + config -> the message): their cells are error cells.
+std::map<std::string, std::string> check_cells(const std::vector<GridCell>& cells, const GridRequest& r,
+                                               const std::function<bool(const GridCell&)>& skip,
+                                               const std::function<std::string(const std::string&)>& words) {
+  std::map<std::string, std::string> refused;
+  std::set<std::string> pairs, models;
+  for (const GridCell& cell : cells) {
+    if ((skip && skip(cell)) || !pairs.insert(cell.model + "\n" + cell.config).second) continue;
+    const std::string where =
+        r.command + ": " + (cell.config == kPlain ? "" : "`config` " + cell.config + " on ") + cell.model + ": ";
+    try {
+      open_model_dir(cell.model, cell_overrides(cell, r));
+      if (models.insert(cell.model).second) load_tokenizer(cell.model);
+    } catch (const SchemeChangeError& e) {
+      refused[cell.model + "\n" + cell.config] = words(e.what());
+    } catch (const IoError& e) {
+      rethrow_as(e, words(where + e.what()));
+    } catch (const FormatError& e) {
+      rethrow_as(e, words(where + e.what()));
+    } catch (const ConfigError& e) {
+      rethrow_as(e, words(where + e.what()));
+    }
+  }
+  return refused;
+}
+
+}  // namespace
 
 void run_cells(const std::vector<GridCell>& cells, const GridRequest& r, const Measure& measure,
                const std::function<bool(const GridCell&)>& skip,
@@ -26,6 +73,7 @@ void run_cells(const std::vector<GridCell>& cells, const GridRequest& r, const M
   for (const GridCell& cell : cells) todo += !(skip && skip(cell));
   const WeightType weights = parse_weight_type(r.dtype);
   const CacheType cache = parse_cache_type(r.cache_type);
+  const std::map<std::string, std::string> refused = check_cells(cells, r, skip, words);
   std::string loaded_key, load_error;
   LoadedModel m;
   std::map<std::pair<std::string, int>, std::vector<int>> tokens_of;  // (model dir, BOS) -> the text's tokens
@@ -36,19 +84,11 @@ void run_cells(const std::vector<GridCell>& cells, const GridRequest& r, const M
               {"label", cell.label},        {"config_hash", cell.config_hash}, {"model_hash", cell.model_hash},
               {"length", cell.length},      {"pert_version", PERT_VERSION}};
     const std::string name = model_name(cell.model) + " " + cell.label + " @" + std::to_string(cell.length);
-    // A model or config that does not load stops the grid; one that would replace the trained
-    // scheme is a row of error cells.
     if (loaded_key != cell.model + "\n" + cell.config) {
-      loaded_key.clear();
-      load_error.clear();
-      ConfigOverrides o = r.overrides;
-      if (cell.config != kPlain) o.files.insert(o.files.begin(), cell.config);
-      try {
-        m = load(cell.model, o, weights);
-      } catch (const SchemeChangeError& e) {
-        load_error = words(e.what());
-      }
       loaded_key = cell.model + "\n" + cell.config;
+      const auto it = refused.find(loaded_key);
+      load_error = it == refused.end() ? "" : it->second;
+      if (load_error.empty()) m = load(cell.model, cell_overrides(cell, r), weights);
     }
     if (!load_error.empty()) {
       c["error"] = load_error;

@@ -325,8 +325,13 @@ json comparable_settings(const json& settings) {
   }
   s.erase("text");
   s.erase("text_path");
+  // It only lets a cell run that would otherwise be refused: a cell that ran either way is the
+  // same, so a grid may be re-run with it into the file that has its refused cells.
+  s.erase("allow_scheme_change");
   return s;
 }
+
+bool scheme_refused(const json& cell) { return cell.contains("error") && !cell.contains("position"); }
 
 std::string cell_key(const std::string& model, const std::string& config_hash, int length) {
   return real_path(model) + "\n" + config_hash + "\n" + std::to_string(length);
