@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pert/evaluation.hpp"
@@ -34,13 +35,29 @@ std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where);
 std::string python_words(const std::string& message);
 // A UserWarning when encoding `text_name` left characters out (pert::dropped_note).
 void warn_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name);
-// A path as Python spells one (str or os.PathLike).
-std::string path_text(py::handle path, const std::string& where);
+// Every str and path argument comes through these, each error a pert.Error naming the argument
+// (`name`): a str with a lone surrogate is not text, and pybind11's own casts would say only
+// "Unable to cast Python instance to C++ type".
+// A path (str, bytes or os.PathLike) as the bytes the file system holds (os.fsencode's).
+std::string path_arg(py::handle value, const std::string& name);
+// A str as UTF-8 (anything else refused).
+std::string text_arg(py::handle value, const std::string& name);
+CacheType cache_arg(py::handle value);  // cache_type=
+// A list (any iterable but a string) of paths or of str.
+std::vector<std::string> list_arg(py::handle value, const std::string& name, bool paths);
+// text_arg's UTF-8 without a copy: the str's own (valid while the str lives).
+std::string_view utf8(py::handle str, const std::string& name);
+// Bytes pert made (a message, which may quote a path's undecodable bytes) as a str, those bytes as \x80.
+py::str readable(const std::string& bytes);
+// A path's bytes as os.fsdecode gives them back: path_arg of the result is those bytes again.
+py::str path_str(const std::string& bytes);
+// A UserWarning with pert's message (readable).
+void warn(const std::string& message);
 // load()'s config= (a dict or a file), set= (a dict of key.path -> value) and allow_scheme_change=.
 ConfigOverrides load_overrides(const py::object& config, const py::object& set, bool allow_scheme_change);
 // The evaluation's keywords (mode=, stride=, chunks=, buckets=: "log" or a count, split_docs=) as
 // an EvalSpec, checked by field (python_words names the keywords).
-EvalSpec eval_spec(const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs);
+EvalSpec eval_spec(const py::object& mode, int stride, int chunks, const py::object& buckets, bool split_docs);
 
 extern unsigned long main_thread;  // Python's main thread (threading.main_thread().ident), set at import
 
@@ -116,15 +133,15 @@ class ProgressOut {
 
 // The task bindings (tasks.cpp), each as its `pert` command's --json reports it.
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
-                      const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
-                      const std::string& cache_type, py::object progress);
+                      const py::object& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
+                      const py::object& cache_type, py::object progress);
 py::object attention(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx, int chunks,
-                     int sink, bool split_docs, const std::string& cache_type, py::object progress);
+                     int sink, bool split_docs, const py::object& cache_type, py::object progress);
 py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,
-                   long long seed, const std::string& cache_type, const py::object& progress);
-py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,
-                 std::vector<double> depths, int trials, long long seed, const std::string& wording,
-                 const std::string& essay, const std::string& cache_type, const py::object& progress);
+                   long long seed, const py::object& cache_type, const py::object& progress);
+py::object ruler(const PyModel& self, const py::object& tasks, std::vector<int> lengths,
+                 std::vector<double> depths, int trials, long long seed, const py::object& wording,
+                 const py::object& essay, const py::object& cache_type, const py::object& progress);
 // pert.sweep's and pert.merge's grid (grid.cpp): _grid_plan and _merge_plan, added to the module.
 void add_grid(py::module_& m);
 

@@ -1,5 +1,7 @@
 // Conversions between Python and pert for the module's bindings (bindings.hpp).
+#include <algorithm>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -39,6 +41,17 @@ std::vector<int> array_ids(const py::array& a, int vocab, const std::string& whe
   return out;
 }
 
+// "NAME: '\\udc80' is a lone surrogate ...": what `e` (a UnicodeEncodeError of `str`) met, with
+// the characters around it, so a long text's culprit can be found.
+std::string not_text(const py::object& str, const py::error_already_set& e, const std::string& name) {
+  const Py_ssize_t at = e.value().attr("start").cast<Py_ssize_t>();
+  const py::object c = str[py::slice(at, at + 1, 1)];
+  const py::object around = str[py::slice(std::max<Py_ssize_t>(0, at - 12), at + 13, 1)];
+  auto ascii = [](const py::object& o) { return py::module_::import("builtins").attr("ascii")(o).cast<std::string>(); };
+  return name + ": " + ascii(c) + " (character " + std::to_string(at) + ", in " + ascii(around) +
+         ") is a lone surrogate, which is not text UTF-8 can encode";
+}
+
 }  // namespace
 
 unsigned long main_thread = 0;
@@ -51,13 +64,13 @@ void require_array_memory(const std::string& call, int rows, int vocab, const st
 
 // Through Python's json module: configs and results are plain JSON either way.
 nlohmann::json to_json(py::handle value, const std::string& where) {
-  std::string text;
-  try {
-    text = py::module_::import("json").attr("dumps")(value, py::arg("allow_nan") = false).cast<std::string>();
+  py::object text;
+  try {  // (not ASCII: a lone surrogate stays one, for utf8 to name)
+    text = py::module_::import("json").attr("dumps")(value, py::arg("allow_nan") = false, py::arg("ensure_ascii") = false);
   } catch (py::error_already_set& e) {
     throw Error(where + ": not JSON (" + std::string(py::str(e.value())) + ")");
   }
-  return parse_json(text, where);
+  return parse_json(std::string(utf8(text, where)), where);
 }
 
 py::object to_python(const nlohmann::json& j) {
@@ -128,16 +141,72 @@ std::string python_words(const std::string& message) {
 // A UserWarning when encoding `text_name` left characters out (pert::dropped_note).
 void warn_dropped(const Tokenizer& tokenizer, size_t before, const std::string& text_name) {
   const std::string note = dropped_note(tokenizer.dropped_characters() - before, text_name);
-  if (!note.empty() && PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) < 0) throw py::error_already_set();
+  if (!note.empty()) warn(note);
 }
 
-// A path as Python spells one (str or os.PathLike).
-std::string path_text(py::handle path, const std::string& where) {
+// A path as Python spells one (str, bytes or os.PathLike) as the bytes the file system holds:
+// os.fsencode's, so a name os.listdir gave with undecodable bytes (surrogate-escaped) opens.
+std::string path_arg(py::handle value, const std::string& name) {
+  const py::module_ os = py::module_::import("os");
+  py::object path;
   try {
-    return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+    path = os.attr("fspath")(value);
   } catch (py::error_already_set& e) {
-    throw Error(where + ": a path expected (" + std::string(py::str(e.value())) + ")");
+    throw Error(name + ": a path expected (" + std::string(py::str(e.value())) + ")");
   }
+  if (PyUnicode_Check(path.ptr())) {
+    try {
+      path = os.attr("fsencode")(path);
+    } catch (py::error_already_set& e) {  // a surrogate that escapes no byte
+      if (!e.matches(PyExc_UnicodeEncodeError)) throw;
+      throw Error(not_text(path, e, name));
+    }
+  }
+  std::string bytes = path.cast<std::string>();
+  // open() would stop at it, reading another file than the one named
+  require(bytes.find('\0') == std::string::npos, name + ": " + std::string(py::repr(path)) + " holds a NUL character, which no path can");
+  return bytes;
+}
+
+std::string text_arg(py::handle value, const std::string& name) { return std::string(utf8(value, name)); }
+
+CacheType cache_arg(py::handle value) { return parse_cache_type(text_arg(value, "cache_type")); }
+
+std::vector<std::string> list_arg(py::handle value, const std::string& name, bool paths) {
+  require(!PyUnicode_Check(value.ptr()) && !PyBytes_Check(value.ptr()),
+          name + ": a list expected, got a " + Py_TYPE(value.ptr())->tp_name + " (put it in [])");
+  std::vector<std::string> out;
+  py::iterator items;
+  try {
+    items = py::iter(value);
+  } catch (py::error_already_set&) {
+    throw Error(name + ": a list expected, got " + Py_TYPE(value.ptr())->tp_name);
+  }
+  for (py::handle item : items) out.push_back(paths ? path_arg(item, name) : text_arg(item, name));
+  return out;
+}
+
+std::string_view utf8(py::handle str, const std::string& name) {
+  require(PyUnicode_Check(str.ptr()), name + ": a str expected, got " + Py_TYPE(str.ptr())->tp_name);
+  Py_ssize_t size = 0;
+  if (const char* data = PyUnicode_AsUTF8AndSize(str.ptr(), &size)) return {data, size_t(size)};
+  py::error_already_set e;  // (fetched: the UnicodeEncodeError)
+  if (!e.matches(PyExc_UnicodeEncodeError)) throw e;
+  throw Error(not_text(py::reinterpret_borrow<py::object>(str), e, name));
+}
+
+py::str readable(const std::string& bytes) {
+  PyObject* s = PyUnicode_DecodeUTF8(bytes.data(), Py_ssize_t(bytes.size()), "backslashreplace");
+  if (!s) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s);
+}
+
+py::str path_str(const std::string& bytes) {
+  return py::module_::import("os").attr("fsdecode")(py::bytes(bytes));
+}
+
+void warn(const std::string& message) {
+  if (PyErr_WarnEx(PyExc_UserWarning, readable(message).cast<std::string>().c_str(), 1) < 0) throw py::error_already_set();
 }
 
 }  // namespace pert::python

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "pert/error.hpp"
 #include "pert/grid.hpp"
 #include "pert/grid_file.hpp"
 
@@ -13,14 +14,47 @@ namespace pert::python {
 
 namespace {
 
+// path_arg's bytes, refused unless UTF-8: the grid's records and identity are JSON, which names
+// each model, config and text by its path.
+std::string grid_path(py::handle value, const std::string& name) {
+  std::string path = path_arg(value, name);
+  if (!py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(path.data(), Py_ssize_t(path.size()), "strict"))) {
+    PyErr_Clear();
+    throw Error(name + ": " + std::string(readable(path)) + " is not UTF-8, which a sweep's records (JSON) need to name it; rename it");
+  }
+  return path;
+}
+
+std::vector<std::string> grid_paths(const py::object& value, const std::string& name) {
+  std::vector<std::string> out;
+  for (const std::string& p : list_arg(value, name, true)) out.push_back(grid_path(py::bytes(p), name));
+  return out;
+}
+
+// A sweep's config as a grid cell names it: "plain" for None, a dict as inline JSON, a path.
+std::string cell_config(const py::handle& config) {
+  if (config.is_none()) return kPlain;
+  if (py::isinstance<py::dict>(config)) return to_json(config, "configs").dump();
+  return grid_path(config, "configs");
+}
+
 // {"places": [(index, model, config, length)...] of the shard, "cells": the grid's size, "grid":
 // its identity}; positions in the lists given.
-py::dict grid_plan(const std::vector<std::string>& models, const py::list& configs, const std::vector<std::string>& labels,
-                   const std::vector<int>& lengths, const std::string& shard, const py::object& settings,
+py::dict grid_plan(const py::object& models_in, const py::list& configs, const py::object& labels_in,
+                   const std::vector<int>& lengths, const std::string& shard, const py::dict& settings,
                    const py::object& file) {
-  const nlohmann::json config_json = to_json(configs, "configs");
-  const nlohmann::json settings_json = to_json(settings, "settings");
-  const std::string text_file = file.is_none() ? "" : path_text(file, "file");
+  const std::vector<std::string> models = grid_paths(models_in, "models");
+  nlohmann::json config_json = nlohmann::json::array();
+  for (const py::handle& c : configs)
+    config_json.push_back(c.is_none() || py::isinstance<py::dict>(c) ? to_json(c, "configs") : nlohmann::json(cell_config(c)));
+  const std::vector<std::string> labels = list_arg(labels_in, "labels", false);  // (after the configs they may be named from)
+  const std::string text_file = file.is_none() ? "" : grid_path(file, "file");
+  // Each setting by its keyword, so an error names the one given (text=, not the settings).
+  nlohmann::json settings_json = nlohmann::json::object();
+  for (auto [key, value] : settings) {
+    const std::string name = text_arg(key, "settings");
+    settings_json[name] = name == "file" && !file.is_none() ? nlohmann::json(text_file) : to_json(value, name);
+  }
   py::list places;
   for (const GridPlace& p : grid_places(models.size(), configs.size(), lengths.size(), shard))
     places.append(py::make_tuple(p.index, p.model, p.config, p.length));
@@ -36,43 +70,36 @@ py::dict grid_plan(const std::vector<std::string>& models, const py::list& confi
   return plan;
 }
 
-// A sweep's config as a grid cell names it: "plain" for None, a dict as inline JSON, a path.
-std::string cell_config(const py::handle& config) {
-  if (config.is_none()) return kPlain;
-  if (py::isinstance<py::dict>(config)) return to_json(config, "configs").dump();
-  return path_text(config, "configs");
-}
 
 // The records of `places` (grid_plan's: index, model, config, length; `cells` and `grid` the
 // grid's size and identity), each cell's perplexity as `pert sweep` makes it; each record's
 // "config" is the config as given. progress: True for a line per cell on sys.stderr, a function
 // called with (done, total, record), or False.
-py::list sweep_cells(const std::vector<std::string>& models, const py::list& configs, const std::vector<std::string>& labels,
+py::list sweep_cells(const py::object& models_in, const py::list& configs, const py::object& labels_in,
                      const std::vector<int>& lengths, const std::vector<std::tuple<int, size_t, size_t, size_t>>& places,
                      long long cells, const std::string& grid, const py::object& set, bool allow_scheme_change,
-                     const std::string& dtype, const py::object& progress, const py::object& text, const py::object& file,
-                     const py::object& tokens, const std::string& mode, int stride, int chunks, const py::object& buckets,
-                     bool split_docs, const std::string& cache_type) {
+                     const py::object& dtype, const py::object& progress, const py::object& text, const py::object& file,
+                     const py::object& tokens, const py::object& mode, int stride, int chunks, const py::object& buckets,
+                     bool split_docs, const py::object& cache_type) {
   require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
           "sweep: give exactly one of text=, file= or tokens=");
-  require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
+  const std::vector<std::string> models = grid_paths(models_in, "models"), labels = list_arg(labels_in, "labels", false);
   EvalSpec spec = eval_spec(mode, stride, chunks, buckets, split_docs);
-  if (!file.is_none()) spec.text_file = path_text(file, "file");
-  const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
+  if (!file.is_none()) spec.text_file = grid_path(file, "file");
+  const std::string text_str = text.is_none() ? "" : text_arg(text, "text");
   const std::vector<int> ids = tokens.is_none() ? std::vector<int>() : token_ids(tokens, INT32_MAX, "sweep: tokens");
   PerplexityMeasure measure(spec, nullptr);
 
   GridRequest r;
   r.overrides = load_overrides(py::none(), set, allow_scheme_change);
-  r.dtype = dtype;
-  r.cache_type = cache_type;
+  r.dtype = text_arg(dtype, "dtype");
+  r.cache_type = text_arg(cache_type, "cache_type");
   r.quiet = true;  // (a line per cell, below, to sys.stderr)
   r.words = python_words;
   r.load = [](const std::string& dir, const ConfigOverrides& o, WeightType type) {
     LoadedModel m = load_model(dir, o, type);
     py::gil_scoped_acquire gil;
-    if (!m.note.empty() && PyErr_WarnEx(PyExc_UserWarning, python_words(m.note).c_str(), 1) < 0)
-      throw py::error_already_set();
+    if (!m.note.empty()) warn(python_words(m.note));
     return m;
   };
   r.tokens = [&](const Tokenizer& tokenizer, int bos) {
@@ -111,7 +138,7 @@ py::list sweep_cells(const std::vector<std::string>& models, const py::list& con
       } else if (lines) {
         const std::string line = "[" + std::to_string(ran) + "/" + std::to_string(todo) + "] " + name + ": " +
                                  (cell.contains("error") ? "error: " + cell["error"].get<std::string>() : measure.summary(cell)) + "\n";
-        py::module_::import("sys").attr("stderr").attr("write")(line);
+        py::module_::import("sys").attr("stderr").attr("write")(readable(line));
       }
     });
   }
@@ -120,10 +147,13 @@ py::list sweep_cells(const std::vector<std::string>& models, const py::list& con
 
 // The positions of the records a merge keeps, in grid order; each record (where, index, cells,
 // grid), -1 or "" for what it lacks.
-std::vector<size_t> merge_plan(const std::vector<std::tuple<std::string, long long, long long, std::string>>& records,
+std::vector<size_t> merge_plan(const std::vector<std::tuple<py::object, long long, long long, py::object>>& records,
                                bool partial) {
   std::vector<GridRecord> r;
-  for (const auto& [where, index, cells, grid] : records) r.push_back({where, index, cells, grid});
+  for (const auto& [where_in, index, cells, grid] : records) {
+    const std::string where = text_arg(where_in, "merge");
+    r.push_back({where, index, cells, text_arg(grid, "merge: " + where + ": grid")});
+  }
   return merge_grid_records(r, partial);
 }
 

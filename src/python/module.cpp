@@ -31,11 +31,11 @@ ConfigOverrides load_overrides(const py::object& config, const py::object& set, 
   if (py::isinstance<py::dict>(config))
     o.patches.push_back(to_json(config, "config"));
   else if (!config.is_none())
-    o.files.emplace_back(path_text(config, "config"));
+    o.files.emplace_back(path_arg(config, "config"));
   if (!set.is_none()) {
     require(py::isinstance<py::dict>(set), "set: a dict of key.path -> value expected, e.g. {\"rope_scaling.factor\": 8}");
     for (auto [key, value] : py::cast<py::dict>(set))
-      o.sets.push_back(py::str(key).cast<std::string>() + "=" + to_json(value, "set").dump());
+      o.sets.push_back(text_arg(py::str(key), "set") + "=" + to_json(value, "set").dump());
   }
   o.allow_scheme_change = allow_scheme_change;
   return o;
@@ -44,9 +44,10 @@ ConfigOverrides load_overrides(const py::object& config, const py::object& set, 
 namespace {
 
 PyModel load(py::object dir_in, py::object config, py::object set, bool allow_scheme_change,
-             const std::string& dtype) {
-  const std::string dir = path_text(dir_in, "load");
+             const py::object& dtype_in) {
+  const std::string dir = path_arg(dir_in, "dir");
   require(!dir.empty(), "load: the model directory must not be empty");
+  const std::string dtype = text_arg(dtype_in, "dtype");
   const ConfigOverrides o = load_overrides(config, set, allow_scheme_change);
   const WeightType type = parse_weight_type(dtype);
   auto loaded = std::make_shared<LoadedModel>();
@@ -55,17 +56,16 @@ PyModel load(py::object dir_in, py::object config, py::object set, bool allow_sc
     py::gil_scoped_release release;
     *loaded = load_model(dir, o, type);
   }
-  if (!loaded->note.empty() && PyErr_WarnEx(PyExc_UserWarning, python_words(loaded->note).c_str(), 1) < 0)
-    throw py::error_already_set();  // warnings turned into errors
+  if (!loaded->note.empty()) warn(python_words(loaded->note));
   return {loaded, resolved_dtype(dtype, dir)};
 }
 
 // Runs `ids` from position 0 in a fresh state: every position's logits [T][vocab], written
 // straight into the array returned.
-py::array_t<float> logits(const PyModel& self, py::handle ids_in, const std::string& cache_type) {
+py::array_t<float> logits(const PyModel& self, py::handle ids_in, const py::object& cache_type) {
   const std::vector<int> ids = token_ids(ids_in, self.config().vocab_size, "logits: ids");
   require(!ids.empty(), "logits: no token ids");
-  const CacheType cache = parse_cache_type(cache_type);
+  const CacheType cache = cache_arg(cache_type);
   const int T = int(ids.size()), V = self.config().vocab_size;
   require_array_memory("logits", T, V, "; give fewer ids, or use a session");
   py::array_t<float> out(std::vector<py::ssize_t>{T, V});
@@ -160,9 +160,10 @@ struct PyGeneration {
   }
 };
 
-PyGeneration start_generation(const PyModel& self, const std::string& prompt, int n_predict, int n_ctx, int keep, float temp,
+PyGeneration start_generation(const PyModel& self, const py::object& prompt_in, int n_predict, int n_ctx, int keep, float temp,
                       int top_k, float top_p, float min_p, float repeat_penalty, int repeat_last_n, long long seed,
-                      bool ignore_eos, const std::string& cache_type) {
+                      bool ignore_eos, const py::object& cache_type) {
+  const std::string prompt = text_arg(prompt_in, "prompt");
   // The settings check themselves (validate(), by field; python_words names the keywords); the
   // seed's -1 (random) is this front end's, as the CLI's -s -1.
   require(seed >= -1, "seed: must be -1 (random) or >= 0, got " + std::to_string(seed));
@@ -178,7 +179,7 @@ PyGeneration start_generation(const PyModel& self, const std::string& prompt, in
   s.sampling.repeat_penalty = repeat_penalty;
   s.sampling.repeat_last_n = repeat_last_n;
   s.sampling.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
-  s.cache_type = parse_cache_type(cache_type);
+  s.cache_type = cache_arg(cache_type);
   PyGeneration out{self.m, nullptr};
   const size_t dropped = self.m->tokenizer.dropped_characters();
   {
@@ -217,9 +218,9 @@ PYBIND11_MODULE(_pert, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const SchemeChangeError& e) {
-      scheme_change(python_words(e.what()).c_str());
-    } catch (const Error& e) {
-      error(python_words(e.what()).c_str());
+      PyErr_SetObject(scheme_change.ptr(), readable(python_words(e.what())).ptr());
+    } catch (const Error& e) {  // (a message may quote a path's undecodable bytes)
+      PyErr_SetObject(error.ptr(), readable(python_words(e.what())).ptr());
     }
   });
 
@@ -228,14 +229,14 @@ PYBIND11_MODULE(_pert, m) {
       [](int threads) {
         set_threads(threads);
         if (const std::string warning = busy_cores_warning(threads); !warning.empty())
-          if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) < 0) throw py::error_already_set();
+          warn(warning);
       },
       py::arg("threads"),
         "Threads pert runs on: > 0 exactly that many; 0 the CLI's default (OMP_NUM_THREADS, else the cores not busy now)");
   m.def("threads", [] { return omp_get_max_threads(); }, "Threads pert runs on now");
 
   py::class_<PyModel>(m, "Model", "A model directory loaded with its tokenizer (pert.load)")
-      .def_property_readonly("dir", [](const PyModel& s) { return s.m->dir.string(); })
+      .def_property_readonly("dir", [](const PyModel& s) { return path_str(s.m->dir.string()); })
       .def_property_readonly("dtype", [](const PyModel& s) { return s.dtype; })
       .def_property_readonly("config", [](const PyModel& s) { return to_python(to_json(s.config())); },
                              "The resolved config, every default filled in (as pert inspect --json)")
@@ -245,7 +246,8 @@ PYBIND11_MODULE(_pert, m) {
       .def_property_readonly("trained_length", [](const PyModel& s) { return s.config().max_position_embeddings; })
       .def_property_readonly("bos", [](const PyModel& s) { return s.config().bos_token_id; })
       .def("tokenize",
-           [](const PyModel& s, std::string_view text, bool add_special) {  // (a view of the str's UTF-8: no copy)
+           [](const PyModel& s, const py::object& text_in, bool add_special) {
+             const std::string_view text = utf8(text_in, "text");  // (the str's own UTF-8: no copy)
              const size_t dropped = s.m->tokenizer.dropped_characters();
              std::vector<int> ids;
              {
@@ -266,9 +268,9 @@ PYBIND11_MODULE(_pert, m) {
       .def("logits", &logits, py::arg("ids"), py::arg("cache_type") = "f32",
            "Every position's logits, float32 [T, vocab], from one prefill of ids at positions 0..T-1")
       .def("session",
-           [](const PyModel& s, int n_ctx, int n_batch, const std::string& cache_type) {
+           [](const PyModel& s, int n_ctx, int n_batch, const py::object& cache_type) {
              require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
-             const CacheType cache = parse_cache_type(cache_type);
+             const CacheType cache = cache_arg(cache_type);
              PySession out{s.m, nullptr};
              py::gil_scoped_release release;
              out.state = std::make_unique<InferenceState>(*s.m->model, n_ctx > 0 ? n_ctx : s.config().max_position_embeddings,
@@ -306,12 +308,13 @@ PYBIND11_MODULE(_pert, m) {
            py::arg("query_pos") = py::none(), py::arg("layer") = 0,
            "The attention logit of q = k = ones against distance, float64 [heads, distance + 1]")
       .def("__repr__", [](const PyModel& s) {
-        return "<pert.Model " + s.m->dir.string() + ": " + position_label(s.config()) + ", " + s.dtype + ">";
+        return readable("<pert.Model " + s.m->dir.string() + ": " + position_label(s.config()) + ", " + s.dtype + ">");
       });
 
   py::class_<PySession>(m, "Session", "A KV cache fed a few tokens at a time (Model.session)")
       .def("eval", &PySession::eval, py::arg("ids"), py::arg("pos") = py::none(), py::arg("all_logits") = false,
-           "Runs ids at positions pos.. (default: after what is cached; an earlier pos replaces from there); "
+           "Runs ids at positions pos.. (default: after what is cached; an earlier pos replaces from there, as far back as "
+           "the cache holds: with local layers n_batch positions); "
            "the last position's logits [vocab], or every one's [n, vocab] with all_logits")
       .def("shift", &PySession::shift,
            py::arg("n_keep"), py::arg("n_discard"),

@@ -20,10 +20,8 @@ namespace {
 // buckets=: "log" or a count, read as the library reads a sweep's settings (True is not a count;
 // anything else is shown as Python prints it).
 int buckets_argument(const py::object& value) {
-  nlohmann::json v = py::str(value).cast<std::string>();
-  if (py::isinstance<py::str>(value)) {
-    v = value.cast<std::string>();
-  } else if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
+  nlohmann::json v = text_arg(py::str(value), "buckets");
+  if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
     int overflow = 0;
     const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
     if (!overflow) v = n;
@@ -31,11 +29,19 @@ int buckets_argument(const py::object& value) {
   return buckets_from_json(v, "`buckets`");
 }
 
+// A report (a task's --json) as a dict, its model_dir as Model.dir gives it: JSON holds a name's
+// undecodable bytes as U+FFFD, which would name no directory.
+py::object report_python(const nlohmann::json& report, const PyModel& self) {
+  py::object out = to_python(report);
+  out["model_dir"] = path_str(self.m->dir.string());
+  return out;
+}
+
 }  // namespace
 
-EvalSpec eval_spec(const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs) {
+EvalSpec eval_spec(const py::object& mode, int stride, int chunks, const py::object& buckets, bool split_docs) {
   EvalSpec spec;
-  spec.mode = mode;
+  spec.mode = text_arg(mode, "mode");
   spec.stride = stride;
   spec.max_windows = chunks;
   spec.buckets = buckets_argument(buckets);
@@ -52,9 +58,8 @@ std::vector<int> task_tokens(const PyModel& self, EvalSpec& spec, int bos, py::o
           call + ": give exactly one of text=, file= or tokens=");
   std::vector<int> ids;
   if (!tokens.is_none()) ids = token_ids(tokens, self.config().vocab_size, call + ": tokens");
-  require(text.is_none() || py::isinstance<py::str>(text), "text: a str expected (file= takes a path)");
-  const std::string text_str = text.is_none() ? "" : text.cast<std::string>();
-  if (!file.is_none()) spec.text_file = path_text(file, "file");
+  const std::string text_str = text.is_none() ? "" : text_arg(text, "text");
+  if (!file.is_none()) spec.text_file = path_arg(file, "file");
   const size_t dropped = self.m->tokenizer.dropped_characters();
   {
     const PythonSignals signals;
@@ -69,14 +74,15 @@ std::vector<int> task_tokens(const PyModel& self, EvalSpec& spec, int bos, py::o
 // perplexity of a text (a string, a file, or token ids) at one context length, as `pert
 // perplexity --json` reports it.
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
-                      const std::string& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
-                      const std::string& cache_type, py::object progress) {
+                      const py::object& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
+                      const py::object& cache_type, py::object progress) {
   const ModelConfig& c = self.config();
   EvalSpec spec = eval_spec(mode, stride, chunks, buckets, split_docs);
   require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
   const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
   PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
-  o.cache_type = parse_cache_type(cache_type);
+  const std::string cache_name = text_arg(cache_type, "cache_type");
+  o.cache_type = parse_cache_type(cache_name);
   const std::vector<int> ids = task_tokens(self, spec, bos, text, file, tokens, "perplexity");
   PerplexityResult r;
   {
@@ -89,14 +95,14 @@ py::object perplexity(const PyModel& self, py::object text, py::object file, py:
     });
     out.finish();
   }
-  return to_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_type, r));
+  return report_python(perplexity_report(self.m->dir.string(), c, spec, o, ids.size(), self.dtype, cache_name, r), self);
 }
 
 // The statistics of the attention weights over a text's windows, as `pert attention` computes
 // them: per query range a dict of numpy arrays, [layers, heads] per statistic and [layers,
 // heads, buckets] for the mass by distance.
 py::object attention(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx, int chunks,
-                     int sink, bool split_docs, const std::string& cache_type, py::object progress) {
+                     int sink, bool split_docs, const py::object& cache_type, py::object progress) {
   const ModelConfig& c = self.config();
   require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
   require(chunks >= 0, "chunks: must be >= 0 (0: every window that fits), got " + std::to_string(chunks));
@@ -109,7 +115,7 @@ py::object attention(const PyModel& self, py::object text, py::object file, py::
   o.max_windows = chunks;
   o.bos = c.bos_token_id;
   o.sink = sink;
-  o.cache_type = parse_cache_type(cache_type);
+  o.cache_type = cache_arg(cache_type);
   AttentionResult r;
   {
     const PythonSignals signals;
@@ -129,7 +135,7 @@ py::object attention(const PyModel& self, py::object text, py::object file, py::
     return a;
   };
   py::dict out, queries;
-  out["model_dir"] = self.m->dir.string();
+  out["model_dir"] = path_str(self.m->dir.string());
   out["position"] = describe_position(c);
   out["n_ctx"] = o.n_ctx;
   out["windows"] = r.windows;
@@ -156,13 +162,13 @@ py::object attention(const PyModel& self, py::object text, py::object file, py::
 
 // Pass-key retrieval, as `pert passkey --json` reports it.
 py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,
-                   long long seed, const std::string& cache_type, const py::object& progress) {
+                   long long seed, const py::object& cache_type, const py::object& progress) {
   PasskeySettings s;
   s.lengths = std::move(lengths);
   s.depths = std::move(depths);
   s.trials = trials;
   s.seed = seed;
-  s.cache_type = parse_cache_type(cache_type);
+  s.cache_type = cache_arg(cache_type);
   std::vector<PasskeyCell> cells;
   {
     const PythonSignals signals;
@@ -173,22 +179,23 @@ py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<do
   }
   nlohmann::json report = passkey_report(self.m->dir.string(), self.config(), s, self.dtype, cells);
   reword_skipped(report, python_words);
-  return to_python(report);
+  return report_python(report, self);
 }
 
 // Retrieval tasks after RULER, as `pert ruler --json` reports them.
-py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vector<int> lengths,
-                 std::vector<double> depths, int trials, long long seed, const std::string& wording,
-                 const std::string& essay, const std::string& cache_type, const py::object& progress) {
+py::object ruler(const PyModel& self, const py::object& tasks_in, std::vector<int> lengths,
+                 std::vector<double> depths, int trials, long long seed, const py::object& wording,
+                 const py::object& essay, const py::object& cache_type, const py::object& progress) {
   RulerSettings s;
+  std::vector<std::string> tasks = list_arg(tasks_in, "tasks", false);
   s.tasks = tasks.size() == 1 && tasks[0] == "all" ? ruler_task_names() : std::move(tasks);
   s.lengths = std::move(lengths);
   s.depths = std::move(depths);
   s.trials = trials;
   s.seed = seed;
-  s.wording = parse_ruler_template(wording);
-  s.essay_path = essay;
-  s.cache_type = parse_cache_type(cache_type);
+  s.wording = parse_ruler_template(text_arg(wording, "template"));
+  s.essay_path = path_arg(essay, "essay");
+  s.cache_type = cache_arg(cache_type);
   std::vector<RulerCell> cells;
   {
     const PythonSignals signals;
@@ -199,7 +206,7 @@ py::object ruler(const PyModel& self, std::vector<std::string> tasks, std::vecto
   }
   nlohmann::json report = ruler_report(self.m->dir.string(), self.config(), s, self.dtype, cells);
   reword_skipped(report, python_words);
-  return to_python(report);
+  return report_python(report, self);
 }
 
 // The attention logit of q = k = ones against distance, [heads][distance + 1] (one row for

@@ -74,7 +74,7 @@ def _label(config, index):
         return "plain"
     if isinstance(config, dict):
         return f"config {index}"
-    return _os.path.splitext(_os.path.basename(_os.fspath(config)))[0]
+    return _os.path.splitext(_os.path.basename(_os.fsdecode(config)))[0]
 
 
 def _integer(x):
@@ -119,7 +119,7 @@ def _plain(v):
     """v as JSON values (numpy arrays as lists, paths as strings), for the grid's identity."""
     if hasattr(v, "tolist"):
         return v.tolist()
-    if isinstance(v, (str, int, float, bool)) or v is None:
+    if isinstance(v, (str, bytes, int, float, bool)) or v is None:  # (bytes: a path, for the compiled part)
         return v
     if isinstance(v, dict):
         return {str(k): _plain(x) for k, x in v.items()}
@@ -145,7 +145,7 @@ def sweep(models, lengths, *, configs=(None,), labels=None, set=None, allow_sche
     cache_type). As `pert sweep`: a config that would replace the trained scheme, and a cell that
     cannot run (a length past a learned table, a text too short), is a record with "error"; any
     other error stops the sweep."""
-    if isinstance(models, (str, _os.PathLike)):
+    if isinstance(models, (str, bytes, _os.PathLike)):
         models = [models]
     models = list(models)
     lengths = _lengths(lengths)
