@@ -345,6 +345,16 @@ def main():
         check("--set layers.global.every=4 on a model without layers: exit 1 naming the rule",
               r.returncode == 1 and "[1/" not in r.stderr and "layers.global sets none of" in last
               and "it would change nothing" in last, r.stderr)
+        # A shard is not its grid: one whose cells all failed exits 0 (a Slurm array's merge waits
+        # for every task's success); the merge of a grid none of whose cells could run exits 1.
+        parts = [os.path.join(tmp, f"failed{k}.json") for k in (1, 2)]
+        codes = [sweep("--shard", f"{k}/2", lengths=[192, 256], out=part, models=MODELS[1:]).returncode
+                 for k, part in enumerate(parts, 1)]
+        r = subprocess.run([binary, "sweep", "--merge"] + parts + ["--out", os.path.join(tmp, "failed.json")],
+                           capture_output=True, text=True)
+        check("shards whose cells all failed exit 0, their merge exits 1", codes == [0, 0] and r.returncode == 1 and
+              r.stderr.strip().split("\n")[-1].startswith("pert: error: sweep: none of the 2 cells could run")
+              and len(cells_of(os.path.join(tmp, "failed.json"))) == 2, (codes, r.stderr))
         # pert attention's grid: every cell refused is exit 1 too.
         out = os.path.join(tmp, "attention.json")
         r = subprocess.run([binary, "attention", "-m", MODELS[0], "-f", text, "--lengths", "64", "--config", layouts[0],

@@ -62,11 +62,23 @@ void print(const SweepArgs& a, const json& sweep) {
     std::cout << printable_lines(a.measure->table(sweep["cells"]));  // (names and labels from files, as text)
 }
 
+// After the table: exit 1 where cells were asked for and none of them could run. A shard's
+// share is not its grid (a Slurm array's merge waits for every task to succeed): its merge says.
+void refuse_all_failed(const SweepArgs& a, int cells, int failed) {
+  if (cells == 0 || failed < cells || !a.shard.empty()) return;
+  throw Error(a.command + ": none of the " + std::to_string(cells) + (cells == 1 ? " cell" : " cells") + " could run; " +
+              (a.out.empty() ? std::string("the table says why") : "each cell's \"error\" in " + a.out + " says why"));
+}
+
 void run_merge(const SweepArgs& a) {
   std::vector<NamedPath> parts;
   for (const std::string& file : a.merge) parts.push_back({"--merge", file});
   check_outputs(a, parts);
-  print(a, merge_grid(a.merge, a.request(), *a.measure));
+  const json merged = merge_grid(a.merge, a.request(), *a.measure);
+  print(a, merged);
+  int failed = 0;
+  for (const json& c : merged["cells"]) failed += c.contains("error");
+  refuse_all_failed(a, int(merged["cells"].size()), failed);
 }
 
 void run_status(const SweepArgs& a) {
@@ -92,9 +104,7 @@ void run_sweep(const SweepArgs& a) {
   use_threads(a.threads);
   GridOutcome outcome;
   print(a, run_grid(a.request(), *a.measure, &outcome));
-  if (outcome.cells > 0 && outcome.failed == outcome.cells)  // the table is out; the exit says nothing ran
-    throw Error(cmd + ": none of the " + std::to_string(outcome.cells) + (outcome.cells == 1 ? " cell" : " cells") +
-                " could run; " + (a.out.empty() ? std::string("the table says why") : "each cell's \"error\" in " + a.out + " says why"));
+  refuse_all_failed(a, outcome.cells, outcome.failed);
 }
 
 }  // namespace
