@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "pert/config.hpp"
 #include "pert/error.hpp"
 #include "pert/gguf.hpp"
 #include "pert/gguf_model.hpp"
@@ -169,4 +170,85 @@ TEST_CASE("GGUF: tensor names map to HF's", "[gguf]") {
   CHECK(hf_tensor_name("output.weight", Architecture::Llama) == "lm_head.weight");
   for (const char* odd : {"blk..attn_q.weight", "blk.1.attn_q", "blk.1.attn_zzz.weight", "blk.1x.attn_q.weight", "foo"})
     CHECK(hf_tensor_name(odd, Architecture::Llama).empty());
+}
+
+namespace {
+
+// A model's metadata for gguf_config_json: `arch`'s hyperparameters (4 layers, d = 8, 2 heads),
+// token_embd.weight F32 [8 × 4], and `extra` key-value pairs (key, type, value bytes) appended.
+GgufFile model_file(const TempDir& dir, const std::string& arch, const std::vector<std::pair<std::string, Bytes>>& extra) {
+  std::vector<std::pair<std::string, Bytes>> kv;
+  auto u32 = [&](const std::string& key, uint32_t v) { kv.push_back({arch + "." + key, Bytes().u32(4).u32(v)}); };
+  auto f32 = [&](const std::string& key, float v) { kv.push_back({arch + "." + key, Bytes().u32(6).f32(v)}); };
+  kv.push_back({"general.architecture", Bytes().u32(8).str(arch)});
+  u32("embedding_length", 8), u32("attention.head_count", 2), u32("context_length", 64), u32("feed_forward_length", 16);
+  u32("block_count", 4);
+  if (arch == "cohere2") f32("attention.layer_norm_epsilon", 1e-5f), f32("logit_scale", 0.25f);
+  else f32("attention.layer_norm_rms_epsilon", 1e-6f);
+  for (const auto& e : extra) kv.push_back({arch + "." + e.first, e.second});
+  Bytes f = header(1, kv.size());
+  for (const auto& [key, value] : kv) f.str(key).raw(value.b.data(), value.b.size());
+  f.str("token_embd.weight").u32(2).u64(8).u64(4).u32(0).u64(0);
+  f.pad(32).b.append(8 * 4 * 4, '\0');
+  const std::string path = (dir.path / (arch + ".gguf")).string();
+  std::ofstream(path, std::ios::binary).write(f.b.data(), std::streamsize(f.b.size()));
+  return GgufFile(path);
+}
+
+std::pair<std::string, Bytes> f32_key(const std::string& key, float v) { return {key, Bytes().u32(6).f32(v)}; }
+
+}  // namespace
+
+TEST_CASE("GGUF: Gemma's caps are positive finite numbers, not NaN or negative read as none", "[gguf]") {
+  const TempDir dir;
+  const json c = gguf_config_json(model_file(dir, "gemma2", {}));
+  CHECK((c["attn_logit_softcapping"] == 50.0 && c["final_logit_softcapping"] == 30.0));  // absent: Gemma 2's
+  CHECK(gguf_config_json(model_file(dir, "gemma3", {}))["final_logit_softcapping"].is_null());
+  CHECK(gguf_config_json(model_file(dir, "gemma2", {f32_key("final_logit_softcapping", 0)}))["final_logit_softcapping"].is_null());
+  CHECK(gguf_config_json(model_file(dir, "gemma2", {f32_key("attn_logit_softcapping", 20)}))["attn_logit_softcapping"] == 20.0);
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -50.0f, std::numeric_limits<float>::infinity()})
+      REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "gemma2", {f32_key(key, bad)})), FormatError,
+                            "gemma2.gguf: key 'gemma2." + std::string(key) + "'", "a cap is a positive finite number");
+  REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "gemma2", {f32_key("attn_logit_softcapping", 0)})), FormatError,
+                        "key 'gemma2.attn_logit_softcapping' is 0", "a cap is a positive finite number");
+}
+
+TEST_CASE("GGUF: sliding_window_pattern is read and its type checked, and SmolLM3's window is refused", "[gguf][layers]") {
+  const TempDir dir;
+  auto types = [](const json& c) { return c.value("layer_types", json()); };
+  // Absent: llama.cpp's hard-coded period, written where inspect shows it.
+  CHECK(gguf_config_json(model_file(dir, "gemma3", {}))["sliding_window_pattern"] == 6);
+  CHECK(gguf_config_json(model_file(dir, "cohere2", {}))["sliding_window_pattern"] == 4);
+  const json period = gguf_config_json(model_file(dir, "gemma3", {{"attention.sliding_window_pattern", Bytes().u32(4).u32(2)}}));
+  CHECK(period["sliding_window_pattern"] == 2);
+  const ModelConfig m = parse_model_config(period, "m.gguf");
+  CHECK(describe_architecture(m).find("sliding window 4096 on layer 0; sliding window 4096 on layer 2") != std::string::npos);
+  CHECK(types(gguf_config_json(model_file(dir, "cohere2", {{"attention.sliding_window_pattern", Bytes().u32(4).u32(0)}}))) ==
+        json::array({"sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention"}));
+  Bytes bools = Bytes().u32(9).u32(7).u64(4);  // an array of 4 bools: local, global, local, local
+  bools.b += std::string("\1\0\1\1", 4);
+  const json listed = gguf_config_json(model_file(dir, "cohere2", {{"attention.sliding_window_pattern", bools}}));
+  CHECK(types(listed) == json::array({"sliding_attention", "full_attention", "sliding_attention", "sliding_attention"}));
+  const ModelConfig cohere = parse_model_config(listed, "m.gguf");
+  CHECK((cohere.layers[1].window == 0 && cohere.layers[1].position.type() == "none" && cohere.layers[3].window == 4096));
+
+  REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "gemma3", {{"attention.sliding_window_pattern", Bytes().u32(8).str("6")}})),
+                        FormatError, "gemma3.gguf: key 'gemma3.attention.sliding_window_pattern' is string",
+                        "expected a period (an integer) or one bool per layer (4)");
+  REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "gemma3", {{"attention.sliding_window_pattern", Bytes().u32(6).f32(6)}})),
+                        FormatError, "'gemma3.attention.sliding_window_pattern' is f32");
+  REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "gemma3", {{"attention.sliding_window_pattern", Bytes().u32(5).u32(-3)}})),
+                        FormatError, "'gemma3.attention.sliding_window_pattern' is -3, expected a period >= 0");
+  Bytes three = Bytes().u32(9).u32(7).u64(3);
+  three.b += std::string("\1\0\1", 3);
+  REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "cohere2", {{"attention.sliding_window_pattern", three}})), FormatError,
+                        "'cohere2.attention.sliding_window_pattern' lists 3 layers; the model has 4");
+  Bytes twos = Bytes().u32(9).u32(4).u64(4).u32(1).u32(2).u32(1).u32(0);
+  REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "cohere2", {{"attention.sliding_window_pattern", twos}})), FormatError,
+                        "holds 2 at 1, expected 1 (sliding window) or 0 (global)");
+
+  REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "smollm3", {{"attention.sliding_window", Bytes().u32(4).u32(4)}})),
+                        FormatError, "smollm3.gguf: key 'smollm3.attention.sliding_window' is set", "pert does not guess");
+  CHECK_FALSE(gguf_config_json(model_file(dir, "smollm3", {})).contains("sliding_window"));
 }

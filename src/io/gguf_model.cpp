@@ -75,6 +75,40 @@ json factors(const GgufFile& f, const std::string& name, int n) {
   return out;
 }
 
+// Which layers of Gemma 3 and Cohere 2 see a window: {arch}.attention.sliding_window_pattern as
+// llama.cpp's get_key_or_arr reads it, a period n (a layer i is global where (i + 1) % n == 0;
+// 0: every layer local) or one bool (or 0/1) per layer, true where it is local. Absent: the
+// period llama.cpp hard-codes (`fallback`), written into the config so that it shows.
+void window_pattern(const GgufFile& f, const std::string& a, int fallback, json& c) {
+  const std::string key = a + "attention.sliding_window_pattern";
+  const GgufValue* v = f.find(key);
+  const int layers = c["num_hidden_layers"];
+  if (!v) {
+    c["sliding_window_pattern"] = fallback;
+  } else if (!v->is_array() && v->is_integer()) {
+    const int64_t n = *f.opt_int(key);
+    if (n < 0 || n > INT_MAX) throw FormatError(f.path() + ": key '" + key + "' is " + std::to_string(n) + ", expected a period >= 0");
+    if (n > 0) c["sliding_window_pattern"] = n;
+    else c["layer_types"] = std::vector<std::string>(size_t(layers), "sliding_attention");
+  } else if (v->is_array() && (v->element == GgufKind::Bool || v->is_integer())) {
+    if (v->count != uint64_t(layers))
+      throw FormatError(f.path() + ": key '" + key + "' lists " + std::to_string(v->count) + " layers; the model has " +
+                        std::to_string(layers));
+    json types = json::array();
+    for (uint64_t i = 0; i < v->count; ++i) {
+      const int64_t x = v->int_at(i);
+      if (x != 0 && x != 1)
+        throw FormatError(f.path() + ": key '" + key + "' holds " + std::to_string(x) + " at " + std::to_string(i) +
+                          ", expected 1 (sliding window) or 0 (global)");
+      types.push_back(x ? "sliding_attention" : "full_attention");
+    }
+    c["layer_types"] = types;
+  } else {
+    throw FormatError(f.path() + ": key '" + key + "' is " + v->type_name() + ", expected a period (an integer) or one bool per layer (" +
+                      std::to_string(layers) + ")");
+  }
+}
+
 // rope_scaling as HF writes it, from GGUF's rope.scaling.* keys and factor tensors; null: none.
 json rope_scaling(const GgufFile& f, const std::string& a, int context, int rotary_dim) {
   std::string type = f.opt_string(a + "rope.scaling.type").value_or("");
@@ -174,21 +208,30 @@ json gguf_config_json(const GgufFile& f) {
     c["query_pre_attn_scalar"] = (layers == 46 && at == Architecture::Gemma2) || (layers == 62 && at == Architecture::Gemma3)
                                      ? d / heads : head_dim;
     c["sliding_window"] = positive(f, a + "attention.sliding_window", 4096);
-    const double none = 0;
     for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-      const double fallback = at == Architecture::Gemma2 ? (key[0] == 'a' ? 50.0 : 30.0) : none;
-      const double cap = f.opt_float(a + key).value_or(fallback);
-      if (cap > 0) c[key] = positive_number(f, a + key, cap);
-      else c[key] = nullptr;
+      const bool final = key[0] == 'f';
+      const std::optional<double> cap = f.opt_float(a + key);
+      // Absent: Gemma 2's caps (50, 30), Gemma 3's none. llama.cpp skips a final cap of 0, and
+      // divides by the scores' cap whatever it is: 0 there, NaN or a negative cap is refused.
+      if (cap && final && *cap == 0) c[key] = nullptr;
+      else if (cap && !(*cap > 0 && std::isfinite(*cap)))
+        throw FormatError(f.path() + ": key '" + a + key + "' is " + std::to_string(*cap) + "; a cap is a positive finite number" +
+                          (final ? " (or 0: none)" : ""));
+      else if (cap) c[key] = *cap;
+      else c[key] = at == Architecture::Gemma2 ? json(final ? 30.0 : 50.0) : json();
     }
     if (at == Architecture::Gemma3) c["rope_local_base_freq"] = 10000.0;  // llama.cpp's, not in the file
   }
+  if (at == Architecture::Gemma3 || at == Architecture::Cohere2) window_pattern(f, a, at == Architecture::Gemma3 ? 6 : 4, c);
   if (rotary_dim != head_dim) c["partial_rotary_factor"] = double(rotary_dim) / head_dim;
   const json scaling = rope_scaling(f, a, context, rotary_dim);
   if (!scaling.is_null()) c["rope_scaling"] = scaling;
   // A window on every layer: llama.cpp's converter writes it for phi3 only; in another file it
   // still means what it says (llama's is Mistral's window; Qwen's covers every layer).
   if (f.find(a + "attention.sliding_window")) {
+    if (at == Architecture::SmolLM3)
+      throw FormatError(f.path() + ": key '" + a + "attention.sliding_window' is set, but GGUF records no use_sliding_window to say "
+                        "which layers it covers (HF's SmolLM3: its NoPE layers, when enabled; llama.cpp's: none); pert does not guess");
     c["sliding_window"] = positive(f, a + "attention.sliding_window");
     if (arch.architecture == Architecture::Llama) c["architectures"] = {"MistralForCausalLM"};
     if (arch.architecture == Architecture::Qwen2 || arch.architecture == Architecture::Qwen3) {

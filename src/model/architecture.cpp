@@ -24,8 +24,10 @@
 //                       only in those local layers: the global ones have no positions
 // A window W lets the query at m see keys m − W < n <= m (HF masking_utils). `layer_types`
 // ("full_attention" / "sliding_attention" per layer), as newer HF configs write it, overrides
-// the per-architecture default. Keys of other architectures that would change the math are
-// refused: a model that would load here but compute something else is the worst outcome.
+// the per-architecture default. Each architecture reads its own keys (kArchitectures); another
+// one's key, or a key of an architecture pert does not read that would change the math
+// (kOtherMath), is refused: a model that would load here but compute something else is the
+// worst outcome.
 #include <cmath>
 
 #include "config_fields.hpp"
@@ -35,38 +37,100 @@ namespace pert {
 
 namespace {
 
+// Config keys every architecture reads (pert's own blocks among them).
+const char kCommonKeys[] =
+    "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads head_dim "
+    "max_position_embeddings tie_word_embeddings bos_token_id eos_token_id rope_theta rope_scaling rope_parameters "
+    "partial_rotary_factor original_max_position_embeddings attention_bias mlp_bias architectures model_type "
+    "position extend layers dual_chunk_attention_config";
+
+// What each architecture reads beyond kCommonKeys (its HF configuration_*.py). A key another one
+// reads is refused, unless it is in `ignores`: carried by configs of this architecture (HF's own,
+// or written for Llama) and ignored by HF's model too, so listed as ignored rather than refused.
 struct ArchitectureInfo {
   const char* name;
   const char* model_type;
   Architecture architecture;
+  const char* reads;
+  const char* ignores;
 };
+#define PERT_GEMMA2_KEYS \
+  "rms_norm_eps hidden_activation query_pre_attn_scalar attn_logit_softcapping final_logit_softcapping sliding_window layer_types"
 const ArchitectureInfo kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", Architecture::Llama},
-    {"MistralForCausalLM", "mistral", Architecture::Mistral},
-    {"Qwen2ForCausalLM", "qwen2", Architecture::Qwen2},
-    {"Qwen3ForCausalLM", "qwen3", Architecture::Qwen3},
-    {"Phi3ForCausalLM", "phi3", Architecture::Phi3},
-    {"SmolLM3ForCausalLM", "smollm3", Architecture::SmolLM3},
-    {"Gemma2ForCausalLM", "gemma2", Architecture::Gemma2},
-    {"Gemma3ForCausalLM", "gemma3_text", Architecture::Gemma3},
-    {"Cohere2ForCausalLM", "cohere2", Architecture::Cohere2},
+    {"LlamaForCausalLM", "llama", Architecture::Llama, "rms_norm_eps hidden_act", ""},
+    {"MistralForCausalLM", "mistral", Architecture::Mistral, "rms_norm_eps hidden_act sliding_window layer_types", ""},
+    {"Qwen2ForCausalLM", "qwen2", Architecture::Qwen2,
+     "rms_norm_eps hidden_act sliding_window use_sliding_window max_window_layers layer_types", ""},
+    {"Qwen3ForCausalLM", "qwen3", Architecture::Qwen3,
+     "rms_norm_eps hidden_act sliding_window use_sliding_window max_window_layers layer_types", ""},
+    {"Phi3ForCausalLM", "phi3", Architecture::Phi3, "rms_norm_eps hidden_act sliding_window layer_types", ""},
+    {"SmolLM3ForCausalLM", "smollm3", Architecture::SmolLM3,
+     "rms_norm_eps hidden_act sliding_window use_sliding_window no_rope_layers no_rope_layer_interval layer_types",
+     "max_window_layers"},  // SmolLM3-3B's config.json has it; SmolLM3Config does not read it
+    {"Gemma2ForCausalLM", "gemma2", Architecture::Gemma2, PERT_GEMMA2_KEYS, "hidden_act"},  // the MLP reads hidden_activation
+    {"Gemma3ForCausalLM", "gemma3_text", Architecture::Gemma3, PERT_GEMMA2_KEYS " sliding_window_pattern rope_local_base_freq",
+     "hidden_act"},
+    {"Cohere2ForCausalLM", "cohere2", Architecture::Cohere2,
+     "hidden_act layer_norm_eps logit_scale sliding_window sliding_window_pattern layer_types", "rms_norm_eps"},
 };
+#undef PERT_GEMMA2_KEYS
 
-// Keys of kOtherMath that an architecture reads itself.
-bool reads_key(Architecture a, const std::string& key) {
-  const bool gemma = a == Architecture::Gemma2 || a == Architecture::Gemma3;
-  return (a == Architecture::SmolLM3 && key == "no_rope_layers") || (a == Architecture::Cohere2 && key == "logit_scale") ||
-         (gemma && (key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar"));
+// Calls fn(key) for each space-separated key of `list`.
+template <class Fn>
+void each_key(const char* list, Fn fn) {
+  for (const char* p = list; *p;) {
+    const char* end = p;
+    while (*end && *end != ' ') ++end;
+    if (end > p) fn(std::string(p, size_t(end - p)));
+    p = *end ? end + 1 : end;
+  }
 }
 
-// Config keys of other HF architectures that change what a block computes.
+bool listed(const char* list, const std::string& key) {
+  bool found = false;
+  each_key(list, [&](const std::string& k) { found = found || k == key; });
+  return found;
+}
+
+bool reads(const ArchitectureInfo& a, const std::string& key) { return listed(kCommonKeys, key) || listed(a.reads, key); }
+
+// The architectures that read `key`, in words ("Gemma2ForCausalLM and Gemma3ForCausalLM").
+std::string readers(const std::string& key) {
+  std::vector<std::string> names;
+  for (const ArchitectureInfo& a : kArchitectures)
+    if (listed(a.reads, key)) names.push_back(a.name);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
+// Config keys of architectures pert does not read that change what a block computes: refused
+// unless false or 0 (off). Llama 4's chunks and temperature, EmbeddingGemma's bidirectional mask.
 const char* const kOtherMath[] = {
-    "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar", "logits_scaling",
-    "embedding_multiplier",   "residual_multiplier",     "attention_multiplier",  "use_qk_norm",
-    "qk_layernorm",           "clip_qkv",                "use_parallel_residual", "parallel_attn",
-    "no_rope_layers",         "num_experts",             "num_local_experts",     "moe_intermediate_size",
-    "logit_scale",
+    "logits_scaling",      "embedding_multiplier",   "residual_multiplier",     "attention_multiplier",
+    "use_qk_norm",         "qk_layernorm",           "clip_qkv",                "use_parallel_residual",
+    "parallel_attn",       "num_experts",            "num_local_experts",       "moe_intermediate_size",
+    "attention_chunk_size", "attn_temperature_tuning", "floor_scale",           "attn_scale",
+    "use_bidirectional_attention",
 };
+
+// The table's entry for an architecture name, else for a model_type; Llama when both are empty
+// (pert's own configs), null when the one given is not known.
+const ArchitectureInfo* find_architecture(const std::string& name, const std::string& model_type) {
+  if (name.empty() && model_type.empty()) return &kArchitectures[0];
+  for (const ArchitectureInfo& a : kArchitectures)
+    if (name.empty() ? model_type == a.model_type : name == a.name) return &a;
+  return nullptr;
+}
+
+// The same for a config as it is (parse_architecture refuses what this reads as Llama).
+const ArchitectureInfo& architecture_of(const json& config) {
+  auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); };
+  const json a = config.is_object() ? config.value("architectures", json()) : json();
+  const std::string name = a.is_array() && a.size() == 1 ? text(a[0]) : "";
+  const ArchitectureInfo* info = find_architecture(name, config.is_object() ? text(config.value("model_type", json())) : "");
+  return info ? *info : kArchitectures[0];
+}
 
 std::string known_architectures() {
   std::string s;
@@ -75,6 +139,22 @@ std::string known_architectures() {
 }
 
 }  // namespace
+
+bool architecture_reads(const json& config, const std::string& key) { return reads(architecture_of(config), key); }
+
+bool any_architecture_reads(const std::string& key) {
+  for (const ArchitectureInfo& a : kArchitectures)
+    if (reads(a, key)) return true;
+  return false;
+}
+
+const char* common_config_keys() { return kCommonKeys; }
+
+std::string architecture_keys(Architecture architecture, bool ignored) {
+  for (const ArchitectureInfo& a : kArchitectures)
+    if (a.architecture == architecture) return ignored ? a.ignores : a.reads;
+  return "";
+}
 
 const char* architecture_name(Architecture architecture) {
   for (const ArchitectureInfo& a : kArchitectures)
@@ -142,7 +222,6 @@ std::vector<bool> parse_gemma(Fields& f, ModelConfig& mc, bool gemma3, Architect
   const std::string act = f.string("hidden_activation", "gelu_pytorch_tanh");
   if (act != "gelu_pytorch_tanh")
     f.fail("hidden_activation", "must be \"gelu_pytorch_tanh\" (Gemma's GeGLU), got \"" + act + "\"");
-  f.get("hidden_act");  // Gemma's MLP reads hidden_activation (HF), not this
   mc.activation = Activation::GeluTanh;
   mc.norm_plus_one = true;
   mc.sandwich_norms = true;
@@ -202,9 +281,7 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
     name = (*a)[0].get<std::string>();
   }
   const std::string model_type = f.string("model_type", "");
-  const ArchitectureInfo* info = name.empty() && model_type.empty() ? &kArchitectures[0] : nullptr;  // pert's own: llama
-  for (const ArchitectureInfo& a : kArchitectures)
-    if (name.empty() ? model_type == a.model_type : name == a.name) info = &a;
+  const ArchitectureInfo* info = find_architecture(name, model_type);
   if (!info) {
     if (name.empty()) f.fail("model_type", "'" + model_type + "' is not a model type pert reads (architectures: " + known_architectures() + ")");
     f.fail("architectures", "'" + name + "' is not an architecture pert reads (" + known_architectures() + ")");
@@ -214,6 +291,13 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
                              info->model_type + "')");
   mc.architecture = info->architecture;
   const Architecture arch = info->architecture;
+  // A key of another architecture pert reads changes the math there: refused, never dropped.
+  for (const ArchitectureInfo& other : kArchitectures)
+    each_key(other.reads, [&](const std::string& key) {
+      if (!reads(*info, key) && !listed(info->ignores, key) && f.has(key))
+        f.fail(key, "is not read by " + std::string(info->name) + " (" + readers(key) +
+                        " read it, and it changes what they compute); remove it");
+    });
   const bool llama = arch == Architecture::Llama;
   const bool qwen = arch == Architecture::Qwen2 || arch == Architecture::Qwen3;
   const bool smollm3 = arch == Architecture::SmolLM3;
@@ -229,8 +313,7 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
   }
 
   for (const char* key : kOtherMath)
-    if (reads_key(arch, key)) continue;  // read below
-    else if (const json* v = f.get(key); v && *v != false && *v != 0)
+    if (const json* v = f.get(key); v && *v != false && *v != 0)
       f.fail(key, "is set (" + json_brief(*v) + "): it changes the math of another architecture, which pert does not compute");
 
   const bool attention_bias = f.boolean("attention_bias", false), mlp_bias = f.boolean("mlp_bias", false);
@@ -247,8 +330,6 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
   // The window, and which layers use it.
   mc.layers.assign(size_t(mc.n_layers), {});
   const bool has_window = f.has("sliding_window");
-  if (llama && has_window)
-    f.fail("sliding_window", "is not read by LlamaForCausalLM (HF attends to every key); use MistralForCausalLM for a windowed model, or remove it");
   int window = has_window ? f.positive("sliding_window", kMaxCount) : 0;
   std::vector<bool> windowed(size_t(mc.n_layers), !llama && window > 0);
   if (gemma || arch == Architecture::Cohere2) {
@@ -265,7 +346,6 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
     for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = window > 0 && !rope[size_t(i)];
   }
   if (const json* types = f.get("layer_types")) {
-    if (llama) f.fail("layer_types", "is not read by LlamaForCausalLM");
     if (!types->is_array() || types->size() != size_t(mc.n_layers))
       f.fail("layer_types", "must list one type per layer (" + std::to_string(mc.n_layers) + "), got " + json_brief(*types));
     for (size_t i = 0; i < types->size(); ++i) {

@@ -18,22 +18,9 @@ using nlohmann::json;
 
 namespace {
 
-// Keys of HF's configs (and pert's "position") that pert reads.
-const std::set<std::string> kReadKeys = {
-    "vocab_size",        "hidden_size",          "intermediate_size",  "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "head_dim",           "max_position_embeddings",
-    "rms_norm_eps",      "tie_word_embeddings",  "bos_token_id",       "eos_token_id",
-    "rope_theta",        "rope_scaling",         "partial_rotary_factor", "original_max_position_embeddings",
-    "hidden_act",        "attention_bias",       "mlp_bias",           "position",
-    "architectures",     "model_type",           "sliding_window",     "use_sliding_window",
-    "max_window_layers", "layer_types",          "rope_parameters",    "extend",
-    "layers",            "no_rope_layers",       "no_rope_layer_interval", "hidden_activation",
-    "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "sliding_window_pattern",
-    "rope_local_base_freq", "layer_norm_eps",    "logit_scale",        "dual_chunk_attention_config"};
-
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
-json position_from_hf(const json& config, const std::string& source) {
+json position_from_hf(const json& config, const std::string& source, const char* scaling_key = "rope_scaling") {
   // transformers v5 writes rope_theta, partial_rotary_factor and the scaling as one
   // "rope_parameters" object: read it as the v4 keys it stands for.
   if (config.contains("rope_parameters") && !config["rope_parameters"].is_null()) {
@@ -51,7 +38,7 @@ json position_from_hf(const json& config, const std::string& source) {
         scaling.erase(key);
       }
     v4["rope_scaling"] = scaling;
-    return position_from_hf(v4, source);
+    return position_from_hf(v4, source, "rope_parameters");
   }
   json pos = {{"type", "rope"}};
   if (config.contains("rope_theta") && !config["rope_theta"].is_null()) pos["base"] = config["rope_theta"];
@@ -72,7 +59,13 @@ json position_from_hf(const json& config, const std::string& source) {
   if (type.empty())
     throw ConfigError(source + ": rope_scaling has no \"rope_type\" (e.g. `set 'rope_scaling={\"rope_type\":\"yarn\",\"factor\":" +
                       (scaling.contains("factor") ? scaling["factor"].dump() : std::string("4")) + "}'`)");
-  if (type == "default") return pos;
+  if (type == "default") {  // plain RoPE: a factor or any other scaling key beside it would be dropped
+    for (const auto& [key, value] : scaling.items())
+      if (!value.is_null())
+        throw ConfigError(source + ": " + scaling_key + "." + key + " is set (" + json_brief(value) +
+                          "), but rope_type \"default\" reads no other key; remove it, or name the scaling's rope_type");
+    return pos;
+  }
   if (type == "su") type = "longrope";  // HF's legacy name
   scaling["type"] = type;
   pos["scaling"] = scaling;
@@ -200,7 +193,7 @@ std::vector<std::string> ignored_config_keys(const json& config) {
   if (!config.is_object()) return out;
   const bool has_position = config.contains("position") && !config["position"].is_null();
   for (const auto& [key, _] : config.items())
-    if (!kReadKeys.count(key) || (has_position && (key == "rope_theta" || key == "partial_rotary_factor")))
+    if (!architecture_reads(config, key) || (has_position && (key == "rope_theta" || key == "partial_rotary_factor")))
       out.push_back(key);
   return out;
 }
@@ -240,7 +233,7 @@ json apply_overrides(json config, const ConfigOverrides& overrides) {
     if (keys.size() > size_t(kMaxJsonDepth))  // nested objects that deep would recurse in every copy
       throw ConfigError("`set`: a key path of " + std::to_string(keys.size()) + " keys is deeper than " +
                         std::to_string(kMaxJsonDepth) + " levels");
-    if (!kReadKeys.count(keys[0]) && !config.contains(keys[0]))
+    if (!any_architecture_reads(keys[0]) && !config.contains(keys[0]))
       throw ConfigError("`set` '" + set + "': '" + keys[0] + "' is not a config key pert reads");
     check_json_depth(text, "`set " + path + "`");
     json value;

@@ -129,6 +129,7 @@ class Fields {
 
 struct ModelConfig;
 struct PluginContext;
+enum class Architecture;
 // What an architecture's config says of its layers' schemes: the HF key it comes from and, per
 // layer, a position block in pert's form (null: the model's), e.g. SmolLM3's NoPE layers.
 struct ArchitectureLayers {
@@ -138,6 +139,13 @@ struct ArchitectureLayers {
   json global_position;         // the other layers' block (Cohere 2: none), null: the model's
   json rope_defaults = json::object();  // keys of the HF keys' RoPE block where the config has none
 };
+// Whether the config's architecture (as its architectures / model_type name it) reads `key`.
+bool architecture_reads(const json& config, const std::string& key);
+bool any_architecture_reads(const std::string& key);  // `--set`'s check: a key some architecture reads
+// Space-separated: the keys every architecture reads; what one reads beyond them, or (ignored)
+// the keys of others that it lists as ignored rather than refusing.
+const char* common_config_keys();
+std::string architecture_keys(Architecture architecture, bool ignored = false);
 // Reads `architectures` / `model_type` and what that architecture adds to llama's blocks
 // (biases, fused projections, sliding windows) into mc; n_layers must be set (architecture.cpp).
 ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc);
