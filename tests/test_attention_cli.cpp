@@ -70,7 +70,7 @@ TEST_CASE("attention: table, JSON and CSV; within L only all queries, past L in_
   CHECK(csv[0] ==
         "model,config,label,positions,length,trained_length,queries,layer,head,entropy,sink_mass,mean_distance,max_weight,"
         "mass_d0,mass_d1,mass_d2_3,mass_d4_7,mass_d8_15,mass_d16_31,mass_d32_63,mass_d64_127,mass_d128_255,query_count,"
-        "windows,pert_version,error");
+        "windows,sink,pert_version,error");
   CHECK(csv.size() == 1 + 20 + 3 * 20);  // a row per (cell, range, layer, head)
   CHECK(csv[1].rfind(kRope + ",plain,plain,rope,64,128,all,0,0,", 0) == 0);
 
@@ -122,6 +122,53 @@ TEST_CASE("attention: a cell that cannot run is an error cell, the others run", 
   CHECK_THAT(cells[2].value("error", ""), Catch::Matchers::Contains("fewer than one window"));
   CHECK_THAT(r.out, Catch::Matchers::Contains("| learned | plain | learned | 256 | — |"));
   CHECK(lines_of(slurp(tmp / "l.csv")).size() == 1 + 20 + 2);  // the error cells a row each
+}
+
+TEST_CASE("attention: a text too short for a length names --lengths, the flag pert attention has", "[attention][cli]") {
+  const TempDir tmp;
+  write_file(tmp / "one.txt", "Once\n");
+  const std::string out = (tmp / "s.json").string();
+  const Run r = run_pert({"attention", "-m", kRope, "-f", (tmp / "one.txt").string(), "--lengths", "64", "--out", out, "-q",
+                          "-t", "1"});
+  INFO(r.err);
+  const std::string error = json::parse(slurp(out))["cells"][0].value("error", "");
+  CHECK_THAT(error, Catch::Matchers::Contains("fewer than one window of 63 (--lengths 64)"));
+  CHECK(error.find("-c ") == std::string::npos);
+  CHECK(r.err.find("-c 64") == std::string::npos);
+}
+
+TEST_CASE("attention: without --out the table alone, no file; --heads lists the sink heads; the CSV records --sink",
+          "[attention][cli]") {
+  const TempDir tmp;
+  const std::string text = attention_text(tmp).string();
+  const Run r = run_shell("cd " + quote(tmp.path.string()) + " && exec " +
+                          pert_line({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--chunks", "2", "-q", "-t",
+                                     "1", "--heads", "0"}));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::Contains("| rope | plain | rope | 64 | all (128) |"));
+  CHECK(fs::directory_iterator(tmp.path) != fs::directory_iterator());
+  for (const auto& f : fs::directory_iterator(tmp.path)) CHECK(f.path().filename() == "text.txt");  // nothing kept
+  // --heads 0: every head of the 5 layers x 4, a row each
+  CHECK_THAT(r.out, Catch::Matchers::Contains("Heads with a sink mass of at least 0 (all queries, --heads):"));
+  int rows = 0;
+  for (const std::string& line : lines_of(r.out)) rows += line.rfind("| rope | plain | 64 | ", 0) == 0;
+  CHECK(rows == 20);
+  const Run none = run_pert({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--chunks", "2", "-q", "-t", "1",
+                             "--heads", "1"});
+  CHECK_THAT(none.out, Catch::Matchers::Contains("| (none) |"));
+  require_refusal(run_pert({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--heads", "2"}), {"--heads"}, 2);
+  require_refusal(run_pert({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--csv", (tmp / "x.csv").string()}),
+                  {"--csv goes with --out"});
+
+  const std::string out = (tmp / "k.json").string();
+  auto args = attention_args(text, out, "64");
+  args.insert(args.end(), {"--sink", "4"});
+  REQUIRE(run_pert(args).exit_code == 0);
+  const std::vector<std::string> csv = lines_of(slurp(tmp / "k.csv"));
+  REQUIRE(csv.size() == 21);
+  CHECK_THAT(csv[0], Catch::Matchers::EndsWith(",windows,sink,pert_version,error"));
+  CHECK_THAT(csv[1], Catch::Matchers::Contains(",128,2,4," + std::string(PERT_VERSION) + ","));  // queries, windows, sink
 }
 
 TEST_CASE("attention: files of another measure or of the wrong shape are one-line errors naming the file",

@@ -3,6 +3,7 @@
 // head) in the JSON and the CSV.
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "common.hpp"
@@ -57,6 +58,10 @@ class AttentionMeasure : public Measure {
     cmd.add_option("--sink", sink_, "The sink mass is the weight on the first N positions (1: the BOS)")
         ->check(int_in(0))
         ->capture_default_str();
+    cmd.add_option("--heads", heads_,
+                   "Below the table, each head whose sink mass (all queries) is at least MASS, e.g. 0.3: the sink heads")
+        ->check(CLI::Range(0.0, 1.0))
+        ->type_name("MASS");
   }
   const EvalSpec& spec() const override { return spec_; }
 
@@ -119,6 +124,34 @@ class AttentionMeasure : public Measure {
     }
     o << "\nMeans over every layer and head (queries: how many, per head); the JSON and the CSV hold each head's.\n"
       << errors;
+    if (heads_ >= 0) o << sink_heads(cells, names);
+    return o.str();
+  }
+
+  // --heads: each (cell, layer, head) whose sink mass over all queries is at least heads_.
+  std::string sink_heads(const json& cells, const std::map<std::string, std::string>& names) const {
+    std::ostringstream o;
+    o << "\nHeads with a sink mass of at least " << number(heads_, "%g") << " (all queries, --heads):\n\n"
+      << "| model | config | length | layer | head | sink mass | entropy | mean distance | max weight |\n"
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    int found = 0;
+    for (const json& c : cells) {
+      if (c.contains("error")) continue;
+      const json& a = c["attention"]["all"];
+      for (size_t l = 0; l < a["sink_mass"].size(); ++l)
+        for (size_t h = 0; h < a["sink_mass"][l].size(); ++h) {
+          const json& sink = a["sink_mass"][l][h];
+          if (!sink.is_number() || sink.get<double>() < heads_) continue;
+          ++found;
+          auto stat = [&](const char* s, const char* format) {
+            return a[s][l][h].is_number() ? number(a[s][l][h].get<double>(), format) : std::string("—");
+          };
+          o << "| " << names.at(c["model"]) << " | " << c["label"].get<std::string>() << " | " << c["length"] << " | " << l
+            << " | " << h << " | " << stat("sink_mass", "%.3f") << " | " << stat("entropy", "%.3f") << " | "
+            << stat("mean_distance", "%.1f") << " | " << stat("max_weight", "%.3f") << " |\n";
+        }
+    }
+    if (found == 0) o << "| (none) | | | | | | | | |\n";
     return o.str();
   }
 
@@ -131,13 +164,14 @@ class AttentionMeasure : public Measure {
     o << "model,config,label,positions,length,trained_length,queries,layer,head";
     for (const char* s : kStatistics) o << ',' << s;
     for (int k = 0; k < buckets; ++k) o << ',' << mass_column(k);
-    o << ",query_count,windows,pert_version,error\n";
+    o << ",query_count,windows,sink,pert_version,error\n";
     auto field = [](const json& v) { return v.is_number() ? v.dump() : std::string(); };
+    const std::string sink = field(sweep["settings"].value("sink", json()));  // --sink, the same in every cell
     for (const json& c : sweep["cells"]) {
       const std::string head = csv_field(c["model"]) + ',' + csv_field(c["config"]) + ',' + csv_field(c["label"]) + ',' +
                                csv_field(c.value("position_label", "")) + ',' + std::to_string(c["length"].get<int>()) +
                                ',' + field(c.value("trained_length", json()));
-      const std::string tail = csv_field(c.value("pert_version", ""));
+      const std::string tail = sink + ',' + csv_field(c.value("pert_version", ""));
       if (c.contains("error")) {
         o << head << std::string(9 + size_t(buckets), ',') << ',' << tail << ',' << csv_field(c["error"]) << '\n';
         continue;
@@ -161,6 +195,7 @@ class AttentionMeasure : public Measure {
  private:
   EvalSpec spec_;  // the text and its windows: chunks mode
   int sink_ = 1;
+  double heads_ = -1;  // --heads MASS (< 0: not asked)
 };
 
 }  // namespace

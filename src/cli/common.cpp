@@ -98,7 +98,9 @@ std::string cli_words(const std::string& message) {
       {"trials", "--trials"},   {"seed", "--seed"},           {"tasks", "--tasks"},
       {"essay", "--essay"},     {"template", "--template"},
   };
-  const bool by_lengths = subcommand() == "sweep";  // its lengths set the context
+  // The grids' lengths set the context: they have --lengths, no -c.
+  const std::string& c = subcommand();
+  const bool by_lengths = c == "sweep" || c == "attention" || c == "passkey" || c == "ruler";
   return render_fields(message, [&](const std::string& field) -> std::string {
     if (field.rfind("set ", 0) == 0) return "--" + field;  // `set K=V`
     if (field == "n_ctx" && by_lengths) return "--lengths";

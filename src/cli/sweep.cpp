@@ -92,7 +92,9 @@ void run_status(const SweepArgs& a) {
 void run_sweep(const SweepArgs& a) {
   const std::string& cmd = a.command;
   if (a.models.empty()) throw Error(cmd + ": give at least one -m MODEL_DIR (or --merge FILES, or --status FILES)");
-  if (a.out.empty()) throw Error(cmd + ": give --out FILE.json (where the cells go)");
+  // No --out: a quick look, the table (or --json) on stdout and nothing kept.
+  if (a.out.empty() && (!a.csv.empty() || !a.shard.empty()))
+    throw Error(cmd + ": " + (a.csv.empty() ? "--shard" : "--csv") + " goes with --out FILE.json");
   if (a.partial) throw Error(cmd + ": --partial goes with --merge");
   if (a.lengths.empty()) throw Error(cmd + ": give --lengths, e.g. --lengths 128,256,512");
   const std::string& text = a.measure->spec().text_file;
@@ -128,7 +130,7 @@ void add_grid_command(CLI::App& app, const std::string& name, const std::string&
       ->check(int_in(2, 1 << 24));
   add_flags(*cmd);
   a->overrides.add_to(*cmd, /*with_files=*/false);
-  cmd->add_option("--out", a->out, "Result file (JSON); cells already in it are skipped")->check(writable_file());
+  cmd->add_option("--out", a->out, "Result file (JSON); cells already in it are skipped (none: the table only, nothing kept)")->check(writable_file());
   cmd->add_flag("--json", a->json, "Write the result (what --out holds) as JSON to stdout instead of the table");
   cmd->add_option("--csv", a->csv, "CSV file (default: --out with .csv)")->check(writable_file());
   cmd->add_option("--shard", a->shard, "Run only share K of N (1 <= K <= N) of the cells, e.g. for a Slurm array")
