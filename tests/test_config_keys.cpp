@@ -62,7 +62,6 @@ TEST_CASE("config keys: another architecture's key is refused or listed as ignor
       c[key] = 1;
       INFO(architecture_name(a.architecture) << " " << key);
       if (has_word(ignores, key)) {
-        CHECK(has_word(architecture_keys(a.architecture, true), key));
         const std::vector<std::string> ignored = ignored_config_keys(c);
         CHECK(std::find(ignored.begin(), ignored.end(), key) != ignored.end());
       } else {
@@ -76,12 +75,12 @@ TEST_CASE("config keys: another architecture's key is refused or listed as ignor
     json c = llama;
     c[key] = key[0] == 'h' ? json("gelu_pytorch_tanh") : json(4);
     REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError,
-                          std::string(key) + " is not read by LlamaForCausalLM (", "read it", "remove it");
+                          std::string(key) + " is not read by LlamaForCausalLM (", "it, and it changes what it computes there); remove it");
   }
   json c = config_of(kArchCases[6]);  // Gemma 2
   c["rope_local_base_freq"] = 100.0;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError,
-                        "rope_local_base_freq is not read by Gemma2ForCausalLM (Gemma3ForCausalLM read it");
+                        "rope_local_base_freq is not read by Gemma2ForCausalLM (Gemma3ForCausalLM reads it,");
   c.erase("rope_local_base_freq");
   c["sliding_window_pattern"] = 3;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError,

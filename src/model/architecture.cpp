@@ -94,14 +94,14 @@ bool listed(const char* list, const std::string& key) {
 
 bool reads(const ArchitectureInfo& a, const std::string& key) { return listed(kCommonKeys, key) || listed(a.reads, key); }
 
-// The architectures that read `key`, in words ("Gemma2ForCausalLM and Gemma3ForCausalLM").
+// The architectures that read `key`, in words ("Gemma2ForCausalLM and Gemma3ForCausalLM read it").
 std::string readers(const std::string& key) {
   std::vector<std::string> names;
   for (const ArchitectureInfo& a : kArchitectures)
     if (listed(a.reads, key)) names.push_back(a.name);
   std::string s;
   for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
-  return s;
+  return s + (names.size() == 1 ? " reads it" : " read it");
 }
 
 // Config keys of architectures pert does not read that change what a block computes: refused
@@ -295,8 +295,7 @@ ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc) {
   for (const ArchitectureInfo& other : kArchitectures)
     each_key(other.reads, [&](const std::string& key) {
       if (!reads(*info, key) && !listed(info->ignores, key) && f.has(key))
-        f.fail(key, "is not read by " + std::string(info->name) + " (" + readers(key) +
-                        " read it, and it changes what they compute); remove it");
+        f.fail(key, "is not read by " + std::string(info->name) + " (" + readers(key) + ", and it changes what it computes there); remove it");
     });
   const bool llama = arch == Architecture::Llama;
   const bool qwen = arch == Architecture::Qwen2 || arch == Architecture::Qwen3;
