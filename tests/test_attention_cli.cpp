@@ -157,6 +157,10 @@ TEST_CASE("attention: without --out the table alone, no file; --heads lists the 
   const Run none = run_pert({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--chunks", "2", "-q", "-t", "1",
                              "--heads", "1"});
   CHECK_THAT(none.out, Catch::Matchers::Contains("| (none) |"));
+  const Run as_json = run_pert({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--chunks", "2", "-q", "-t", "1",
+                                "--json"});
+  REQUIRE(as_json.exit_code == 0);
+  CHECK(json::parse(as_json.out)["cells"][0]["queries"]["all"] == 128);
   require_refusal(run_pert({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--heads", "2"}), {"--heads"}, 2);
   require_refusal(run_pert({"attention", "-m", kRope, "-f", text, "--lengths", "64", "--csv", (tmp / "x.csv").string()}),
                   {"--csv goes with --out"});

@@ -354,6 +354,7 @@ def main():
               r.returncode == 0 and os.path.getsize(os.path.join(tmp, "p.png")) > 0 and "p.png" in r.stdout,
               f"exit {r.returncode}, stderr {r.stderr[-500:]!r}")
     plot_attention_checks()
+    family_results_checks()
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
@@ -405,6 +406,34 @@ def plot_attention_checks():
         names = [n for n, _ in plot_attention.load_cells([family, other], {1024}, load, os.path.basename)]
         check("plot_attention.py: one model's cells in two files, positions alike: titles told apart by the file",
               len(names) == len(set(names)) == 26 and "rope plain @1024 (other.json)" in names, names)
+
+
+
+def family_results_checks():
+    """tools/results/family_results.sh -n: docs/results/hybrid.md's NAMES subset plans only those
+    models' cells (their sweeps beside rope, none and alibi, pass-key, RULER), none of rope's
+    extension rows, learned's clamp rows or the other members'; every step numbered of the whole;
+    a name outside the family is one line."""
+    script = os.path.join(TOOLS, "results", "family_results.sh")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, NAMES="rnope_swa irope", METHODS="none", OUT=tmp)
+        r = subprocess.run(["bash", script, "-t", "1", "-n"], capture_output=True, text=True, env=env, timeout=120)
+        steps = r.stdout.splitlines()
+        n = len(steps)
+        check("family_results.sh -n: exit 0, steps [1/N]..[N/N], nothing run or written",
+              r.returncode == 0 and n > 0 and all(s.startswith(f"[{k + 1}/{n}] ") for k, s in enumerate(steps))
+              and os.listdir(tmp) == [], f"exit {r.returncode}, {r.stdout[-800:]!r} {r.stderr[-300:]!r}")
+        runs = [s for s in steps if " sweep " in s or " passkey " in s or " ruler " in s]
+        check("family_results.sh -n, NAMES=\"rnope_swa irope\" METHODS=none: their cells only",
+              len(runs) == 6 and sum("-m models/rnope_swa -m models/irope -m models/rope -m models/none -m models/alibi "
+                                     in s for s in runs) == 2
+              and all("models/irope" in s or "models/rnope_swa" in s for s in runs)
+              and not any(w in s for s in steps for w in ("extend_family_rope.json", "clamp", "local_global", "--config")),
+              runs)
+        env["NAMES"] = "rope nope"
+        r = subprocess.run(["bash", script, "-n"], capture_output=True, text=True, env=env, timeout=120)
+        check("family_results.sh: a name outside the family is a one-line error naming it",
+              r.returncode == 2 and "'nope'" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr)
 
 
 if __name__ == "__main__":
