@@ -182,10 +182,10 @@ TEST_CASE("catalogue: values that would give NaN results", "[catalogue]") {
     require_refusal(run_pert({"perplexity", "-m", m.dir, "-f", text.string(), "-c", "8", "-t", "1"}),
                     {"non-finite logits"});
     require_refusal(m.generate(), {"non-finite logits"});
-    // pert attention: the cell is an error, not statistics of NaN weights
+    // pert attention: the cell is an error, not statistics of NaN weights (its only cell: exit 1)
     const std::string out = (m.tmp / "a.json").string();
     const Run a = run_pert({"attention", "-m", m.dir, "-f", text.string(), "--lengths", "8", "--out", out, "-q", "-t", "1"});
-    CHECK(a.exit_code == 0);
+    CHECK(a.exit_code == 1);
     CHECK_THAT(json::parse(slurp(out))["cells"][0].value("error", ""),
                Catch::Matchers::Contains("non-finite attention scores"));
   }

@@ -171,7 +171,7 @@ TEST_CASE("grid: a config that does not fit a model stops the grid before its fi
   for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fs::path(kRope) / f, bare / f);
   r.configs = {};
   r.models = {kRope, bare.string()};
-  CHECK_THROWS_WITH(pert::run_grid(r, measure), Catch::Contains("sweep: " + bare.string() + ": "));
+  CHECK_THROWS_WITH(pert::run_grid(r, measure), Catch::StartsWith((bare / "tokenizer.json").string()));
   CHECK(measure.runs == 0);
 }
 

@@ -41,8 +41,8 @@ std::map<std::string, std::string> check_cells(const std::vector<GridCell>& cell
   std::set<std::string> pairs, models;
   for (const GridCell& cell : cells) {
     if ((skip && skip(cell)) || !pairs.insert(cell.model + "\n" + cell.config).second) continue;
-    const std::string where =
-        r.command + ": " + (cell.config == kPlain ? "" : "`config` " + cell.config + " on ") + cell.model + ": ";
+    // (the message names the model's file; a config's is named before it)
+    const std::string where = cell.config == kPlain ? "" : r.command + ": `config` " + cell.config + " on " + cell.model + ": ";
     try {
       open_model_dir(cell.model, cell_overrides(cell, r));
       if (models.insert(cell.model).second) load_tokenizer(cell.model);
