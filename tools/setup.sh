@@ -22,8 +22,9 @@ packages=(cmake make g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev 
           python3-torch python3-numpy python3-sentencepiece python3-matplotlib
           clang libclang-rt-14-dev pkg-config libpcre2-dev libutf8proc-dev
           pybind11-dev python3-dev python3-pytest)
-# The test suite's own: a real single-node Slurm for tests/slurm_test.py.
-if ((run_tests)); then packages+=(slurm-wlm munge); fi
+# The test suite's own: a real single-node Slurm for tests/slurm_test.py; venv and pip for
+# tests/python_install_test.py (pip install into a venv).
+if ((run_tests)); then packages+=(slurm-wlm munge python3-venv python3-pip); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
