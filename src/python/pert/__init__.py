@@ -36,8 +36,8 @@ try:
                         __version__, load, set_threads, threads)
 except ImportError as _e:
     raise ImportError(f"pert's compiled part (pert/_pert*.so beside this file) does not load in this Python "
-                      f"({_sys.executable}, {_sys.version.split()[0]}): it is built for the interpreter CMake found "
-                      f"(Debian's /usr/bin/python3); {_e}") from _e
+                      f"({_sys.executable}, {_sys.version.split()[0]}): it is built for one interpreter, Debian's "
+                      f"/usr/bin/python3 by tools/setup.sh, or the one that ran pip install; {_e}") from _e
 
 __all__ = ["Error", "SchemeChangeError", "Model", "Session", "Generation", "load", "perplexity", "attention", "passkey", "ruler", "sweep",
            "merge", "set_threads", "threads", "__version__"]
