@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`pert sweep`: a full sweep, the same in two shards merged, a shard missing (the merge refused, --partial,
 --status), resuming, a model retrained in place, settings that do not match the --out file, the CSV, a cell that
-cannot run, a grid none of whose cells could run (exit 1, sweep and attention), cells refused as a scheme change
+cannot run, the table alone without --out, a grid none of whose cells could run (exit 1, sweep and attention), cells refused as a scheme change
 run again with --allow-scheme-change into the same file, a config that fits no model of the grid refused before
 the first cell, layouts' labels, and bad --shard values.
 
@@ -78,6 +78,14 @@ def main():
         check("learned @192 is the one error cell", [(os.path.basename(c["model"]), c["length"]) for c in bad]
               == [("learned", 192)] and "ppl" not in bad[0] and "past the learned position table" in bad[0]["error"])
         check("every other cell has ppl, 3 windows", all("ppl" in c and c["windows"] == 3 for c in cells if c not in bad))
+
+        # Without --out: the same table, nothing written (no file, no lock, no CSV).
+        before = sorted(os.listdir(tmp))
+        r = sweep()
+        check("no --out: the same table, exit 0", r.returncode == 0 and r.stdout == table, (r.returncode, r.stderr))
+        check("no --out: nothing written", sorted(os.listdir(tmp)) == before, sorted(os.listdir(tmp)))
+        r = sweep("--shard", "1/2")
+        check("no --out: --shard refused in one line", r.returncode != 0 and one_error_line(r) and "--out" in r.stderr, r.stderr)
         rows = {line.split("|")[1].strip(): [v.strip() for v in line.split("|")[4:-1]]
                 for line in table.splitlines() if line.startswith("| ") and "---" not in line}
         check("table: each row names the positions that ran",
