@@ -109,11 +109,11 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     const Attention* ring = nullptr;  // the unit that refuses: the one whose ring holds least
     for (const auto& unit : units_->units)
       if (!ring || unit->earliest_start() > ring->earliest_start()) ring = unit.get();
-    throw Error("forward: cannot rewind to position " + std::to_string(pos0) + ": the local layers keep only the last " +
-                std::to_string(ring->ring()) + " positions (a window or chunk of " + std::to_string(ring->span() + 1) +
-                " plus n_batch " + std::to_string(n_batch_) + ") and no longer hold the keys before it; rewind to 0 or to " +
-                std::to_string(earliest_rewind()) + "..." + std::to_string(n_past_) + ", or use n_batch >= " +
-                std::to_string(n_past_ - pos0) + " to rewind this far");
+    throw Error("forward: cannot rewind to position " + std::to_string(pos0) + ": the local layers (a window or chunk of " +
+                std::to_string(ring->span() + 1) + ") keep only the last " + std::to_string(ring->ring()) + " positions, the " +
+                std::to_string(ring->span()) + " keys before a query and a batch of " + std::to_string(n_batch_) +
+                ", so the keys before it are gone; rewind to 0 or to a position from " + std::to_string(earliest_rewind()) +
+                " to " + std::to_string(n_past_) + ", or use n_batch >= " + std::to_string(n_past_ - pos0) + " to rewind this far");
   }
   for (auto& unit : units_->units) unit->fit_threads();
   n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)
