@@ -39,6 +39,24 @@ std::vector<int> some_tokens(int n) {
   return ids;
 }
 
+// A model with local layers (`extra` merged into a tiny config of 1024 trained positions) and
+// its logits for `ids` from one prefill with every position cached; `largest`: their magnitude.
+std::unique_ptr<Model> local_model(const TempDir& tmp, const json& extra, uint32_t seed) {
+  json c = tiny_config();
+  c["max_position_embeddings"] = 1024;
+  c.merge_patch(extra);
+  return random_model(tmp, c, seed);
+}
+std::vector<float> whole_prefill(const Model& model, const std::vector<int>& ids, CacheType cache, float& largest) {
+  const int n = int(ids.size());
+  std::vector<float> logits(size_t(n) * size_t(model.config().vocab_size));
+  InferenceState all(model, n, n, 1, cache);  // a batch of every position: nothing to drop
+  all.forward(ids.data(), n, 0, logits.data(), true);
+  largest = 0.0f;
+  for (float x : logits) largest = std::max(largest, std::fabs(x));
+  return logits;
+}
+
 float max_abs_diff(const float* a, const float* b, size_t n) {
   float m = 0.0f;
   for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
@@ -167,20 +185,16 @@ TEST_CASE("model: local layers keep their span in a ring and compute as with eve
   for (const json& extra : cases)
     for (CacheType cache : {CacheType::F32, CacheType::Q8}) {
       INFO(extra.dump() << ", cache " << cache_type_name(cache));
-      json c = tiny_config();
-      c["max_position_embeddings"] = 1024;
-      c.merge_patch(extra);
       TempDir tmp;
-      const auto model = random_model(tmp, c, 9);
-      std::vector<float> whole(size_t(n) * V), out(size_t(n) * V);
-      InferenceState all(*model, n, n, 1, cache);  // a batch of every position: nothing to drop
-      all.forward(ids.data(), n, 0, whole.data(), true);
+      const auto model = local_model(tmp, extra, 9);
       float largest = 0.0f;
-      for (float x : whole) largest = std::max(largest, std::fabs(x));
+      const std::vector<float> whole = whole_prefill(*model, ids, cache, largest);
+      std::vector<float> out(size_t(n) * V);
       REQUIRE(std::isfinite(largest));
+      const size_t all_bytes = InferenceState(*model, n, n, 1, cache).kv_cache_bytes();  // every position kept
       for (int batch : {1, 7, 64}) {
         InferenceState ring(*model, n, batch, 1, cache);
-        CHECK(ring.kv_cache_bytes() < all.kv_cache_bytes());
+        CHECK(ring.kv_cache_bytes() < all_bytes);
         ring.forward(ids.data(), n, 0, out.data(), true);
         CHECK(max_abs_diff(whole.data(), out.data(), whole.size()) <= 1e-5f * largest);
         CHECK(!ring.shift(0, 10));  // a ring no longer holds what a shift would keep: re-encode instead
@@ -201,16 +215,11 @@ TEST_CASE("model: a rewind on local layers equals a fresh prefill or is refused"
   const std::vector<int> ids = some_tokens(n);
   for (const json& extra : cases) {
     INFO(extra.dump());
-    json c = tiny_config();
-    c["max_position_embeddings"] = 1024;
-    c.merge_patch(extra);
     TempDir tmp;
-    const auto model = random_model(tmp, c, 5);
-    std::vector<float> whole(size_t(n) * V), out(size_t(n) * V);
-    InferenceState all(*model, n, n, 1, CacheType::F32);
-    all.forward(ids.data(), n, 0, whole.data(), true);
+    const auto model = local_model(tmp, extra, 5);
     float largest = 0.0f;
-    for (float x : whole) largest = std::max(largest, std::fabs(x));
+    const std::vector<float> whole = whole_prefill(*model, ids, CacheType::F32, largest);
+    std::vector<float> out(size_t(n) * V);
     const auto matches = [&](int pos0, int count) {
       return max_abs_diff(&whole[size_t(pos0) * V], out.data(), size_t(count) * V) <= 1e-5f * largest;
     };
