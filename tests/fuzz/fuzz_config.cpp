@@ -6,6 +6,7 @@
 // "validated here and nowhere else".
 #include <algorithm>
 #include <cstdint>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -17,16 +18,17 @@
 
 namespace {
 
-// Zero tables for the schemes that read weights, when small enough to allocate.
-const float* zero_table(const pert::ModelConfig& cfg, const std::string& name) {
-  static std::vector<float> zeros;
+// Zero tables for the schemes that read weights, when small enough to allocate; each its own,
+// kept in `tables` for as long as the scheme reads it (DeBERTa holds several at once).
+const float* zero_table(const pert::ModelConfig& cfg, const std::string& name, std::list<std::vector<float>>& tables) {
   for (const pert::ExpectedTensor& e : pert::position_tensors(cfg))
     if (e.name == name) {
       int64_t n = 1;
       for (int64_t d : e.shape) n *= d;
-      if (n > (1 << 22)) return nullptr;
-      zeros.assign(size_t(n), 0.0f);
-      return zeros.data();
+      size_t held = 0;
+      for (const std::vector<float>& t : tables) held += t.size();
+      if (n > (1 << 22) || held + size_t(n) > (1 << 24)) return nullptr;
+      return tables.emplace_back(size_t(n), 0.0f).data();
     }
   fuzz::fail("scheme asked for tensor '" + name + "' that position_tensors() does not list");
 }
@@ -40,8 +42,9 @@ void exercise(const pert::ModelConfig& cfg) {
   const nlohmann::json block = pert::to_json(cfg.position);
   if (block.value("max_distance", 0) > (1 << 16)) return;  // t5 tabulates its buckets up to it
   bool missing = false;
+  std::list<std::vector<float>> tables;
   const pert::TensorLookup lookup = [&](const std::string& name) {
-    const float* t = zero_table(cfg, name);
+    const float* t = zero_table(cfg, name, tables);
     missing |= !t;
     return t;
   };
