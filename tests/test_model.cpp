@@ -202,18 +202,22 @@ TEST_CASE("model: local layers keep their span in a ring and compute as with eve
     }
 }
 
-// A rewind (forward from pos0 < n_past) on a ring reads the keys from pos0 − span on: where the
-// ring still holds them its logits equal a fresh prefill's; further back it is refused, never
-// computed from overwritten rows. Rewinds follow one another (each leaves stale rows behind
-// n_past), and a rewind to 0 always starts afresh.
+// A rewind (forward from pos0 < n_past) on a ring reads the keys from its first query's first
+// key on (pos0 − 7 with a window of 8, ⌊pos0/8⌋·8 with a chunk of 8): where the ring still holds
+// them its logits equal a fresh prefill's; further back it is refused, never computed from
+// overwritten rows, and the n_batch the refusal names is the least that holds them. Rewinds
+// follow one another (each leaves stale rows behind n_past); a rewind to 0 starts afresh.
 TEST_CASE("model: a rewind on local layers equals a fresh prefill or is refused", "[model]") {
-  const std::vector<json> cases = {
-      {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", 8}},
-      {{"layers", {{"global", {{"every", 2}, {"position", {{"type", "none"}}}}}, {"local", {{"others", true}, {"chunk", 8}}}}}},
+  const std::vector<std::pair<json, int>> cases = {  // (config, the earliest rewind after 120 positions)
+      // The ring keeps 7 + 4 = 11 positions, [109, 120): from 116 on a step finds its 7 keys ...
+      {{{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", 8}}, 116},
+      // ... and from 112 on its chunk's.
+      {{{"layers", {{"global", {{"every", 2}, {"position", {{"type", "none"}}}}}, {"local", {{"others", true}, {"chunk", 8}}}}}},
+       112},
   };
   const int n = 120, V = 32, batch = 4;
   const std::vector<int> ids = some_tokens(n);
-  for (const json& extra : cases) {
+  for (const auto& [extra, earliest] : cases) {
     INFO(extra.dump());
     TempDir tmp;
     const auto model = local_model(tmp, extra, 5);
@@ -223,28 +227,43 @@ TEST_CASE("model: a rewind on local layers equals a fresh prefill or is refused"
     const auto matches = [&](int pos0, int count) {
       return max_abs_diff(&whole[size_t(pos0) * V], out.data(), size_t(count) * V) <= 1e-5f * largest;
     };
-    InferenceState ring(*model, 512, batch, 1, CacheType::F32);
-    for (int p = 0; p < n; p += batch) ring.forward(&ids[size_t(p)], batch, p, out.data(), true);
-    // The ring keeps 7 + 4 = 11 positions, [109, 120): from 116 on a step finds its 7 keys.
-    CHECK(ring.earliest_rewind() == 116);
-    ring.forward(&ids[116], 4, 116, out.data(), true);
-    CHECK(matches(116, 4));
-    ring.forward(&ids[117], 1, 117, out.data(), true);  // now it holds [109, 118), stale rows above
-    CHECK(matches(117, 1));
-    CHECK(ring.earliest_rewind() == 116);
-    ring.forward(&ids[118], 2, 118, out.data(), true);
-    for (int pos0 : {40, 108, 115}) {
+    const auto fed = [&](int n_batch) {  // n positions fed `batch` at a time
+      auto state = std::make_unique<InferenceState>(*model, 512, n_batch, 1, CacheType::F32);
+      for (int p = 0; p < n; p += batch) state->forward(&ids[size_t(p)], batch, p, out.data(), true);
+      return state;
+    };
+    const auto ring = fed(batch);
+    CHECK(ring->earliest_rewind() == earliest);
+    for (int pos0 : {40, 100, 104, 108, 111, 112, 115, 116, 117, 119}) {
       INFO("rewind to " << pos0);
-      CHECK_THROWS_WITH(ring.forward(&ids[size_t(pos0)], 4, pos0, out.data(), true),
-                        Catch::Contains("cannot rewind to position " + std::to_string(pos0)) &&
-                            Catch::Contains("n_batch >= " + std::to_string(n - pos0)));
-      CHECK(ring.n_past() == n);  // refused before anything changed
+      if (pos0 >= earliest) {
+        ring->forward(&ids[size_t(pos0)], 1, pos0, out.data(), true);
+        CHECK(matches(pos0, 1));
+        if (pos0 + 1 < n) {  // back to n (over stale rows above pos0 + 1)
+          ring->forward(&ids[size_t(pos0) + 1], n - pos0 - 1, pos0 + 1, out.data(), /*all_logits=*/false);
+          CHECK(matches(n - 1, 1));
+        }
+        CHECK(ring->earliest_rewind() == earliest);
+        continue;
+      }
+      std::string refusal;
+      try {
+        ring->forward(&ids[size_t(pos0)], 1, pos0, out.data(), true);
+      } catch (const Error& e) {
+        refusal = e.what();
+      }
+      CHECK_THAT(refusal, Catch::Contains("cannot rewind to position " + std::to_string(pos0)));
+      CHECK(ring->n_past() == n);  // refused before anything changed
+      const size_t at = refusal.find("n_batch >= ");
+      REQUIRE(at != std::string::npos);
+      const int needed = std::stoi(refusal.substr(at + 11));
+      const auto enough = fed(needed), short_one = fed(needed - 1);
+      const int count = std::min(8, n - pos0);
+      enough->forward(&ids[size_t(pos0)], count, pos0, out.data(), true);
+      CHECK(matches(pos0, count));
+      CHECK_THROWS_WITH(short_one->forward(&ids[size_t(pos0)], count, pos0, out.data(), true), Catch::Contains("cannot rewind"));
     }
-    ring.forward(&ids[0], 48, 0, out.data(), true);  // afresh
+    ring->forward(&ids[0], 48, 0, out.data(), true);  // afresh
     CHECK(matches(0, 48));
-    InferenceState wide(*model, 512, 80, 1, CacheType::F32);  // a batch as long as the rewind
-    for (int p = 0; p < n; p += batch) wide.forward(&ids[size_t(p)], batch, p, out.data(), true);
-    wide.forward(&ids[40], 8, 40, out.data(), true);
-    CHECK(matches(40, 8));
   }
 }

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
@@ -240,6 +241,34 @@ KvRows Attention::keys_for_step(size_t row0, std::vector<float>& buffer, const K
   else
     position_.rotate(buffer.data(), 0, n_keys, c_.n_kv_heads, hd, kv_head_stride, false);
   return KvRows::of(buffer.data(), hd);
+}
+
+int Attention::first_key(int m) const {
+  int first = m;
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const LayerAttention& a = c_.layers[size_t(l)];
+    if (local_[size_t(l)] < 0) continue;
+    if (a.window <= 0 && a.chunk <= 0) return 0;
+    int lo = 0;
+    if (a.window > 0) lo = std::max(lo, m - a.window + 1);
+    if (a.chunk > 0) lo = std::max(lo, m / a.chunk * a.chunk);
+    first = std::min(first, lo);
+  }
+  return first;
+}
+
+int Attention::earliest_start() const {
+  if (!ring_ || oldest_ == 0) return 0;
+  int earliest = 0;  // per layer the first m whose keys start at oldest_ or later; the latest of them
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const LayerAttention& a = c_.layers[size_t(l)];
+    if (local_[size_t(l)] < 0) continue;
+    int from = std::numeric_limits<int>::max();
+    if (a.window > 0) from = oldest_ + a.window - 1;
+    if (a.chunk > 0) from = std::min(from, (oldest_ + a.chunk - 1) / a.chunk * a.chunk);
+    earliest = std::max(earliest, from);
+  }
+  return earliest;
 }
 
 // A ring no longer holds the positions a shift keeps before the discarded ones.

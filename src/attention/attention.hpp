@@ -114,10 +114,14 @@ class Attention {
   // the values it sees.
   void layer(int seq, int layer, float* q, float* k, const float* v, float* out);
 
+  // The first key the query at m reads in this unit's layers (the lowest over them): m − W + 1
+  // with a window W, ⌊m/C⌋·C with a chunk C (the later of the two with both); 0 for every key.
+  // It never decreases with m, so a step reads from its first query's on.
+  int first_key(int m) const;
   // The earliest position after 0 that a step may start from (a rewind, InferenceState::forward):
-  // a ring keeps only the last positions, and a step from pos reads the keys from pos − span on.
-  // 0 when every earlier position is still held.
-  int earliest_start() const { return ring_ && oldest_ > 0 ? oldest_ + span_ : 0; }
+  // a ring keeps only its last positions, [oldest_, n_past), and a step from m reads from
+  // first_key(m) on. 0 when every earlier position is still held.
+  int earliest_start() const;
   int span() const { return span_; }      // how far back this unit's queries see (−1: every key)
   int ring() const { return ring_; }      // positions a ring keeps (0: no ring)
 

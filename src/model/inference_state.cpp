@@ -106,14 +106,17 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
   if (pos0 > 0 && pos0 < n_past_ && pos0 < earliest_rewind()) {
-    const Attention* ring = nullptr;  // the unit that refuses: the one whose ring holds least
+    const Attention* ring = nullptr;  // the unit that refuses (the one that needs the largest batch)
+    int batch = 0;                    // the n_batch whose ring would hold what pos0 reads after n_past
     for (const auto& unit : units_->units)
-      if (!ring || unit->earliest_start() > ring->earliest_start()) ring = unit.get();
+      if (pos0 < unit->earliest_start() && n_past_ - unit->first_key(pos0) - unit->span() > batch)
+        ring = unit.get(), batch = n_past_ - unit->first_key(pos0) - unit->span();
     throw Error("forward: cannot rewind to position " + std::to_string(pos0) + ": the local layers (a window or chunk of " +
                 std::to_string(ring->span() + 1) + ") keep only the last " + std::to_string(ring->ring()) + " positions, the " +
                 std::to_string(ring->span()) + " keys before a query and a batch of " + std::to_string(n_batch_) +
-                ", so the keys before it are gone; rewind to 0 or to a position from " + std::to_string(earliest_rewind()) +
-                " to " + std::to_string(n_past_) + ", or use n_batch >= " + std::to_string(n_past_ - pos0) + " to rewind this far");
+                ", no longer the keys from " + std::to_string(ring->first_key(pos0)) +
+                " on that it reads; rewind to 0 or to a position from " + std::to_string(earliest_rewind()) + " to " +
+                std::to_string(n_past_) + ", or use n_batch >= " + std::to_string(batch) + " to rewind this far");
   }
   for (auto& unit : units_->units) unit->fit_threads();
   n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)

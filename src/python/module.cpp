@@ -314,7 +314,7 @@ PYBIND11_MODULE(_pert, m) {
   py::class_<PySession>(m, "Session", "A KV cache fed a few tokens at a time (Model.session)")
       .def("eval", &PySession::eval, py::arg("ids"), py::arg("pos") = py::none(), py::arg("all_logits") = false,
            "Runs ids at positions pos.. (default: after what is cached; an earlier pos replaces from there, as far back as "
-           "the cache holds: with local layers n_batch positions); "
+           "the cache holds: with a sliding window, n_batch positions); "
            "the last position's logits [vocab], or every one's [n, vocab] with all_logits")
       .def("shift", &PySession::shift,
            py::arg("n_keep"), py::arg("n_discard"),
