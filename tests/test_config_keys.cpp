@@ -131,6 +131,10 @@ TEST_CASE("config keys: rope_type \"default\" reads no scaling key beside it", "
   c.erase("rope_parameters");
   c["rope_scaling"] = {{"type", "default"}, {"factor", nullptr}};  // null: absent
   CHECK_NOTHROW(parse_model_config(c, kKeysSource));
+  c["rope_scaling"] = {{"rope_type", "default"}, {"factor", 1.0}};  // a factor of 1 scales nothing
+  CHECK_NOTHROW(parse_model_config(c, kKeysSource));
+  c["rope_scaling"] = {{"rope_type", "default"}, {"factor", 1.5}};
+  REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError, "rope_scaling.factor is set (1.5)");
   c = tiny_config();
   c["position"] = {{"type", "rope"}};
   c["rope_scaling"] = {{"rope_type", "default"}, {"low_freq_factor", 1}};  // beside pert's own block too

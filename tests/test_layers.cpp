@@ -66,6 +66,18 @@ TEST_CASE("layers: the resolved config keeps each rule's name, so --set layers.N
   CHECK(layers["layers_from_0"] == json({{"layers", {0, 1, 2, 3, 4, 5}}, {"window", 8}}));
   CHECK(layers.size() == 2);
   CHECK(to_json(parse_layers_config(to_json(both))) == to_json(both));
+
+  // A rule given the name of the architecture's group keeps it; the group takes another.
+  c["layers"] = {{"layers_from_0", {{"every", 2}, {"position", {{"type", "none"}}}}}};
+  const ModelConfig named = parse_layers_config(c);
+  const json named_layers = to_json(named)["layers"];
+  CHECK(named_layers["layers_from_0"] == json({{"layers", {1, 3, 5}}, {"position", {{"type", "none"}}}}));
+  CHECK(named_layers["layers_from_0_"] == json({{"layers", {0, 1, 2, 3, 4, 5}}, {"window", 8}}));
+  const ModelConfig again = parse_layers_config(to_json(named));
+  for (int l = 0; l < 6; ++l) {
+    CHECK(again.layers[size_t(l)].window == named.layers[size_t(l)].window);
+    CHECK(again.layers[size_t(l)].position.scheme->to_json() == named.layers[size_t(l)].position.scheme->to_json());
+  }
 }
 
 TEST_CASE("layers: a rule that would change nothing is refused, naming it", "[layers]") {

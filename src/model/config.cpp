@@ -61,7 +61,7 @@ json position_from_hf(const json& config, const std::string& source, const char*
                       (scaling.contains("factor") ? scaling["factor"].dump() : std::string("4")) + "}'`)");
   if (type == "default") {  // plain RoPE: a factor or any other scaling key beside it would be dropped
     for (const auto& [key, value] : scaling.items())
-      if (!value.is_null())
+      if (!value.is_null() && !(key == "factor" && value == 1))  // (a factor of 1 scales nothing)
         throw ConfigError(source + ": " + scaling_key + "." + key + " is set (" + json_brief(value) +
                           "), but rope_type \"default\" reads no other key; remove it, or name the scaling's rope_type");
     return pos;

@@ -310,7 +310,11 @@ json layers_to_json(const ModelConfig& c) {
     }
     out[name] = rule;
   }
-  out.update(architecture);
+  for (const auto& [name, rule] : architecture.items()) {  // (a rule given that name keeps it)
+    std::string key = name;
+    while (out.contains(key)) key += "_";
+    out[key] = rule;
+  }
   return out;
 }
 
