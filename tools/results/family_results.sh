@@ -127,7 +127,7 @@ ruler_tables() {
 }
 claims_tables() {  # those of 3 need its sweep (and streaming its WikiText-2 one)
   local t
-  for t in selfextend hybrid dca; do $PY tools/results/claims.py $t --data $OUT; done
+  for t in selfextend effective hybrid dca; do $PY tools/results/claims.py $t --data $OUT; done
   if [ -s $OUT/extend_family_rope.json ]; then
     for t in rerope ntk pi; do $PY tools/results/claims.py $t --data $OUT; done
     [ ! -s $OUT/streaming_wikitext.json ] || $PY tools/results/claims.py streaming --data $OUT
