@@ -35,6 +35,13 @@ enum class Activation { SiLU, GeluTanh };
 
 // One layer's attention as positions shape it: pert's "layers" block (layers.cpp), or an HF
 // architecture's layout (sliding windows, layers without RoPE, chunked-local layers).
+// The first key the query at m sees under a sliding window W (m − W + 1) and a chunk C
+// (⌊m/C⌋·C), the later of the two; 0 with neither (every earlier key). Never decreases with m.
+inline int first_visible_key(int m, int window, int chunk) {
+  const int first = window > 0 ? std::max(0, m - window + 1) : 0;
+  return chunk > 0 ? std::max(first, m / chunk * chunk) : first;
+}
+
 struct LayerAttention {
   PositionConfig position;  // this layer's scheme: the model's `position` unless the layout gives another
   int window = 0;           // sliding window W: query m sees keys m − W < n <= m; 0: every earlier key
@@ -45,6 +52,7 @@ struct LayerAttention {
   double query_temperature(int m) const {
     return temperature_scale == 0.0 ? 1.0 : 1.0 + temperature_scale * std::log1p(std::floor((m + 1.0) / temperature_floor));
   }
+  int first_key(int m) const { return first_visible_key(m, window, chunk); }
   // How far back the queries see: window − 1, chunk − 1 (the smaller of the two), or −1 for every
   // earlier key. Layers of one scheme and span share an attention unit (and its ring).
   int span() const {

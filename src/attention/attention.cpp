@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
@@ -245,30 +244,22 @@ KvRows Attention::keys_for_step(size_t row0, std::vector<float>& buffer, const K
 
 int Attention::first_key(int m) const {
   int first = m;
-  for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerAttention& a = c_.layers[size_t(l)];
-    if (local_[size_t(l)] < 0) continue;
-    if (a.window <= 0 && a.chunk <= 0) return 0;
-    int lo = 0;
-    if (a.window > 0) lo = std::max(lo, m - a.window + 1);
-    if (a.chunk > 0) lo = std::max(lo, m / a.chunk * a.chunk);
-    first = std::min(first, lo);
-  }
+  for (int l = 0; l < c_.n_layers; ++l)
+    if (local_[size_t(l)] >= 0) first = std::min(first, c_.layers[size_t(l)].first_key(m));
   return first;
 }
 
 int Attention::earliest_start() const {
   if (!ring_ || oldest_ == 0) return 0;
-  int earliest = 0;  // per layer the first m whose keys start at oldest_ or later; the latest of them
-  for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerAttention& a = c_.layers[size_t(l)];
-    if (local_[size_t(l)] < 0) continue;
-    int from = std::numeric_limits<int>::max();
-    if (a.window > 0) from = oldest_ + a.window - 1;
-    if (a.chunk > 0) from = std::min(from, (oldest_ + a.chunk - 1) / a.chunk * a.chunk);
-    earliest = std::max(earliest, from);
+  // The first m that reads from oldest_ on: first_key never decreases, and in a ring's layers
+  // first_key(m) >= m − span_, so it lies in [oldest_, oldest_ + span_].
+  int lo = oldest_, hi = oldest_ + span_;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (first_key(mid) >= oldest_) hi = mid;
+    else lo = mid + 1;
   }
-  return earliest;
+  return lo;
 }
 
 // A ring no longer holds the positions a shift keeps before the discarded ones.

@@ -50,8 +50,7 @@ struct KeyRule {
   bool masks() const { return pattern && pattern->masks(); }
   bool remaps() const { return pattern && pattern->remaps(); }
   int lo(int m) const {
-    int l = window > 0 ? std::max(0, m - window + 1) : 0;
-    if (chunk > 0) l = std::max(l, m / chunk * chunk);
+    const int l = first_visible_key(m, window, chunk);
     return masks() ? std::max(l, pattern->first_key(m)) : l;
   }
   int sinks() const { return masks() ? pattern->sinks() : 0; }

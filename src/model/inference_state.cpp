@@ -108,9 +108,10 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
   if (pos0 > 0 && pos0 < n_past_ && pos0 < earliest_rewind()) {
     const Attention* ring = nullptr;  // the unit that refuses (the one that needs the largest batch)
     int batch = 0;                    // the n_batch whose ring would hold what pos0 reads after n_past
-    for (const auto& unit : units_->units)
-      if (pos0 < unit->earliest_start() && n_past_ - unit->first_key(pos0) - unit->span() > batch)
-        ring = unit.get(), batch = n_past_ - unit->first_key(pos0) - unit->span();
+    for (const auto& unit : units_->units) {
+      const int needs = n_past_ - unit->first_key(pos0) - unit->span();
+      if (pos0 < unit->earliest_start() && needs > batch) ring = unit.get(), batch = needs;
+    }
     throw Error("forward: cannot rewind to position " + std::to_string(pos0) + ": the local layers (a window or chunk of " +
                 std::to_string(ring->span() + 1) + ") keep only the last " + std::to_string(ring->ring()) + " positions, the " +
                 std::to_string(ring->span()) + " keys before a query and a batch of " + std::to_string(n_batch_) +
