@@ -269,6 +269,27 @@ std::string layers_label(const ModelConfig& c) {
   return s;
 }
 
+namespace {
+
+// A layer's value of a rule's field, as a rule writes it.
+json field_value(const LayerAttention& l, const std::string& field) {
+  if (field == "position") return l.position.scheme->to_json();
+  if (field == "window") return l.window;
+  if (field == "chunk") return l.chunk;
+  return json{{"scale", l.temperature_scale}, {"floor", l.temperature_floor}};  // temperature
+}
+
+// Whether a layer's field differs from what a layer no rule touches has: the model's scheme, no
+// window, chunk or temperature.
+bool differs(const LayerAttention& l, const std::string& field, const ModelConfig& c) {
+  if (field == "position") return l.position.scheme != c.position.scheme;
+  if (field == "window") return l.window > 0;
+  if (field == "chunk") return l.chunk > 0;
+  return l.temperature_scale != 0.0;  // temperature
+}
+
+}  // namespace
+
 json layers_to_json(const ModelConfig& c) {
   // The block's rules under their own names (what `set layers.NAME...` reaches), each with what
   // it set, resolved; then what the architecture's layout gives the layers besides, grouped.
@@ -284,14 +305,10 @@ json layers_to_json(const ModelConfig& c) {
       }
   json architecture = json::object();
   for (const LayerGroup& g : layer_groups(rest, true)) {
-    const LayerAttention& l = *g.first;
-    if (l.position.scheme == c.position.scheme && l.window == 0 && l.chunk == 0 && l.temperature_scale == 0.0) continue;
     json rule = {{"layers", g.layers}};
-    if (l.position.scheme != c.position.scheme) rule["position"] = l.position.scheme->to_json();
-    if (l.window > 0) rule["window"] = l.window;
-    if (l.chunk > 0) rule["chunk"] = l.chunk;
-    if (l.temperature_scale != 0.0) rule["temperature"] = {{"scale", l.temperature_scale}, {"floor", l.temperature_floor}};
-    architecture["layers_from_" + std::to_string(g.layers[0])] = rule;
+    for (const char* field : kFields)
+      if (differs(*g.first, field, c)) rule[field] = field_value(*g.first, field);
+    if (rule.size() > 1) architecture["layers_from_" + std::to_string(g.layers[0])] = rule;
   }
   // Beside the architecture's groups each rule lists its layers, so that "others" reads as it did
   // (a rule that sets nothing then says nothing); alone, each is as written, its values resolved.
@@ -300,14 +317,8 @@ json layers_to_json(const ModelConfig& c) {
     const std::vector<int> ls = r["layers"];
     if (!architecture.empty() && (ls.empty() || r["fields"].empty())) continue;
     json rule = architecture.empty() ? r["given"] : json{{"layers", ls}};
-    for (const std::string field : r["fields"]) {
-      if (ls.empty()) break;
-      const LayerAttention& l = c.layers[size_t(ls[0])];
-      if (field == "position") rule[field] = l.position.scheme->to_json();
-      if (field == "window") rule[field] = l.window;
-      if (field == "chunk") rule[field] = l.chunk;
-      if (field == "temperature") rule[field] = {{"scale", l.temperature_scale}, {"floor", l.temperature_floor}};
-    }
+    for (const std::string field : r["fields"])
+      if (!ls.empty()) rule[field] = field_value(c.layers[size_t(ls[0])], field);
     out[name] = rule;
   }
   for (const auto& [name, rule] : architecture.items()) {  // (a rule given that name keeps it)
