@@ -21,7 +21,7 @@ namespace {
 
 const BlockType kAll[] = {BlockType::F32,  BlockType::F16,  BlockType::BF16, BlockType::Q8_0,
                           BlockType::Q4_0, BlockType::Q4_1, BlockType::Q5_0, BlockType::Q5_1,
-                          BlockType::Q4_K, BlockType::Q5_K, BlockType::Q6_K};
+                          BlockType::Q4_K, BlockType::Q5_K, BlockType::Q6_K, BlockType::MXFP4};
 
 bool is_float(BlockType t) { return t == BlockType::F32 || t == BlockType::F16 || t == BlockType::BF16; }
 bool is_k(BlockType t) { return t == BlockType::Q4_K || t == BlockType::Q5_K || t == BlockType::Q6_K; }
@@ -66,7 +66,8 @@ TEST_CASE("quants: the table has GGML's numbers, names and sizes", "[quants]") {
   };
   for (const Row& r : {Row{0, "F32", 1, 4}, Row{1, "F16", 1, 2}, Row{2, "Q4_0", 32, 18}, Row{3, "Q4_1", 32, 20},
                        Row{6, "Q5_0", 32, 22}, Row{7, "Q5_1", 32, 24}, Row{8, "Q8_0", 32, 34}, Row{12, "Q4_K", 256, 144},
-                       Row{13, "Q5_K", 256, 176}, Row{14, "Q6_K", 256, 210}, Row{30, "BF16", 1, 2}}) {
+                       Row{13, "Q5_K", 256, 176}, Row{14, "Q6_K", 256, 210}, Row{30, "BF16", 1, 2},
+                       Row{39, "MXFP4", 32, 17}}) {
     const BlockTypeInfo* info = block_type_info(r.number);
     REQUIRE(info);
     CHECK(std::string(info->name) == r.name);
@@ -238,11 +239,11 @@ TEST_CASE("quants: quantize then dequantize loses little, per type", "[quants]")
   const std::vector<float> x = gaussian(8 * 4096, 7);
   double previous_4 = 0.0;
   // Bounds: about 10% above what pert's quantizers give (GGML's reference quantizers give the same
-  // to within a few per cent on such data).
+  // to within a few per cent on such data; MXFP4's quantizer is GGML's reference rule).
   for (const Bound& b : {Bound{BlockType::F32, 0.0}, Bound{BlockType::F16, 3e-4}, Bound{BlockType::BF16, 3e-3},
                          Bound{BlockType::Q8_0, 0.006}, Bound{BlockType::Q6_K, 0.0195}, Bound{BlockType::Q5_K, 0.04},
                          Bound{BlockType::Q5_1, 0.042}, Bound{BlockType::Q5_0, 0.048}, Bound{BlockType::Q4_K, 0.079},
-                         Bound{BlockType::Q4_1, 0.086}, Bound{BlockType::Q4_0, 0.095}}) {
+                         Bound{BlockType::Q4_1, 0.086}, Bound{BlockType::Q4_0, 0.095}, Bound{BlockType::MXFP4, 0.126}}) {
     std::vector<uint8_t> blocks(block_row_bytes(b.type, int64_t(x.size())));
     quantize_row(b.type, x.data(), blocks.data(), int64_t(x.size()));
     const std::vector<float> y = dequantized(b.type, blocks);
@@ -341,6 +342,10 @@ TEST_CASE("quants: panels hold the rows' bytes and give their floats bit for bit
         } else {
           for (uint8_t& b : w) b = pattern == 1 ? uint8_t(rng()) : 0xff;
           for (size_t at = 0; at < w.size(); at += bytes) {  // finite F16 scales: d, and dmin or m
+            if (type == BlockType::MXFP4) {  // its E8M0 scale byte, 2^−27 to 2^12
+              w[at] = uint8_t(100 + rng() % 40);
+              continue;
+            }
             put16(w, at + d_at, uint16_t(0x2000 + rng() % 0x1000));
             if (second_scale) put16(w, at + 2, uint16_t(0x1c00 + rng() % 0x1000));
           }

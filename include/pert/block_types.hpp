@@ -1,6 +1,6 @@
 // GGML's block types (llama.cpp's weight formats, as GGUF files store them): each row of a
 // matrix is a run of blocks, each block `block_size` values in `block_bytes` bytes. pert reads
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (its kernels on them:
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MXFP4 (its kernels on them:
 // src/kernels/quants.hpp).
 #pragma once
 #include <cstddef>
@@ -22,6 +22,7 @@ enum class BlockType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   BF16 = 30,
+  MXFP4 = 39,  // OCP microscaling FP4 (gpt-oss's experts): E2M1 values, one E8M0 scale per 32
 };
 
 struct BlockTypeInfo {

@@ -1,6 +1,6 @@
 // GGML's block types: the table, and rows into and out of blocks (layouts: src/kernels/quants_blocks.hpp).
-// The legacy quantizers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) round as GGML's reference ones do, so
-// they write the same bytes; the K-quants' scale searches are pert's own, on GGML's idea: per
+// The legacy quantizers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and MXFP4's round as GGML's reference
+// ones do, so they write the same bytes; the K-quants' scale searches are pert's own, on GGML's idea: per
 // sub-block a weighted least-squares fit over a few candidate grids, then the sub-blocks' scales
 // (and mins) quantized to 6 or 8 bits against one F16 super-scale and the values requantized
 // on the scales as stored.
@@ -23,7 +23,7 @@ const BlockTypeInfo kTypes[] = {
     {BlockType::F32, "F32", 1, 4},      {BlockType::F16, "F16", 1, 2},      {BlockType::BF16, "BF16", 1, 2},
     {BlockType::Q8_0, "Q8_0", 32, 34},  {BlockType::Q4_0, "Q4_0", 32, 18},  {BlockType::Q4_1, "Q4_1", 32, 20},
     {BlockType::Q5_0, "Q5_0", 32, 22},  {BlockType::Q5_1, "Q5_1", 32, 24},  {BlockType::Q4_K, "Q4_K", 256, 144},
-    {BlockType::Q5_K, "Q5_K", 256, 176}, {BlockType::Q6_K, "Q6_K", 256, 210},
+    {BlockType::Q5_K, "Q5_K", 256, 176}, {BlockType::Q6_K, "Q6_K", 256, 210}, {BlockType::MXFP4, "MXFP4", 32, 17},
 };
 
 // a·b rounded to F32 on its own. C++ lets GCC fuse a·b + c into one FMA, which rounds once;
@@ -126,6 +126,36 @@ void dequantize_legacy(BlockType type, const uint8_t* b, float* y) {
       for (int i = 0; i < QK; ++i) y[i] = product(float(nibble(b + 8, i) + int(qh >> i & 1) * 16), d) + m;
     }
   }
+}
+
+// ---- MXFP4: one block of 32 ----
+
+// GGML's reference: e = ⌊log2 max|x|⌋ − 2 + 127, which puts max|x| at 4 to 8 times the scale
+// 2^(e − 127), in the top two E2M1 values' reach (4, 6); each value then takes the code nearest
+// it (the first of equals: +0 before −0, the smaller magnitude at a midpoint). Where GGML's cast
+// of that float to uint8_t is undefined (max|x| below 2^−125, or not finite) e is 0.
+void quantize_mxfp4(const float* x, uint8_t* b) {
+  float amax = 0.0f;
+  for (int i = 0; i < QK; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float biased = amax > 0.0f ? std::floor(std::log2(amax)) - 2.0f + 127.0f : 0.0f;
+  const uint8_t e = biased > 0.0f && biased <= 254.0f ? uint8_t(biased) : 0;
+  const float d = mxfp4_half_scale(e);
+  auto code = [&](float v) {
+    int best = 0;
+    float best_err = std::fabs(product(float(kMxfp4Doubled[0]), d) - v);
+    for (int c = 1; c < 16; ++c) {
+      const float err = std::fabs(product(float(kMxfp4Doubled[c]), d) - v);
+      if (err < best_err) best = c, best_err = err;
+    }
+    return best;
+  };
+  b[0] = e;
+  for (int i = 0; i < QK / 2; ++i) b[1 + i] = uint8_t(code(x[i]) | code(x[i + QK / 2]) << 4);
+}
+
+void dequantize_mxfp4(const uint8_t* b, float* y) {
+  const float d = mxfp4_half_scale(b[0]);
+  for (int i = 0; i < QK; ++i) y[i] = float(kMxfp4Doubled[nibble(b + 1, i)]) * d;
 }
 
 // ---- K-quants: one super-block of 256 ----
@@ -371,8 +401,18 @@ void dequantize_row(BlockType type, const void* blocks, float* out, int64_t n) {
       case BlockType::Q4_K:
       case BlockType::Q5_K:
       case BlockType::Q6_K: dequantize_k(type, b, out); break;
+      case BlockType::MXFP4: dequantize_mxfp4(b, out); break;
       default: dequantize_legacy(type, b, out);
     }
+}
+
+void mxfp4_from_hf(const uint8_t* blocks, const uint8_t* scales, int64_t n_blocks, uint8_t* out) {
+  for (int64_t i = 0; i < n_blocks; ++i, blocks += QK / 2, out += 17) {
+    uint8_t codes[QK];  // HF's byte j: value 2j in its low nibble, 2j + 1 in its high one
+    for (int j = 0; j < QK / 2; ++j) codes[2 * j] = blocks[j] & 15, codes[2 * j + 1] = blocks[j] >> 4;
+    out[0] = scales[i];  // the same E8M0 byte: HF's 2^(s − 127)·v is GGML's 2^(s − 128)·2v
+    for (int j = 0; j < QK / 2; ++j) out[1 + j] = uint8_t(codes[j] | codes[j + QK / 2] << 4);
+  }
 }
 
 void quantize_row(BlockType type, const float* values, void* blocks, int64_t n) {
@@ -396,6 +436,7 @@ void quantize_row(BlockType type, const float* values, void* blocks, int64_t n) 
       case BlockType::Q4_K: quantize_k_affine<4>(x, b); break;
       case BlockType::Q5_K: quantize_k_affine<5>(x, b); break;
       case BlockType::Q6_K: quantize_q6_k(x, b); break;
+      case BlockType::MXFP4: quantize_mxfp4(x, b); break;
     }
 }
 

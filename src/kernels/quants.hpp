@@ -12,8 +12,19 @@
 namespace pert {
 
 // n values (a multiple of the block size) from blocks, and into blocks.
+// MXFP4: the values are exactly GGML's (dequantize_row_mxfp4), E2M1 value v of a block with
+// scale byte e giving v·2^(e − 127), e = 0 included (2^−127, subnormal). e = 255, which the OCP
+// MX spec makes NaN, is the scale 2^128 here as in GGML: ±0.5 gives ±2^127, larger values overflow
+// to ±inf in F32 and zeros stay 0 (refusing such blocks, if wanted, is the loader's to do). The
+// quantizer writes GGML's bytes (quantize_row_mxfp4_ref), never e = 255.
 void dequantize_row(BlockType type, const void* blocks, float* out, int64_t n);
 void quantize_row(BlockType type, const float* values, void* blocks, int64_t n);
+
+// n_blocks MXFP4 blocks as Hugging Face stores them (gpt-oss's `<name>_blocks` [..., n_blocks, 16]
+// and `<name>_scales` [..., n_blocks] uint8) into GGML's 17-byte blocks at out. The numbers are
+// the same (the E8M0 byte is copied), only the nibbles move: HF's byte j holds values 2j (low
+// nibble) and 2j + 1 (high), GGML's byte j values j (low) and j + 16 (high).
+void mxfp4_from_hf(const uint8_t* blocks, const uint8_t* scales, int64_t n_blocks, uint8_t* out);
 
 // A matrix W [N][K] in blocks: row n at data + n·row_stride, block_row_bytes(type, K) bytes;
 // or (panels) rows interleaved 8 at a time by repack_panels, panel n/8 at data + n·row_stride.

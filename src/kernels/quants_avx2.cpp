@@ -3,7 +3,8 @@
 // multiplied by each row of x in turn. Compiled for any x86-64 (`target` pragma) and chosen at
 // run time (quants_dot.cpp), as src/kernels/ops_q8.cpp's kernels are.
 //   codes × x   vpmaddubsw: unsigned codes (0..63) by signed x, pairs summed into int16 (at most
-//               2·63·127, no saturation); Q8_0's signed codes go through as |w| and x·sign(w).
+//               2·63·127, no saturation); Q8_0's signed codes, and MXFP4's doubled E2M1 values
+//               (a vpshufb of its nibbles), go through as |w| and x·sign(w).
 //   scales      vpmaddwd by the sub-block's integer scale (K-quants) or by 1, into int32.
 //   blocks      4 blocks (legacy) or super-blocks (K-quants) a step: their int32 totals summed
 //               at once (hadd) and scaled by one vfmadd into 4 float lanes — the plain kernels'
@@ -59,11 +60,12 @@ inline __m256i fifth_bits(uint32_t qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-// A legacy block's 32 codes as bytes (Q8_0: signed; the others 0..31, before any bias).
+// A legacy block's 32 codes as bytes (Q8_0 and MXFP4: signed; the others 0..31, before any bias).
 template <BlockType Type>
 inline __m256i legacy_codes(const uint8_t* b) {
   switch (Type) {
     case BlockType::Q8_0: return load256(b + 2);
+    case BlockType::MXFP4: return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load128(kMxfp4Doubled)), nibbles(b + 1));
     case BlockType::Q4_0: return nibbles(b + 2);
     case BlockType::Q4_1: return nibbles(b + 4);
     case BlockType::Q5_0: return _mm256_or_si256(nibbles(b + 6), fifth_bits(load_u32(b + 2)));
@@ -75,7 +77,7 @@ inline __m256i legacy_codes(const uint8_t* b) {
 template <BlockType Type>
 inline __m256i block_dot(__m256i codes, const int8_t* x) {
   const __m256i xv = load256(x), ones = _mm256_set1_epi16(1);
-  if (Type == BlockType::Q8_0)
+  if (Type == BlockType::Q8_0 || Type == BlockType::MXFP4)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(codes, codes), _mm256_sign_epi8(xv, codes)), ones);
   return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, xv), ones);
 }
@@ -85,7 +87,7 @@ void legacy_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
   constexpr bool affine = Type == BlockType::Q4_1 || Type == BlockType::Q5_1;
   constexpr int bias = Type == BlockType::Q4_0 ? 8 : Type == BlockType::Q5_0 ? 16 : 0;
   constexpr size_t bytes = Type == BlockType::Q8_0 ? 34 : Type == BlockType::Q4_0 ? 18 : Type == BlockType::Q4_1 ? 20
-                           : Type == BlockType::Q5_0 ? 22 : 24;
+                           : Type == BlockType::Q5_0 ? 22 : Type == BlockType::MXFP4 ? 17 : 24;
   const int nb = x.K / QK, K = x.K;
   __m128 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
@@ -95,8 +97,11 @@ void legacy_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
     _mm_prefetch(reinterpret_cast<const char*>(w + 8 * bytes + 64), _MM_HINT_T0);
     const __m256i c0 = legacy_codes<Type>(w), c1 = legacy_codes<Type>(w + bytes), c2 = legacy_codes<Type>(w + 2 * bytes),
                   c3 = legacy_codes<Type>(w + 3 * bytes);
-    const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(short(load_u16(w)), short(load_u16(w + bytes)), short(load_u16(w + 2 * bytes)),
-                                                  short(load_u16(w + 3 * bytes)), 0, 0, 0, 0));
+    const __m128 dw = Type == BlockType::MXFP4
+                          ? _mm_setr_ps(mxfp4_half_scale(w[0]), mxfp4_half_scale(w[bytes]), mxfp4_half_scale(w[2 * bytes]),
+                                        mxfp4_half_scale(w[3 * bytes]))
+                          : _mm_cvtph_ps(_mm_setr_epi16(short(load_u16(w)), short(load_u16(w + bytes)), short(load_u16(w + 2 * bytes)),
+                                                        short(load_u16(w + 3 * bytes)), 0, 0, 0, 0));
     __m128 m = _mm_setzero_ps();
     if (affine)
       m = _mm_cvtph_ps(_mm_setr_epi16(short(load_u16(w + 2)), short(load_u16(w + bytes + 2)),
@@ -121,7 +126,7 @@ void legacy_avx2(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
   for (int r = 0; r < R; ++r) _mm_storeu_ps(lanes[r].v, acc[r]);
   for (; b < nb; ++b, w += bytes) {  // the last nb % 4 blocks one at a time, into their lanes
     const __m256i c = legacy_codes<Type>(w);
-    const float dw = load_f16(w), m = affine ? load_f16(w + 2) : 0.0f;
+    const float dw = Type == BlockType::MXFP4 ? mxfp4_half_scale(w[0]) : load_f16(w), m = affine ? load_f16(w + 2) : 0.0f;
     for (int r = 0; r < R; ++r) {
       const size_t xb = size_t(t0 + r) * nb + size_t(b);
       const int dot = hsum(block_dot<Type>(c, x.q + xb * QK));
@@ -334,6 +339,7 @@ KernelSet avx2_kernels(int ggml_type) {
     case BlockType::Q4_K: return k_quant<BlockType::Q4_K>();
     case BlockType::Q5_K: return k_quant<BlockType::Q5_K>();
     case BlockType::Q6_K: return k_quant<BlockType::Q6_K>();
+    case BlockType::MXFP4: return legacy<BlockType::MXFP4>();
   }
   return {};
 }

@@ -15,6 +15,9 @@
 //   Q6_K [210]  ql[128] | qh[64] | scales int8[16] | d   16 sub-blocks of 16, value d·s_j·(q − 32),
 //               q 6 bits; per 128 values (ql 64 bytes, qh 32): value l + 32·p (p = 0..3, l < 32)
 //               is nibble p / 2 of ql[l + 32·(p % 2)] with bits 2p, 2p + 1 of qh[l] on top
+//   MXFP4 [17] e | qs[16]                         2^(e − 128)·kMxfp4Doubled[n_i], n_i as Q4_0's:
+//               E2M1 codes (sign bit 3; 0, 0.5, 1, 1.5, 2, 3, 4, 6) taken doubled, so they are the
+//               integers 0..12 and the E8M0 scale 2^(e − 127) is halved (GGML's convention)
 // d, m, dmin are F16. The K-quants' super-blocks hold QK_K = 256 values.
 #pragma once
 #include <cstdint>
@@ -39,6 +42,18 @@ inline uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 inline float load_f16(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
+
+// MXFP4's E2M1 values times 2, by code: small integers, so a block's products with int8 x sum
+// exactly in int32, and its scale is half the E8M0 one.
+constexpr int8_t kMxfp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// Half of E8M0's 2^(e − 127), as GGML has it: e 0 and 1 give the subnormals 2^−128 and 2^−127;
+// e 255 (NaN in the OCP MX spec) gives 2^127, like any other exponent.
+inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
 
 // Q4_K's and Q5_K's 12 bytes of 6-bit scales and mins: sub-blocks 0–3 in the low 6 bits of bytes
 // 0–3 (scales) and 4–7 (mins); sub-blocks 4–7 in the nibbles of bytes 8–11 (scale low, min high)
@@ -94,7 +109,7 @@ KernelSet avx2_kernels(int ggml_type);
 // same float as the row kernels give row by row.
 constexpr int kPanelRows = 8;
 // Byte offsets in one (super-)block of a panel (kPanelRows rows' worth), and its size; bytes 0
-// for a type without panels. d[8] F16 at 0 always; `mins`: the K-quants' 6-bit mins, or the
+// for a type without panels. d[8] F16 at 0 always (MXFP4: its 8 scale bytes e[8]); `mins`: the K-quants' 6-bit mins, or the
 // legacy types' m[8] F16 (Q4_K/Q5_K's dmin[8] sit at 16); `high`: Q5's fifth bits, Q6_K's top two.
 struct PanelLayout {
   size_t scales, mins, codes, high, bytes;
@@ -108,6 +123,7 @@ constexpr PanelLayout panel_layout(BlockType type) {
     case BlockType::Q5_0: return {0, 0, 16, 144, 176};
     case BlockType::Q4_1: return {0, 16, 32, 0, 160};
     case BlockType::Q5_1: return {0, 16, 32, 160, 192};
+    case BlockType::MXFP4: return {0, 0, 8, 0, 136};
     default: return {0, 0, 0, 0, 0};
   }
 }

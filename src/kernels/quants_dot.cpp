@@ -4,6 +4,7 @@
 // scaled in F32. A legacy block b, with codes c (Q4_0/Q5_0 biased by o = 8/16):
 //   Σ_k w·x = dw·dx·(Σ c·qx − o·Σ qx)          (Q8_0, Q4_0, Q5_0)
 //           = dw·dx·Σ c·qx + m·dx·Σ qx           (Q4_1, Q5_1: w = dw·c + m)
+//           = dw·dx·Σ c·qx                       (MXFP4: c the doubled E2M1 value, dw half the E8M0 scale)
 // a Q4_K/Q5_K super-block: d·dx·Σ_j s_j·Σ c·qx − dmin·dx·Σ_j m_j·Σ_j qx (x's sums per 16 give the
 // second), a Q6_K one: d·dx·(Σ_j s_j·Σ c·qx − 32·Σ_j s_j·Σ_j qx). F32/F16/BF16 weights: F32 dot
 // products, widened on the fly.
@@ -35,11 +36,16 @@ namespace {
 
 // ---- plain kernels ----
 
-// The codes of a legacy block (Q4_1/Q5_1: 0..31; Q4_0/Q5_0 before their bias; Q8_0 signed).
+// The codes of a legacy block (Q4_1/Q5_1: 0..31; Q4_0/Q5_0 before their bias; Q8_0 signed;
+// MXFP4 its doubled E2M1 values, −12..12).
 template <BlockType Type>
 void legacy_codes(const uint8_t* b, int* c) {
   if (Type == BlockType::Q8_0) {
     for (int i = 0; i < QK; ++i) c[i] = int8_t(b[2 + i]);
+    return;
+  }
+  if (Type == BlockType::MXFP4) {
+    for (int i = 0; i < QK / 2; ++i) c[i] = kMxfp4Doubled[b[1 + i] & 15], c[i + QK / 2] = kMxfp4Doubled[b[1 + i] >> 4];
     return;
   }
   constexpr bool five = Type == BlockType::Q5_0 || Type == BlockType::Q5_1;
@@ -62,7 +68,7 @@ void legacy_plain(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
   int c[QK];
   for (int b = 0; b < nb; ++b, w += bytes) {
     legacy_codes<Type>(w, c);
-    const float dw = load_f16(w), m = affine ? load_f16(w + 2) : 0.0f;
+    const float dw = Type == BlockType::MXFP4 ? mxfp4_half_scale(w[0]) : load_f16(w), m = affine ? load_f16(w + 2) : 0.0f;
     for (int r = 0; r < R; ++r) {
       const size_t xb = size_t(t0 + r) * nb + size_t(b);
       const int8_t* qx = x.q + xb * QK;
@@ -229,7 +235,7 @@ Selection make_selection(const std::string& name) {
   Selection s{name, {}, {}};
   for (const BlockType t : {BlockType::F32, BlockType::F16, BlockType::BF16, BlockType::Q8_0, BlockType::Q4_0,
                             BlockType::Q4_1, BlockType::Q5_0, BlockType::Q5_1, BlockType::Q4_K, BlockType::Q5_K,
-                            BlockType::Q6_K}) {
+                            BlockType::Q6_K, BlockType::MXFP4}) {
     KernelSet& set = s.sets[int(t)];
     KernelSet& panels = s.panel_sets[int(t)];
     set = plain_kernels(int(t));
@@ -273,6 +279,7 @@ KernelSet plain_kernels(int ggml_type) {
     case BlockType::Q4_K: return kernel_set<KQuant, BlockType::Q4_K>();
     case BlockType::Q5_K: return kernel_set<KQuant, BlockType::Q5_K>();
     case BlockType::Q6_K: return kernel_set<KQuant, BlockType::Q6_K>();
+    case BlockType::MXFP4: return kernel_set<Legacy, BlockType::MXFP4>();
   }
   return {};
 }

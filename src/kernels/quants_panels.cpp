@@ -1,4 +1,4 @@
-// Panels: Q4_K, Q5_K and Q6_K rows (and the legacy Q4_0, Q5_0, Q4_1, Q5_1) repacked 8 at a time (after ik_llama.cpp's
+// Panels: Q4_K, Q5_K and Q6_K rows (and the legacy Q4_0, Q5_0, Q4_1, Q5_1, and MXFP4) repacked 8 at a time (after ik_llama.cpp's
 // row-interleaved Q4_K_R4 / Q4_0_R8, laid out here for AVX2's vpmaddubsw). Why: a row kernel
 // multiplies one row's 32 codes by 32 values of x and needs one vpmaddwd per 32 products to
 // apply the sub-block's scale; in a panel, 4 bytes of x broadcast meet the same 4 positions of
@@ -19,7 +19,8 @@
 // i's value 16j + 4g + l.
 // The legacy types, per block of 32 values (8 rows): d[8] F16 | Q4_1, Q5_1: m[8] F16 | codes
 // [4][32] as above | Q5_0, Q5_1: fifth [32] as Q5_K's: Q4_0 [144], Q5_0 [176], Q4_1 [160],
-// Q5_1 [192] bytes, each 8 rows' blocks exactly.
+// Q5_1 [192] bytes, each 8 rows' blocks exactly. MXFP4: e[8] | codes [4][32] (its nibbles, the
+// codes 0..15 before the table): 136 bytes.
 #include <vector>
 
 #include "parallel.hpp"
@@ -67,7 +68,8 @@ void pack_scale_min_k4(const uint8_t sc[8], const uint8_t mn[8], uint8_t* packed
 }
 
 bool is_legacy(BlockType t) {
-  return t == BlockType::Q4_0 || t == BlockType::Q5_0 || t == BlockType::Q4_1 || t == BlockType::Q5_1;
+  return t == BlockType::Q4_0 || t == BlockType::Q5_0 || t == BlockType::Q4_1 || t == BlockType::Q5_1 ||
+         t == BlockType::MXFP4;
 }
 int panel_unit(BlockType t) { return is_legacy(t) ? QK : QK_K; }  // values of a row in one panel block
 
@@ -80,6 +82,7 @@ LegacyFields legacy_fields(BlockType t) {
     case BlockType::Q4_0: return {0, 0, 2};
     case BlockType::Q5_0: return {0, 2, 6};
     case BlockType::Q4_1: return {2, 0, 4};
+    case BlockType::MXFP4: return {0, 0, 1};
     default: return {2, 4, 8};  // Q5_1
   }
 }
@@ -161,21 +164,22 @@ void convert(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int s)
   }
 }
 
-// A legacy type's block b of 8 rows into a panel block, or back: d[8] (and m[8]) F16, the codes
-// as the K-quants' (4 values of a row in each 4 bytes) and Q5's fifth bits as Q5_K's.
+// A legacy type's block b of 8 rows into a panel block, or back: d[8] (and m[8]) F16 (MXFP4's
+// e[8] bytes), the codes as the K-quants' (4 values of a row in each 4 bytes) and Q5's fifth bits
+// as Q5_K's.
 template <bool Unpack>
 void convert_legacy(BlockType type, uint8_t* p, uint8_t* rows, size_t row_bytes, int b) {
   const PanelLayout at = panel_layout(type);
   const LegacyFields f = legacy_fields(type);
-  const size_t bytes = block_type_info(type).block_bytes;
+  const size_t bytes = block_type_info(type).block_bytes, scale = type == BlockType::MXFP4 ? 1 : 2;
   for (int i = 0; i < R8; ++i) {
     uint8_t* blk = rows + size_t(i) * row_bytes + size_t(b) * bytes;
     if constexpr (Unpack) {
       std::memset(blk, 0, bytes);
-      std::memcpy(blk, p + 2 * i, 2);
+      std::memcpy(blk, p + scale * size_t(i), scale);
       if (f.m) std::memcpy(blk + f.m, p + at.mins + 2 * i, 2);
     } else {
-      std::memcpy(p + 2 * i, blk, 2);
+      std::memcpy(p + scale * size_t(i), blk, scale);
       if (f.m) std::memcpy(p + at.mins + 2 * i, blk + f.m, 2);
     }
     convert_codes<Unpack>(p, at, i, QK, QK, 1, [&](int v) { return legacy_code(type, blk, v); },
@@ -226,6 +230,7 @@ KernelSet plain_panel_kernels(int ggml_type) {
     case BlockType::Q5_0: return plain_set<BlockType::Q5_0>();
     case BlockType::Q4_1: return plain_set<BlockType::Q4_1>();
     case BlockType::Q5_1: return plain_set<BlockType::Q5_1>();
+    case BlockType::MXFP4: return plain_set<BlockType::MXFP4>();
     default: return {};
   }
 }

@@ -212,10 +212,45 @@ void legacy_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
   for (int r = 0; r < R; ++r) store_rows(lanes[r], out + r * kPanelRows);
 }
 
+// MXFP4, a block of 32 values (8 rows) a step: the nibbles through the table (vpshufb) to the
+// doubled E2M1 values, signed, so vpmaddubsw takes |c| against x·sign(c); a block's sums stay in
+// int16 (8 · 2 · 12 · 127 = 24,384), then one vpmaddwd by ones and one fmadd by the 8 rows' half
+// scales times dx, as the row kernels.
+template <int R>
+void mxfp4_panel(const uint8_t* p, const QuantizedX& x, int t0, float* out) {
+  constexpr PanelLayout at = panel_layout(BlockType::MXFP4);
+  constexpr size_t bytes = at.bytes;
+  const __m256i ones = _mm256_set1_epi16(1), table = _mm256_broadcastsi128_si256(load128(kMxfp4Doubled));
+  const size_t nb = size_t(x.K / QK), xb0 = size_t(t0) * nb;
+  __m256 lanes[R][4];
+  zero_lanes<R>(lanes);
+  for (size_t b = 0; b < nb; ++b, p += bytes) {
+    prefetch_block<bytes>(p + 4 * kAhead * bytes);
+    __m256i c[8], magnitude[8];
+    unpack_groups<false>(p + at.codes, nullptr, c);
+    for (int g = 0; g < 8; ++g) c[g] = _mm256_shuffle_epi8(table, c[g]), magnitude[g] = _mm256_sign_epi8(c[g], c[g]);
+    // half of 2^(e − 127) for the 8 rows: e − 1 as the F32 exponent, or the subnormals for e < 2
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256 d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+    for (int r = 0; r < R; ++r) {
+      const size_t xb = xb0 + size_t(r) * nb + b;
+      const int8_t* qx = x.q + xb * QK;
+      __m256i sums = _mm256_maddubs_epi16(magnitude[0], _mm256_sign_epi8(broadcast4(qx), c[0]));
+      for (int g = 1; g < 8; ++g)
+        sums = _mm256_add_epi16(sums, _mm256_maddubs_epi16(magnitude[g], _mm256_sign_epi8(broadcast4(qx + 4 * g), c[g])));
+      add_lanes(lanes[r], b, _mm256_madd_epi16(sums, ones), d, _mm256_set1_ps(x.d[xb]));
+    }
+  }
+  for (int r = 0; r < R; ++r) store_rows(lanes[r], out + r * kPanelRows);
+}
+
 template <BlockType T, int R> struct Panel {
   static void run(const uint8_t* p, const QuantizedX& x, int t0, float* o) {
     if constexpr (T == BlockType::Q6_K) q6k_panel<R>(p, x, t0, o);
     else if constexpr (T == BlockType::Q4_K || T == BlockType::Q5_K) q45k_panel<T, R>(p, x, t0, o);
+    else if constexpr (T == BlockType::MXFP4) mxfp4_panel<R>(p, x, t0, o);
     else legacy_panel<T, R>(p, x, t0, o);
   }
 };
@@ -234,6 +269,7 @@ KernelSet avx2_panel_kernels(int ggml_type) {
     case BlockType::Q5_0: return panels<BlockType::Q5_0>();
     case BlockType::Q4_1: return panels<BlockType::Q4_1>();
     case BlockType::Q5_1: return panels<BlockType::Q5_1>();
+    case BlockType::MXFP4: return panels<BlockType::MXFP4>();
     default: return {};
   }
 }
