@@ -13,6 +13,10 @@ max |Δ| ≤ 1e-4 (float32 pert vs float64 reference):
   - token-by-token decode through the KV cache, and chunks of 7,
   - prefill against decode inside pert itself, and for length-dependent schemes (dynamic NTK,
     LongRoPE) decode steps past L against a fresh prefill of the same tokens.
+LongRoPE by the whole sequence (transformers' choice, the default) encodes every position of a
+forward with the factors of the sequence's length, its cache re-encoded when that crosses L0: a
+run fed in pieces has each row as the last forward holding it computes it, the reference's
+L0-token rows while that forward ends by L0 and its T-token rows past (by_forward_end).
 A case's make_model options may carry an "extend" block (the extend_* cases). --prepare writes each
 case's model, ids and reference logits under DIR/CASE once (torch is imported once, not per case:
 CTest runs it as the fixture of the reference_* tests), and CASE --prepared DIR reads them there
@@ -43,6 +47,12 @@ PHI3 = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "attention_b
         "embd_pdrop": 0.0, "resid_pdrop": 0.0, "original_max_position_embeddings": L, "max_position_embeddings": 4 * L,
         "sliding_window": 20, "pad_token_id": 0, "rope_theta": 10000.0,
         "rope_scaling": {"type": "longrope", "short_factor": LONGROPE["short_factor"], "long_factor": LONGROPE["long_factor"]}}
+# Phi-4-mini (HF phi3, shrunk): partial_rotary_factor 0.75, LongRoPE from L0 = 16 of 64, its window of 262144 (none)
+# (untied here: tied random embeddings make logits of ~50, whose float32 noise nears the tolerance)
+PHI4_MINI = dict(PHI3, original_max_position_embeddings=16, max_position_embeddings=64, partial_rotary_factor=0.75,
+                 sliding_window=262144,
+                 rope_scaling={"type": "longrope", "short_factor": [1.0, 1.05, 1.1, 1.3, 1.6, 2.0],
+                               "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0]})
 PHI3_PARTIAL = dict(PHI3, partial_rotary_factor=0.5, sliding_window=None,
                     rope_scaling={"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.5, 2.0],
                                   "long_factor": [1.0, 2.0, 3.0, 5.0], "short_mscale": 1.1, "long_mscale": 1.3})
@@ -78,6 +88,7 @@ CASES = {
                                        "original_max_position_embeddings": 16}}, {}, False),
     "rope_llama3": ({"type": "rope", "scaling": {"type": "llama3", "factor": 8.0}}, {}, False),
     "rope_longrope": ({"type": "rope", "scaling": LONGROPE}, {}, True),
+    "rope_longrope_by_position": ({"type": "rope", "scaling": dict(LONGROPE, longrope_choice="position")}, {}, True),
     "rope_xpos": ({"type": "rope", "xpos": {}}, {}, False),
     "rope_xpos_interleaved": ({"type": "rope", "layout": "interleaved", "xpos": {"gamma": 0.2, "scale_base": 64}},
                               {}, False),
@@ -127,6 +138,9 @@ CASES = {
                                                          attention_bias=False, sliding_window=12)}, False),
     "phi3_longrope_window": (None, {"fused": True, "kv_heads": 4, "extra_config": PHI3}, True),
     "phi3_partial_mscale_bf16": (None, {"fused": True, "kv_heads": 4, "dtype": "BF16", "extra_config": PHI3_PARTIAL}, True),
+    "phi4_mini_partial_longrope": (None, {"fused": True, "kv_heads": 2, "extra_config": PHI4_MINI}, True),
+    "phi4_mini_by_position": (None, {"fused": True, "kv_heads": 2, "extra_config": dict(
+        PHI4_MINI, rope_scaling=dict(PHI4_MINI["rope_scaling"], longrope_choice="position"))}, True),
     # Training-free extension at attention time: config.json's "extend" block (DESIGN §5).
     # SmolLM3 (HF smollm3, shrunk): NoPE every no_rope_layer_interval-th layer, or as no_rope_layers
     # lists them; a window (use_sliding_window) only on those layers
@@ -221,21 +235,48 @@ CASES = {
 }
 
 
+def whole_sequence_switch(case):
+    """L0 for a case whose LongRoPE picks its factors by the whole sequence's length (transformers'
+    choice, "longrope_choice": "sequence", the default): a forward ending at n encodes every
+    position with the short factors while n <= L0, the long ones past it. None for the others."""
+    position, options, _ = CASES[case]
+    extra = options.get("extra_config", {})
+    scaling = (position or {}).get("scaling") or extra.get("rope_scaling") or {}
+    if scaling.get("type", scaling.get("rope_type")) not in ("longrope", "su") or \
+            scaling.get("longrope_choice", "sequence") != "sequence":
+        return None
+    return scaling.get("original_max_position_embeddings") or extra.get("original_max_position_embeddings") or L
+
+
 def reference_lengths(case):
     """The prefixes whose reference logits a case's test reads: all T tokens, and for the
-    length-dependent schemes the lengths around L where decode is checked against prefill."""
-    return [T] + ([L - 1, L, L + 1, 2 * L + 3] if CASES[case][2] else [])
+    length-dependent schemes the lengths around L (L0) where decode is checked against prefill."""
+    switch = whole_sequence_switch(case) or L
+    return [T] + ([switch - 1, switch, switch + 1, 2 * switch + 3] if CASES[case][2] else [])
+
+
+def by_forward_end(ref, switch, chunk, np):
+    """Under LongRoPE by the whole sequence: the logits of the T ids fed `chunk` at a time (None:
+    at once). Row m is what the last forward holding it computes, every position encoded for that
+    forward's end e: row m of the reference's first `switch` tokens while e <= switch, of all T
+    past it (each class is causal within itself)."""
+    ends = [T if chunk is None else min((m // chunk + 1) * chunk, T) for m in range(T)]
+    return np.stack([ref(switch)[m] if e <= switch else ref(T)[m] for m, e in enumerate(ends)])
 
 
 def prepare(case, out, reference, np):
     """The case's model (out/model), its ids (out/ids.json) and the reference's logits for every
     prefix of reference_lengths (out/ref_N.npy)."""
-    _, config, W, ids = build(case, out, reference, np)
+    model, config, W, ids = build(case, out, reference, np)
     probs = {}
     with reference.torch.no_grad():
         for n in reference_lengths(case):
             observe = (lambda layer, p: probs.__setitem__(layer, p)) if n == T else None
             np.save(os.path.join(out, f"ref_{n}.npy"), reference.forward(config, W, ids[:n], observe=observe).numpy())
+    switch = whole_sequence_switch(case)
+    if switch:  # a greedy decode that crosses L0: each step a forward over every id so far
+        with open(os.path.join(out, "greedy.json"), "w") as f:
+            json.dump(reference.greedy(model, ids[:switch - 4], 2 * switch), f)
     per_query = reference.attention_per_query([probs[i] for i in sorted(probs)], sink=SINK)
     with open(os.path.join(out, "attention.json"), "w") as f:
         json.dump(reference.attention_stats(per_query, config.get("max_position_embeddings", 2048)), f)
@@ -412,6 +453,7 @@ def check_case(case, binary, prepared, np, Checker, pert_logits, pert_attention)
     """pert's logits for the case against the reference's, read from prepared/CASE or, without
     prepared, computed here first."""
     length_dependent = CASES[case][2]
+    switch = whole_sequence_switch(case)
     check = Checker(case)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(prepared, case) if prepared else tmp
@@ -428,24 +470,52 @@ def check_case(case, binary, prepared, np, Checker, pert_logits, pert_attention)
         def run_pert(n, chunk=None):
             return pert_logits(binary, model, ids[:n], tmp, chunk)
 
+        def want(chunk):  # the reference's logits of the T ids fed `chunk` at a time
+            return by_forward_end(ref, switch, chunk, np) if switch else ref(T)
+
         prefill = run_pert(T)
         check("prefill vs reference", prefill, ref(T))
         decode = run_pert(T, 1)
-        check("decode vs reference", decode, ref(T))
+        check("decode vs reference", decode, want(1))
         chunks = run_pert(T, 7)
-        check("chunks of 7 vs reference", chunks, ref(T))
+        check("chunks of 7 vs reference", chunks, want(7))
         with open(os.path.join(data, "attention.json")) as f:
             attention = json.load(f)
         for chunk, how, logits in ((None, "prefill", prefill), (1, "decode", decode), (7, "chunks of 7", chunks)):
             stats, observed = pert_attention(binary, model, ids, tmp, chunk, SINK)
-            check.attention(f"attention statistics, {how}", stats, attention)
+            # (LongRoPE by the sequence: a run in pieces weighs its early queries with the short
+            # factors, the reference's one forward with the long ones; only the prefill compares)
+            if not switch or chunk is None:
+                check.attention(f"attention statistics, {how}", stats, attention)
             # While statistics are kept one query a step takes the prefill kernel, and a scheme
             # whose rotations depend on the length runs a length class a step: the same
             # weights by another float path. Otherwise summing them leaves the weights as they are.
             if chunk == 1 or length_dependent:
-                check(f"{how} logits with statistics vs reference", observed, ref(T))
+                check(f"{how} logits with statistics vs reference", observed, want(chunk))
             else:
                 check.exactly(f"{how} logits with statistics vs without", observed, logits)
+        if switch:  # past L0 both hold every position with the long factors; below it see want(1)
+            check(f"prefill vs decode (pert) from position {switch}", prefill[switch:], decode[switch:])
+            for n in reference_lengths(case)[1:]:
+                fresh = run_pert(n)
+                check(f"prefill of {n} tokens vs reference", fresh, ref(n))
+                check(f"decode step {n - 1} vs fresh prefill of {n} tokens", decode[n - 1], fresh[n - 1])
+                whole = ref(switch) if n <= switch else ref(T)
+                check(f"reference: {n} tokens vs the first {n} of {switch if n <= switch else T}", ref(n), whole[:n])
+            # pert's greedy is its decode's argmax step by step: fed the reference's greedy ids
+            # one at a time, each step's argmax must be the next of them (past L0 too)
+            with open(os.path.join(data, "greedy.json")) as f:
+                greedy = json.load(f)
+            prompt = switch - 4
+            seq = ids[:prompt] + greedy
+            steps = pert_logits(binary, model, seq, tmp, 1)[prompt - 1:-1].argmax(axis=-1).tolist()
+            same = steps == greedy
+            print(f"{case:28s} {'greedy decode crossing L0 vs reference':46s} {'equal' if same else 'DIFFER'}"
+                  f" ({len(greedy)} ids from a prompt of {prompt})")
+            if not same:
+                print(f"  pert: {steps}\n  want: {greedy}")
+                check.failures.append("greedy decode")
+            return check.exit_code()
         check("prefill vs decode (pert)", prefill, decode)
         if length_dependent:
             for n in reference_lengths(case)[1:]:
@@ -474,11 +544,14 @@ def main():
     check = Checker(case, tol=1e-10)
     with tempfile.TemporaryDirectory() as tmp:
         _, config, W, ids = build(case, tmp, reference, np)
+        switch = whole_sequence_switch(case)  # LongRoPE by the sequence: causal within each class
+        lengths = (1, L - 1, L, L + 1, 2 * L + 3, T - 1) + ((switch - 1, switch, switch + 1) if switch else ())
         with reference.torch.no_grad():
-            ref = {n: reference.forward(config, W, ids[:n]).numpy() for n in (1, L - 1, L, L + 1, 2 * L + 3, T - 1, T)}
+            ref = {n: reference.forward(config, W, ids[:n]).numpy() for n in lengths + (T,)}
         check("reference: finite", np.array(0.0 if np.isfinite(ref[T]).all() else np.inf), 0.0)
-        for n in (1, L - 1, L, L + 1, 2 * L + 3, T - 1):
-            check(f"reference: {n} tokens vs the first {n} of {T}", ref[n], ref[T][:n])
+        for n in lengths:
+            whole = switch if switch and n <= switch else T
+            check(f"reference: {n} tokens vs the first {n} of {whole}", ref[n], ref[whole][:n])
     return check.exit_code()
 
 

@@ -186,6 +186,27 @@ TEST_CASE("context shift: the next logits equal a fresh prefill of the kept toke
   }
 }
 
+// LongRoPE by the whole sequence (the default): a shift that leaves at most L positions changes
+// the length's class, so the next forward re-encodes the kept tokens, moved with their positions,
+// with the short factors: its logits equal a fresh prefill of them.
+TEST_CASE("context shift: LongRoPE by the sequence back below L re-encodes the kept tokens", "[generate]") {
+  const json longrope = {{"type", "longrope"}, {"factor", 4}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 3.0}}};
+  TempDir tmp;
+  auto model = one_layer_model(tmp, {{"type", "rope"}, {"scaling", longrope}});  // L = 8
+  std::vector<int> tokens;
+  for (int i = 0; i < 12; ++i) tokens.push_back((i * 5 + 3) % 32);
+  std::vector<float> shifted(32), fresh(32);
+  InferenceState state(*model, 16);
+  state.forward(tokens.data(), 12, 0, shifted.data(), false);
+  REQUIRE(state.shift(2, 6));
+  const int next = 17;
+  state.forward(&next, 1, state.n_past(), shifted.data(), false);  // 7 positions: short factors
+  std::vector<int> kept = {tokens[0], tokens[1], tokens[8], tokens[9], tokens[10], tokens[11], next};
+  InferenceState clean(*model, 16);
+  clean.forward(kept.data(), int(kept.size()), 0, fresh.data(), false);
+  for (size_t i = 0; i < 32; ++i) CHECK(shifted[i] == Approx(fresh[i]).margin(1e-4));
+}
+
 TEST_CASE("generate: shifts the context to go on past it, and stops at EOS", "[generate]") {
   TempDir tmp;
   auto model = one_layer_model(tmp, {{"type", "rope"}});

@@ -2,6 +2,7 @@
 // (Numerical agreement with the PyTorch reference is tested by tests/reference_test.py.)
 #include <cmath>
 
+#include "pert/attention_stats.hpp"
 #include "pert/error.hpp"
 #include "pert/model.hpp"
 #include "pert/model_dir.hpp"
@@ -134,9 +135,11 @@ TEST_CASE("model: a learned table ends in an error unless clamped", "[model]") {
 // queries of many length classes in one forward, each turning the cached keys it reads itself
 // (Attention::span). That equals one class per forward (decoding token by token) for every
 // layout, a partial rotary dim, LongRoPE's two classes, a sliding window and narrower caches,
-// over more keys and queries than one block or tile of the kernel holds.
+// over more keys and queries than one block or tile of the kernel holds. (LongRoPE by each
+// position's length: by the whole sequence's, the next test, every position has one class.)
 TEST_CASE("model: a prefill over several length classes equals decoding token by token", "[model]") {
-  const json longrope = {{"type", "longrope"}, {"factor", 4}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 3.0}}};
+  const json longrope = {{"type", "longrope"}, {"factor", 4}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 3.0}},
+                         {"longrope_choice", "position"}};
   const std::vector<std::pair<json, json>> cases = {
       {{{"type", "rope"}, {"scaling", {{"type", "dynamic"}, {"factor", 2}}}}, json::object()},
       {{{"type", "rope"}, {"layout", "interleaved"}, {"rotary_dim", 4}, {"scaling", {{"type", "dynamic"}, {"factor", 3}}}},
@@ -168,6 +171,109 @@ TEST_CASE("model: a prefill over several length classes equals decoding token by
       CHECK(max_abs_diff(prefill.data(), decoded.data(), prefill.size()) <= 1e-5f * largest);
       CHECK(max_abs_diff(chunks.data(), decoded.data(), chunks.size()) <= 1e-5f * largest);
     }
+}
+
+// LongRoPE by the whole sequence (transformers' choice, the default): every position of a
+// forward and every cached one takes the factors of the sequence's length, the cache re-encoded
+// when a forward changes that length's class. So one prefill of N tokens, N fed one by one, and
+// forwards of 7 all end with every position encoded for N (the next token's logits agree); a
+// rewind or a forward from the middle gives what a fresh prefill of the same tokens gives, below
+// L or past it; sequences in step keep their own tokens; and re-encoding adds no statistics.
+TEST_CASE("model: LongRoPE by the whole sequence re-encodes the cache when its length crosses L", "[model]") {
+  const int L = 24, n = 60, V = 32;
+  json rope = {{"type", "rope"},
+               {"scaling", {{"type", "longrope"}, {"original_max_position_embeddings", L}, {"factor", 4},
+                            {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 3.0}}}}};
+  json c = tiny_config();
+  c["position"] = rope;
+  TempDir tmp;
+  const auto model = random_model(tmp, c, 21);
+  const std::vector<int> ids = some_tokens(n);
+  const int next = 5;
+  // The last logits of a fresh prefill of `tokens`.
+  auto fresh = [&](const std::vector<int>& tokens) {
+    std::vector<float> out(V);
+    InferenceState s(*model, n + 1);
+    s.forward(tokens.data(), int(tokens.size()), 0, out.data(), false);
+    return out;
+  };
+  auto concat = [](std::vector<int> a, const std::vector<int>& b) { return a.insert(a.end(), b.begin(), b.end()), a; };
+  float largest = 0.0f;
+  const std::vector<float> whole = whole_prefill(*model, ids, CacheType::F32, largest);
+  REQUIRE(std::isfinite(largest));
+  const float tol = 1e-5f * largest;
+
+  SECTION("one prefill, tokens one by one, forwards of 7") {
+    for (CacheType cache : {CacheType::F32, CacheType::Q8}) {
+      INFO("cache " << cache_type_name(cache));
+      std::vector<float> prefill(size_t(n) * V), decoded(size_t(n) * V), after_prefill(V), after(V);
+      InferenceState one(*model, n + 1, 512, 1, cache), decoding(*model, n + 1, 1, 1, cache), sevens(*model, n + 1, 512, 1, cache);
+      one.forward(ids.data(), n, 0, prefill.data(), true);
+      for (int t = 0; t < n; ++t) decoding.forward(&ids[size_t(t)], 1, t, &decoded[size_t(t) * V], false);
+      for (int t = 0; t < n; t += 7) sevens.forward(&ids[size_t(t)], std::min(7, n - t), t, after.data(), false);
+      CHECK(max_abs_diff(&prefill[size_t(n - 1) * V], &decoded[size_t(n - 1) * V], V) <= tol);
+      CHECK(max_abs_diff(&prefill[size_t(n - 1) * V], after.data(), V) <= tol);
+      // past L each step's query reads a cache of long-factor positions, as the prefill's rows
+      CHECK(max_abs_diff(&prefill[size_t(L) * V], &decoded[size_t(L) * V], size_t(n - L) * V) <= tol);
+      one.forward(&next, 1, n, after_prefill.data(), false);  // the caches hold the same
+      decoding.forward(&next, 1, n, after.data(), false);
+      CHECK(max_abs_diff(after_prefill.data(), after.data(), V) <= tol);
+      sevens.forward(&next, 1, n, after.data(), false);
+      CHECK(max_abs_diff(after_prefill.data(), after.data(), V) <= tol);
+    }
+    // below L a step's logits are a short prefill's; the choice "position" keeps them past L too
+    std::vector<float> decoded(size_t(n) * V), by_position(V);
+    const std::vector<int> head(ids.begin(), ids.begin() + L);
+    CHECK(max_abs_diff(fresh(head).data(), &whole[size_t(L - 1) * V], V) > 1e-3f * largest);  // the choice matters
+    json p = c;
+    p["position"]["scaling"]["longrope_choice"] = "position";
+    TempDir tmp2;
+    const auto causal = random_model(tmp2, p, 21);
+    InferenceState s(*causal, n);
+    s.forward(ids.data(), n, 0, decoded.data(), true);
+    InferenceState short_one(*causal, n);
+    short_one.forward(head.data(), L, 0, by_position.data(), false);
+    CHECK(max_abs_diff(by_position.data(), &decoded[size_t(L - 1) * V], V) <= tol);
+    CHECK(max_abs_diff(fresh(head).data(), by_position.data(), V) <= tol);  // below L both choices agree
+  }
+
+  SECTION("a rewind or a forward from the middle equals a fresh prefill") {
+    const std::vector<int> other = {9, 4, 17, 30, 2, 11};
+    std::vector<float> got(size_t(other.size()) * V);
+    for (int pos0 : {10, 20, 40}) {  // back below L; from below L past it; staying past L
+      INFO("rewind to " << pos0);
+      InferenceState s(*model, n + 1);
+      s.forward(ids.data(), pos0 == 20 ? 20 : n, 0, got.data(), false);
+      s.forward(other.data(), int(other.size()), pos0, got.data(), true);
+      const std::vector<int> tokens = concat(std::vector<int>(ids.begin(), ids.begin() + pos0), other);
+      std::vector<float> want(tokens.size() * V);
+      InferenceState f(*model, n + 1);
+      f.forward(tokens.data(), int(tokens.size()), 0, want.data(), true);
+      CHECK(max_abs_diff(got.data(), &want[size_t(pos0) * V], got.size()) <= tol);
+    }
+  }
+
+  SECTION("sequences in step keep their own tokens") {
+    std::vector<int> other(ids.rbegin(), ids.rend());
+    std::vector<float> both(2 * V);
+    InferenceState s(*model, n + 1, 512, 2);
+    for (int t = 0; t < n; ++t) {
+      const int step[2] = {ids[size_t(t)], other[size_t(t)]};
+      s.forward(step, 1, t, both.data(), false);
+    }
+    CHECK(max_abs_diff(both.data(), fresh(ids).data(), V) <= tol);
+    CHECK(max_abs_diff(&both[V], fresh(other).data(), V) <= tol);
+  }
+
+  SECTION("re-encoding adds no attention statistics") {
+    AttentionStats stats(c["num_hidden_layers"].get<int>(), c["num_attention_heads"].get<int>(), n, L, 1);
+    InferenceState s(*model, n);
+    s.observe_attention(&stats);
+    std::vector<float> out(V);
+    for (int t = 0; t < n; ++t) s.forward(&ids[size_t(t)], 1, t, out.data(), false);
+    CHECK(stats.means(QueryRange::All).queries == n);
+    CHECK(max_abs_diff(out.data(), fresh(ids).data(), V) <= tol);
+  }
 }
 
 // Local layers (a sliding window, a chunk) keep only their span and a batch of positions, in a

@@ -245,6 +245,56 @@ TEST_CASE("positions: yarn and longrope scale the rotary part by the attention f
   CHECK(rope_attention_factor(config_with({{"type", "rope"}}).position.as<RopeConfig>()) == 1.0);
 }
 
+// LongRoPE's short/long choice (docs/design.md "longrope"): by the whole sequence's length, as
+// transformers (the default: keys cached rotated, one class for every position once the length
+// is given), or by each position's own (keys rotated on read); factors alike on both sides of L
+// (a GGUF file's rope_freqs) depend on no length at all.
+TEST_CASE("positions: longrope chooses its factors by the sequence or by each position", "[positions]") {
+  const json longrope = {{"type", "longrope"}, {"original_max_position_embeddings", 64}, {"factor", 4.0},
+                         {"short_factor", rising_factors(kHeadDim / 2)}, {"long_factor", {8, 7, 6, 5, 4, 3, 2, 1}}};
+  auto with = [&](json extra) { json s = longrope; s.update(extra); return json{{"type", "rope"}, {"scaling", s}}; };
+
+  const ModelConfig by_sequence = config_with(with(json::object()));
+  CHECK(by_sequence.position.scheme->to_json()["scaling"]["longrope_choice"] == "sequence");
+  CHECK_THAT(by_sequence.position.scheme->describe(kHeadDim), Catch::Matchers::Contains("by the whole sequence's length"));
+  auto pe = make(by_sequence);
+  CHECK(pe->encodes_by_sequence_length());
+  CHECK(!pe->rotates_keys_on_read());
+  CHECK(pe->sequence_class(1) == pe->sequence_class(64));
+  CHECK(pe->sequence_class(64) != pe->sequence_class(65));
+  CHECK(pe->sequence_class(65) == pe->sequence_class(5000));
+  CHECK(pe->length_class(10) == pe->sequence_class(11));  // no length given yet: each position's own
+  CHECK(pe->length_class(100) == pe->sequence_class(101));
+  pe->begin_sequence(100);
+  CHECK(pe->length_class(0) == pe->sequence_class(100));
+  CHECK(pe->length_class(99) == pe->sequence_class(100));
+  // position 5 of a sequence of 100 turns by 5·θ_i/long_i
+  std::vector<float> x(kHeadDim, 0.0f);
+  x[0] = 1.0f;
+  const std::vector<float> got = rotated(*pe, x, 5, pe->length_class(5), true);
+  const double a = rope_attention_factor(by_sequence.position.as<RopeConfig>(), 100);
+  CHECK(got[0] == Approx(a * std::cos(5.0 / 8)).margin(1e-6));
+  CHECK(got[kHeadDim / 2] == Approx(a * std::sin(5.0 / 8)).margin(1e-6));
+  pe->begin_sequence(30);
+  CHECK(pe->length_class(5) == pe->sequence_class(30));
+
+  const ModelConfig by_position = config_with(with({{"longrope_choice", "position"}}));
+  CHECK_THAT(by_position.position.scheme->describe(kHeadDim), Catch::Matchers::Contains("by each position's own"));
+  auto causal = make(by_position);
+  CHECK(!causal->encodes_by_sequence_length());
+  CHECK(causal->rotates_keys_on_read());
+  causal->begin_sequence(100);  // (ignored)
+  CHECK(causal->length_class(10) != causal->length_class(100));
+
+  auto fixed = make(config_with(with({{"long_factor", rising_factors(kHeadDim / 2)}})));
+  CHECK(!fixed->encodes_by_sequence_length());
+  CHECK(!fixed->rotates_keys_on_read());
+  CHECK(fixed->length_class(0) == fixed->length_class(1000));
+
+  REQUIRE_THROWS_NAMING(config_with(with({{"longrope_choice", "query"}})), ConfigError, "position.scaling.longrope_choice",
+                        "\"sequence\"", "\"position\"", "\"query\"");
+}
+
 // Vaswani et al. §3.5: "PE(pos+k) can be represented as a linear function of PE(pos)": for each
 // frequency ω_i = base^(-2i/d), [sin, cos](t+k) is [sin, cos](t) rotated by k·ω_i.
 TEST_CASE("positions: sinusoidal PE(t+k) is a fixed rotation of PE(t)", "[positions]") {

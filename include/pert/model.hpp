@@ -80,8 +80,11 @@ class InferenceState {
   // Runs tokens [n_seq][n] at positions pos0..pos0+n-1, replacing what the caches held from
   // pos0 on (pos0 <= n_past(); pos0 = 0 or pos0 >= earliest_rewind(): an error otherwise). Writes logits [n_seq][n][vocab], or only each sequence's last
   // [n_seq][vocab] unless `all_logits`. Runs in chunks of at most n_batch positions of one
-  // length class, which for a causal model gives the same logits as one pass. Throws
-  // pert::Error on bad input.
+  // length class, which for a causal model gives the same logits as one pass. A scheme that
+  // encodes every position by the sequence's length (LongRoPE as transformers runs it,
+  // positions.hpp) has positions [0, pos0) re-encoded first when this forward changes that
+  // length's class (a generation crossing L, a rewind back below it), from the tokens kept
+  // here. Throws pert::Error on bad input.
   void forward(const int* tokens, int n, int pos0, float* logits, bool all_logits);
 
   // Context shift (llama.cpp's): drops the cached positions [n_keep, n_keep + n_discard) and
@@ -122,6 +125,12 @@ class InferenceState {
   struct Units;
   std::unique_ptr<Units> units_;
   int n_ctx_, n_batch_, n_seq_, n_past_ = 0;
+  // For schemes that encode by the sequence's length (else empty): the tokens run so far
+  // [seq][n_ctx], to re-encode the cache when the length's class changes; the length whose
+  // class the cache holds; the statistics observed (none while re-encoding).
+  std::vector<int> tokens_run_;
+  int encoded_length_ = 0;
+  AttentionStats* observed_ = nullptr;
 
   std::vector<float> x_, xb_;    // [seq][n_batch][d]
   std::vector<float> q_, att_;   // [seq][n_batch][n_heads·head_dim]

@@ -33,12 +33,24 @@ class PositionEncoding {
  public:
   virtual ~PositionEncoding() = default;
 
-  // Length-dependent schemes (dynamic NTK, LongRoPE) encode position m as part of a sequence
+  // Length-dependent schemes (dynamic NTK, LongRoPE by position) encode position m as part of a sequence
   // of m + 1 tokens, so they stay causal: the output at m never depends on later tokens, and
   // one prefill equals token-by-token decoding. length_class(m) names the length whose
   // encoding m uses; the model runs consecutive positions of one class in one forward.
   // Schemes that do not depend on length return 0 everywhere.
   virtual int length_class(int pos) const { (void)pos; return 0; }
+
+  // A scheme may instead encode every position by the length of the whole sequence, as
+  // transformers runs LongRoPE (its "longrope_choice": "sequence"): all positions of a forward,
+  // and all cached ones, take the encoding of the sequence's length after it. Then
+  // encodes_by_sequence_length() is true, sequence_class(length) names the encoding a sequence
+  // of `length` tokens gives, and the caller says the length before each forward
+  // (begin_sequence), after which length_class() returns that class at every position. When a
+  // forward changes the class, the caller re-encodes the cached positions (InferenceState::forward).
+  // Until begin_sequence is called, a sequence ends at each position asked about.
+  virtual bool encodes_by_sequence_length() const { return false; }
+  virtual int sequence_class(int length) const { (void)length; return 0; }
+  virtual void begin_sequence(int length) { (void)length; }
 
   // Positions the scheme can encode (a learned table's rows), 0 for any: callers refuse a longer
   // context up front rather than at the first position past it.
@@ -68,8 +80,9 @@ class PositionEncoding {
                          ptrdiff_t head_stride) const {
     (void)x, (void)positions, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride;
   }
-  // True when the rotation depends on the length: keys are then cached unrotated and rotated
-  // when read, so no cached key is ever stale.
+  // True when the rotation depends on each position's length class: keys are then cached
+  // unrotated and rotated when read, so no cached key is ever stale. (A scheme that encodes by
+  // the sequence's length caches them rotated: a change of class re-encodes them all.)
   virtual bool rotates_keys_on_read() const { return false; }
   // Such a scheme may also turn keys for each query at its own length class, so that one
   // forward spans several classes (a prefill past L in one batch, its products as GEMMs):

@@ -69,6 +69,8 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   v_.resize(B * kv_dim);
   gate_.resize(B * size_t(c_.intermediate_size));
   up_.resize(B * size_t(c_.intermediate_size));
+  for (const auto& e : u.encodings)
+    if (e->encodes_by_sequence_length()) tokens_run_.assign(size_t(n_seq) * size_t(n_ctx), 0);
 }
 
 InferenceState::~InferenceState() = default;
@@ -90,6 +92,7 @@ int InferenceState::earliest_rewind() const {
 int InferenceState::max_positions() const { return units_->position->max_positions(); }
 
 void InferenceState::observe_attention(AttentionStats* stats) {
+  observed_ = stats;
   for (auto& unit : units_->units) unit->observe(stats);
 }
 
@@ -105,7 +108,12 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       throw Error("forward: token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
                   std::to_string(c_.vocab_size) + ")");
-  if (pos0 > 0 && pos0 < n_past_ && pos0 < earliest_rewind()) {
+  // A scheme that encodes every position by the sequence's length (LongRoPE as transformers runs
+  // it) needs the cached positions re-encoded when this forward changes that length's class.
+  bool reencode = false;
+  for (const auto& e : units_->encodings)
+    reencode |= pos0 > 0 && e->sequence_class(pos0 + n) != e->sequence_class(encoded_length_);
+  if (!reencode && pos0 > 0 && pos0 < n_past_ && pos0 < earliest_rewind()) {
     const Attention* ring = nullptr;  // the unit that refuses (the one that needs the largest batch)
     int batch = 0;                    // the n_batch whose ring would hold what pos0 reads after n_past
     for (const auto& unit : units_->units) {
@@ -120,16 +128,38 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
                 std::to_string(n_past_) + ", or use n_batch >= " + std::to_string(batch) + " to rewind this far");
   }
   for (auto& unit : units_->units) unit->fit_threads();
-  n_past_ = pos0;  // what follows pos0 is replaced: stopped midway (check_interrupt), the cache holds [0, n_past)
-  // Chunks of at most n_batch positions, of one length class or of several (Attention::span).
-  for (int done = 0, chunk; done < n; done += chunk) {
-    chunk = std::min(n_batch_, n - done);
-    for (auto& unit : units_->units) chunk = unit->span(pos0 + done, chunk);
-    const bool last = done + chunk == n;
-    const size_t V = size_t(c_.vocab_size);
-    float* out = all_logits ? logits + size_t(done) * V : (last ? logits : nullptr);
-    forward_chunk(tokens + done, n, chunk, pos0 + done, out, all_logits ? size_t(n) * V : V, all_logits);
+  if (!tokens_run_.empty()) {
+    for (int s = 0; s < n_seq_; ++s)
+      std::copy(tokens + size_t(s) * n, tokens + size_t(s) * n + n, &tokens_run_[size_t(s) * n_ctx_ + pos0]);
+    for (auto& e : units_->encodings) e->begin_sequence(pos0 + n);
+    encoded_length_ = pos0 + n;  // (what is cached from here on, re-encoded or not, has its class)
   }
+  // Positions [first, first + count) of tokens [seq][stride], in chunks of at most n_batch
+  // positions of one length class or of several (Attention::span); logits as forward() writes them.
+  const size_t V = size_t(c_.vocab_size);
+  auto run = [&](const int* toks, int stride, int first, int count, float* out, bool all) {
+    for (int done = 0, chunk; done < count; done += chunk) {
+      chunk = std::min(n_batch_, count - done);
+      for (auto& unit : units_->units) chunk = unit->span(first + done, chunk);
+      const bool last = done + chunk == count;
+      float* o = !out ? nullptr : all ? out + size_t(done) * V : (last ? out : nullptr);
+      forward_chunk(toks + done, stride, chunk, first + done, o, all ? size_t(count) * V : V, all);
+    }
+  };
+  // What follows pos0 is replaced (and with a re-encoding, all of it): stopped midway
+  // (check_interrupt), the cache holds [0, n_past).
+  n_past_ = reencode ? 0 : pos0;
+  if (reencode) {  // positions [0, pos0) again, unobserved: their statistics were summed when they ran
+    for (auto& unit : units_->units) unit->observe(nullptr);
+    try {
+      run(tokens_run_.data(), n_ctx_, 0, pos0, nullptr, false);
+    } catch (...) {
+      observe_attention(observed_);
+      throw;
+    }
+    observe_attention(observed_);
+  }
+  run(tokens, n, pos0, n, logits, all_logits);
 }
 
 bool InferenceState::shift(int n_keep, int n_discard) {
@@ -139,6 +169,10 @@ bool InferenceState::shift(int n_keep, int n_discard) {
   for (auto& unit : units_->units)
     if (!unit->can_shift()) return false;
   for (auto& unit : units_->units) unit->shift(n_keep, n_discard, n_past_);
+  for (size_t s = 0; s < size_t(n_seq_) && !tokens_run_.empty(); ++s) {  // the tokens follow their positions
+    int* row = &tokens_run_[s * size_t(n_ctx_)];
+    std::copy(row + n_keep + n_discard, row + n_past_, row + n_keep);
+  }
   n_past_ -= n_discard;
   return true;
 }

@@ -7,10 +7,12 @@ the ALiBi paper's repository, the annotated Transformer), not from pert's C++. I
 float64 so that it is the truth pert's float32 is measured against, and it runs the whole
 sequence at once with no cache.
 
-Length-dependent RoPE scalings (dynamic NTK, LongRoPE) are defined causally, as pert defines
-them: position m is encoded as part of a sequence of m + 1 tokens, with its query and every
-key it reads rotated for that length. So the logits at m never depend on later tokens, and a
-KV-cached decode can equal a fresh prefill. (HF instead uses the whole input's length for every
+Dynamic NTK (and LongRoPE with "longrope_choice": "position") is defined causally, as pert
+defines it: position m is encoded as part of a sequence of m + 1 tokens, with its query and
+every key it reads rotated for that length. So the logits at m never depend on later tokens, and
+a KV-cached decode can equal a fresh prefill. LongRoPE by default chooses its short or long
+factors as transformers does, by the whole forward's length (max position + 1, here the number
+of ids) for every position. (For dynamic NTK HF instead uses the whole input's length for every
 position of an uncached forward, and whatever length each token saw when it was cached.)
 
 config.json's "extend" block (Self-Extend, ReRoPE, StreamingLLM's sinks, blockwise attention,
@@ -136,6 +138,16 @@ def rope_inv_freq(pos, rot_dim, seq_len, config):
         ext = sc["long_factor"] if seq_len > L else sc["short_factor"]
         return 1.0 / (torch.tensor(ext, dtype=DT) * base ** exponents)
     raise ValueError(f"unknown rope scaling {kind}")
+
+
+def rope_length(pos, m, T):
+    """The sequence length whose frequencies position m of a forward over T positions takes: T
+    for LongRoPE by the whole sequence ("longrope_choice": "sequence", the default: transformers'
+    max(position_ids) + 1), else m + 1 (position m as part of a sequence of m + 1 tokens)."""
+    sc = pos.get("scaling") or {}
+    if sc.get("type") == "longrope" and sc.get("longrope_choice", "sequence") == "sequence":
+        return T
+    return m + 1
 
 
 def rope_attention_factor(pos, config, seq_len):
@@ -496,7 +508,8 @@ def forward(config, W, ids, inputs=None, observe=None):
         # [(rows (a slice), inverse frequencies [r/2], attention factor)]
         groups = []
         for m in range(T):
-            inv_freq, mscale = rope_inv_freq(lp, rot, m + 1, config), rope_attention_factor(lp, config, m + 1)
+            length = rope_length(lp, m, T)
+            inv_freq, mscale = rope_inv_freq(lp, rot, length, config), rope_attention_factor(lp, config, length)
             if groups and torch.equal(groups[-1][1], inv_freq) and groups[-1][2] == mscale:
                 groups[-1][0] = slice(groups[-1][0].start, m + 1)
             else:

@@ -9,7 +9,8 @@
 //   yarn     θ_i/s and θ_i blended by a ramp between the beta_fast / beta_slow correction dims
 //            (floored / ceiled, as HF and llama.cpp do, unless truncate is false)  (Peng et al. 2023)
 //   llama3   wavelength bands: long → θ/s, short → θ, smooth blend between
-//   longrope θ_i / short_factor_i, or / long_factor_i once ℓ > L
+//   longrope θ_i / short_factor_i, or / long_factor_i once ℓ > L, ℓ the whole sequence's length
+//            (transformers', "longrope_choice": "sequence") or each position's (m + 1, "position")
 // YaRN and LongRoPE multiply the rotated dims of q and k by an attention factor, as HF does
 // by scaling cos and sin (LongRoPE's may differ up to L and beyond: short/long_mscale). xPos (Sun et al. 2022) scales pair i of q by ζ_i^(m/scale_base) and
 // of k by ζ_i^(−n/scale_base), ζ_i = (2i/r + γ)/(1 + γ).
@@ -144,8 +145,13 @@ class Turns {
 class Rope final : public PositionEncoding {
  public:
   Rope(const RopeConfig& p, int head_dim) : p_(p), half_(p.rotary_dim / 2), head_dim_(head_dim) {
-    const RopeScalingType t = p.scaling.type;
-    on_read_ = t == RopeScalingType::Dynamic || t == RopeScalingType::LongRope;
+    const RopeScaling& s = p.scaling;
+    // (LongRoPE with the same factors on both sides of L, as a GGUF file's rope_freqs, is static)
+    const bool longrope = s.type == RopeScalingType::LongRope &&
+                          (s.short_factor != s.long_factor || s.attention_factor != s.long_attention_factor);
+    length_dependent_ = s.type == RopeScalingType::Dynamic || longrope;
+    by_sequence_ = longrope && s.longrope_choice == LongRopeChoice::Sequence;
+    on_read_ = length_dependent_ && !by_sequence_;
     for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
     table_.theta = rope_inv_freq(p_, 1);  // static frequencies: for good
     table_.factor = rope_attention_factor(p_, 1);
@@ -166,11 +172,21 @@ class Rope final : public PositionEncoding {
   }
 
   int length_class(int pos) const override {
-    if (!on_read_) return 0;
+    if (!length_dependent_) return 0;
+    if (by_sequence_) return sequence_class(sequence_length_ > 0 ? sequence_length_ : pos + 1);
     const int L = p_.scaling.original_max_position;
     if (pos < L) return L;  // plain frequencies (dynamic) or the short factors (LongRoPE)
     return p_.scaling.type == RopeScalingType::LongRope ? L + 1 : pos + 1;
   }
+
+  // LongRoPE by the whole sequence: its short factors up to L (class L), its long ones beyond (L + 1).
+  bool encodes_by_sequence_length() const override { return by_sequence_; }
+  int sequence_class(int length) const override {
+    if (!by_sequence_) return 0;
+    const int L = p_.scaling.original_max_position;
+    return length > L ? L + 1 : L;
+  }
+  void begin_sequence(int length) override { sequence_length_ = length; }
 
   // Each class of a mixed forward keeps its turns up to its last query: at most kMixedBytes
   // of them at once (xPos's key scales stay with the one-class tables).
@@ -182,7 +198,7 @@ class Rope final : public PositionEncoding {
 
   // Makes the tables cover positions [0, pos0 + n) with the frequencies of `length`.
   void begin_forward(int length, int pos0, int n) override {
-    if (on_read_) {
+    if (length_dependent_) {
       fill_inv_freq(p_, length, next_theta_);
       const double factor = rope_attention_factor(p_, length);
       if (next_theta_ != table_.theta || factor != table_.factor) {
@@ -259,7 +275,8 @@ class Rope final : public PositionEncoding {
 
   // A pure rotation by −delta·θ_i (the attention factor is in the keys already); for xPos
   // the key's magnitude moves from ζ^(−n/b) to ζ^(−(n−delta)/b), a factor ζ^(delta/b).
-  // Length-dependent scalings cache keys unrotated: nothing to do.
+  // Keys cached unrotated (rotated on read): nothing to do. (LongRoPE by the sequence caches
+  // them rotated with the frequencies of the cache's class, which the tables hold.)
   void shift_keys(float* k, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride, int delta) override {
     if (on_read_ || delta == 0) return;
     float* const c = shift_cos_.data();
@@ -353,7 +370,10 @@ class Rope final : public PositionEncoding {
   static constexpr double kMixedBytes = 32 << 20;  // a mixed forward's turns, at most
   const RopeConfig p_;
   int half_, head_dim_;
-  bool on_read_ = false;
+  bool length_dependent_ = false;  // the frequencies depend on a length (dynamic, LongRoPE whose factors differ)
+  bool by_sequence_ = false;       // ... on the whole sequence's (LongRoPE "sequence"): keys cached rotated
+  bool on_read_ = false;           // ... on each position's: keys cached unrotated, rotated when read
+  int sequence_length_ = 0;        // begin_sequence's length (0: not yet given)
   std::vector<double> zeta_;        // [half] xPos bases
   Turns table_;                     // the frequencies the tables were built for
   std::vector<double> next_theta_;  // [half] those of the length at hand (length-dependent scalings)

@@ -9,6 +9,12 @@ namespace pert {
 
 enum class RopeLayout { Half, Interleaved };  // pairs (i, i + r/2) or (2i, 2i + 1)
 enum class RopeScalingType { None, Linear, Ntk, Dynamic, Yarn, Llama3, LongRope };
+// Which length picks LongRoPE's short or long factors (and attention factor):
+//   Sequence  the whole sequence's, as transformers runs it: every position of a forward and every
+//             cached one takes those of the sequence's length (max position + 1), and the cache is
+//             re-encoded when that length crosses L (InferenceState::forward)
+//   Position  each position's own: position m as part of a sequence of m + 1 tokens (causal)
+enum class LongRopeChoice { Sequence, Position };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::None;
@@ -25,6 +31,7 @@ struct RopeScaling {
   double high_freq_factor = 4.0;       // llama3
   std::vector<double> short_factor;    // longrope, rotary_dim/2 entries, used while length <= L
   std::vector<double> long_factor;     // longrope, used past L
+  LongRopeChoice longrope_choice = LongRopeChoice::Sequence;  // longrope: "longrope_choice"
 };
 
 struct XPosConfig {

@@ -54,6 +54,11 @@ RopeScaling parse_scaling(Fields& f, const RopeConfig& rope, const PluginContext
       s.attention_factor = f.number("short_mscale", std::nullopt, positive, "must be > 0");
       s.long_attention_factor = f.number("long_mscale", std::nullopt, positive, "must be > 0");
     }
+    const std::string choice = f.string("longrope_choice", "sequence");
+    if (choice != "sequence" && choice != "position")
+      f.fail("longrope_choice", "must be \"sequence\" (by the whole sequence's length, as transformers) or \"position\" "
+                                "(by each position's own), got \"" + choice + "\"");
+    s.longrope_choice = choice == "sequence" ? LongRopeChoice::Sequence : LongRopeChoice::Position;
   } else {
     s.factor = f.number("factor", std::nullopt, at_least_one, "must be >= 1");
   }
@@ -141,6 +146,7 @@ json RopeConfig::to_json() const {
       if (s.long_attention_factor != s.attention_factor) js["long_attention_factor"] = s.long_attention_factor;
       js["short_factor"] = s.short_factor;
       js["long_factor"] = s.long_factor;
+      js["longrope_choice"] = s.longrope_choice == LongRopeChoice::Sequence ? "sequence" : "position";
     }
     j["scaling"] = js;
   }
@@ -173,8 +179,9 @@ std::string RopeConfig::describe(int head_dim) const {
            number_text(sc.high_freq_factor) + ")";
       break;
     case RopeScalingType::LongRope:
-      s += "; LongRoPE" + from + " (short factors up to L, long beyond; attention factor " +
-           number_text(sc.attention_factor) + ")";
+      s += "; LongRoPE" + from + " (short factors up to L, long beyond, by " +
+           (sc.longrope_choice == LongRopeChoice::Sequence ? "the whole sequence's length" : "each position's own") +
+           "; attention factor " + number_text(sc.attention_factor) + ")";
       break;
   }
   if (xpos.enabled) s += "; xPos (gamma " + number_text(xpos.gamma) + ", scale_base " + number_text(xpos.scale_base) + ")";
