@@ -6,7 +6,7 @@ llama-quantize lays it out, so that pert's GGUF reader is tested on the files us
                [--dequantized-dir DIR] [--name NAME]
     to_gguf.py --random ARCH MODEL_DIR OUT.gguf [...]   # first writes a small random ARCH model
                                                         # (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, cohere2,
-                                                        # smollm3) there
+                                                        # smollm3; MoE: mixtral, qwen2moe, qwen3moe, olmoe) there
 
 MODEL_DIR holds config.json, model.safetensors (or its index and shards), tokenizer.json and
 optionally tokenizer_config.json. A pert "position" block is written when it is plain RoPE (the
@@ -14,7 +14,9 @@ family's models/rope: base and rotary_dim as rope_theta and the rope dimensions)
 scheme, RoPE layout or xPos has no GGUF form and is refused. Architectures: LlamaForCausalLM and MistralForCausalLM ->
 "llama", Qwen2ForCausalLM -> "qwen2", Qwen3ForCausalLM -> "qwen3", Phi3ForCausalLM -> "phi3",
 Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2",
-SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written)
+SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written),
+MixtralForCausalLM -> "llama" (with experts), Qwen2MoeForCausalLM -> "qwen2moe", Qwen3MoeForCausalLM ->
+"qwen3moe", OlmoeForCausalLM -> "olmoe"
 (Gemma's norms stored as 1 + w and named post_attention_norm / ffn_norm / post_ffw_norm, its
 caps and window written; Cohere's layer_norm_epsilon, logit_scale and window; what llama.cpp
 hard-codes, such as Gemma's local RoPE base and both layer patterns, is not written).
@@ -30,10 +32,19 @@ What is written, as llama.cpp does:
     tied), sorted by name as llama-quantize writes them; for arch "llama" only, q and k rows
     permuted as the converter's LlamaModel.permute does (HF's rotate-half order back to
     interleaved pairs); vectors (norms, biases, rope factors) F32.
-Two additions llama.cpp does not make: rope.dimension_count for every architecture (llama.cpp
+  - mixture of experts: {arch}.expert_count, expert_used_count, Qwen-MoE's
+    expert_feed_forward_length and expert_shared_feed_forward_length; the router as
+    blk.N.ffn_gate_inp (F32 always), each layer's experts stacked [E, out, in] as
+    ffn_gate_exps / ffn_up_exps / ffn_down_exps (from per-expert tensors or transformers v5's fused
+    experts.gate_up_proj / down_proj), Qwen2-MoE's shared expert as ffn_{gate,up,down}_shexp and its
+    gate as ffn_gate_inp_shexp; the _M mixes' rules for 8 experts and ffn_down by layer name.
+Additions llama.cpp does not make: rope.dimension_count for every architecture (llama.cpp
 takes the head size when it is absent) and attention.sliding_window wherever config.json's
 window applies to every layer (Mistral; Qwen with use_sliding_window), so a reader computes the
-model config.json describes.
+model config.json describes; likewise {arch}.expert_weights_norm where norm_topk_prob differs from
+what llama.cpp's graph hard-codes (llama and qwen3moe renormalise, qwen2moe and olmoe do not),
+olmoe.attention.clamp_kqv for clip_qkv, and the dense MLP (ffn_gate/up/down) of the layers
+Qwen-MoE's mlp_only_layers / decoder_sparse_step keep dense.
 
 --type: F32, F16, BF16 (the converter's --outtype: matrices in that type); Q8_0, Q4_0, Q4_1,
 Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (llama-quantize --pure: every matrix in that type); Q4_K_M and
@@ -52,6 +63,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 
@@ -61,14 +73,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from convert import ggml_quants  # noqa: E402
 from convert import gguf  # noqa: E402
 from reference import reference  # noqa: E402
+from reference import moe  # noqa: E402
 from lib import safetensors_io  # noqa: E402
 from convert import tokenizer_json  # noqa: E402
 from convert.gguf_vocab import vocab_metadata  # noqa: E402
 
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2",
-         "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2", "SmolLM3ForCausalLM": "smollm3"}
+         "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2", "SmolLM3ForCausalLM": "smollm3",
+         "MixtralForCausalLM": "llama", "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe",
+         "OlmoeForCausalLM": "olmoe"}
 GEMMA = ("gemma2", "gemma3")
+# llama.cpp's graphs renormalise the chosen experts' weights for these (hard-coded, no key read)
+EXPERT_WEIGHTS_NORM = {"llama": True, "qwen2moe": False, "qwen3moe": True, "olmoe": False}
 
 # --type: (llama.cpp's general.file_type, the matrices' type, llama-quantize's mix or None)
 TYPES = {
@@ -79,6 +96,7 @@ TYPES = {
     "Q4_K_M": (15, "Q4_K", "M"), "Q5_K_M": (17, "Q5_K", "M"),
 }
 FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}  # llama-quantize's, for rows not whole blocks
+FLOATS = ("F32", "F16", "BF16")  # the converter's --outtype; a quantized --type starts from its F16 file
 
 # HF name (after "model.layers.N.") -> GGUF name (after "blk.N.")
 LAYER_NAMES = {
@@ -88,7 +106,15 @@ LAYER_NAMES = {
     "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
     "mlp.gate_up_proj": "ffn_up",  # Phi-3: gate and up in one, as llama.cpp's phi3 reads it
+    # MoE: the router (Mixtral's under block_sparse_moe, transformers v5's and Qwen's/OLMoE's under mlp),
+    # Qwen2-MoE's shared expert and its gate; the experts themselves are stacked (expert_tensors)
+    "block_sparse_moe.gate": "ffn_gate_inp", "mlp.gate": "ffn_gate_inp",
+    "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
+    "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
 }
+# a routed expert's matrix (HF per-expert name) -> its part; llama.cpp stacks each part [E, out, in]
+EXPERT_PARTS = {"w1": "gate", "w3": "up", "w2": "down", "gate_proj": "gate", "up_proj": "up", "down_proj": "down"}
+EXPERT_NAMES = {"gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_exps"}
 # Gemma's: its post_attention_layernorm normalises the attention's output; the MLP's input norm
 # is pre_feedforward_layernorm, which llama.cpp calls ffn_norm.
 GEMMA_LAYER_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm",
@@ -98,10 +124,14 @@ GLOBAL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm",
 
 # ----------------------------------------------------------------------------- names and layout
 def gguf_name(hf_name, arch="llama"):
-    """llama.cpp's name for an HF tensor name; ValueError for one it has no place for."""
+    """llama.cpp's name for an HF tensor name (a routed expert's: its layer's stack); ValueError for
+    one it has no place for."""
     stem, _, suffix = hf_name.rpartition(".")
     if stem in GLOBAL_NAMES:
         return f"{GLOBAL_NAMES[stem]}.{suffix}"
+    expert = re.fullmatch(r"model\.layers\.(\d+)\.(?:block_sparse_moe|mlp)\.experts\.\d+\.(\w+)\.weight", hf_name)
+    if expert and expert[2] in EXPERT_PARTS:
+        return f"blk.{expert[1]}.{EXPERT_NAMES[EXPERT_PARTS[expert[2]]]}.weight"
     parts = stem.split(".", 3)
     names = GEMMA_LAYER_NAMES if arch in GEMMA else LAYER_NAMES
     if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in names:
@@ -223,6 +253,27 @@ def hyperparameters(arch, config):
     window = 0 if arch in GEMMA else uniform_window(config)
     if window:
         md.append((a + "attention.sliding_window", "u32", window))
+    if moe.is_moe(config):
+        md += moe_hyperparameters(arch, config)
+    return md
+
+
+def moe_hyperparameters(arch, config):
+    """The experts' keys as the converter writes them: expert_count and expert_used_count;
+    Qwen-MoE's expert (and shared expert) feed_forward_length. Two additions, only where a config
+    asks what llama.cpp's graph does not do by itself: expert_weights_norm when norm_topk_prob
+    differs from the renormalisation llama.cpp hard-codes for the architecture (EXPERT_WEIGHTS_NORM),
+    and OLMoE's clip_qkv as attention.clamp_kqv (OLMo's key)."""
+    a, s = arch + ".", moe.settings(config)
+    md = [(a + "expert_count", "u32", s["experts"]), (a + "expert_used_count", "u32", s["top_k"])]
+    if arch in ("qwen2moe", "qwen3moe") and config.get("moe_intermediate_size") is not None:
+        md.append((a + "expert_feed_forward_length", "u32", config["moe_intermediate_size"]))
+    if arch == "qwen2moe" and config.get("shared_expert_intermediate_size") is not None:
+        md.append((a + "expert_shared_feed_forward_length", "u32", config["shared_expert_intermediate_size"]))
+    if s["norm"] != EXPERT_WEIGHTS_NORM[arch]:
+        md.append((a + "expert_weights_norm", "bool", s["norm"]))
+    if arch == "olmoe" and config.get("clip_qkv") is not None:
+        md.append((a + "attention.clamp_kqv", "f32", config["clip_qkv"]))
     return md
 
 
@@ -263,16 +314,22 @@ def use_more_bits(i, n):
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def tensor_types(tensors, type_name, n_layer):
-    """{gguf name: GGML type} for [(gguf name, shape innermost first)] in llama-quantize's order."""
+def tensor_types(tensors, type_name, n_layer, n_expert=0):
+    """{gguf name: GGML type} for [(gguf name, shape innermost first)] in llama-quantize's order.
+    With experts: the router (ffn_gate_inp) stays F32 (the converter writes it so and llama-quantize
+    never quantizes it); the _M mixes put attn_v and attn_k of an 8-expert model in Q8_0 and (Q4_K_M)
+    its attn_output in Q5_K, and take ffn_down's layer from its name."""
     _, default, mix = TYPES[type_name]
     tied = not any(name == "output.weight" for name, _ in tensors)
     n_wv = sum(1 for name, _ in tensors if "attn_v.weight" in name or "attn_qkv.weight" in name)
     i_wv = i_down = 0
     out = {}
     for name, shape in tensors:
-        if len(shape) < 2 or not name.endswith("weight") or "_norm.weight" in name:
+        if len(shape) < 2 or not name.endswith("weight") or "_norm.weight" in name or "ffn_gate_inp.weight" in name:
             out[name] = "F32"
+            continue
+        if all(n == 1 for n in shape[1:]):  # one row (Qwen2-MoE's ffn_gate_inp_shexp [d, 1]): the converter's
+            out[name] = default if default in FLOATS else "F16"  # type; llama-quantize leaves 1-D data alone
             continue
         t = default
         blocked = ggml_quants.TYPES[t].block_size > 1
@@ -281,9 +338,15 @@ def tensor_types(tensors, type_name, n_layer):
                 t = "Q8_0" if shape[0] % ggml_quants.TYPES[t].block_size else "Q6_K"
             elif "attn_v.weight" in name or "attn_qkv.weight" in name:
                 t = "Q6_K" if use_more_bits(i_wv, n_wv) else t
+                t = "Q8_0" if n_expert == 8 and "attn_v.weight" in name else t
                 i_wv += 1
+            elif "attn_k.weight" in name and n_expert == 8:
+                t = "Q8_0"
+            elif "attn_output.weight" in name and n_expert == 8 and mix == "M" and default == "Q4_K":
+                t = "Q5_K"
             elif "ffn_down" in name:
-                t = "Q6_K" if use_more_bits(i_down, n_layer) else t
+                i_layer = int(name.split(".")[1]) if n_expert > 1 else i_down  # experts: the layer from the name
+                t = "Q6_K" if use_more_bits(i_layer, n_layer) else t
                 i_down += 1
         if shape[0] % ggml_quants.TYPES[t].block_size:
             t = FALLBACK.get(t, "F16")
@@ -345,14 +408,58 @@ def tokenizer_files(model_dir):
     return os.path.join(model_dir, "tokenizer.json"), config if os.path.exists(config) else None
 
 
+def expert_tensors(weights, config):
+    """The routed experts popped out of `weights` and stacked per layer and part as llama.cpp's
+    converter merges them: ({gguf name: [E, out, in] array}, {gguf name: where each expert came
+    from}). Per-expert tensors (Mixtral's block_sparse_moe.experts.N.w1/w3/w2, Qwen's and OLMoE's
+    mlp.experts.N.gate_proj/up_proj/down_proj) and transformers v5's fused ones
+    (mlp.experts.gate_up_proj [E, 2·ff, d], gate rows first, and mlp.experts.down_proj [E, d, ff])
+    give the same stacks."""
+    parts, sources = {}, {}
+    for name in sorted(weights):
+        m = re.fullmatch(r"model\.layers\.\d+\.(?:block_sparse_moe|mlp)\.experts\.(\d+)\.(\w+)\.weight", name)
+        if m and m[2] in EXPERT_PARTS:
+            g = gguf_name(name)
+            parts.setdefault(g, {})[int(m[1])] = weights.pop(name)
+            sources.setdefault(g, {})[int(m[1])] = name
+            continue
+        m = re.fullmatch(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)", name)
+        if m:
+            w = weights.pop(name)
+            halves = zip(("gate", "up"), np.split(w, 2, axis=1)) if m[2] == "gate_up_proj" else [("down", w)]
+            for part, stack in halves:
+                g = f"blk.{m[1]}.{EXPERT_NAMES[part]}.weight"
+                parts[g], sources[g] = dict(enumerate(stack)), (name, part)
+    stacked = {}
+    for g, experts in parts.items():
+        if sorted(experts) != list(range(len(experts))):
+            raise ValueError(f"{g}: experts {sorted(experts)} are not 0..{len(experts) - 1}")
+        stacked[g] = np.stack([experts[e] for e in range(len(experts))])
+    return stacked, sources
+
+
+def unstack_experts(stacked, sources):
+    """expert_tensors' inverse: {HF name: array} in the checkpoint's own layout."""
+    out, fused = {}, {}
+    for g, w in stacked.items():
+        if isinstance(sources[g], dict):
+            out.update({name: w[e] for e, name in sources[g].items()})
+        else:
+            name, part = sources[g]
+            fused.setdefault(name, {})[part] = w
+    for name, halves in fused.items():
+        out[name] = np.concatenate([halves["gate"], halves["up"]], axis=1) if "gate" in halves else halves["down"]
+    return out
+
+
 def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequantized_dir=None, name=None):
     """Writes OUT.gguf for MODEL_DIR (see the module's docstring); returns {gguf name: GGML type}."""
     config, arch = read_config(model_dir)
     weights = load_weights(model_dir)
     if config.get("tie_word_embeddings"):
         weights.pop("lm_head.weight", None)
+    data, experts_of = expert_tensors(weights, config)  # the experts stacked, taken out of weights
     hf_of = {}
-    data = {}
     for hf_name, w in weights.items():
         if hf_name.endswith("rotary_emb.inv_freq"):
             continue
@@ -365,7 +472,8 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
     data.update(extra_tensors(arch, config))
     names = sorted(data)
     shapes = {g: list(reversed(data[g].shape)) for g in names}
-    types = tensor_types([(g, shapes[g]) for g in names], type_name, config["num_hidden_layers"])
+    n_expert = moe.settings(config)["experts"] if moe.is_moe(config) else 0
+    types = tensor_types([(g, shapes[g]) for g in names], type_name, config["num_hidden_layers"], n_expert)
     raw = {g: ggml_quants.quantize(types[g], data[g]) for g in names}
 
     tok, tok_config = tokenizer_files(model_dir)
@@ -393,6 +501,8 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
             hf[hf_name] = unpermute(w, heads) if heads else w
             if arch in GEMMA and hf_name.endswith("norm.weight"):
                 hf[hf_name] = hf[hf_name] - 1
+        stacked = {g: ggml_quants.dequantize(types[g], raw[g], data[g].size).reshape(data[g].shape) for g in experts_of}
+        hf.update(unstack_experts(stacked, experts_of))
         safetensors_io.save(os.path.join(dequantized_dir, "model.safetensors"), hf, "F32")
         for path in (os.path.join(model_dir, "config.json"), tok, tok_config):
             if path is not None:
@@ -460,10 +570,16 @@ def tiny_tokenizer():
     return tokenizer_json.build(pieces, warn=None), len(pieces)
 
 
-def random_model(out_dir, arch, seed=0):
-    """A small random-weight model of `arch` (a RANDOM key) with a tiny tokenizer in out_dir."""
-    options, config = RANDOM[arch]
+def random_model(out_dir, arch, seed=0, fused=False):
+    """A small random-weight model of `arch` (a RANDOM or moe.TINY key) with a tiny tokenizer in
+    out_dir; fused: a MoE model's experts as transformers v5 holds them (moe.make_moe_model)."""
     tokenizer, vocab = tiny_tokenizer()
+    if arch in moe.TINY:  # rows of 256 (the K-quants' block) in the experts too; moe.py's kv heads
+        shape = {k: v for k, v in SMALL.items() if k != "kv_heads"}
+        moe.make_moe_model(out_dir, arch, seed=seed, fused=fused, vocab=vocab, expert_ffn=256, **shape)
+        tokenizer_json.write(tokenizer, os.path.join(out_dir, "tokenizer.json"))
+        return
+    options, config = RANDOM[arch]
     shape = dict(SMALL, trained=config.get("max_position_embeddings", SMALL["trained"]))
     shape.update({k: options[k] for k in ("layers",) if k in options})
     options = {k: v for k, v in options.items() if k not in shape}
@@ -480,7 +596,7 @@ def main():
     ap.add_argument("--alignment", type=int, default=32, help="data alignment, a power of two (default %(default)s)")
     ap.add_argument("--dequantized-dir", metavar="DIR", help="also write the GGUF's weights as an F32 HF model here")
     ap.add_argument("--name", help="general.name (default: MODEL_DIR's name)")
-    ap.add_argument("--random", metavar="ARCH", choices=sorted(RANDOM),
+    ap.add_argument("--random", metavar="ARCH", choices=sorted(RANDOM) + sorted(moe.TINY),
                     help="first write a small random model of ARCH into MODEL_DIR")
     ap.add_argument("--seed", type=int, default=0, help="--random's seed (default %(default)s)")
     a = ap.parse_args()

@@ -36,6 +36,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
 from reference import reference_extend  # noqa: E402
+from reference import moe  # noqa: E402  (the MoE blocks and OLMoE's q/k norms)
 from lib import safetensors_io  # noqa: E402
 from lib.outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
@@ -259,6 +260,11 @@ def layer_windows(config):
         pattern = config.get("sliding_window_pattern", {"Gemma3ForCausalLM": 6, "Cohere2ForCausalLM": 4}.get(arch, 2)) \
             if arch != "Gemma2ForCausalLM" else 2
         out = [window if (i + 1) % pattern else 0 for i in range(n)]
+    elif arch in (moe.QWEN2_MOE, moe.QWEN3_MOE):  # windows only with use_sliding_window
+        if not config.get("use_sliding_window", False):
+            window = 0
+        qwen2 = arch == moe.QWEN2_MOE  # transformers v5's Qwen2-MoE: odd layers below max_window_layers
+        out = [window if not qwen2 or ((i + 1) % 2 and i < config.get("max_window_layers", 28)) else 0 for i in range(n)]
     elif arch == "SmolLM3ForCausalLM":  # configuration_smollm3: sliding only where there is no RoPE
         if not config.get("use_sliding_window", False):
             window = 0
@@ -463,6 +469,7 @@ def forward(config, W, ids, inputs=None, observe=None):
 
     gemma = (config.get("architectures") or [""])[0] in GEMMA
     cohere = (config.get("architectures") or [""])[0] == "Cohere2ForCausalLM"
+    olmoe = (config.get("architectures") or [""])[0] == moe.OLMOE
     if gemma:  # Gemma's RMSNorm: the gain is 1 + w (modeling_gemma2 Gemma2RMSNorm)
         def rmsnorm(x, w, eps):
             return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * (1 + w)
@@ -549,8 +556,10 @@ def forward(config, W, ids, inputs=None, observe=None):
             q, k, v = linear(h, p + "self_attn.qkv_proj").split([H * hd, KV * hd, KV * hd], dim=-1)
         else:
             q, k, v = (linear(h, p + f"self_attn.{n}_proj") for n in "qkv")
+        if olmoe:  # q and k normalised over the whole projection, then clip_qkv
+            q, k, v = moe.olmoe_qkv(config, W, p, q, k, v, rmsnorm, eps)
         q, k, v = heads(q, H), heads(k, KV), heads(v, KV)  # [..., H or KV, T, hd]
-        if p + "self_attn.q_norm.weight" in W:  # Qwen3: each head's q and k RMS-normalised before RoPE
+        if p + "self_attn.q_norm.weight" in W and not olmoe:  # Qwen3: each head's q and k RMS-normalised before RoPE
             q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
             k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
         k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
@@ -618,6 +627,9 @@ def forward(config, W, ids, inputs=None, observe=None):
         else:
             x = x + out
             h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if moe.is_moe(config) and moe.sparse_layer(config, i):  # the router and experts (moe.py)
+            x = x + moe.moe_mlp(config, W, p, h, inputs)
+            continue
         if p + "mlp.gate_up_proj.weight" in W:  # Phi-3: gate rows first, then up
             gate, up = linear(h, p + "mlp.gate_up_proj").chunk(2, dim=-1)
         else:
