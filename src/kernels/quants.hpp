@@ -35,7 +35,7 @@ struct BlockMatrix {
   bool panels = false;
 };
 
-// Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q4_1 and Q5_1 rows repacked into panels of 8 rows: per
+// Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q4_1, Q5_1 and MXFP4 rows repacked into panels of 8 rows: per
 // (super-)block the 8 rows' codes side by side, 4 values of a row in each 4 bytes, the K-quants'
 // scales unpacked to bytes, so that one broadcast of 4 values of x meets 8 rows in one
 // instruction and a (sub-)block's products add up in int16 before one multiply by the 8 rows'
