@@ -1,4 +1,4 @@
-// Which config keys each HF architecture reads (architecture.cpp's table): another one's key is
+// Which config keys each HF architecture reads (src/model/architectures/: each one's `reads`): another one's key is
 // refused or listed as ignored, never dropped; keys of architectures pert does not read that
 // change the math are refused; rope_type "default" reads nothing beside it. The table in
 // docs/models.md is this table.
@@ -18,20 +18,10 @@ namespace {
 
 const std::string kKeysSource = "keys/config.json";
 
-struct ArchCase {
-  Architecture architecture;
-  const char* model_type;
-};
-const ArchCase kArchCases[] = {
-    {Architecture::Llama, "llama"},     {Architecture::Mistral, "mistral"}, {Architecture::Qwen2, "qwen2"},
-    {Architecture::Qwen3, "qwen3"},     {Architecture::Phi3, "phi3"},       {Architecture::SmolLM3, "smollm3"},
-    {Architecture::Gemma2, "gemma2"},   {Architecture::Gemma3, "gemma3_text"}, {Architecture::Cohere2, "cohere2"},
-};
-
-json config_of(const ArchCase& a) {
+json config_of(const std::string& architecture) {
   json c = tiny_config();
-  c["architectures"] = {architecture_name(a.architecture)};
-  c["model_type"] = a.model_type;
+  c["architectures"] = {architecture};
+  c["model_type"] = architecture_model_type(architecture);
   return c;
 }
 
@@ -52,32 +42,32 @@ bool has_word(const std::string& list, const std::string& key) {
 TEST_CASE("config keys: another architecture's key is refused or listed as ignored, never dropped", "[config][keys]") {
   // Every key some architecture reads, set on each architecture that does not.
   std::vector<std::string> all;
-  for (const ArchCase& a : kArchCases)
-    for (const std::string& k : words(architecture_keys(a.architecture))) all.push_back(k);
-  for (const ArchCase& a : kArchCases)
+  for (const std::string& a : architecture_names())
+    for (const std::string& k : words(architecture_keys(a))) all.push_back(k);
+  for (const std::string& a : architecture_names())
     for (const std::string& key : all) {
-      const std::string reads = architecture_keys(a.architecture), ignores = architecture_keys(a.architecture, true);
+      const std::string reads = architecture_keys(a), ignores = architecture_keys(a, true);
       if (has_word(reads, key)) continue;
       json c = config_of(a);
       c[key] = 1;
-      INFO(architecture_name(a.architecture) << " " << key);
+      INFO(a << " " << key);
       if (has_word(ignores, key)) {
         const std::vector<std::string> ignored = ignored_config_keys(c);
         CHECK(std::find(ignored.begin(), ignored.end(), key) != ignored.end());
       } else {
         REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError, kKeysSource + ": " + key + " is not read by " +
-                                                                                   architecture_name(a.architecture));
+                                                                                   a);
       }
     }
   // The issue's cases by name, and what the message says.
-  json llama = config_of(kArchCases[0]);
+  json llama = config_of("LlamaForCausalLM");
   for (const char* key : {"rope_local_base_freq", "no_rope_layer_interval", "hidden_activation"}) {
     json c = llama;
     c[key] = key[0] == 'h' ? json("gelu_pytorch_tanh") : json(4);
     REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError,
                           std::string(key) + " is not read by LlamaForCausalLM (", "it, and it changes what it computes there); remove it");
   }
-  json c = config_of(kArchCases[6]);  // Gemma 2
+  json c = config_of("Gemma2ForCausalLM");  // Gemma 2
   c["rope_local_base_freq"] = 100.0;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError,
                         "rope_local_base_freq is not read by Gemma2ForCausalLM (Gemma3ForCausalLM reads it,");
@@ -88,22 +78,22 @@ TEST_CASE("config keys: another architecture's key is refused or listed as ignor
   c.erase("sliding_window_pattern");
   c["use_sliding_window"] = false;  // false too: Gemma 2 windows its even layers whatever it says
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError, "use_sliding_window is not read by Gemma2ForCausalLM");
-  c = config_of(kArchCases[1]);  // Mistral
+  c = config_of("MistralForCausalLM");  // Mistral
   c["max_window_layers"] = 1;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError, "max_window_layers is not read by MistralForCausalLM");
-  c = config_of(kArchCases[7]);  // Gemma 3
+  c = config_of("Gemma3ForCausalLM");  // Gemma 3
   c["layer_norm_eps"] = 1e-5;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError, "layer_norm_eps is not read by Gemma3ForCausalLM");
 
   // Keys that published configs carry and HF's model ignores: listed, not refused.
-  c = config_of(kArchCases[5]);  // SmolLM3-3B's config.json has max_window_layers
+  c = config_of("SmolLM3ForCausalLM");  // SmolLM3-3B's config.json has max_window_layers
   c["max_window_layers"] = 28;
   CHECK(ignored_config_keys(c) == std::vector<std::string>{"max_window_layers"});
   CHECK_NOTHROW(parse_model_config(c, kKeysSource));
-  c = config_of(kArchCases[6]);  // Gemma 2's configs carry hidden_act beside hidden_activation
+  c = config_of("Gemma2ForCausalLM");  // Gemma 2's configs carry hidden_act beside hidden_activation
   c["hidden_act"] = "gelu_pytorch_tanh";
   CHECK(ignored_config_keys(c) == std::vector<std::string>{"hidden_act"});
-  c = config_of(kArchCases[8]);  // Cohere 2 reads layer_norm_eps, not rms_norm_eps
+  c = config_of("Cohere2ForCausalLM");  // Cohere 2 reads layer_norm_eps, not rms_norm_eps
   CHECK(ignored_config_keys(c) == std::vector<std::string>{"rms_norm_eps"});
   CHECK(ignored_config_keys(llama).empty());
 
@@ -151,7 +141,7 @@ TEST_CASE("config keys: Llama 4's chunks and temperature and Gemma 3's bidirecti
     c[key] = false;  // off
     CHECK_NOTHROW(parse_model_config(c, kKeysSource));
   }
-  json c = config_of(kArchCases[7]);
+  json c = config_of("Gemma3ForCausalLM");
   c["use_bidirectional_attention"] = true;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError, "use_bidirectional_attention is set (true)");
   c["use_bidirectional_attention"] = false;  // what newer Gemma 3 configs write: the causal mask
@@ -182,15 +172,15 @@ TEST_CASE("config keys: docs/models.md's table is the code's", "[config][keys]")
   const size_t common = doc.find("Every architecture reads ");
   REQUIRE(common != std::string::npos);
   CHECK(cell_keys(doc.substr(common, doc.find('\n', common) - common)) == sorted(words(common_config_keys())));
-  for (const ArchCase& a : kArchCases) {
-    const std::string row = std::string("| `") + architecture_name(a.architecture) + "` |";
+  for (const std::string& a : architecture_names()) {
+    const std::string row = std::string("| `") + a + "` |";
     const size_t at = doc.find(row);
     INFO(row);
     REQUIRE(at != std::string::npos);
     const std::string line = doc.substr(at + row.size(), doc.find('\n', at) - at - row.size());
     const size_t bar = line.find('|');
-    CHECK(cell_keys(line.substr(0, bar)) == sorted(words(architecture_keys(a.architecture))));
-    CHECK(cell_keys(line.substr(bar + 1)) == sorted(words(architecture_keys(a.architecture, true))));
+    CHECK(cell_keys(line.substr(0, bar)) == sorted(words(architecture_keys(a))));
+    CHECK(cell_keys(line.substr(bar + 1)) == sorted(words(architecture_keys(a, true))));
   }
 }
 

@@ -162,14 +162,14 @@ TEST_CASE("GGUF: typed look-ups name the file and the key", "[gguf]") {
 }
 
 TEST_CASE("GGUF: tensor names map to HF's", "[gguf]") {
-  CHECK(hf_tensor_name("blk.12.attn_q.weight", Architecture::Llama) == "model.layers.12.self_attn.q_proj.weight");
-  CHECK(hf_tensor_name("blk.0.attn_k.bias", Architecture::Qwen2) == "model.layers.0.self_attn.k_proj.bias");
-  CHECK(hf_tensor_name("blk.3.ffn_up.weight", Architecture::Phi3) == "model.layers.3.mlp.gate_up_proj.weight");
-  CHECK(hf_tensor_name("blk.3.ffn_up.weight", Architecture::Qwen3) == "model.layers.3.mlp.up_proj.weight");
-  CHECK(hf_tensor_name("blk.1.attn_q_norm.weight", Architecture::Qwen3) == "model.layers.1.self_attn.q_norm.weight");
-  CHECK(hf_tensor_name("output.weight", Architecture::Llama) == "lm_head.weight");
+  CHECK(hf_tensor_name("blk.12.attn_q.weight", "LlamaForCausalLM") == "model.layers.12.self_attn.q_proj.weight");
+  CHECK(hf_tensor_name("blk.0.attn_k.bias", "Qwen2ForCausalLM") == "model.layers.0.self_attn.k_proj.bias");
+  CHECK(hf_tensor_name("blk.3.ffn_up.weight", "Phi3ForCausalLM") == "model.layers.3.mlp.gate_up_proj.weight");
+  CHECK(hf_tensor_name("blk.3.ffn_up.weight", "Qwen3ForCausalLM") == "model.layers.3.mlp.up_proj.weight");
+  CHECK(hf_tensor_name("blk.1.attn_q_norm.weight", "Qwen3ForCausalLM") == "model.layers.1.self_attn.q_norm.weight");
+  CHECK(hf_tensor_name("output.weight", "LlamaForCausalLM") == "lm_head.weight");
   for (const char* odd : {"blk..attn_q.weight", "blk.1.attn_q", "blk.1.attn_zzz.weight", "blk.1x.attn_q.weight", "foo"})
-    CHECK(hf_tensor_name(odd, Architecture::Llama).empty());
+    CHECK(hf_tensor_name(odd, "LlamaForCausalLM").empty());
 }
 
 namespace {

@@ -26,10 +26,6 @@ struct PositionConfig {
   const T& as() const;
 };
 
-// The HF architecture of a checkpoint: its tensor names and what its blocks add to llama's
-// (architecture.cpp). Each is llama's math plus the extras below.
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Phi3, SmolLM3, Gemma2, Gemma3, Cohere2 };
-
 // The MLP's gate: SwiGLU (silu(gate)·up) or GeGLU with the tanh GELU (Gemma).
 enum class Activation { SiLU, GeluTanh };
 
@@ -63,7 +59,9 @@ struct LayerAttention {
 };
 
 struct ModelConfig {
-  Architecture architecture = Architecture::Llama;
+  // The HF architecture (config.json's architectures[0]): one plug-in of src/model/architectures/,
+  // which sets the flags below from its keys. Each is llama's block plus those extras.
+  std::string architecture = "LlamaForCausalLM";
   int vocab_size = 0;
   int hidden_size = 0;         // d
   int intermediate_size = 0;   // MLP width
@@ -160,7 +158,9 @@ std::string describe_position(const ModelConfig& config);
 // A short name of the same, e.g. "rope yarn x4 + self_extend", for tables and plots.
 std::string position_label(const ModelConfig& config);
 
-const char* architecture_name(Architecture architecture);  // "LlamaForCausalLM", ...
+// The HF architectures pert reads ("LlamaForCausalLM", ...), in the registry's order, and each one's model_type.
+std::vector<std::string> architecture_names();
+std::string architecture_model_type(const std::string& architecture);
 // The architecture and its extras in words, e.g. "Qwen2ForCausalLM: q/k/v biases; sliding window 4096 on layers 21-23".
 std::string describe_architecture(const ModelConfig& config);
 

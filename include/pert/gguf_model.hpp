@@ -43,6 +43,7 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
 std::string gguf_file_type(const GgufFile& file);
 
 // "blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight" (empty when not a model tensor).
-std::string hf_tensor_name(const std::string& gguf_name, Architecture architecture);
+// `architecture` is the HF name the config gives (its GGUF tensor names: src/model/architectures/).
+std::string hf_tensor_name(const std::string& gguf_name, const std::string& architecture);
 
 }  // namespace pert

@@ -6,7 +6,7 @@
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
-#include "../model/tensor_names.hpp"
+#include "../model/architectures/architecture.hpp"
 
 namespace pert {
 
@@ -14,48 +14,11 @@ using nlohmann::json;
 
 namespace {
 
-struct GgufArchitecture {
-  const char* gguf;  // general.architecture
-  const char* hf;    // config.json's architectures[0]
-  Architecture architecture;
-};
-const GgufArchitecture kArchitectures[] = {
-    {"llama", "LlamaForCausalLM", Architecture::Llama},
-    {"qwen2", "Qwen2ForCausalLM", Architecture::Qwen2},
-    {"qwen3", "Qwen3ForCausalLM", Architecture::Qwen3},
-    {"phi3", "Phi3ForCausalLM", Architecture::Phi3},
-    {"smollm3", "SmolLM3ForCausalLM", Architecture::SmolLM3},  // llama's keys; NoPE every 4th layer (llama.cpp's fixed step)
-    {"gemma2", "Gemma2ForCausalLM", Architecture::Gemma2},
-    {"gemma3", "Gemma3ForCausalLM", Architecture::Gemma3},
-    {"cohere2", "Cohere2ForCausalLM", Architecture::Cohere2},
-};
-
-const GgufArchitecture& architecture_of(const GgufFile& f) {
+const ArchitectureSpec& architecture_of(const GgufFile& f) {
   const std::string name = f.get_string("general.architecture");
-  for (const GgufArchitecture& a : kArchitectures)
-    if (name == a.gguf) return a;
-  std::string known;
-  for (const GgufArchitecture& a : kArchitectures) known += (known.empty() ? "" : ", ") + std::string(a.gguf);
-  throw FormatError(f.path() + ": key 'general.architecture' is '" + printable(name) + "', not one pert reads (" + known + ")");
-}
-
-// A count or size: an integer in [1, INT_MAX], named by its GGUF key when it is not.
-int positive(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
-  const GgufValue* v = f.find(key);
-  if (v && v->is_array())
-    throw FormatError(f.path() + ": key '" + key + "' is " + v->type_name() + " (one value per layer), which pert does not read");
-  const std::optional<int64_t> value = v ? f.opt_int(key) : fallback;
-  if (!value) f.require(key);  // throws: the key is missing
-  if (*value < 1 || *value > INT_MAX)
-    throw FormatError(f.path() + ": key '" + key + "' is " + std::to_string(*value) + ", expected a positive count");
-  return int(*value);
-}
-
-double positive_number(const GgufFile& f, const std::string& key, double fallback) {
-  const double v = f.opt_float(key).value_or(fallback);
-  if (!(v > 0) || !std::isfinite(v))
-    throw FormatError(f.path() + ": key '" + key + "' is " + std::to_string(v) + ", expected a positive number");
-  return v;
+  if (const ArchitectureSpec* a = gguf_architecture(name)) return *a;
+  throw FormatError(f.path() + ": key 'general.architecture' is '" + printable(name) + "', not one pert reads (" +
+                    known_gguf_architectures() + ")");
 }
 
 // A 1-D F32 tensor of `n` values (rope factors), read into a list.
@@ -73,40 +36,6 @@ json factors(const GgufFile& f, const std::string& name, int n) {
     out.push_back(v);
   }
   return out;
-}
-
-// Which layers of Gemma 3 and Cohere 2 see a window: {arch}.attention.sliding_window_pattern as
-// llama.cpp's get_key_or_arr reads it, a period n (a layer i is global where (i + 1) % n == 0;
-// 0: every layer local) or one bool (or 0/1) per layer, true where it is local. Absent: the
-// period llama.cpp hard-codes (`fallback`), written into the config so that it shows.
-void window_pattern(const GgufFile& f, const std::string& a, int fallback, json& c) {
-  const std::string key = a + "attention.sliding_window_pattern";
-  const GgufValue* v = f.find(key);
-  const int layers = c["num_hidden_layers"];
-  if (!v) {
-    c["sliding_window_pattern"] = fallback;
-  } else if (!v->is_array() && v->is_integer()) {
-    const int64_t n = *f.opt_int(key);
-    if (n < 0 || n > INT_MAX) throw FormatError(f.path() + ": key '" + key + "' is " + std::to_string(n) + ", expected a period >= 0");
-    if (n > 0) c["sliding_window_pattern"] = n;
-    else c["layer_types"] = std::vector<std::string>(size_t(layers), "sliding_attention");
-  } else if (v->is_array() && (v->element == GgufKind::Bool || v->is_integer())) {
-    if (v->count != uint64_t(layers))
-      throw FormatError(f.path() + ": key '" + key + "' lists " + std::to_string(v->count) + " layers; the model has " +
-                        std::to_string(layers));
-    json types = json::array();
-    for (uint64_t i = 0; i < v->count; ++i) {
-      const int64_t x = v->int_at(i);
-      if (x != 0 && x != 1)
-        throw FormatError(f.path() + ": key '" + key + "' holds " + std::to_string(x) + " at " + std::to_string(i) +
-                          ", expected 1 (sliding window) or 0 (global)");
-      types.push_back(x ? "sliding_attention" : "full_attention");
-    }
-    c["layer_types"] = types;
-  } else {
-    throw FormatError(f.path() + ": key '" + key + "' is " + v->type_name() + ", expected a period (an integer) or one bool per layer (" +
-                      std::to_string(layers) + ")");
-  }
 }
 
 // rope_scaling as HF writes it, from GGUF's rope.scaling.* keys and factor tensors; null: none.
@@ -132,15 +61,15 @@ json rope_scaling(const GgufFile& f, const std::string& a, int context, int rota
   const std::string orig_key = a + "rope.scaling.original_context_length";
   if (type == "linear") {
     if (!factor) f.require(a + "rope.scaling.factor");
-    return {{"rope_type", "linear"}, {"factor", positive_number(f, a + "rope.scaling.factor", *factor)}};
+    return {{"rope_type", "linear"}, {"factor", gguf_positive_number(f, a + "rope.scaling.factor", *factor)}};
   }
   if (type == "yarn") {
-    const double s = positive_number(f, a + "rope.scaling.factor", factor.value_or(0));
+    const double s = gguf_positive_number(f, a + "rope.scaling.factor", factor.value_or(0));
     json y = {{"rope_type", "yarn"},
               {"factor", s},
-              {"original_max_position_embeddings", positive(f, orig_key, context)},
-              {"beta_fast", positive_number(f, a + "rope.scaling.yarn_beta_fast", 32.0)},
-              {"beta_slow", positive_number(f, a + "rope.scaling.yarn_beta_slow", 1.0)}};
+              {"original_max_position_embeddings", gguf_positive(f, orig_key, context)},
+              {"beta_fast", gguf_positive_number(f, a + "rope.scaling.yarn_beta_fast", 32.0)},
+              {"beta_slow", gguf_positive_number(f, a + "rope.scaling.yarn_beta_slow", 1.0)}};
     // llama.cpp multiplies YaRN's own 0.1·ln(s) + 1 by attn_factor; HF's attention_factor is the product.
     if (const auto m = f.opt_float(a + "rope.scaling.attn_factor")) y["attention_factor"] = *m * (0.1 * std::log(s) + 1.0);
     const double ext = f.opt_float(a + "rope.scaling.yarn_ext_factor").value_or(-1.0);
@@ -155,7 +84,7 @@ json rope_scaling(const GgufFile& f, const std::string& a, int context, int rota
     json l = {{"rope_type", "longrope"},
               {"short_factor", factors(f, "rope_factors_short.weight", rotary_dim / 2)},
               {"long_factor", factors(f, "rope_factors_long.weight", rotary_dim / 2)},
-              {"original_max_position_embeddings", positive(f, orig_key)}};
+              {"original_max_position_embeddings", gguf_positive(f, orig_key)}};
     if (const auto m = f.opt_float(a + "rope.scaling.attn_factor")) l["attention_factor"] = *m;
     return l;
   }
@@ -166,83 +95,40 @@ json rope_scaling(const GgufFile& f, const std::string& a, int context, int rota
 }  // namespace
 
 json gguf_config_json(const GgufFile& f) {
-  const GgufArchitecture& arch = architecture_of(f);
-  const std::string a = std::string(arch.gguf) + ".";
+  const ArchitectureSpec& arch = architecture_of(f);
+  const std::string a = std::string(arch.gguf_name) + ".";
   const GgufTensor* embed = f.tensor("token_embd.weight");
   if (!embed) throw FormatError(f.path() + ": tensor 'token_embd.weight' is missing");
   if (embed->shape.size() != 2 || embed->shape[1] > INT_MAX)
     throw FormatError(f.path() + ": tensor 'token_embd.weight' has shape " + shape_str(embed->shape) + ", expected [embedding_length, vocab]");
-  const int d = positive(f, a + "embedding_length"), heads = positive(f, a + "attention.head_count");
+  const int d = gguf_positive(f, a + "embedding_length"), heads = gguf_positive(f, a + "attention.head_count");
   if (!f.find(a + "attention.key_length") && d % heads != 0)
     throw FormatError(f.path() + ": key '" + a + "embedding_length' (" + std::to_string(d) + ") is not a multiple of '" + a +
                       "attention.head_count' (" + std::to_string(heads) + ") and no key_length is given");
-  const int head_dim = positive(f, a + "attention.key_length", d / heads);
-  if (positive(f, a + "attention.value_length", head_dim) != head_dim)
+  const int head_dim = gguf_positive(f, a + "attention.key_length", d / heads);
+  if (gguf_positive(f, a + "attention.value_length", head_dim) != head_dim)
     throw FormatError(f.path() + ": key '" + a + "attention.value_length' differs from key_length; pert reads equal head sizes");
-  const int context = positive(f, a + "context_length");
-  const int rotary_dim = positive(f, a + "rope.dimension_count", head_dim);
-  json c = {{"architectures", {arch.hf}},
+  const int context = gguf_positive(f, a + "context_length");
+  const int rotary_dim = gguf_positive(f, a + "rope.dimension_count", head_dim);
+  json c = {{"architectures", {arch.hf_name}},
             {"vocab_size", embed->shape[1]},
             {"hidden_size", d},
-            {"intermediate_size", positive(f, a + "feed_forward_length")},
-            {"num_hidden_layers", positive(f, a + "block_count")},
+            {"intermediate_size", gguf_positive(f, a + "feed_forward_length")},
+            {"num_hidden_layers", gguf_positive(f, a + "block_count")},
             {"num_attention_heads", heads},
-            {"num_key_value_heads", positive(f, a + "attention.head_count_kv", heads)},
+            {"num_key_value_heads", gguf_positive(f, a + "attention.head_count_kv", heads)},
             {"head_dim", head_dim},
             {"max_position_embeddings", context},
-            {"rope_theta", positive_number(f, a + "rope.freq_base", 10000.0)},
+            {"rope_theta", gguf_positive_number(f, a + "rope.freq_base", 10000.0)},
             {"tie_word_embeddings", f.tensor("output.weight") == nullptr}};
-  const Architecture at = arch.architecture;
-  const bool gemma = at == Architecture::Gemma2 || at == Architecture::Gemma3;
-  if (at == Architecture::Cohere2) {  // LayerNorm's eps; the logits' scale
-    c["layer_norm_eps"] = (f.require(a + "attention.layer_norm_epsilon"), positive_number(f, a + "attention.layer_norm_epsilon", 0));
-    c["logit_scale"] = (f.require(a + "logit_scale"), positive_number(f, a + "logit_scale", 0));
-    c.erase("head_dim");  // HF's Cohere2 takes hidden / heads
-  } else {
-    c["rms_norm_eps"] = (f.require(a + "attention.layer_norm_rms_epsilon"), positive_number(f, a + "attention.layer_norm_rms_epsilon", 0));
+  if (arch.from_gguf) arch.from_gguf(f, a, c);  // what this architecture's keys add (architectures/)
+  if (!c.contains("layer_norm_eps")) {  // (Cohere's LayerNorm has its own)
+    const std::string eps = a + "attention.layer_norm_rms_epsilon";
+    c["rms_norm_eps"] = (f.require(eps), gguf_positive_number(f, eps, 0));
   }
-  if (gemma) {
-    // llama.cpp writes no query_pre_attn_scalar: it scales by 1/√head_dim, and the 27B models
-    // (46 and 62 layers) by 1/√(hidden / heads), as HF's configs of those sizes say
-    const int layers = c["num_hidden_layers"];
-    c["query_pre_attn_scalar"] = (layers == 46 && at == Architecture::Gemma2) || (layers == 62 && at == Architecture::Gemma3)
-                                     ? d / heads : head_dim;
-    c["sliding_window"] = positive(f, a + "attention.sliding_window", 4096);
-    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-      const bool final = key[0] == 'f';
-      const std::optional<double> cap = f.opt_float(a + key);
-      // Absent: Gemma 2's caps (50, 30), Gemma 3's none. llama.cpp skips a final cap of 0, and
-      // divides by the scores' cap whatever it is: 0 there, NaN or a negative cap is refused.
-      if (cap && final && *cap == 0) c[key] = nullptr;
-      else if (cap && !(*cap > 0 && std::isfinite(*cap)))
-        throw FormatError(f.path() + ": key '" + a + key + "' is " + std::to_string(*cap) + "; a cap is a positive finite number" +
-                          (final ? " (or 0: none)" : ""));
-      else if (cap) c[key] = *cap;
-      else c[key] = at == Architecture::Gemma2 ? json(final ? 30.0 : 50.0) : json();
-    }
-    if (at == Architecture::Gemma3) c["rope_local_base_freq"] = 10000.0;  // llama.cpp's, not in the file
-  }
-  if (at == Architecture::Gemma3 || at == Architecture::Cohere2) window_pattern(f, a, at == Architecture::Gemma3 ? 6 : 4, c);
   if (rotary_dim != head_dim) c["partial_rotary_factor"] = double(rotary_dim) / head_dim;
   const json scaling = rope_scaling(f, a, context, rotary_dim);
   if (!scaling.is_null()) c["rope_scaling"] = scaling;
-  // A window on every layer: llama.cpp's converter writes it for phi3 only; in another file it
-  // still means what it says (llama's is Mistral's window; Qwen's covers every layer).
-  if (f.find(a + "attention.sliding_window")) {
-    if (at == Architecture::SmolLM3)
-      throw FormatError(f.path() + ": key '" + a + "attention.sliding_window' is set, but GGUF records no use_sliding_window to say "
-                        "which layers it covers (HF's SmolLM3: its NoPE layers, when enabled; llama.cpp's: none); pert does not guess");
-    c["sliding_window"] = positive(f, a + "attention.sliding_window");
-    if (arch.architecture == Architecture::Llama) c["architectures"] = {"MistralForCausalLM"};
-    if (arch.architecture == Architecture::Qwen2 || arch.architecture == Architecture::Qwen3) {
-      c["use_sliding_window"] = true;
-      c["max_window_layers"] = 0;
-    }
-  }
-  const bool llama_like = at == Architecture::Llama || at == Architecture::SmolLM3;
-  if (llama_like || at == Architecture::Qwen3)
-    if (f.tensor("blk.0.attn_q.bias")) c["attention_bias"] = true;
-  if (llama_like && f.tensor("blk.0.ffn_up.bias")) c["mlp_bias"] = true;
   for (const char* key : {"bos_token_id", "eos_token_id"})
     if (const auto id = f.opt_int(std::string("tokenizer.ggml.") + key)) c[key] = *id;
   return c;
@@ -261,7 +147,7 @@ std::string gguf_file_type(const GgufFile& f) {
   return "GGUF";
 }
 
-std::string hf_tensor_name(const std::string& name, Architecture architecture) {
+std::string hf_tensor_name(const std::string& name, const std::string& architecture) {
   using tensor_names::Part;
   static const std::pair<const char*, const char*> kTop[] = {
       {"token_embd.weight", tensor_names::kEmbed},
@@ -280,21 +166,16 @@ std::string hf_tensor_name(const std::string& name, Architecture architecture) {
   if (dot == std::string::npos) return "";
   const std::string part = rest.substr(0, dot), kind = rest.substr(dot + 1);
   if (kind != "weight" && kind != "bias") return "";
-  static const std::pair<const char*, Part> kLayer[] = {
-      {"attn_norm", Part::AttnNorm},  {"attn_q", Part::Q},          {"attn_k", Part::K},
-      {"attn_v", Part::V},            {"attn_qkv", Part::QKV},      {"attn_output", Part::O},
-      {"attn_q_norm", Part::QNorm},   {"attn_k_norm", Part::KNorm}, {"ffn_norm", Part::FfnNorm},
-      {"ffn_gate", Part::Gate},       {"ffn_up", Part::Up},         {"ffn_down", Part::Down},
-      {"post_attention_norm", Part::FfnNorm}, {"post_ffw_norm", Part::PostFfnNorm},  // Gemma's
+  auto hf = [&](Part p) { return tensor_names::layer_prefix(layer) + tensor_names::part_name(p) + "." + kind; };
+  for (const GgufPart& p : architecture_spec(architecture).gguf_parts)  // the architecture's own first
+    if (part == p.gguf) return hf(p.hf);
+  static const GgufPart kLayer[] = {  // llama's
+      {"attn_norm", Part::AttnNorm}, {"attn_q", Part::Q},     {"attn_k", Part::K},           {"attn_v", Part::V},
+      {"attn_qkv", Part::QKV},       {"attn_output", Part::O}, {"attn_q_norm", Part::QNorm}, {"attn_k_norm", Part::KNorm},
+      {"ffn_norm", Part::FfnNorm},   {"ffn_gate", Part::Gate}, {"ffn_up", Part::Up},         {"ffn_down", Part::Down},
   };
-  const bool gemma = architecture == Architecture::Gemma2 || architecture == Architecture::Gemma3;
-  for (auto [gguf, hf] : kLayer)
-    if (part == gguf) {
-      if (hf == Part::Up && architecture == Architecture::Phi3) hf = Part::GateUp;  // phi3's holds gate, then up
-      if (!gemma && (part == "post_attention_norm" || part == "post_ffw_norm")) return "";
-      if (gemma && part == "ffn_norm") hf = Part::PreFfnNorm;  // Gemma's MLP input norm
-      return tensor_names::layer_prefix(layer) + tensor_names::part_name(hf) + "." + kind;
-    }
+  for (const GgufPart& p : kLayer)
+    if (part == p.gguf) return hf(p.hf);
   return "";
 }
 
@@ -336,8 +217,7 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
   const GgufFile& f = *file;
   // The converter permuted q/k for general.architecture llama (also read as Mistral) and smollm3
   // (its LlamaModel subclass).
-  const Architecture at = architecture_of(f).architecture;
-  const bool permuted = at == Architecture::Llama || at == Architecture::SmolLM3;
+  const bool permuted = architecture_of(f).gguf_permuted_qk;
   std::vector<TensorView> views;
   for (const GgufTensor& t : f.header().tensors) {
     // Read into the config (gguf_config_json), not tensors of the forward pass.

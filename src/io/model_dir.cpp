@@ -11,7 +11,7 @@
 namespace pert {
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
-  // The parts each architecture has (architecture.cpp): Phi-3 fuses q/k/v and gate/up.
+  // The parts each architecture has (src/model/architectures/): Phi-3 fuses q/k/v and gate/up.
   using namespace tensor_names;
   const int64_t d = c.hidden_size, ff = c.intermediate_size, V = c.vocab_size;
   const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim;

@@ -260,7 +260,7 @@ json apply_overrides(json config, const ConfigOverrides& overrides) {
 json to_json(const PositionConfig& p) { return p.scheme->to_json(); }
 
 json to_json(const ModelConfig& c) {
-  json j = {{"architectures", {architecture_name(c.architecture)}},
+  json j = {{"architectures", {c.architecture}},
             {"vocab_size", c.vocab_size},
             {"hidden_size", c.hidden_size},
             {"intermediate_size", c.intermediate_size},

@@ -1,5 +1,5 @@
 // Typed reading of config.json objects with errors worded "<source>: <path>.<key> <problem>";
-// shared by config.cpp (model and position blocks) and architecture.cpp (HF architectures).
+// shared by config.cpp (model and position blocks) and architectures/ (HF architectures).
 #pragma once
 #include <cmath>
 #include <limits>
@@ -129,7 +129,6 @@ class Fields {
 
 struct ModelConfig;
 struct PluginContext;
-enum class Architecture;
 // What an architecture's config says of its layers' schemes: the HF key it comes from and, per
 // layer, a position block in pert's form (null: the model's), e.g. SmolLM3's NoPE layers.
 struct ArchitectureLayers {
@@ -145,9 +144,9 @@ bool any_architecture_reads(const std::string& key);  // `--set`'s check: a key 
 // Space-separated: the keys every architecture reads; what one reads beyond them, or (ignored)
 // the keys of others that it lists as ignored rather than refusing.
 const char* common_config_keys();
-std::string architecture_keys(Architecture architecture, bool ignored = false);
+std::string architecture_keys(const std::string& architecture, bool ignored = false);
 // Reads `architectures` / `model_type` and what that architecture adds to llama's blocks
-// (biases, fused projections, sliding windows) into mc; n_layers must be set (architecture.cpp).
+// (biases, fused projections, sliding windows) into mc; n_layers must be set (architectures/registry.cpp).
 ArchitectureLayers parse_architecture(Fields& f, ModelConfig& mc);
 // Gives the layers the schemes an architecture names (before the "layers" block's rules).
 void apply_architecture_layers(const ArchitectureLayers& arch, const std::string& source, const PluginContext& context,

@@ -1,7 +1,7 @@
 // HF's tensor names, the one place they are spelled. The checkpoint's expected tensors
 // (io/model_dir.cpp), the weights the forward pass takes (model/model.cpp) and a GGUF file's
 // names mapped onto HF's (io/gguf_model.cpp) all go through these; the architectures differ
-// only in which parts they have (architecture.cpp: biases, q/k norms, Phi-3's fused parts).
+// only in which parts they have (architectures/: biases, q/k norms, Phi-3's fused parts).
 #pragma once
 #include <string>
 

@@ -1,0 +1,98 @@
+// An HF architecture pert reads, as one plug-in: its names (HF class, model_type, GGUF
+// general.architecture), the config keys it reads, how those keys set the block's extras and
+// which layers see a window, and what its GGUF metadata and tensor names mean. Each lives in its
+// own file in this folder, listed once in registry.cpp (docs/adding-an-architecture.md).
+// The forward pass itself is one for all: an architecture is llama's block plus the ModelConfig
+// flags it sets (biases, norms, fused projections, windows, ...).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../config_fields.hpp"
+#include "../tensor_names.hpp"
+#include "pert/config.hpp"
+
+namespace pert {
+
+class GgufFile;
+
+// A GGUF layer part ("ffn_up") and the HF part it holds in this architecture, where that differs
+// from llama's table (registry.cpp) or the part exists only here (Gemma's post norms).
+struct GgufPart {
+  const char* gguf;
+  tensor_names::Part hf;
+};
+
+struct ArchitectureSpec {
+  const char* hf_name;     // config.json's architectures[0], e.g. "Qwen2ForCausalLM"
+  const char* model_type;  // config.json's model_type, e.g. "qwen2"
+  const char* gguf_name;   // GGUF general.architecture; "" where llama.cpp writes another's (Mistral: llama)
+  // Config keys read beyond common_config_keys(), space-separated (HF's configuration_*.py). Another
+  // architecture's key is refused, unless listed in `ignores`: carried by this architecture's
+  // published configs and ignored by HF's model too.
+  const char* reads;
+  const char* ignores;
+  bool attention_bias = false;  // attention_bias: true gives q/k/v/o biases (else refused when true)
+  bool mlp_bias = false;        // mlp_bias: true gives gate/up/down biases
+  // Sets the block's extras in mc from the config's keys, and says which layers see the window.
+  // `window` comes in as sliding_window (0 when absent) and may be changed (Qwen: off unless
+  // use_sliding_window); `layers` may give layers their own schemes (Gemma 3's local RoPE). Null:
+  // llama's block, every layer windowed when a window is set.
+  std::vector<bool> (*parse)(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers& layers) = nullptr;
+  // Writes into config.json's form `c` what this architecture's GGUF keys say beyond the common
+  // ones (gguf_model.cpp); prefix is "{general.architecture}.". Null: nothing.
+  void (*from_gguf)(const GgufFile& f, const std::string& prefix, nlohmann::json& c) = nullptr;
+  // llama.cpp's converter permuted attn_q/attn_k's rows for interleaved-pair RoPE (LlamaModel and
+  // its subclasses); undone at open.
+  bool gguf_permuted_qk = false;
+  std::vector<GgufPart> gguf_parts = {};
+};
+
+// The registry (registry.cpp).
+const std::vector<const ArchitectureSpec*>& architectures();
+// By HF name, else by model_type when the name is empty; Llama when both are (pert's own
+// configs); null when unknown.
+const ArchitectureSpec* find_architecture(const std::string& hf_name, const std::string& model_type);
+const ArchitectureSpec& architecture_spec(const std::string& hf_name);  // of a parsed config; Llama if unknown
+const ArchitectureSpec* gguf_architecture(const std::string& gguf_name);  // null when unknown
+std::string known_gguf_architectures();  // "llama, qwen2, ..."
+
+// Helpers the architecture files share (common.cpp).
+// A window on every layer when one is set (Mistral's, Phi-3's).
+std::vector<bool> every_layer_windowed(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers& layers);
+// Qwen's: the window is off unless use_sliding_window, and covers layers i >= max_window_layers.
+std::vector<bool> qwen_windows(Fields& f, const ModelConfig& mc, int& window);
+// Gemma 2 and 3's block (GeGLU, (1 + w) norms, sandwich norms, scaled embeddings, soft caps);
+// `period` global layers: every period-th is global, the others local.
+std::vector<bool> gemma_block(Fields& f, ModelConfig& mc, int& window, bool gemma3, int period);
+// Every `period`-th layer global ((i + 1) % period == 0), the others windowed.
+std::vector<bool> windowed_but_every(int n_layers, int period);
+
+// Gemma 2 and 3's GGUF keys (query_pre_attn_scalar, window, soft caps) and tensor names.
+void gguf_gemma_keys(const GgufFile& f, const std::string& prefix, nlohmann::json& c, bool gemma3);
+constexpr GgufPart kGemmaGgufParts[] = {
+    {"ffn_norm", tensor_names::Part::PreFfnNorm},  // the MLP's input norm
+    {"post_attention_norm", tensor_names::Part::FfnNorm},
+    {"post_ffw_norm", tensor_names::Part::PostFfnNorm},
+};
+#define PERT_GEMMA_CONFIG_KEYS \
+  "rms_norm_eps hidden_activation query_pre_attn_scalar attn_logit_softcapping final_logit_softcapping sliding_window layer_types"
+// Qwen2's and Qwen3's: a GGUF window covers every layer.
+void qwen_from_gguf(const GgufFile& f, const std::string& prefix, nlohmann::json& c);
+
+// GGUF keys, read as gguf_model.cpp reads them (FormatError naming the file and key).
+int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback = std::nullopt);
+double gguf_positive_number(const GgufFile& f, const std::string& key, double fallback);
+// {arch}.attention.sliding_window_pattern (Gemma 3, Cohere 2), as llama.cpp reads it.
+void gguf_window_pattern(const GgufFile& f, const std::string& prefix, int fallback, nlohmann::json& c);
+// A window on every layer, where the file gives attention.sliding_window (c["sliding_window"]).
+bool gguf_window(const GgufFile& f, const std::string& prefix, nlohmann::json& c);
+// attention_bias / mlp_bias from the tensors the file has.
+void gguf_biases(const GgufFile& f, nlohmann::json& c, bool attention, bool mlp);
+
+// One spec per file (the registry's entries).
+extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture, kQwen3Architecture,
+    kPhi3Architecture, kSmolLM3Architecture, kGemma2Architecture, kGemma3Architecture, kCohere2Architecture;
+
+}  // namespace pert

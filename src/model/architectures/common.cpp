@@ -1,0 +1,135 @@
+// What several architecture files share: window layouts, Gemma's block, and reading GGUF keys.
+#include <climits>
+#include <cmath>
+
+#include "architecture.hpp"
+#include "pert/gguf.hpp"
+
+namespace pert {
+
+std::vector<bool> every_layer_windowed(Fields&, ModelConfig& mc, int& window, ArchitectureLayers&) {
+  return std::vector<bool>(size_t(mc.n_layers), window > 0);
+}
+
+std::vector<bool> qwen_windows(Fields& f, const ModelConfig& mc, int& window) {
+  if (!f.boolean("use_sliding_window", false)) window = 0;  // HF: the window is off unless asked for
+  const int first = int(f.integer("max_window_layers", 0, kMaxLayers, mc.n_layers));
+  std::vector<bool> windowed(size_t(mc.n_layers));
+  for (int i = 0; i < mc.n_layers; ++i) windowed[size_t(i)] = window > 0 && i >= first;
+  return windowed;
+}
+
+std::vector<bool> windowed_but_every(int n_layers, int period) {
+  std::vector<bool> windowed(static_cast<size_t>(n_layers));
+  for (int i = 0; i < n_layers; ++i) windowed[size_t(i)] = (i + 1) % period != 0;
+  return windowed;
+}
+
+std::vector<bool> gemma_block(Fields& f, ModelConfig& mc, int& window, bool gemma3, int period) {
+  const std::string act = f.string("hidden_activation", "gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh")
+    f.fail("hidden_activation", "must be \"gelu_pytorch_tanh\" (Gemma's GeGLU), got \"" + act + "\"");
+  mc.activation = Activation::GeluTanh;
+  mc.norm_plus_one = true;
+  mc.sandwich_norms = true;
+  mc.embed_scale = double(float(std::sqrt(double(mc.hidden_size))));  // HF: a tensor of the activations' dtype
+  if (!f.has("head_dim")) mc.head_dim = 256;
+  if (!f.has("tie_word_embeddings")) mc.tie_word_embeddings = true;
+  auto positive_number = [](double x) { return x > 0; };
+  mc.attention_scale = 1.0 / std::sqrt(f.number("query_pre_attn_scalar", 256.0, positive_number, "must be > 0"));
+  // null turns a cap off; absent is the architecture's default
+  auto cap = [&](const char* key, double def) {
+    if (!f.obj_has(key)) return def;
+    return f.has(key) ? f.number(key, {}, positive_number, "must be > 0 (or null: none)") : 0.0;
+  };
+  mc.attn_softcap = cap("attn_logit_softcapping", gemma3 ? 0.0 : 50.0);
+  mc.final_softcap = cap("final_logit_softcapping", gemma3 ? 0.0 : 30.0);
+  window = f.positive("sliding_window", kMaxCount, 4096);
+  return windowed_but_every(mc.n_layers, period);
+}
+
+void gguf_gemma_keys(const GgufFile& f, const std::string& a, json& c, bool gemma3) {
+  // llama.cpp writes no query_pre_attn_scalar: it scales by 1/√head_dim, and the 27B models
+  // (46 and 62 layers) by 1/√(hidden / heads), as HF's configs of those sizes say
+  const int layers = c["num_hidden_layers"], d = c["hidden_size"], heads = c["num_attention_heads"];
+  c["query_pre_attn_scalar"] = layers == (gemma3 ? 62 : 46) ? d / heads : int(c["head_dim"]);
+  c["sliding_window"] = gguf_positive(f, a + "attention.sliding_window", 4096);
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    const bool final = key[0] == 'f';
+    const std::optional<double> cap = f.opt_float(a + key);
+    // Absent: Gemma 2's caps (50, 30), Gemma 3's none. llama.cpp skips a final cap of 0, and
+    // divides by the scores' cap whatever it is: 0 there, NaN or a negative cap is refused.
+    if (cap && final && *cap == 0) c[key] = nullptr;
+    else if (cap && !(*cap > 0 && std::isfinite(*cap)))
+      throw FormatError(f.path() + ": key '" + a + key + "' is " + std::to_string(*cap) + "; a cap is a positive finite number" +
+                        (final ? " (or 0: none)" : ""));
+    else if (cap) c[key] = *cap;
+    else c[key] = gemma3 ? json() : json(final ? 30.0 : 50.0);
+  }
+}
+
+int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {
+  const GgufValue* v = f.find(key);
+  if (v && v->is_array())
+    throw FormatError(f.path() + ": key '" + key + "' is " + v->type_name() + " (one value per layer), which pert does not read");
+  const std::optional<int64_t> value = v ? f.opt_int(key) : fallback;
+  if (!value) f.require(key);  // throws: the key is missing
+  if (*value < 1 || *value > INT_MAX)
+    throw FormatError(f.path() + ": key '" + key + "' is " + std::to_string(*value) + ", expected a positive count");
+  return int(*value);
+}
+
+double gguf_positive_number(const GgufFile& f, const std::string& key, double fallback) {
+  const double v = f.opt_float(key).value_or(fallback);
+  if (!(v > 0) || !std::isfinite(v))
+    throw FormatError(f.path() + ": key '" + key + "' is " + std::to_string(v) + ", expected a positive number");
+  return v;
+}
+
+// A period n (a layer i is global where (i + 1) % n == 0; 0: every layer local) or one bool (or
+// 0/1) per layer, true where it is local: llama.cpp's get_key_or_arr. Absent: the period
+// llama.cpp hard-codes (`fallback`), written into the config so that it shows.
+void gguf_window_pattern(const GgufFile& f, const std::string& a, int fallback, json& c) {
+  const std::string key = a + "attention.sliding_window_pattern";
+  const GgufValue* v = f.find(key);
+  const int layers = c["num_hidden_layers"];
+  if (!v) {
+    c["sliding_window_pattern"] = fallback;
+  } else if (!v->is_array() && v->is_integer()) {
+    const int64_t n = *f.opt_int(key);
+    if (n < 0 || n > INT_MAX) throw FormatError(f.path() + ": key '" + key + "' is " + std::to_string(n) + ", expected a period >= 0");
+    if (n > 0) c["sliding_window_pattern"] = n;
+    else c["layer_types"] = std::vector<std::string>(size_t(layers), "sliding_attention");
+  } else if (v->is_array() && (v->element == GgufKind::Bool || v->is_integer())) {
+    if (v->count != uint64_t(layers))
+      throw FormatError(f.path() + ": key '" + key + "' lists " + std::to_string(v->count) + " layers; the model has " +
+                        std::to_string(layers));
+    json types = json::array();
+    for (uint64_t i = 0; i < v->count; ++i) {
+      const int64_t x = v->int_at(i);
+      if (x != 0 && x != 1)
+        throw FormatError(f.path() + ": key '" + key + "' holds " + std::to_string(x) + " at " + std::to_string(i) +
+                          ", expected 1 (sliding window) or 0 (global)");
+      types.push_back(x ? "sliding_attention" : "full_attention");
+    }
+    c["layer_types"] = types;
+  } else {
+    throw FormatError(f.path() + ": key '" + key + "' is " + v->type_name() + ", expected a period (an integer) or one bool per layer (" +
+                      std::to_string(layers) + ")");
+  }
+}
+
+// llama.cpp's converter writes attention.sliding_window for phi3 only; in another file it still
+// means what it says, a window on every layer.
+bool gguf_window(const GgufFile& f, const std::string& a, json& c) {
+  if (!f.find(a + "attention.sliding_window")) return false;
+  c["sliding_window"] = gguf_positive(f, a + "attention.sliding_window");
+  return true;
+}
+
+void gguf_biases(const GgufFile& f, json& c, bool attention, bool mlp) {
+  if (attention && f.tensor("blk.0.attn_q.bias")) c["attention_bias"] = true;
+  if (mlp && f.tensor("blk.0.ffn_up.bias")) c["mlp_bias"] = true;
+}
+
+}  // namespace pert
