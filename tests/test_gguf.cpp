@@ -251,4 +251,7 @@ TEST_CASE("GGUF: sliding_window_pattern is read and its type checked, and SmolLM
   REQUIRE_THROWS_NAMING(gguf_config_json(model_file(dir, "smollm3", {{"attention.sliding_window", Bytes().u32(4).u32(4)}})),
                         FormatError, "smollm3.gguf: key 'smollm3.attention.sliding_window' is set", "pert does not guess");
   CHECK_FALSE(gguf_config_json(model_file(dir, "smollm3", {})).contains("sliding_window"));
+  // A window of 0 is none (llama.cpp's n_swa = 0), as a phi3 config with sliding_window null converts
+  CHECK_FALSE(gguf_config_json(model_file(dir, "phi3", {{"attention.sliding_window", Bytes().u32(4).u32(0)}})).contains("sliding_window"));
+  CHECK(gguf_config_json(model_file(dir, "phi3", {{"attention.sliding_window", Bytes().u32(4).u32(8)}}))["sliding_window"] == 8);
 }

@@ -13,6 +13,7 @@
 
 #include "pert/error.hpp"
 #include "pert/gguf.hpp"
+#include "pert/safetensors.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/quants.hpp"
 #include "test_util.hpp"
@@ -260,6 +261,34 @@ TEST_CASE("MXFP4: a GGUF tensor of type 39 is read as 17-byte blocks", "[quants]
   std::string odd = f;
   std::memcpy(&odd[4 + 4 + 8 + 8 + 8 + name.size() + 4], "\x30\0\0\0\0\0\0\0", 8);  // rows of 48: not whole blocks
   CHECK_THROWS_AS(parse_gguf(reinterpret_cast<const uint8_t*>(odd.data()), odd.size(), "m.gguf"), FormatError);
+}
+
+TEST_CASE("MXFP4: a block whose scale makes values non-finite is refused at load, naming the tensor", "[quants][mxfp4]") {
+  int codes[32] = {};
+  codes[3] = 7;  // 6: finite up to e = 252 (6·2^125), inf from e = 253
+  TensorView t;
+  t.name = "blk.0.ffn_up_exps.weight";
+  t.file = "m.gguf";
+  t.blocks = &block_type_info(BlockType::MXFP4);
+  t.numel = 32;
+  t.nbytes = 17;
+  for (int e : {0, 127, 200, 252, 253, 254, 255}) {
+    std::vector<uint8_t> block = ggml_block(e, codes);
+    t.data = block.data();
+    INFO("e = " << e);
+    if (e <= 252) {
+      CHECK_NOTHROW(require_finite(t));
+    } else {
+      REQUIRE_THROWS_NAMING(require_finite(t), FormatError, "m.gguf: tensor 'blk.0.ffn_up_exps.weight' has 1 MXFP4 blocks whose scale");
+    }
+  }
+  codes[3] = 1;  // 0.5: e = 254 stays finite (2^126), e = 255 is NaN in OCP MX whatever the codes
+  for (int e : {254, 255}) {
+    std::vector<uint8_t> block = ggml_block(e, codes);
+    t.data = block.data();
+    if (e == 254) CHECK_NOTHROW(require_finite(t));
+    else CHECK_THROWS_AS(require_finite(t), FormatError);
+  }
 }
 
 }  // namespace mxfp4_test

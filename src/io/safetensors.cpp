@@ -273,6 +273,18 @@ int64_t nonfinite_block_scales(const BlockTypeInfo& type, const uint8_t* data, s
     case BlockType::Q4_0: case BlockType::Q5_0: case BlockType::Q8_0: scales = {0}; break;
     case BlockType::Q4_1: case BlockType::Q5_1: case BlockType::Q4_K: case BlockType::Q5_K: scales = {0, 2}; break;
     case BlockType::Q6_K: scales = {type.block_bytes - 2}; break;
+    case BlockType::MXFP4: {  // an E8M0 scale byte: 255 is NaN (OCP MX), and from 2^126 on the larger codes overflow
+      int64_t bad = 0;
+      float values[32];
+      for (size_t b = 0; b + type.block_bytes <= nbytes; b += type.block_bytes) {
+        if (data[b] < 253) continue;
+        dequantize_row(BlockType::MXFP4, data + b, values, 32);
+        bool finite = data[b] != 255;
+        for (float v : values) finite = finite && std::isfinite(v);
+        bad += !finite;
+      }
+      return bad;
+    }
   }
   int64_t bad = 0;
   for (size_t b = 0; b + type.block_bytes <= nbytes; b += type.block_bytes)
@@ -305,7 +317,10 @@ void require_finite(const TensorView& t) {
       bad += (h & exponent) == exponent;
     }
   }
-  if (bad) throw FormatError(t.file + ": tensor '" + printable(t.name) + "' has " + std::to_string(bad) + " non-finite values");
+  if (bad)
+    throw FormatError(t.file + ": tensor '" + printable(t.name) + "' has " + std::to_string(bad) +
+                      (t.blocks ? std::string(" ") + t.blocks->name + " blocks whose scale makes values non-finite (NaN, inf or out of float's range)"
+                                : std::string(" non-finite values")));
 }
 
 std::vector<float> read_f32(const TensorView& t) {

@@ -218,7 +218,8 @@ def hyperparameters(arch, config):
         original = rs.get("original_max_position_embeddings",
                           config.get("original_max_position_embeddings", config["max_position_embeddings"]))
         md.append((a + "rope.scaling.original_context_length", "u32", original))
-        md.append((a + "attention.sliding_window", "u32", config.get("sliding_window") or 0))
+        if config.get("sliding_window"):  # (null: none, and no key)
+            md.append((a + "attention.sliding_window", "u32", config["sliding_window"]))
         if rs.get("long_factor"):
             scale = config["max_position_embeddings"] / original
             if kind in ("su", "longrope"):

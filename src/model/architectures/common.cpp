@@ -122,7 +122,8 @@ void gguf_window_pattern(const GgufFile& f, const std::string& a, int fallback, 
 // llama.cpp's converter writes attention.sliding_window for phi3 only; in another file it still
 // means what it says, a window on every layer.
 bool gguf_window(const GgufFile& f, const std::string& a, json& c) {
-  if (!f.find(a + "attention.sliding_window")) return false;
+  // 0: none (llama.cpp's n_swa = 0)
+  if (!f.find(a + "attention.sliding_window") || f.opt_int(a + "attention.sliding_window") == 0) return false;
   c["sliding_window"] = gguf_positive(f, a + "attention.sliding_window");
   return true;
 }
