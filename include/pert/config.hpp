@@ -79,6 +79,9 @@ struct ModelConfig {
   bool mlp_bias = false;            // gate/up/down add a bias (Llama's mlp_bias)
   bool fused_projections = false;   // Phi-3: qkv_proj [q + 2·kv][d] and gate_up_proj [2·ffn][d], gate first
   bool qk_norm = false;             // Qwen3: RMSNorm of each query and key head before RoPE (q_norm, k_norm)
+  // gpt-oss: a learned logit per head (self_attn.sinks [n_heads]) in each softmax's denominator:
+  // weights exp(s_j) / (Σ_k exp(s_k) + exp(sink_h)), which sum to less than 1.
+  bool sink_logits = false;
   // Gemma's block: GeGLU, norms whose gain is 1 + w, a norm on each branch's output too
   // (post_attention_layernorm, pre_/post_feedforward_layernorm), scaled embeddings, soft caps.
   Activation activation = Activation::SiLU;

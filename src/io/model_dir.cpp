@@ -29,6 +29,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     }
     if (c.qkv_bias) add(Part::Q, {q}, "bias"), add(Part::K, {kv}, "bias"), add(Part::V, {kv}, "bias");
     if (c.qk_norm) add(Part::QNorm, {c.head_dim}), add(Part::KNorm, {c.head_dim});
+    if (c.sink_logits) out.push_back({sink_logits_tensor(i), {c.n_heads}});
     add(Part::O, {d, q});
     if (c.o_bias) add(Part::O, {d}, "bias");
     if (!c.parallel_block) add(Part::FfnNorm, {d});  // Cohere: one norm feeds attention and MLP

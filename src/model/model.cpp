@@ -231,6 +231,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     l.bo = vector(Part::O, "bias");
     l.b_gate = vector(Part::Gate, "bias"), l.b_up = vector(Part::Up, "bias"), l.b_down = vector(Part::Down, "bias");
     l.q_norm = vector(Part::QNorm), l.k_norm = vector(Part::KNorm);
+    l.sink_logits = w.optional_tensor(sink_logits_tensor(i));
     if (sandwich) l.post_attn_norm = vector(Part::FfnNorm), l.post_ffn_norm = vector(Part::PostFfnNorm);
     w.layers.push_back(l);
   }

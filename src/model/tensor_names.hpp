@@ -37,6 +37,9 @@ inline const char* part_name(Part p) {
   return "?";
 }
 
+// gpt-oss's learned sink logits of layer N: [n_heads], a parameter without ".weight".
+inline std::string sink_logits_tensor(int layer) { return "model.layers." + std::to_string(layer) + ".self_attn.sinks"; }
+
 inline std::string layer_prefix(const std::string& layer) { return "model.layers." + layer + "."; }
 inline std::string layer_tensor(int layer, Part part, const char* kind = "weight") {
   return layer_prefix(std::to_string(layer)) + part_name(part) + "." + kind;

@@ -27,6 +27,7 @@ struct LayerWeights {
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // [q_dim] [kv_dim] [kv_dim] [d]
   const float *b_gate = nullptr, *b_up = nullptr, *b_down = nullptr;         // [ffn] [ffn] [d]
   const float *q_norm = nullptr, *k_norm = nullptr;  // [head_dim] each (ModelConfig::qk_norm)
+  const float* sink_logits = nullptr;                 // [n_heads] (ModelConfig::sink_logits)
   // Gemma: the attention's and the MLP's outputs normalised before they join x (sandwich_norms)
   const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] each
 };
