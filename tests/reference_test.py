@@ -69,6 +69,19 @@ COHERE2 = {"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "lo
            "sliding_window_pattern": 4, "layer_norm_eps": 1e-5, "rope_theta": 50000.0, "attention_bias": False,
            "attention_dropout": 0.0, "use_qk_norm": False, "pad_token_id": 0, "order_of_interleaved_layers": "local_attn_first",
            "position_embedding_type": "rope_gptj", "rotary_pct": 1.0, "use_embedding_sharing": True}
+# Qwen2-VL-2B's config keys (v4: the language model's at the top level), shrunk; M-RoPE in
+# sections of 2, 3, 3 of the 8 rotary pairs; text alone: plain RoPE.
+QWEN2_VL = {"architectures": ["Qwen2VLForConditionalGeneration"], "model_type": "qwen2_vl", "rope_theta": 10000.0,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}, "use_sliding_window": False,
+            "sliding_window": 32768, "max_window_layers": 2, "image_token_id": 90, "video_token_id": 91,
+            "vision_start_token_id": 92, "vision_end_token_id": 93, "attention_dropout": 0.0, "use_cache": True}
+QWEN3_VL = {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl", "rope_theta": 10000.0,
+            "rope_scaling": {"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True},
+            "attention_bias": False, "attention_dropout": 0.0, "image_token_id": 90, "video_token_id": 91}
+# Gemma 3 as transformers v5 writes it: rope_parameters per layer type
+GEMMA3_V5 = dict(GEMMA3, rope_theta=None, rope_scaling=None, rope_local_base_freq=None,
+                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})
 # name: (position block or None for HF keys, make_model options, length-dependent)
 CASES = {
     "none": ({"type": "none"}, {}, False),
@@ -165,6 +178,18 @@ CASES = {
     "gemma3_default_theta_capped": (None, {"layers": 3, "gemma": True, "qk_norm": True, "extra_config": dict(
         GEMMA3, rope_theta=None, rope_scaling=None, sliding_window_pattern=2, final_logit_softcapping=5.0,
         attn_logit_softcapping=4.0, tie_word_embeddings=False)}, False),
+    # Gemma 3 in transformers v5's form: each layer type's rope_parameters block (global linear x4 at 1e6, local 100)
+    "gemma3_v5_rope_parameters": (None, {"layers": 4, "tie": True, "gemma": True, "qk_norm": True, "head_dim": 16,
+                                         "extra_config": GEMMA3_V5}, False),
+    # Qwen2-VL / Qwen2.5-VL / Qwen3-VL's language models (text alone: M-RoPE's three positions equal),
+    # their vision tensors skipped; v4's layout (model.layers.*, visual.*) and v5's (model.language_model.*,
+    # model.visual.*, text_config)
+    "qwen2_vl_mrope": (None, {"qkv_bias": True, "vl": "v4", "extra_config": QWEN2_VL}, False),
+    "qwen2_5_vl_v5_window": (None, {"qkv_bias": True, "vl": "v5", "layers": 3, "extra_config": dict(
+        QWEN2_VL, architectures=["Qwen2_5_VLForConditionalGeneration"], model_type="qwen2_5_vl", rope_scaling=None,
+        rope_theta=None, rope_parameters={"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 5000.0},
+        use_sliding_window=True, sliding_window=24, max_window_layers=1)}, False),
+    "qwen3_vl_interleaved": (None, {"qk_norm": True, "vl": "v5", "tie": True, "extra_config": QWEN3_VL}, False),
     # Command R7B (HF cohere2, shrunk): LayerNorm, a parallel block, interleaved RoPE only in the
     # sliding-window layers, global layers without positions, logits × logit_scale
     "cohere2_rnope_swa": (None, {"layers": 4, "tie": True, "parallel": True, "extra_config": COHERE2}, False),

@@ -96,8 +96,10 @@ TEST_CASE("config: HF rope keys become the position block", "[config]") {
   SECTION("rope_scaling errors name the key") {
     c["rope_scaling"] = {{"factor", 2.0}};
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling", "rope_type");
-    c["rope_scaling"] = {{"rope_type", "mrope"}, {"factor", 2.0}};
-    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "position.scaling.type", "'mrope'");
+    c["rope_scaling"] = {{"rope_type", "stretch"}, {"factor", 2.0}};
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "position.scaling.type", "'stretch'");
+    c["rope_scaling"] = {{"rope_type", "mrope"}, {"factor", 2.0}};  // HF's legacy name of default
+    REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling.factor is set (2.0)");
     c["rope_scaling"] = "linear";
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_scaling must be an object");
   }
@@ -494,8 +496,103 @@ TEST_CASE("config: transformers v5's rope_parameters read as rope_theta + rope_s
   c["rope_theta"] = 10000.0;
   REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_parameters is set together with rope_theta");
   c.erase("rope_theta");
-  c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}};
+  c["rope_parameters"] = {{"rope_theta", 1e4}};
   REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "rope_parameters must be an object with a \"rope_type\"");
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e4}}}};  // one type, every layer's
+  CHECK(parse(c).position.as<RopeConfig>().base == 5e4);
+}
+
+// transformers v5's Gemma 3: {"full_attention": {...}, "sliding_attention": {...}}, each layer its type's.
+TEST_CASE("config: rope_parameters per layer type give each layer its type's RoPE", "[config]") {
+  json c = tiny_config();
+  c["architectures"] = {"Gemma3ForCausalLM"};
+  c["model_type"] = "gemma3_text";
+  c["num_hidden_layers"] = 4;
+  c["sliding_window_pattern"] = 2;
+  c.erase("rope_theta");
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 500.0}}}};
+  ModelConfig m = parse(c);
+  CHECK(m.position.as<RopeConfig>().base == 1e6);
+  CHECK(m.position.as<RopeConfig>().scaling.type == RopeScalingType::Linear);
+  CHECK(m.layers[1].position.scheme == m.position.scheme);  // (i + 1) % 2 == 0: global
+  CHECK(m.layers[0].position.as<RopeConfig>().base == 500.0);
+  CHECK(m.layers[0].position.as<RopeConfig>().scaling.type == RopeScalingType::None);
+  CHECK(describe_position(m).find("base 500") != std::string::npos);  // (pert inspect's line)
+  c["rope_parameters"]["sliding_attention"].erase("rope_theta");  // HF: rope_local_base_freq, 10000
+  CHECK(parse(c).layers[0].position.as<RopeConfig>().base == 10000.0);
+  c["rope_local_base_freq"] = 250.0;
+  CHECK(parse(c).layers[2].position.as<RopeConfig>().base == 250.0);
+
+  json bad = c;
+  bad["rope_parameters"]["sliding_attention"]["rope_type"] = "stretch";
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_parameters.sliding_attention.rope_type must be one of");
+  bad = c;
+  bad["rope_parameters"]["sliding_attention"]["factor"] = 2.0;
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_parameters.sliding_attention.factor is set (2.0)");
+  bad = c;
+  bad["rope_parameters"]["chunked_attention"] = {{"rope_type", "default"}};
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_parameters.chunked_attention is not a layer type");
+  bad = c;
+  bad["rope_parameters"].erase("sliding_attention");
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_parameters has no sliding_attention block");
+  bad = c;
+  bad["layer_types"] = json::array({"full_attention", "full_attention", "full_attention", "full_attention"});
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_parameters.sliding_attention is given, but no layer is sliding_attention");
+  bad = c;
+  bad["rope_theta"] = 1e4;
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_parameters is set together with rope_theta");
+}
+
+// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: the language model's keys at the top level or under
+// text_config, M-RoPE's mrope_section validated by key.
+TEST_CASE("config: the VL architectures read M-RoPE and text_config", "[config]") {
+  json c = tiny_config();
+  c["head_dim"] = 8;  // 4 rotary pairs
+  c["architectures"] = {"Qwen2VLForConditionalGeneration"};
+  c["model_type"] = "qwen2_vl";
+  c["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {1, 2, 1}}};
+  c["vision_config"] = {{"depth", 32}};
+  ModelConfig m = parse(c);
+  CHECK(m.qkv_bias);
+  CHECK(m.position.as<RopeConfig>().mrope_section == std::vector<int>{1, 2, 1});
+  CHECK_FALSE(m.position.as<RopeConfig>().mrope_interleaved);
+  CHECK(mrope_axes(m.position.as<RopeConfig>()) == std::vector<int>{0, 1, 1, 2});
+  CHECK(m.position.scheme->label() == "rope mrope");
+  json bad = c;
+  bad["rope_scaling"]["mrope_section"] = {1, 2, 2};
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "position.mrope_section [1,2,2] sums to 5, not the rotary pairs (rotary_dim/2 = 4)");
+  bad["rope_scaling"]["mrope_section"] = {1, -1, 4};
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "position.mrope_section must hold non-negative integers");
+  bad["rope_scaling"]["mrope_section"] = {2, 2};
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "position.mrope_section must be a list of three pair counts");
+  bad["rope_scaling"] = {{"type", "mrope"}};
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_scaling has no mrope_section");
+  bad["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {1, 2, 1}}, {"mrope_interleaved", true}};
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "rope_scaling.mrope_interleaved is true, but this architecture's M-RoPE is contiguous");
+  bad["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}, {"mrope_section", {1, 2, 1}}};
+  REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, "mrope_section is set together with dynamic");
+
+  // Qwen3-VL as v5 writes it: the language model under text_config; interleaved, [24, 20, 20] by default
+  json v5 = {{"architectures", {"Qwen3VLForConditionalGeneration"}}, {"model_type", "qwen3_vl"}, {"tie_word_embeddings", true},
+             {"text_config", tiny_config()}, {"vision_config", {{"depth", 27}}}};
+  v5["text_config"]["model_type"] = "qwen3_vl_text";
+  v5["text_config"]["head_dim"] = 128;
+  v5["text_config"]["tie_word_embeddings"] = false;  // the top level's wins
+  v5["text_config"].erase("rope_theta");
+  m = parse(v5);
+  CHECK((m.qk_norm && m.tie_word_embeddings && m.head_dim == 128));
+  CHECK(m.position.as<RopeConfig>().base == 5e5);
+  CHECK(m.position.as<RopeConfig>().mrope_section == std::vector<int>{24, 20, 20});
+  const std::vector<int> axes = mrope_axes(m.position.as<RopeConfig>());
+  CHECK(std::vector<int>(axes.begin(), axes.begin() + 7) == std::vector<int>{0, 1, 2, 0, 1, 2, 0});
+  CHECK(std::vector<int>(axes.begin() + 58, axes.end()) == std::vector<int>{1, 2, 0, 0, 0, 0});  // h to 3·20, then t
+  v5["text_config"]["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", {24, 20, 20}}, {"mrope_interleaved", false}};
+  REQUIRE_THROWS_NAMING(parse(v5), ConfigError, kSource, "mrope_interleaved is false, but this architecture's M-RoPE is interleaved");
+  v5["text_config"]["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", {4, 30, 30}}, {"mrope_interleaved", true}};
+  REQUIRE_THROWS_NAMING(parse(v5), ConfigError, kSource, "interleaved gives the axes t, h, w 22, 21 and 21");
+  v5["text_config"] = "none";
+  REQUIRE_THROWS_NAMING(parse(v5), ConfigError, kSource, "text_config must be an object");
 }
 
 TEST_CASE("config: YaRN's mscale ratio and truncate, LongRoPE's short/long mscale", "[config]") {

@@ -71,6 +71,53 @@ std::vector<double> rising_factors(int n) {  // longrope factors, one per rotary
 
 }  // namespace
 
+// M-RoPE (Qwen2-VL, Qwen3-VL): with text alone, or positions equal on every axis, it is plain RoPE
+// to the bit; with other positions pair i turns by its own axis's position.
+TEST_CASE("positions: M-RoPE is plain RoPE at equal positions, each pair by its axis otherwise", "[positions]") {
+  for (const bool interleaved : {false, true}) {
+    INFO("interleaved " << interleaved);
+    const ModelConfig plain_c = config_with({{"type", "rope"}, {"base", 100.0}});
+    const ModelConfig m_c = config_with({{"type", "rope"}, {"base", 100.0}, {"mrope_section", {3, 3, 2}},
+                                         {"mrope_interleaved", interleaved}});
+    auto plain = make(plain_c), mrope = make(m_c);
+    CHECK(plain->position_axes() == 0);
+    REQUIRE(mrope->position_axes() == 3);
+    std::mt19937 rng(5);
+    const int n = 5, heads = 2;
+    const std::vector<float> x = random_vector(rng, n * heads * kHeadDim);
+    std::vector<float> a = x, b = x, c = x;
+    plain->begin_forward(0, 3, n);
+    plain->rotate(a.data(), 3, n, heads, heads * kHeadDim, kHeadDim, true);
+    mrope->set_axis_positions(nullptr, 3, n);  // text alone
+    mrope->begin_forward(0, 3, n);
+    mrope->rotate(b.data(), 3, n, heads, heads * kHeadDim, kHeadDim, true);
+    CHECK(a == b);
+    std::vector<int> at;
+    for (int t = 0; t < n; ++t) at.insert(at.end(), {3 + t, 3 + t, 3 + t});
+    mrope->set_axis_positions(at.data(), 3, n);
+    mrope->begin_forward(0, 3, n);
+    mrope->rotate(c.data(), 3, n, heads, heads * kHeadDim, kHeadDim, true);
+    CHECK(a == c);
+
+    // (t, h, w) = (2, 9, 40): pair i turns by the position of axis mrope_axes()[i]
+    const std::vector<int> axes = mrope_axes(m_c.position.as<RopeConfig>());
+    const int where[3] = {2, 9, 40};
+    std::vector<float> v = random_vector(rng, kHeadDim), turned = v;
+    mrope->set_axis_positions(where, 0, 1);
+    mrope->begin_forward(0, 0, 1);
+    mrope->rotate(turned.data(), 0, 1, 1, kHeadDim, kHeadDim, false);
+    const std::vector<double> theta = rope_inv_freq(m_c.position.as<RopeConfig>(), 1);
+    for (int i = 0; i < kHeadDim / 2; ++i) {
+      const double angle = where[axes[size_t(i)]] * theta[size_t(i)];
+      INFO("pair " << i);
+      CHECK(turned[size_t(i)] == Approx(v[size_t(i)] * std::cos(angle) - v[size_t(i) + 8] * std::sin(angle)).margin(1e-5));
+      CHECK(turned[size_t(i) + 8] == Approx(v[size_t(i)] * std::sin(angle) + v[size_t(i) + 8] * std::cos(angle)).margin(1e-5));
+    }
+  }
+  CHECK(mrope_axes(config_with({{"type", "rope"}, {"mrope_section", {3, 3, 2}}, {"mrope_interleaved", true}})
+                       .position.as<RopeConfig>()) == std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1});
+}
+
 // RoPE's defining property (Su et al., RoFormer §3.2; docs/design.md): the score of a rotated
 // pair depends only on the offset n − m, for every layout, partial rotary, scaling and xPos.
 TEST_CASE("positions: rope scores depend only on the relative position", "[positions]") {

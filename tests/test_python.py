@@ -69,6 +69,51 @@ def test_logits_match_the_float64_reference(name):
     assert np.max(np.abs(got - want)) <= 1e-4
 
 
+# M-RoPE (Qwen2-VL's contiguous sections, Qwen3-VL's interleaved): tokens at (t, h, w) positions of a
+# 2-D layout (4 text tokens, a 4 x 6 image at t = 4, text from 10 on) against the reference
+@pytest.mark.parametrize("arch,rope,extra", [
+    ("Qwen2VLForConditionalGeneration", {"type": "mrope", "mrope_section": [2, 3, 3]}, {"qkv_bias": True, "vl": "v4"}),
+    ("Qwen3VLForConditionalGeneration", {"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True},
+     {"qk_norm": True, "vl": "v5"})])
+def test_mrope_positions_per_axis_match_the_reference(arch, rope, extra, tmp_path):
+    reference = pytest.importorskip("reference.reference")
+    import shutil
+    vocab = json.load(open(os.path.join(ROOT, "models", "rope", "config.json")))["vocab_size"]
+    model_type = {"Qwen2VLForConditionalGeneration": "qwen2_vl", "Qwen3VLForConditionalGeneration": "qwen3_vl"}[arch]
+    reference.make_model(str(tmp_path), None, vocab=vocab, trained=32, **extra,
+                         extra_config={"architectures": [arch], "model_type": model_type, "rope_theta": 10000.0,
+                                       "rope_scaling": rope})
+    shutil.copy(os.path.join(ROOT, "models", "rope", "tokenizer.json"), tmp_path)
+    config, W = reference.load_model_dir(str(tmp_path))
+    ids = np.random.default_rng(3).integers(0, vocab, 40).tolist()
+    layout = [[i, i, i] for i in range(4)] + [[4, 4 + h, 4 + w] for h in range(4) for w in range(6)]
+    layout += [[p, p, p] for p in range(10, 10 + 40 - len(layout))]
+    with reference.torch.no_grad():
+        want = reference.forward(config, W, ids, axis_positions=layout).numpy()
+        text = reference.forward(config, W, ids).numpy()
+    m = pert.load(tmp_path)
+    assert np.max(np.abs(want - text)) > 0.1  # the layout matters
+    assert np.max(np.abs(m.session(n_ctx=64).eval(ids, all_logits=True, positions=layout) - want)) <= 1e-4
+    s = m.session(n_ctx=64, n_batch=7)  # in pieces, and token by token: the cache holds keys turned
+    got = [s.eval(ids[:13], all_logits=True, positions=np.array(layout[:13]))]
+    got += [s.eval(ids[i:i + 1], positions=layout[i:i + 1])[None] for i in range(13, 40)]
+    assert np.max(np.abs(np.concatenate(got) - want)) <= 1e-4
+    assert np.max(np.abs(m.session(n_ctx=64).eval(ids, all_logits=True) - text)) <= 1e-4  # text alone: plain RoPE
+    same = [[i, i, i] for i in range(40)]
+    assert np.array_equal(m.session(n_ctx=64).eval(ids, all_logits=True, positions=same),
+                          m.session(n_ctx=64).eval(ids, all_logits=True))
+    for bad, message in ((layout[:3], r"positions: one \[t, h, w\] per id expected \(40 x 3\)"),
+                         ([[0.5, 0, 0]] * 40, "positions: integers expected"),
+                         ([[0, 0, 64]] * 40, "position on axis w is 64, outside \\[0, 64\\)")):
+        with pytest.raises(pert.Error, match=message):
+            m.session(n_ctx=64).eval(ids, positions=bad)
+
+
+def test_positions_per_axis_are_refused_where_the_scheme_takes_none(stories):
+    with pytest.raises(pert.Error, match="explicit positions per axis are M-RoPE's"):
+        stories.session(n_ctx=8).eval([1, 2], positions=[[0, 0, 0], [1, 1, 1]])
+
+
 def test_logits_equal_the_cli_harness(stories, tmp_path):
     ids = stories.tokenize("Once upon a time, a cat sat on a mat.", add_special=True)
     (tmp_path / "ids").write_text(" ".join(map(str, ids)))

@@ -85,7 +85,10 @@ class InferenceState {
   // positions.hpp) has positions [0, pos0) re-encoded first when this forward changes that
   // length's class (a generation crossing L, a rewind back below it), from the tokens kept
   // here. Throws pert::Error on bad input.
-  void forward(const int* tokens, int n, int pos0, float* logits, bool all_logits);
+  // `positions` [n][3], when given, places token t on three axes (t, h, w) for M-RoPE (Qwen2-VL,
+  // Qwen3-VL): the same for every sequence, each in [0, max(n_ctx, max_position_embeddings)); the
+  // cache, masks and windows stay by index. Refused for any other scheme and with "extend" methods.
+  void forward(const int* tokens, int n, int pos0, float* logits, bool all_logits, const int* positions = nullptr);
 
   // Context shift (llama.cpp's): drops the cached positions [n_keep, n_keep + n_discard) and
   // moves the later ones back by n_discard, re-rotating RoPE keys by the delta. Returns false,
@@ -115,6 +118,7 @@ class InferenceState {
  private:
   // Positions pos0..pos0+n-1 of every sequence: tokens of sequence s at tokens + s·stride,
   // logits (when wanted) at logits + s·logits_stride.
+  void check_axis_positions(const int* positions, int n) const;  // forward()'s `positions`, refused when bad
   void forward_chunk(const int* tokens, int stride, int n, int pos0, float* logits, size_t logits_stride,
                      bool all_logits);
 

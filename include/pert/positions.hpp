@@ -80,6 +80,14 @@ class PositionEncoding {
                          ptrdiff_t head_stride) const {
     (void)x, (void)positions, (void)n_pos, (void)n_heads, (void)pos_stride, (void)head_stride;
   }
+  // Explicit positions on several axes (M-RoPE's t, h, w: a 2-D or 3-D layout of the tokens):
+  // position_axes() is how many a token has, 0 when the scheme takes none (a token's position is
+  // its index). set_axis_positions() gives positions [n][axes] of tokens pos0..pos0 + n - 1 of the
+  // next forward, or null for each at its index on every axis; called before begin_forward(),
+  // whose tables then cover the largest, and rotate() turns those tokens by them. Keys are cached
+  // turned; the cache, masks and windows stay by index.
+  virtual int position_axes() const { return 0; }
+  virtual void set_axis_positions(const int* positions, int pos0, int n) { (void)positions, (void)pos0, (void)n; }
   // True when the rotation depends on each position's length class: keys are then cached
   // unrotated and rotated when read, so no cached key is ever stale. (A scheme that encodes by
   // the sequence's length caches them rotated: a change of class re-encodes them all.)

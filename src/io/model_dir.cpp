@@ -6,6 +6,7 @@
 #include "pert/error.hpp"
 #include "pert/gguf_model.hpp"
 #include "pert/json_util.hpp"
+#include "../model/architectures/architecture.hpp"
 #include "../model/tensor_names.hpp"
 
 namespace pert {
@@ -154,6 +155,13 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
   m.checkpoint = Checkpoint::open(dir);
   m.checks.push_back(std::to_string(m.checkpoint.files().size()) +
                      " safetensors file(s): headers valid, tensors tile the data exactly");
+  if (const ArchitectureSpec& spec = architecture_spec(m.config.architecture); spec.vision_tensors) {
+    int skipped = 0;  // a vision-language model: its language model's tensors, under pert's names
+    m.checkpoint = language_model_checkpoint(std::move(m.checkpoint), spec, skipped);
+    std::string prefixes = spec.vision_tensors;  // "visual. model.visual." as "visual.*, model.visual.*"
+    for (size_t at = 0; (at = prefixes.find(' ', at)) != std::string::npos; at += 3) prefixes.replace(at, 1, "*, ");
+    m.checks.push_back("skipped " + std::to_string(skipped) + " vision tensors (" + prefixes + "*): pert runs the language model");
+  }
 
   check_tensors(m, "config.json");
   return m;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "config_fields.hpp"
+#include "architectures/architecture.hpp"
 #include "../attention/plugins.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
@@ -18,28 +19,32 @@ using nlohmann::json;
 
 namespace {
 
+json position_from_hf(const json& config, const std::string& source, const std::string& scaling_key = "rope_scaling");
+
+// transformers v5 writes rope_theta, partial_rotary_factor and the scaling as one object, `rp`
+// (config's rope_parameters, or one layer type's block of it, named `key`): read as the v4 keys.
+json position_from_rope_parameters(const json& config, const json& rp, const std::string& source, const std::string& key) {
+  if (!rp.is_object() || !rp.contains("rope_type"))
+    throw ConfigError(source + ": " + key + " must be an object with a \"rope_type\" (or one such object per layer type), got " + json_brief(rp));
+  for (const char* other : {"rope_scaling", "rope_theta"})
+    if (config.contains(other) && !config[other].is_null())
+      throw ConfigError(source + ": rope_parameters is set together with " + other + "; keep one");
+  json v4 = config, scaling = rp;
+  v4.erase("rope_parameters");
+  for (const char* k : {"rope_theta", "partial_rotary_factor"})
+    if (scaling.contains(k)) {
+      v4[k] = scaling[k];
+      scaling.erase(k);
+    }
+  v4["rope_scaling"] = scaling;
+  return position_from_hf(v4, source, key);
+}
+
 // HF configs describe RoPE with rope_theta / rope_scaling / partial_rotary_factor; turn them
 // into pert's "position" block so one validator serves both.
-json position_from_hf(const json& config, const std::string& source, const char* scaling_key = "rope_scaling") {
-  // transformers v5 writes rope_theta, partial_rotary_factor and the scaling as one
-  // "rope_parameters" object: read it as the v4 keys it stands for.
-  if (config.contains("rope_parameters") && !config["rope_parameters"].is_null()) {
-    const json& rp = config["rope_parameters"];
-    if (!rp.is_object() || !rp.contains("rope_type"))
-      throw ConfigError(source + ": rope_parameters must be an object with a \"rope_type\" (per-layer-type RoPE is not supported), got " + json_brief(rp));
-    for (const char* key : {"rope_scaling", "rope_theta"})
-      if (config.contains(key) && !config[key].is_null())
-        throw ConfigError(source + ": rope_parameters is set together with " + key + "; keep one");
-    json v4 = config, scaling = rp;
-    v4.erase("rope_parameters");
-    for (const char* key : {"rope_theta", "partial_rotary_factor"})
-      if (scaling.contains(key)) {
-        v4[key] = scaling[key];
-        scaling.erase(key);
-      }
-    v4["rope_scaling"] = scaling;
-    return position_from_hf(v4, source, "rope_parameters");
-  }
+json position_from_hf(const json& config, const std::string& source, const std::string& scaling_key) {
+  if (config.contains("rope_parameters") && !config["rope_parameters"].is_null())
+    return position_from_rope_parameters(config, config["rope_parameters"], source, "rope_parameters");
   json pos = {{"type", "rope"}};
   if (config.contains("rope_theta") && !config["rope_theta"].is_null()) pos["base"] = config["rope_theta"];
   if (config.contains("partial_rotary_factor") && !config["partial_rotary_factor"].is_null())
@@ -56,6 +61,13 @@ json position_from_hf(const json& config, const std::string& source, const char*
       if (type.empty()) type = scaling[key].get<std::string>();
       scaling.erase(key);
     }
+  // M-RoPE's keys (Qwen2/2.5/3-VL) go beside the scaling: "mrope" is HF's legacy name of default.
+  for (const char* key : {"mrope_section", "mrope_interleaved"})
+    if (scaling.contains(key)) {
+      if (!scaling[key].is_null()) pos[key] = scaling[key];
+      scaling.erase(key);
+    }
+  if (type == "mrope") type = "default";
   if (type.empty())
     throw ConfigError(source + ": rope_scaling has no \"rope_type\" (e.g. `set 'rope_scaling={\"rope_type\":\"yarn\",\"factor\":" +
                       (scaling.contains("factor") ? scaling["factor"].dump() : std::string("4")) + "}'`)");
@@ -70,6 +82,60 @@ json position_from_hf(const json& config, const std::string& source, const char*
   scaling["type"] = type;
   pos["scaling"] = scaling;
   return pos;
+}
+
+// transformers v5's RoPE per layer type (Gemma 3's; Gemma 3n and ModernBERT write it too):
+// rope_parameters {"full_attention": {...}, "sliding_attention": {...}}, one block per type.
+bool rope_per_layer_type(const json& config) {
+  if (!config.contains("rope_parameters")) return false;
+  const json& rp = config["rope_parameters"];
+  if (!rp.is_object() || rp.empty() || rp.contains("rope_type")) return false;
+  for (const auto& [_, block] : rp.items())
+    if (!block.is_object()) return false;
+  return true;
+}
+
+// The model's block from rope_per_layer_type's form: the full_attention layers' (a layer is
+// sliding_attention when it has a window: layer_types, or the architecture's pattern), and the
+// sliding ones' block in `arch` for those layers (SmolLM3-like NoPE layers keep theirs). A type no
+// layer has, a type without a block and an unknown rope_type are refused by key.
+json position_per_layer_type(const json& config, const std::string& source, const ModelConfig& mc, ArchitectureLayers& arch) {
+  static const char* const kTypes[] = {"full_attention", "sliding_attention"};
+  static const char* const kRopeTypes[] = {"default", "linear", "dynamic", "yarn", "longrope", "llama3"};
+  bool used[2] = {false, false};
+  for (const LayerAttention& l : mc.layers) used[l.window > 0] = true;
+  json blocks[2];
+  for (const auto& [type, block] : config["rope_parameters"].items()) {
+    const std::string key = "rope_parameters." + type;
+    const int t = type == kTypes[0] ? 0 : type == kTypes[1] ? 1 : -1;
+    if (t < 0) throw ConfigError(source + ": " + key + " is not a layer type (full_attention or sliding_attention)");
+    const json rope_type = block.value("rope_type", json());
+    if (!rope_type.is_string() ||
+        std::find(std::begin(kRopeTypes), std::end(kRopeTypes), rope_type.get<std::string>()) == std::end(kRopeTypes))
+      throw ConfigError(source + ": " + key + ".rope_type must be one of default, linear, dynamic, yarn, longrope, llama3, got " +
+                        json_brief(rope_type));
+    if (!used[t])
+      throw ConfigError(source + ": " + key + " is given, but no layer is " + type +
+                        (t ? " (none has a window: sliding_window, layer_types)" : " (every layer has a window)"));
+    blocks[t] = position_from_rope_parameters(config, block, source, key);
+  }
+  for (int t = 0; t < 2; ++t)
+    if (used[t] && blocks[t].is_null())
+      throw ConfigError(source + ": rope_parameters has no " + kTypes[t] + " block, but layers are " + kTypes[t] +
+                        " (each layer type the layers use needs its block)");
+  if (!used[1]) return blocks[0];
+  // The sliding block's defaults: the architecture's local RoPE (Gemma 3: rope_local_base_freq).
+  const json& local = arch.sliding_position.is_object() && arch.sliding_position.value("type", json()) == "rope"
+                          ? arch.sliding_position : arch.rope_defaults;
+  for (const auto& [key, value] : local.items())
+    if (key != "type" && !blocks[1].contains(key)) blocks[1][key] = value;
+  arch.key = "rope_parameters.sliding_attention";
+  if (arch.positions.empty()) arch.positions.assign(size_t(mc.n_layers), json());
+  for (size_t i = 0; i < mc.layers.size(); ++i) {
+    json& slot = arch.positions[i];
+    if (mc.layers[i].window > 0 && (slot.is_null() || slot.value("type", json()) == "rope")) slot = blocks[1];
+  }
+  return used[0] ? blocks[0] : blocks[1];
 }
 
 // A "position" block, with an HF rope_scaling beside it read as its scaling: the way an HF
@@ -89,6 +155,8 @@ json with_hf_scaling(const json& config, const std::string& source) {
     throw ConfigError(source + ": rope_scaling is set together with position.scaling; keep one");
   const json hf = position_from_hf(json{{"rope_scaling", config["rope_scaling"]}}, source);
   if (hf.contains("scaling")) position["scaling"] = hf["scaling"];
+  for (const char* key : {"mrope_section", "mrope_interleaved"})  // M-RoPE's, beside the scaling
+    if (hf.contains(key) && !position.contains(key)) position[key] = hf[key];
   return position;
 }
 
@@ -138,8 +206,9 @@ std::vector<int> token_ids(Fields& f, const json& config, const char* key, int v
 
 }  // namespace
 
-ModelConfig parse_model_config(const json& config, const std::string& source) {
-  if (!config.is_object()) throw ConfigError(source + ": must be a JSON object");
+ModelConfig parse_model_config(const json& given, const std::string& source) {
+  if (!given.is_object()) throw ConfigError(source + ": must be a JSON object");
+  const json config = language_model_config(given, source);  // a VL model's text_config at the top level
   ModelConfig mc;
   Fields f(config, source, "");
   mc.vocab_size = f.positive("vocab_size", kMaxCount);
@@ -168,12 +237,14 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   mc.eos_token_ids = token_ids(f, config, "eos_token_id", mc.vocab_size);
 
   // Architecture variants pert does not compute must not load as silent garbage.
-  const ArchitectureLayers arch_layers = parse_architecture(f, mc);
+  ArchitectureLayers arch_layers = parse_architecture(f, mc);
 
   const bool has_position = f.has("position");
   // Phi-3 style configs give the pre-extension length at the top level.
   const int trained = f.positive("original_max_position_embeddings", kMaxCount, mc.max_position_embeddings);
-  json position = has_position ? with_hf_scaling(config, source) : position_from_hf(config, source);
+  json position = has_position                   ? with_hf_scaling(config, source)
+                  : rope_per_layer_type(config) ? position_per_layer_type(config, source, mc, arch_layers)
+                                                : position_from_hf(config, source);
   if (!has_position)  // the architecture's own defaults (Gemma 3's base 1e6, Cohere 2's interleaved layout)
     for (const auto& [key, value] : arch_layers.rope_defaults.items())
       if (!position.contains(key)) position[key] = value;
@@ -188,9 +259,15 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   return mc;
 }
 
-std::vector<std::string> ignored_config_keys(const json& config) {
+std::vector<std::string> ignored_config_keys(const json& given) {
   std::vector<std::string> out;
-  if (!config.is_object()) return out;
+  if (!given.is_object()) return out;
+  json config;
+  try {
+    config = language_model_config(given, "config");
+  } catch (const ConfigError&) {
+    config = given;
+  }
   const bool has_position = config.contains("position") && !config["position"].is_null();
   for (const auto& [key, _] : config.items())
     if (!architecture_reads(config, key) || (has_position && (key == "rope_theta" || key == "partial_rotary_factor")))
@@ -278,7 +355,14 @@ json to_json(const ModelConfig& c) {
   if (c.o_bias) j["o_bias"] = true;
   if (c.mlp_bias) j["mlp_bias"] = true;
   if (c.fused_projections) j["fused_projections"] = true;
-  if (c.qk_norm) j["qk_norm"] = true;
+  if (c.qk_norm) j["qk_norm"] = c.qk_norm_whole ? json("whole") : json(true);
+  if (c.clip_qkv > 0) j["clip_qkv"] = c.clip_qkv;
+  if (const MoeConfig& m = c.moe; m.n_experts > 0) {
+    json sparse = json::array();
+    for (int i = 0; i < c.n_layers; ++i) sparse.push_back(m.sparse_layer(i));
+    j["experts"] = {{"count", m.n_experts}, {"per_token", m.n_used}, {"width", m.expert_ffn}, {"renormalize", m.renormalize},
+                    {"shared_width", m.shared_ffn}, {"sparse_layers", sparse}};
+  }
   if (json layers = layers_to_json(c); !layers.empty()) j["layers"] = layers;
   for (const auto& e : c.extend) j["extend"][e->type()] = e->to_json();
   return j;

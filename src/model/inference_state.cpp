@@ -96,7 +96,24 @@ void InferenceState::observe_attention(AttentionStats* stats) {
   for (auto& unit : units_->units) unit->observe(stats);
 }
 
-void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, bool all_logits) {
+// Explicit positions per axis: M-RoPE's alone (every scheme that places tokens must take them).
+void InferenceState::check_axis_positions(const int* positions, int n) const {
+  if (!positions) return;
+  for (const auto& e : units_->encodings)
+    if (e->position_axes() == 0 && (e->rotates() || e->has_bias() || e->has_relative_terms() || e->max_positions() > 0 ||
+                                    c_.position.scheme->kind() == SchemeKind::Absolute))
+      throw Error("forward: explicit positions per axis are M-RoPE's (Qwen2-VL, Qwen3-VL), but this model's " +
+                  position_label(c_) + " places tokens by their index");
+  if (!c_.extend.empty())
+    throw Error("forward: explicit positions per axis do not combine with \"extend\" methods, which place pairs by index");
+  const int limit = std::max(n_ctx_, c_.max_position_embeddings);
+  for (size_t i = 0; i < size_t(n) * 3; ++i)
+    if (positions[i] < 0 || positions[i] >= limit)
+      throw Error("forward: token " + std::to_string(i / 3) + "'s position on axis " + "thw"[i % 3] + " is " +
+                  std::to_string(positions[i]) + ", outside [0, " + std::to_string(limit) + ")");
+}
+
+void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, bool all_logits, const int* positions) {
   if (n < 1) throw Error("forward: no tokens");
   if (pos0 < 0 || pos0 > n_past_)
     throw Error("forward: position " + std::to_string(pos0) + " leaves a gap after the " + std::to_string(n_past_) +
@@ -127,6 +144,7 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
                 " on that it reads; rewind to 0 or to a position from " + std::to_string(earliest_rewind()) + " to " +
                 std::to_string(n_past_) + ", or use n_batch >= " + std::to_string(batch) + " to rewind this far");
   }
+  check_axis_positions(positions, n);
   for (auto& unit : units_->units) unit->fit_threads();
   if (!tokens_run_.empty()) {
     for (int s = 0; s < n_seq_; ++s)
@@ -141,6 +159,8 @@ void InferenceState::forward(const int* tokens, int n, int pos0, float* logits, 
     for (int done = 0, chunk; done < count; done += chunk) {
       chunk = std::min(n_batch_, count - done);
       for (auto& unit : units_->units) chunk = unit->span(first + done, chunk);
+      for (auto& e : units_->encodings)  // M-RoPE's positions of the chunk (none: by index)
+        e->set_axis_positions(positions && toks == tokens ? positions + size_t(done) * 3 : nullptr, first + done, chunk);
       const bool last = done + chunk == count;
       float* o = !out ? nullptr : all ? out + size_t(done) * V : (last ? out : nullptr);
       forward_chunk(toks + done, stride, chunk, first + done, o, all ? size_t(count) * V : V, all);

@@ -31,6 +31,9 @@ void require_array_memory(const std::string& call, int rows, int vocab, const st
 // Token ids from any iterable of integers (a list, a 1-D numpy array), each in [0, vocab).
 // `where`: "call: argument", e.g. "logits: ids".
 std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where);
+// M-RoPE's positions per axis: n rows of [t, h, w] integers (nested lists, an [n, 3] array),
+// flattened; empty for None. `where`: "eval: positions".
+std::vector<int> axis_positions(py::handle positions, size_t n, const std::string& where);
 // A library message (error.hpp) in Python's words: each `field` as the keyword that sets it.
 std::string python_words(const std::string& message);
 // A UserWarning when encoding `text_name` left characters out (pert::dropped_note).

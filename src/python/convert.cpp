@@ -1,5 +1,6 @@
 // Conversions between Python and pert for the module's bindings (bindings.hpp).
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -108,6 +109,25 @@ std::vector<int> token_ids(py::handle ids, int vocab, const std::string& where) 
     throw Error(where + ": token ids expected (" + std::string(py::str(e.value())) + ")");
   } catch (py::cast_error&) {  // past a long long
     throw Error(where + ": a token id is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
+  return out;
+}
+
+std::vector<int> axis_positions(py::handle given, size_t n, const std::string& where) {
+  if (given.is_none()) return {};
+  const py::array a = py::array::ensure(given);
+  if (!a || a.ndim() != 2 || size_t(a.shape(0)) != n || a.shape(1) != 3)
+    throw Error(where + ": one [t, h, w] per id expected (" + std::to_string(n) + " x 3), got " +
+                (a ? "an array of shape " + shape_text(a) : std::string(py::repr(given))));
+  if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
+    throw Error(where + ": integers expected, got dtype " + std::string(py::str(a.dtype())));
+  const auto wide = py::array_t<long long, py::array::c_style | py::array::forcecast>::ensure(a);
+  std::vector<int> out(size_t(wide.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const long long p = wide.data()[i];
+    if (p < 0 || p > std::numeric_limits<int>::max())
+      throw Error(where + ": id " + std::to_string(i / 3) + "'s position " + std::to_string(p) + " is outside [0, 2^31)");
+    out[i] = int(p);
   }
   return out;
 }

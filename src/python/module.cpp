@@ -102,10 +102,11 @@ struct PySession {
   std::unique_ptr<InferenceState> state;
   bool busy = false;
 
-  py::array_t<float> eval(py::handle ids_in, std::optional<int> pos, bool all_logits) {
+  py::array_t<float> eval(py::handle ids_in, std::optional<int> pos, bool all_logits, py::handle positions_in) {
     const InUse in_use(busy, "session");
     const std::vector<int> ids = token_ids(ids_in, state->vocab_size(), "eval: ids");
     require(!ids.empty(), "eval: no token ids");
+    const std::vector<int> positions = axis_positions(positions_in, ids.size(), "eval: positions");
     const int n = int(ids.size()), V = state->vocab_size(), at = pos.value_or(state->n_past());
     require(at >= 0, "eval: pos must be >= 0, got " + std::to_string(at));
     require(n <= state->n_ctx(), "eval: " + std::to_string(n) + " ids exceed the context size " +
@@ -116,7 +117,7 @@ struct PySession {
     float* data = out.mutable_data();
     const PythonSignals signals;
     py::gil_scoped_release release;
-    state->forward(ids.data(), n, at, data, all_logits);
+    state->forward(ids.data(), n, at, data, all_logits, positions.empty() ? nullptr : positions.data());
     return out;
   }
 
@@ -313,9 +314,11 @@ PYBIND11_MODULE(_pert, m) {
 
   py::class_<PySession>(m, "Session", "A KV cache fed a few tokens at a time (Model.session)")
       .def("eval", &PySession::eval, py::arg("ids"), py::arg("pos") = py::none(), py::arg("all_logits") = false,
+           py::arg("positions") = py::none(),
            "Runs ids at positions pos.. (default: after what is cached; an earlier pos replaces from there, as far back as "
            "the cache holds: with a sliding window, n_batch positions); "
-           "the last position's logits [vocab], or every one's [n, vocab] with all_logits")
+           "the last position's logits [vocab], or every one's [n, vocab] with all_logits. "
+           "positions: one [t, h, w] per id for M-RoPE models (Qwen2-VL, Qwen3-VL), a 2-D or 3-D layout of the tokens")
       .def("shift", &PySession::shift,
            py::arg("n_keep"), py::arg("n_discard"),
            "Drops cached positions [n_keep, n_keep + n_discard) and moves the rest back (llama.cpp's context shift); "

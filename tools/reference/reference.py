@@ -56,7 +56,31 @@ def load_model_dir(model_dir):
         tensors = {}
         for shard in sorted(set(index["weight_map"].values())):
             tensors.update(safetensors_io.load(os.path.join(model_dir, shard)))
+    config, tensors = language_model(config, tensors)
     return config, {k: torch.tensor(v, dtype=DT) for k, v in tensors.items()}
+
+
+VL = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration")
+VISION_PREFIXES = ("visual.", "model.visual.")
+
+
+def language_model(config, tensors):
+    """A vision-language checkpoint's language model (HF Qwen2/2.5/3-VL): text_config's keys at the
+    top level (those already there win: v4 writes them there), the tensors under
+    model.language_model. (transformers v5) named model., the vision tower's dropped."""
+    if (config.get("architectures") or [""])[0] not in VL:
+        return config, tensors
+    text = config.get("text_config") or {}
+    config = {k: v for k, v in config.items() if k != "text_config"}
+    for key, value in text.items():
+        if key not in ("model_type", "architectures") and config.get(key) is None:
+            config[key] = value
+    lm = "model.language_model."
+    out = {}
+    for name, value in tensors.items():
+        if not name.startswith(VISION_PREFIXES):
+            out["model." + name[len(lm):] if name.startswith(lm) else name] = value
+    return config, out
 
 
 def position_block(config):
@@ -67,13 +91,18 @@ def position_block(config):
         return dict(pos, scaling=scaling) if scaling else pos
     if config.get("rope_parameters") is not None:  # transformers v5: one object for the v4 keys
         rp = dict(config["rope_parameters"])
+        if "rope_type" not in rp and "full_attention" in rp:  # one per layer type: the model's is the full layers'
+            rp = dict(rp["full_attention"])
         config = dict(config, rope_scaling=rp)
         for key in ("rope_theta", "partial_rotary_factor"):
             if key in rp:
                 config[key] = rp.pop(key)
     arch = (config.get("architectures") or [""])[0]
-    default_theta = 1e6 if arch == "Gemma3ForCausalLM" else 10000.0  # Gemma3TextConfig
+    default_theta = {"Gemma3ForCausalLM": 1e6, "Qwen2VLForConditionalGeneration": 1e6,  # the HF configs' defaults
+                     "Qwen2_5_VLForConditionalGeneration": 1e6, "Qwen3VLForConditionalGeneration": 5e5}.get(arch, 10000.0)
     pos = {"type": "rope", "base": config.get("rope_theta") or default_theta}
+    if arch == "Qwen3VLForConditionalGeneration":  # modeling_qwen3_vl: interleaved whatever the key says
+        pos.update(mrope_section=[24, 20, 20], mrope_interleaved=True)
     if arch == "Cohere2ForCausalLM":  # modeling_cohere2: rotate_half pairs (2j, 2j + 1)
         pos["layout"] = "interleaved"
     if config.get("partial_rotary_factor") is not None:
@@ -84,7 +113,11 @@ def position_block(config):
         rs = dict(rs)
         kind = rs.pop("rope_type", None) or rs.pop("type")
         rs.pop("type", None)
-        kind = {"su": "longrope"}.get(kind, kind)
+        for key in ("mrope_section", "mrope_interleaved"):  # M-RoPE (Qwen2/2.5/3-VL): beside the frequencies
+            if rs.get(key) is not None:
+                pos[key] = rs.pop(key)
+            rs.pop(key, None)
+        kind = {"su": "longrope", "mrope": "default"}.get(kind, kind)
         if kind != "default":
             pos["scaling"] = dict(rs, type=kind)
     return pos
@@ -250,7 +283,10 @@ def layer_windows(config):
     window = config.get("sliding_window") or 0
     if arch in ("", "LlamaForCausalLM"):
         return [0] * n
-    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):  # off unless use_sliding_window; then layers >= max_window_layers
+    if arch == "Qwen3VLForConditionalGeneration":  # Qwen3VLTextConfig: no window
+        return [0] * n
+    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen2VLForConditionalGeneration",
+                "Qwen2_5_VLForConditionalGeneration"):  # off unless use_sliding_window; then layers >= max_window_layers
         if not config.get("use_sliding_window", False):
             window = 0
         first = config.get("max_window_layers", n)
@@ -300,6 +336,14 @@ def layer_layout(config, pos):
         for lay in out:
             if lay["window"]:
                 lay["position"] = local
+    rp = config.get("rope_parameters") or {}
+    if "rope_type" not in rp and "sliding_attention" in rp:  # transformers v5: a block per layer type
+        local = {"rope_theta": config.get("rope_local_base_freq") or 10000.0}  # Gemma 3's default for the local layers
+        sliding = position_block({"rope_parameters": dict(local, **rp["sliding_attention"]),
+                                  "architectures": config.get("architectures")})
+        for lay in out:
+            if lay["window"] and lay["position"].get("type") == "rope":
+                lay["position"] = sliding
     if (config.get("architectures") or [""])[0] == "Cohere2ForCausalLM":  # RoPE only where the window is
         for lay in out:
             if not lay["window"]:
@@ -447,12 +491,29 @@ def rmsnorm_llama(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def forward(config, W, ids, inputs=None, observe=None):
+def mrope_axes(pos, rot):
+    """M-RoPE: the axis (0 t, 1 h, 2 w) whose position turns each rotary pair, as HF builds its
+    frequencies: Qwen2-VL's apply_multimodal_rotary_pos_emb takes mrope_section[a] pairs per axis in
+    turn; Qwen3-VL's apply_interleaved_mrope starts from t everywhere and gives h the pairs
+    1, 4, ... below 3·section[1] and w the pairs 2, 5, ... below 3·section[2]."""
+    section = pos["mrope_section"]
+    assert sum(section) == rot // 2
+    if not pos.get("mrope_interleaved"):
+        return torch.tensor([a for a, count in enumerate(section) for _ in range(count)])
+    axes = torch.zeros(rot // 2, dtype=torch.long)
+    for a in (1, 2):
+        axes[a:3 * section[a]:3] = a
+    return axes
+
+
+def forward(config, W, ids, inputs=None, observe=None, axis_positions=None):
     """Logits [..., T, vocab] for token ids [..., T] (a list, or a [B, T] tensor), causal, in the
     weights' dtype (float64 from load_model_dir; float32 when train.py trains through it).
     inputs(name, h): what the matrix `name` (HF's name without ".weight"; "lm_head" for the
     output, tied or not) multiplies instead of h, e.g. h rounded as a runtime quantizes it.
-    observe(layer, probs): called with each layer's attention weights [..., H, T, T]."""
+    observe(layer, probs): called with each layer's attention weights [..., H, T, T].
+    axis_positions [T][3]: M-RoPE's positions (t, h, w) of each token (default: its index on every
+    axis); masks and windows stay by index."""
     d = config["hidden_size"]
     H = config["num_attention_heads"]
     KV = config.get("num_key_value_heads") or H
@@ -464,6 +525,7 @@ def forward(config, W, ids, inputs=None, observe=None):
     T = ids_t.shape[-1]
     dt = W["model.embed_tokens.weight"].dtype
     positions = torch.arange(T)
+    rope_at = positions if axis_positions is None else torch.as_tensor(axis_positions, dtype=torch.long)  # RoPE's
     # The "extend" block: which keys row m sees, where far pairs are encoded, log-n's row factor.
     plan = reference_extend.Plan(reference_extend.parse(config, pos) or {}, T)
 
@@ -522,10 +584,17 @@ def forward(config, W, ids, inputs=None, observe=None):
             else:
                 groups.append([slice(m, m + 1), inv_freq, mscale])
 
+        axes = mrope_axes(lp, rot) if lp.get("mrope_section") else None
+
         def encode(x, at, inv_freq, mscale, side):
             """x [..., len(at), hd] with its rotary dims rotated as at positions `at` (fractional ones
-            too), times the attention factor (and xPos's scale: side "q" multiplies, "k" divides)."""
-            angles = (at.to(DT)[:, None] * inv_freq[None, :]).to(dt)
+            too), times the attention factor (and xPos's scale: side "q" multiplies, "k" divides).
+            M-RoPE: `at` [len][3], pair i turned by its axis's position."""
+            if at.dim() == 2:
+                at = at.to(DT)[:, axes] if axes is not None else at[:, 0].to(DT)[:, None]
+                angles = (at * inv_freq[None, :]).to(dt)
+            else:
+                angles = (at.to(DT)[:, None] * inv_freq[None, :]).to(dt)
             scale = None
             if lp.get("xpos") is not None:
                 up = xpos_scale(lp, rot, at, T)
@@ -571,7 +640,7 @@ def forward(config, W, ids, inputs=None, observe=None):
             parts = []
             for rows, inv_freq, ms in sch["groups"]:
                 qg = q[..., rows, :]
-                s = encode(qg, positions[rows], inv_freq, ms, "q") @ encode(k, positions, inv_freq, ms, "k").mT
+                s = encode(qg, rope_at[rows], inv_freq, ms, "q") @ encode(k, rope_at, inv_freq, ms, "k").mT
                 if plan.near is not None:  # far pairs: the same frequencies and factor, other positions
                     far = encode(qg, plan.q_far[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
                     s = torch.where(plan.near[rows], s, far)
@@ -614,7 +683,7 @@ def forward(config, W, ids, inputs=None, observe=None):
                 query = torch.where(plan.near, query, plan.q_far[:, None].expand(T, T).floor().long())
             bias = fire_bias(lpos, W, i, dist.clamp(min=0), query)
         scores = scores + bias + mask
-        probs = torch.softmax(scores, dim=-1)  # [..., H, query m, key n]
+        probs = softmax_with_sink_logits(scores, W.get(p + "self_attn.sinks"))  # [..., H, query m, key n]
         if observe:
             observe(i, probs)
         att = probs @ v  # [..., H, T, hd]
@@ -649,27 +718,43 @@ def forward(config, W, ids, inputs=None, observe=None):
     return torch.tanh(logits / final_cap) * final_cap if final_cap else logits
 
 
+def softmax_with_sink_logits(scores, sink_logits):
+    """Each row's softmax over its keys, scores [..., H, T, T]; with learned sink logits [H]
+    (gpt-oss's self_attn.sinks, whatever the architecture) each head's logit joins every row as one
+    more column after the scale, soft-cap, mask and bias, as HF's eager attention does, and that
+    column is dropped after the softmax (which subtracts the max over the keys and the sink): the
+    weights sum to less than 1."""
+    if sink_logits is None:
+        return torch.softmax(scores, dim=-1)
+    column = sink_logits.to(scores.dtype).reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)
+    return torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :-1]
+
+
 # ----------------------------------------------------------------------------- attention statistics
 def distance_bucket(d):
     """0 for distance 0, else 1 + floor(log2 d): 1, 2-3, 4-7, ... (pert attention's buckets)."""
     return 0 if d == 0 else int(d).bit_length()
 
 
-def attention_per_query(probs, sink=1):
+def attention_per_query(probs, sink=1, sink_logits=False):
     """Each query's statistics from the full weight matrices, probs[layer] [H, T, T] (query m,
     key n), in float64: {"entropy", "sink_mass", "mean_distance", "max_weight": [layer, H, T],
-    "mass": [layer, H, T, bucket]}."""
+    "mass": [layer, H, T, bucket]}; with `sink_logits` (the model has learned sink logits) also
+    "sink_logit_mass": 1 - the row's weights, the share no key gets (entropy stays over the keys)."""
     T = probs[0].shape[-1]
     m = torch.arange(T)[:, None]
     dist = (m - torch.arange(T)[None, :]).clamp(min=0).to(DT)          # [T, T] m - n (0 above the diagonal)
     bucket = torch.tensor([[distance_bucket(max(i - j, 0)) for j in range(T)] for i in range(T)])
     one_hot = torch.nn.functional.one_hot(bucket, distance_bucket(T - 1) + 1).to(DT)  # [T, T, buckets]
+    statistics = [("entropy", lambda p: -torch.special.xlogy(p, p).sum(-1)),
+                  ("sink_mass", lambda p: p[..., :sink].sum(-1)),
+                  ("mean_distance", lambda p: (p * dist).sum(-1)),
+                  ("max_weight", lambda p: p.max(-1).values),
+                  ("mass", lambda p: torch.einsum("hmn,mnb->hmb", p, one_hot))]
+    if sink_logits:
+        statistics.append(("sink_logit_mass", lambda p: 1 - p.sum(-1)))
     stats = {}
-    for name, f in (("entropy", lambda p: -torch.special.xlogy(p, p).sum(-1)),
-                    ("sink_mass", lambda p: p[..., :sink].sum(-1)),
-                    ("mean_distance", lambda p: (p * dist).sum(-1)),
-                    ("max_weight", lambda p: p.max(-1).values),
-                    ("mass", lambda p: torch.einsum("hmn,mnb->hmb", p, one_hot))):
+    for name, f in statistics:
         stats[name] = torch.stack([f(p.to(DT)) for p in probs])
     return stats
 
@@ -692,11 +777,14 @@ def attention_stats(per_query, trained):
 # ----------------------------------------------------------------------------- random models
 def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_heads=2, layers=2, ffn=128,
                vocab=96, trained=32, tie=False, head_dim=None, extra_config=None, qkv_bias=False, o_bias=False,
-               mlp_bias=False, fused=False, qk_norm=False, extend=None, gemma=False, parallel=False):
+               mlp_bias=False, fused=False, qk_norm=False, extend=None, gemma=False, parallel=False, vl=None):
     """A random-weight checkpoint (safetensors + config.json) whose activations stay O(1).
     qkv_bias / o_bias / mlp_bias add bias tensors; fused writes Phi-3's qkv_proj and gate_up_proj;
     extend is config.json's "extend" block; gemma writes Gemma's four norms per layer, gains stored
-    as w around 0 (applied as 1 + w); parallel leaves out post_attention_layernorm (Cohere)."""
+    as w around 0 (applied as 1 + w); parallel leaves out post_attention_layernorm (Cohere).
+    vl lays it out as a vision-language checkpoint with a few random vision tensors: "v4" (Qwen2-VL
+    as published: model.layers.*, visual.*) or "v5" (transformers v5, Qwen3-VL: the language model
+    under model.language_model., model.visual.*, its config keys under text_config)."""
     g = torch.Generator().manual_seed(seed)
     hd = head_dim or hidden // heads
 
@@ -755,6 +843,17 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
     if extend is not None:
         config["extend"] = extend
     config.update(extra_config or {})
+    if vl:  # the vision tower's tensors (skipped by pert), and v5's names and text_config
+        vision = "visual." if vl == "v4" else "model.visual."
+        t.update({vision + "patch_embed.proj.weight": randn(32, 24), vision + "blocks.0.attn.qkv.weight": randn(96, 32),
+                  vision + "merger.mlp.0.weight": randn(hidden, 32)})
+        if vl == "v5":
+            t = {("model.language_model." + k[len("model."):] if k.startswith("model.") and not k.startswith(vision)
+                  else k): v for k, v in t.items()}
+            top = ("architectures", "model_type", "tie_word_embeddings", "position", "extend")
+            config = dict({k: v for k, v in config.items() if k in top},
+                          text_config={k: v for k, v in config.items() if k not in top})
+        config["vision_config"] = {"depth": 1, "hidden_size": 32, "out_hidden_size": hidden}
     os.makedirs(out_dir, exist_ok=True)
     safetensors_io.save(os.path.join(out_dir, "model.safetensors"), t, dtype)
     with replaced(os.path.join(out_dir, "config.json")) as f:
@@ -843,7 +942,8 @@ def main():
         if a.cmd == "logits":
             logits.numpy().astype(np.float64).tofile(a.out_file)
         else:
-            per_query = attention_per_query([probs[i] for i in sorted(probs)], a.sink)
+            sink_logits = any(name.endswith(".self_attn.sinks") for name in W)
+            per_query = attention_per_query([probs[i] for i in sorted(probs)], a.sink, sink_logits)
             stats = attention_stats(per_query, config.get("max_position_embeddings", 2048))
             with replaced(a.out_file) as f:
                 json.dump(stats, f)

@@ -153,6 +153,7 @@ class Rope final : public PositionEncoding {
     by_sequence_ = longrope && s.longrope_choice == LongRopeChoice::Sequence;
     on_read_ = length_dependent_ && !by_sequence_;
     for (int i = 0; i < half_; ++i) zeta_.push_back((2.0 * i / p.rotary_dim + p.xpos.gamma) / (1.0 + p.xpos.gamma));
+    axes_ = mrope_axes(p);
     table_.theta = rope_inv_freq(p_, 1);  // static frequencies: for good
     table_.factor = rope_attention_factor(p_, 1);
     shift_cos_.resize(size_t(half_));
@@ -160,6 +161,17 @@ class Rope final : public PositionEncoding {
   }
 
   bool rotates() const override { return true; }
+
+  // M-RoPE: pair i of a token turns by its position on axis axes_[i], read from the tables' row of
+  // that position (so positions equal on every axis turn it exactly as plain RoPE at that row).
+  int position_axes() const override { return axes_.empty() ? 0 : 3; }
+  void set_axis_positions(const int* positions, int pos0, int n) override {
+    axis_n_ = positions ? n : 0;
+    axis_pos0_ = pos0;
+    axis_rows_ = 0;
+    axis_pos_.assign(positions, positions + size_t(axis_n_) * 3);
+    for (int p : axis_pos_) axis_rows_ = std::max(axis_rows_, p + 1);
+  }
   bool rotates_keys_on_read() const override { return on_read_; }
 
   // xPos scales a key at position n by ζ^(−n/b), up to (1 + γ)/γ per b positions: past
@@ -208,7 +220,7 @@ class Rope final : public PositionEncoding {
         rows_ = 0;
       }
     }
-    const int rows = pos0 + n;
+    const int rows = std::max(pos0 + n, axis_rows_);
     if (rows <= rows_) return;
     const size_t cells = size_t(rows) * half_;
     cos_.resize(cells);
@@ -317,6 +329,10 @@ class Rope final : public PositionEncoding {
 
   void rotate(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride,
               bool is_query) const override {
+    if (axis_n_ > 0 && pos0 >= axis_pos0_ && pos0 + n_pos <= axis_pos0_ + axis_n_) {
+      rotate_by_axes(x, pos0, n_pos, n_heads, pos_stride, head_stride);
+      return;
+    }
     const std::vector<float>* xpos = p_.xpos.enabled ? (is_query ? &xpos_q_ : &xpos_k_) : nullptr;
     const RotatePairs turn = rotate_pairs_for(xpos != nullptr);
     for (int t = 0; t < n_pos; ++t) {
@@ -329,6 +345,23 @@ class Rope final : public PositionEncoding {
   }
 
  private:
+  // rotate() at the explicit positions of set_axis_positions (M-RoPE; no xPos, refused with it).
+  void rotate_by_axes(float* x, int pos0, int n_pos, int n_heads, ptrdiff_t pos_stride, ptrdiff_t head_stride) const {
+    float c[kMaxPairs], s[kMaxPairs];
+    for (int t = 0; t < n_pos; ++t) {
+      const int* at = &axis_pos_[size_t(pos0 - axis_pos0_ + t) * 3];
+      for (int i0 = 0; i0 < half_; i0 += kMaxPairs) {
+        const int count = std::min(kMaxPairs, half_ - i0);
+        for (int i = 0; i < count; ++i) {
+          const size_t cell = size_t(at[axes_[size_t(i0 + i)]]) * half_ + size_t(i0 + i);
+          c[i] = cos_[cell];
+          s[i] = sin_[cell];
+        }
+        for (int h = 0; h < n_heads; ++h) turn_pairs(x + t * pos_stride + h * head_stride, i0, count, c, s);
+      }
+    }
+  }
+
   // Turns pair i of one head vector, (v[i], v[i + half]) in HF's half layout or (v[2i], v[2i+1])
   // interleaved, by (c[i], s[i]) and scales it by z[i] when Scaled (xPos). One instance per
   // case, so each loop is straight-line and vectorizes.
@@ -381,6 +414,10 @@ class Rope final : public PositionEncoding {
   std::vector<float> cos_, sin_;    // [rows][half], times the attention factor
   std::vector<float> xpos_q_, xpos_k_;  // [rows][half]
   std::vector<float> shift_cos_, shift_sin_;  // [half] one context shift's rotation
+  // M-RoPE: each pair's axis, and the explicit positions [axis_n][3] of tokens axis_pos0.. (none: 0)
+  std::vector<int> axes_;
+  std::vector<int> axis_pos_;
+  int axis_pos0_ = 0, axis_n_ = 0, axis_rows_ = 0;
   // A forward over several length classes (begin_mixed):
   int mixed_pos0_ = 0;
   std::vector<int> class_of_;   // [n] each position's class

@@ -46,6 +46,11 @@ struct RopeConfig final : SchemeConfig {
   RopeLayout layout = RopeLayout::Half;
   RopeScaling scaling;
   XPosConfig xpos;
+  // M-RoPE (Qwen2/2.5-VL, Qwen3-VL): each rotary pair turns by the position on one of three axes
+  // (t, h, w), mrope_section[a] pairs for axis a (summing to r/2): contiguous runs t, h, w, or
+  // interleaved t, h, w, t, h, w, ... while each axis has pairs left (Qwen3-VL). Empty: plain RoPE.
+  std::vector<int> mrope_section;
+  bool mrope_interleaved = false;
 
   const char* type() const override { return "rope"; }
   SchemeKind kind() const override { return SchemeKind::Rotary; }
@@ -61,5 +66,7 @@ struct RopeConfig final : SchemeConfig {
 std::vector<double> rope_inv_freq(const RopeConfig& rope, int length);
 double rope_attention_factor(const RopeConfig& rope, int length = 1);
 const char* rope_scaling_name(RopeScalingType type);
+// M-RoPE's axis (0 t, 1 h, 2 w) of each rotary pair [r/2]; empty for plain RoPE.
+std::vector<int> mrope_axes(const RopeConfig& rope);
 
 }  // namespace pert

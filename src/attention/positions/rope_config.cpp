@@ -86,6 +86,36 @@ RopeScaling parse_scaling(Fields& f, const RopeConfig& rope, const PluginContext
   return s;
 }
 
+// M-RoPE's mrope_section [t, h, w] (pairs per axis, summing to rotary_dim/2) and layout.
+void parse_mrope(Fields& f, RopeConfig& p) {
+  const json* section = f.get("mrope_section");
+  if (!section) {
+    if (f.boolean("mrope_interleaved", false)) f.fail("mrope_interleaved", "is true, but no mrope_section is given");
+    return;
+  }
+  if (!section->is_array() || section->size() != 3)
+    f.fail("mrope_section", "must be a list of three pair counts [t, h, w], got " + json_brief(*section));
+  int sum = 0;
+  for (const json& n : *section) {
+    if (!n.is_number_integer() || n.get<long long>() < 0 || n.get<long long>() > kMaxDim)
+      f.fail("mrope_section", "must hold non-negative integers, got " + json_brief(*section));
+    p.mrope_section.push_back(n.get<int>());
+    sum += p.mrope_section.back();
+  }
+  const int half = p.rotary_dim / 2;
+  if (sum != half)
+    f.fail("mrope_section", json_brief(*section) + " sums to " + std::to_string(sum) + ", not the rotary pairs (rotary_dim/2 = " +
+                                std::to_string(half) + ")");
+  p.mrope_interleaved = f.boolean("mrope_interleaved", false);
+  int count[3] = {0, 0, 0};  // interleaved, an axis may run out of pairs before its count
+  for (int a : mrope_axes(p)) ++count[a];
+  for (int a = 0; a < 3; ++a)
+    if (count[a] != p.mrope_section[size_t(a)])
+      f.fail("mrope_section", json_brief(*section) + " interleaved gives the axes t, h, w " + std::to_string(count[0]) + ", " +
+                                  std::to_string(count[1]) + " and " + std::to_string(count[2]) + " of the " +
+                                  std::to_string(half) + " pairs, not its counts");
+}
+
 }  // namespace
 
 std::shared_ptr<const SchemeConfig> parse_rope(Fields& f, const PluginContext& context) {
@@ -110,6 +140,7 @@ std::shared_ptr<const SchemeConfig> parse_rope(Fields& f, const PluginContext& c
     Fields sf(*s, f.source(), f.path() + "scaling.");
     p->scaling = parse_scaling(sf, *p, context);
   }
+  parse_mrope(f, *p);
   if (const json* x = f.get("xpos")) {
     if (!x->is_object()) f.fail("xpos", "must be an object like {\"gamma\": 0.4, \"scale_base\": 512}, got " + json_brief(*x));
     Fields xf(*x, f.source(), f.path() + "xpos.");
@@ -118,7 +149,25 @@ std::shared_ptr<const SchemeConfig> parse_rope(Fields& f, const PluginContext& c
     p->xpos.scale_base = xf.number("scale_base", 512.0, positive, "must be > 0");
     xf.reject_unknown("xpos");
   }
+  if (!p->mrope_section.empty() && (p->xpos.enabled || p->scaling.type == RopeScalingType::Dynamic ||
+                                    p->scaling.type == RopeScalingType::LongRope))
+    f.fail("mrope_section", std::string("is set together with ") + (p->xpos.enabled ? "xpos" : rope_scaling_name(p->scaling.type)) +
+                                ", whose rotation depends on more than a position per pair; M-RoPE runs with a static scaling only");
   return p;
+}
+
+std::vector<int> mrope_axes(const RopeConfig& rope) {
+  const std::vector<int>& s = rope.mrope_section;
+  std::vector<int> axes;
+  if (s.size() != 3) return axes;
+  const int half = rope.rotary_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    if (rope.mrope_interleaved)  // Qwen3-VL: h on pairs 1, 4, ... below 3·s[1], w on 2, 5, ... below 3·s[2]
+      axes.push_back(i % 3 == 1 && i < 3 * s[1] ? 1 : i % 3 == 2 && i < 3 * s[2] ? 2 : 0);
+    else
+      axes.push_back(i < s[0] ? 0 : i < s[0] + s[1] ? 1 : 2);
+  }
+  return axes;
 }
 
 const char* rope_scaling_name(RopeScalingType type) {
@@ -151,12 +200,14 @@ json RopeConfig::to_json() const {
     j["scaling"] = js;
   }
   if (xpos.enabled) j["xpos"] = {{"gamma", xpos.gamma}, {"scale_base", xpos.scale_base}};
+  if (!mrope_section.empty()) j["mrope_section"] = mrope_section, j["mrope_interleaved"] = mrope_interleaved;
   return j;
 }
 
 std::string RopeConfig::label() const {
-  if (scaling.type == RopeScalingType::None) return identity();
-  return identity() + " " + rope_scaling_name(scaling.type) + " x" + number_text(scaling.factor);
+  const std::string name = identity() + (mrope_section.empty() ? "" : " mrope");
+  if (scaling.type == RopeScalingType::None) return name;
+  return name + " " + rope_scaling_name(scaling.type) + " x" + number_text(scaling.factor);
 }
 
 std::string RopeConfig::describe(int head_dim) const {
@@ -185,6 +236,10 @@ std::string RopeConfig::describe(int head_dim) const {
       break;
   }
   if (xpos.enabled) s += "; xPos (gamma " + number_text(xpos.gamma) + ", scale_base " + number_text(xpos.scale_base) + ")";
+  if (!mrope_section.empty())
+    s += "; M-RoPE: pairs by axis t/h/w " + std::to_string(mrope_section[0]) + "/" + std::to_string(mrope_section[1]) + "/" +
+         std::to_string(mrope_section[2]) + (mrope_interleaved ? ", interleaved" : ", contiguous") +
+         " (text alone: plain RoPE)";
   return s;
 }
 

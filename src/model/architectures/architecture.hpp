@@ -16,6 +16,7 @@
 namespace pert {
 
 class GgufFile;
+class Checkpoint;  // safetensors.hpp
 
 // A GGUF layer part ("ffn_up") and the HF part it holds in this architecture, where that differs
 // from llama's table (registry.cpp) or the part exists only here (Gemma's post norms).
@@ -47,6 +48,11 @@ struct ArchitectureSpec {
   // its subclasses); undone at open.
   bool gguf_permuted_qk = false;
   std::vector<GgufPart> gguf_parts = {};
+  // A vision-language checkpoint (HF *ForConditionalGeneration), whose language model pert runs:
+  // its vision tower's tensor-name prefixes, space-separated, skipped at load; its config keys
+  // may sit under text_config, its tensors under model.language_model. (vision_language.cpp).
+  // Null: a text model.
+  const char* vision_tensors = nullptr;
 };
 
 // The registry (registry.cpp).
@@ -91,8 +97,20 @@ bool gguf_window(const GgufFile& f, const std::string& prefix, nlohmann::json& c
 // attention_bias / mlp_bias from the tensors the file has.
 void gguf_biases(const GgufFile& f, nlohmann::json& c, bool attention, bool mlp);
 
+// Vision-language models (vision_language.cpp): `spec` marked as one (vision_tensors); config.json
+// with text_config's keys at the top level (the top level's win; unchanged for a text model);
+// the language model's tensors under pert's names (model.language_model.X read as model.X), the
+// vision tower's left out and counted in `skipped` (ConfigError when no language model is there);
+// M-RoPE as the HF class computes it (`interleaved`: Qwen3-VL's), a config saying otherwise refused.
+ArchitectureSpec vision_language(ArchitectureSpec spec);
+nlohmann::json language_model_config(const nlohmann::json& config, const std::string& source);
+Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spec, int& skipped);
+void check_mrope(Fields& f, bool interleaved);
+
 // One spec per file (the registry's entries).
 extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture, kQwen3Architecture,
     kPhi3Architecture, kSmolLM3Architecture, kGemma2Architecture, kGemma3Architecture, kCohere2Architecture;
+
+extern const ArchitectureSpec kQwen2VlArchitecture, kQwen25VlArchitecture, kQwen3VlArchitecture;
 
 }  // namespace pert

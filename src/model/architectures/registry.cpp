@@ -13,6 +13,7 @@ namespace {
 const std::vector<const ArchitectureSpec*> kRegistry = {
     &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture,  &kQwen3Architecture,  &kPhi3Architecture,
     &kSmolLM3Architecture, &kGemma2Architecture, &kGemma3Architecture, &kCohere2Architecture,
+    &kQwen2VlArchitecture, &kQwen25VlArchitecture, &kQwen3VlArchitecture,
 };
 
 // Config keys every architecture reads (pert's own blocks among them).

@@ -1,0 +1,96 @@
+// What the vision-language architectures share (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): pert runs
+// their language model. Its config keys may sit under text_config (transformers v5, Qwen3-VL) or
+// at the top level (v4's Qwen2-VL); its tensors under model.language_model. (v5) or model. (v4);
+// the vision tower's tensors are left out. M-RoPE is checked here against the HF class's own rule.
+#include <algorithm>
+
+#include "architecture.hpp"
+#include "pert/error.hpp"
+#include "pert/json_util.hpp"
+#include "pert/safetensors.hpp"
+
+namespace pert {
+
+namespace {
+// A string prefix test.
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+// The vision prefixes of a spec, split.
+std::vector<std::string> vision_prefixes(const ArchitectureSpec& spec) {
+  std::vector<std::string> out;
+  for (const char* p = spec.vision_tensors; p && *p;) {
+    const char* end = p;
+    while (*end && *end != ' ') ++end;
+    if (end > p) out.emplace_back(p, size_t(end - p));
+    p = *end ? end + 1 : end;
+  }
+  return out;
+}
+
+const char kLanguageModel[] = "model.language_model.";
+}  // namespace
+
+ArchitectureSpec vision_language(ArchitectureSpec spec) {
+  spec.vision_tensors = "visual. model.visual.";  // v4's and v5's names of the vision tower
+  return spec;
+}
+
+nlohmann::json language_model_config(const nlohmann::json& config, const std::string& source) {
+  using nlohmann::json;
+  if (!config.is_object() || !config.contains("text_config") || config["text_config"].is_null()) return config;
+  const json a = config.value("architectures", json());
+  const ArchitectureSpec* spec = find_architecture(a.is_array() && a.size() == 1 && a[0].is_string() ? a[0].get<std::string>() : "",
+                                                   config.value("model_type", json()).is_string() ? config["model_type"].get<std::string>() : "");
+  if (!spec || !spec->vision_tensors) return config;  // (another's text_config stays an ignored key)
+  const json& text = config["text_config"];
+  if (!text.is_object()) throw ConfigError(source + ": text_config must be an object, got " + json_brief(text));
+  // The top level's keys win (v4 writes them there, an override sets them there); text_config's
+  // own model_type ("qwen3_vl_text") names the sub-config, not the model.
+  json out = config;
+  out.erase("text_config");
+  for (const auto& [key, value] : text.items())
+    if (key != "model_type" && key != "architectures" && (!out.contains(key) || out[key].is_null())) out[key] = value;
+  return out;
+}
+
+Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spec, int& skipped) {
+  const std::vector<std::string> vision = vision_prefixes(spec);
+  std::vector<TensorView> views;
+  bool nested = false, plain = false;  // model.language_model.* (v5) or model.layers.* (v4)
+  skipped = 0;
+  for (const auto& [name, t] : all.tensors()) {
+    if (std::any_of(vision.begin(), vision.end(), [&](const std::string& p) { return starts_with(name, p); })) {
+      ++skipped;
+      continue;
+    }
+    TensorView v = *t;
+    if (starts_with(name, kLanguageModel)) v.name = "model." + name.substr(sizeof(kLanguageModel) - 1), nested = true;
+    else plain = plain || starts_with(name, "model.layers.");
+    views.push_back(std::move(v));
+  }
+  if (!nested && !plain)
+    throw ConfigError(all.source() + ": no language model tensors (" + kLanguageModel + "layers.* or model.layers.*): pert runs " +
+                      spec.hf_name + "'s language model, and this checkpoint holds " + std::to_string(skipped) +
+                      " vision tensors and " + std::to_string(views.size()) + " others");
+  if (nested && plain)
+    throw ConfigError(all.source() + ": holds both " + kLanguageModel + "layers.* and model.layers.*: one language model, please");
+  const std::string source = all.source();
+  // The views point into `all`'s mappings: kept alive by the new checkpoint's storage, whose
+  // pointer stays null (a safetensors checkpoint's, not a GGUF file's rows to read in place).
+  auto owner = std::make_shared<const Checkpoint>(std::move(all));
+  return Checkpoint::of_views(std::move(views), source, std::shared_ptr<const void>(owner, nullptr));
+}
+
+void check_mrope(Fields& f, bool interleaved) {
+  const char* key = f.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  const nlohmann::json* rope = f.get(key);
+  const bool has_section = rope && rope->is_object() && rope->contains("mrope_section") && !(*rope)["mrope_section"].is_null();
+  if (!interleaved && !has_section)
+    f.fail(key, "has no mrope_section, which this architecture's attention reads (e.g. {\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]})");
+  // HF's class fixes the layout whatever the key says: a key saying otherwise is refused.
+  if (rope && rope->is_object() && rope->contains("mrope_interleaved") && (*rope)["mrope_interleaved"] != interleaved)
+    f.fail(std::string(key) + ".mrope_interleaved", "is " + (*rope)["mrope_interleaved"].dump() + ", but this architecture's M-RoPE is " +
+                                                       (interleaved ? "interleaved (Qwen3-VL)" : "contiguous (Qwen2-VL)"));
+}
+
+}  // namespace pert
