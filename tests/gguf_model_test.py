@@ -40,6 +40,7 @@ ALL_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K
 CASES = [("llama", t) for t in ALL_TYPES]
 CASES += [(arch, t) for arch in ("mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "cohere2", "smollm3")
           for t in ("F16", "Q8_0", "Q4_K_M", "Q6_K")]
+CASES += [(arch, t) for arch in ("mixtral", "qwen2moe", "qwen3moe", "olmoe") for t in ("F16", "Q8_0", "Q4_K_M")]
 K_QUANTS = {"Q4_K", "Q5_K", "Q6_K"}
 FLOATS = {"F32", "F16", "BF16"}
 

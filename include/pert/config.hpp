@@ -58,6 +58,21 @@ struct LayerAttention {
   }
 };
 
+// A mixture of experts in place of the MLP (src/model/moe.cpp): per token, a router scores the
+// experts, `n_used` of them run (each a SwiGLU MLP of width expert_ffn) and their outputs are
+// summed by the router's weights; a shared expert (Qwen2-MoE) runs for every token too.
+struct MoeConfig {
+  int n_experts = 0;          // 0: no experts, every layer dense
+  int n_used = 0;             // experts per token (num_experts_per_tok)
+  int expert_ffn = 0;         // each expert's width
+  // Softmax over all experts, the n_used largest kept, divided by their sum when `renormalize`
+  // (Mixtral always; Qwen-MoE and OLMoE iff norm_topk_prob).
+  bool renormalize = true;
+  int shared_ffn = 0;         // the shared expert's width, behind σ(x·w_gate) (Qwen2-MoE); 0: none
+  std::vector<bool> sparse;   // [layer]: experts (true) or the dense MLP of intermediate_size
+  bool sparse_layer(int layer) const { return n_experts > 0 && sparse[size_t(layer)]; }
+};
+
 struct ModelConfig {
   // The HF architecture (config.json's architectures[0]): one plug-in of src/model/architectures/,
   // which sets the flags below from its keys. Each is llama's block plus those extras.
@@ -82,6 +97,11 @@ struct ModelConfig {
   // gpt-oss: a learned logit per head (self_attn.sinks [n_heads]) in each softmax's denominator:
   // weights exp(s_j) / (Σ_k exp(s_k) + exp(sink_h)), which sum to less than 1.
   bool sink_logits = false;
+  // OLMoE: q_norm and k_norm over the whole projection (n_heads·head_dim, n_kv_heads·head_dim)
+  // rather than per head, then q, k and v clamped to ±clip_qkv (0: no clamp)
+  bool qk_norm_whole = false;
+  double clip_qkv = 0.0;
+  MoeConfig moe;
   // Gemma's block: GeGLU, norms whose gain is 1 + w, a norm on each branch's output too
   // (post_attention_layernorm, pre_/post_feedforward_layernorm), scaled embeddings, soft caps.
   Activation activation = Activation::SiLU;

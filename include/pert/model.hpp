@@ -17,6 +17,7 @@ namespace pert {
 
 class AttentionStats;  // attention_stats.hpp
 class GgufFile;        // gguf.hpp
+class MoeBlock;        // src/model/moe.hpp: a mixture of experts' scratch
 struct ModelWeights;   // src/model/weights.hpp: the matrices as the forward pass reads them
 
 // What the matrices are kept and multiplied in; norms and positional tables stay F32.
@@ -48,8 +49,9 @@ class Model {
   const float* tensor(const std::string& name) const;  // F32 data of a loaded F32 tensor
   const GgufFile* gguf() const { return gguf_.get(); }  // the file it was loaded from, if a GGUF file
   void embedding(int token, float* out) const;          // out[d] = the token's embedding row
-  // Bytes of the matrices one decode step reads, as kept: every layer's projections and the
-  // output's (the embedding's one row, norms and biases are left out: a few kilobytes).
+  // Bytes of the matrices one decode step reads, as kept: every layer's projections (of a mixture
+  // of experts, the router and the n_used experts a token reads, at the mean expert's size) and
+  // the output's (the embedding's one row, norms and biases are left out: a few kilobytes).
   size_t matrix_bytes() const;
 
   // The matrices and vectors as the forward pass reads them (src/model/weights.hpp: the
@@ -140,6 +142,7 @@ class InferenceState {
   std::vector<float> q_, att_;   // [seq][n_batch][n_heads·head_dim]
   std::vector<float> k_, v_;     // [seq][n_batch][n_kv_heads·head_dim]
   std::vector<float> gate_, up_; // [seq][n_batch][ffn]
+  std::unique_ptr<MoeBlock> moe_;  // null without experts
 };
 
 }  // namespace pert

@@ -167,8 +167,15 @@ std::string hf_tensor_name(const std::string& name, const std::string& architect
   const std::string part = rest.substr(0, dot), kind = rest.substr(dot + 1);
   if (kind != "weight" && kind != "bias") return "";
   auto hf = [&](Part p) { return tensor_names::layer_prefix(layer) + tensor_names::part_name(p) + "." + kind; };
-  for (const GgufPart& p : architecture_spec(architecture).gguf_parts)  // the architecture's own first
+  const ArchitectureSpec& spec = architecture_spec(architecture);
+  for (const GgufPart& p : spec.gguf_parts)  // the architecture's own first
     if (part == p.gguf) return hf(p.hf);
+  // A mixture of experts' router and shared expert (the experts' stacks: expert_stack)
+  const std::string prefix = tensor_names::layer_prefix(layer);
+  if (part == "ffn_gate_inp") return prefix + spec.moe_names.router + "." + kind;
+  if (part == "ffn_gate_inp_shexp") return prefix + "mlp.shared_expert_gate." + kind;
+  for (const char* p : {"gate", "up", "down"})
+    if (part == std::string("ffn_") + p + "_shexp") return prefix + "mlp.shared_expert." + p + "_proj." + kind;
   static const GgufPart kLayer[] = {  // llama's
       {"attn_norm", Part::AttnNorm}, {"attn_q", Part::Q},     {"attn_k", Part::K},           {"attn_v", Part::V},
       {"attn_qkv", Part::QKV},       {"attn_output", Part::O}, {"attn_q_norm", Part::QNorm}, {"attn_k_norm", Part::KNorm},
@@ -207,6 +214,38 @@ void unpermute_rows(TensorView& t, int heads, std::vector<uint8_t>& out) {
       std::memcpy(out.data() + size_t(h * D + r) * row_bytes, t.data + size_t(source) * row_bytes, row_bytes);
     }
   t.data = out.data();
+}
+
+// blk.N.ffn_{gate,up,down}_exps.weight: a mixture's experts stacked [E][rows][K] (HF's order), one
+// view per expert under its HF name (the rows are contiguous: no copy). False for other tensors.
+bool expert_stack(const std::string& name, const ModelConfig& c, const TensorView& stack, std::vector<TensorView>& views) {
+  static const std::pair<const char*, ExpertPart> kParts[] = {
+      {"ffn_gate_exps.weight", ExpertPart::Gate}, {"ffn_up_exps.weight", ExpertPart::Up}, {"ffn_down_exps.weight", ExpertPart::Down}};
+  for (const auto& [suffix, part] : kParts) {
+    if (!ends_with(name, std::string(".") + suffix) || name.compare(0, 4, "blk.") != 0) continue;
+    const std::string number = name.substr(4, name.size() - 4 - std::strlen(suffix) - 1);
+    if (number.empty() || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) return false;
+    const int layer = std::stoi(number), E = c.moe.n_experts;
+    if (E == 0 || layer >= c.n_layers || !c.moe.sparse_layer(layer))
+      throw FormatError(stack.file + ": tensor '" + printable(name) + "' holds experts, but the config gives layer " + number +
+                        " none (" + (E == 0 ? "no expert_count" : "a dense layer") + ")");
+    if (stack.shape.size() != 3 || stack.shape[0] != E)
+      throw FormatError(stack.file + ": tensor '" + printable(name) + "' has shape " + shape_str(stack.shape) + ", expected [" +
+                        std::to_string(E) + " experts, rows, columns]");
+    const size_t bytes = stack.nbytes / size_t(E);
+    for (int e = 0; e < E; ++e) {
+      TensorView v = stack;
+      v.name = expert_tensor(c, layer, e, part);
+      v.shape.erase(v.shape.begin());
+      v.numel = stack.numel / E;
+      v.offset = stack.offset + e * bytes;
+      v.data = stack.data + e * bytes;
+      v.nbytes = bytes;
+      views.push_back(std::move(v));
+    }
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -253,6 +292,7 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
         if (v.shape[1] == 1 && t.shape.size() == 1) v.shape.pop_back();
       }
     }
+    if (expert_stack(t.name, config, v, views)) continue;
     views.push_back(std::move(v));
   }
   return Checkpoint::of_views(std::move(views), f.path(), storage);

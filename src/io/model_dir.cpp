@@ -7,7 +7,6 @@
 #include "pert/gguf_model.hpp"
 #include "pert/json_util.hpp"
 #include "../model/architectures/architecture.hpp"
-#include "../model/tensor_names.hpp"
 
 namespace pert {
 
@@ -29,18 +28,34 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       add(Part::Q, {q, d}), add(Part::K, {kv, d}), add(Part::V, {kv, d});
     }
     if (c.qkv_bias) add(Part::Q, {q}, "bias"), add(Part::K, {kv}, "bias"), add(Part::V, {kv}, "bias");
-    if (c.qk_norm) add(Part::QNorm, {c.head_dim}), add(Part::KNorm, {c.head_dim});
+    if (c.qk_norm && c.qk_norm_whole) add(Part::QNorm, {q}), add(Part::KNorm, {kv});  // OLMoE's: the whole projection
+    else if (c.qk_norm) add(Part::QNorm, {c.head_dim}), add(Part::KNorm, {c.head_dim});
     if (c.sink_logits) out.push_back({sink_logits_tensor(i), {c.n_heads}});
     add(Part::O, {d, q});
     if (c.o_bias) add(Part::O, {d}, "bias");
     if (!c.parallel_block) add(Part::FfnNorm, {d});  // Cohere: one norm feeds attention and MLP
     if (c.sandwich_norms) add(Part::PreFfnNorm, {d}), add(Part::PostFfnNorm, {d});
-    if (c.fused_projections) {
+    if (c.moe.sparse_layer(i)) {  // the router and each expert's gate, up, down (architectures/)
+      const int64_t E = c.moe.n_experts, eff = c.moe.expert_ffn, sff = c.moe.shared_ffn;
+      out.push_back({router_tensor(c, i), {E, d}});
+      for (int e = 0; e < E; ++e) {
+        out.push_back({expert_tensor(c, i, e, ExpertPart::Gate), {eff, d}});
+        out.push_back({expert_tensor(c, i, e, ExpertPart::Up), {eff, d}});
+        out.push_back({expert_tensor(c, i, e, ExpertPart::Down), {d, eff}});
+      }
+      if (sff) {
+        out.push_back({shared_expert_tensor(i, ExpertPart::Gate), {sff, d}});
+        out.push_back({shared_expert_tensor(i, ExpertPart::Up), {sff, d}});
+        out.push_back({shared_expert_tensor(i, ExpertPart::Down), {d, sff}});
+        out.push_back({shared_expert_gate_tensor(i), {1, d}});
+      }
+    } else if (c.fused_projections) {
       add(Part::GateUp, {2 * ff, d});
+      add(Part::Down, {d, ff});
     } else {
       add(Part::Gate, {ff, d}), add(Part::Up, {ff, d});
+      add(Part::Down, {d, ff});
     }
-    add(Part::Down, {d, ff});
     if (c.mlp_bias) add(Part::Gate, {ff}, "bias"), add(Part::Up, {ff}, "bias"), add(Part::Down, {d}, "bias");
   }
   out.push_back({kFinalNorm, {d}});

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "attention/attention.hpp"
+#include "moe.hpp"
 #include "pert/error.hpp"
 #include "pert/interrupt.hpp"
 #include "pert/memory.hpp"
@@ -69,6 +70,7 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   v_.resize(B * kv_dim);
   gate_.resize(B * size_t(c_.intermediate_size));
   up_.resize(B * size_t(c_.intermediate_size));
+  if (c_.moe.n_experts > 0) moe_ = std::make_unique<MoeBlock>(c_, int(B));
   for (const auto& e : u.encodings)
     if (e->encodes_by_sequence_length()) tokens_run_.assign(size_t(n_seq) * size_t(n_ctx), 0);
 }
@@ -238,9 +240,17 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
       add_rows(k_.data(), w.bk, rows, kv_dim);
       add_rows(v_.data(), w.bv, rows, kv_dim);
     }
-    if (w.q_norm) {  // q_ and k_ are [rows][heads][hd]: one RMSNorm per head vector
+    if (w.q_norm && c.qk_norm_whole) {  // OLMoE: one RMSNorm over each row's whole q and k
+      rmsnorm(q_.data(), q_.data(), w.q_norm, rows, q_dim, eps);
+      rmsnorm(k_.data(), k_.data(), w.k_norm, rows, kv_dim, eps);
+    } else if (w.q_norm) {  // q_ and k_ are [rows][heads][hd]: one RMSNorm per head vector
       rmsnorm(q_.data(), q_.data(), w.q_norm, rows * c.n_heads, c.head_dim, eps);
       rmsnorm(k_.data(), k_.data(), w.k_norm, rows * c.n_kv_heads, c.head_dim, eps);
+    }
+    if (c.clip_qkv > 0) {  // OLMoE's clip_qkv, after the norms
+      const float clip = float(c.clip_qkv);
+      for (std::vector<float>* t : {&q_, &k_, &v_})
+        for (size_t i = 0; i < size_t(rows) * size_t(t == &q_ ? q_dim : kv_dim); ++i) (*t)[i] = std::clamp((*t)[i], -clip, clip);
     }
     for (int s = 0; s < S; ++s)
       u.of_layer[size_t(l)]->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
@@ -253,6 +263,11 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     // out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h)))  (Gemma: GeGLU, and the output normalised)
     // (Cohere: the MLP reads the attention's input, xb, as it is: out = x + attn(n) + mlp(n))
     if (w.ffn_norm) norm(xb_.data(), x_.data(), w.ffn_norm, rows);
+    if (!w.moe.experts.empty()) {  // a mixture of experts in place of the MLP (moe.cpp)
+      moe_->forward(w.moe, xb_.data(), rows, w.post_ffn_norm ? xb_.data() : x_.data(), /*accumulate=*/!w.post_ffn_norm);
+      if (w.post_ffn_norm) add_normed(w.post_ffn_norm);
+      continue;
+    }
     matmul_shared(xb_.data(), rows, d, {{gate_.data(), &w.w_gate, ff}, {up_.data(), &w.w_up, ff}});
     if (w.b_gate) {
       add_rows(gate_.data(), w.b_gate, rows, ff);

@@ -14,6 +14,7 @@
 #include "pert/memory.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/safetensors.hpp"
+#include "architectures/architecture.hpp"
 #include "tensor_names.hpp"
 #include "weights.hpp"
 
@@ -116,6 +117,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   // them as floats (TensorLookup).
   std::set<std::string> scheme_tensors;
   for (const ExpectedTensor& t : position_tensors(md.config)) scheme_tensors.insert(t.name);
+  for (int i = 0; i < md.config.n_layers; ++i)  // the routers too: a rounded router may choose other experts
+    if (md.config.moe.sparse_layer(i)) scheme_tensors.insert(router_tensor(md.config, i)), scheme_tensors.insert(shared_expert_gate_tensor(i));
   auto q8_tensor = [&](const RowSlice& part, int K) -> ModelWeights::Q8Tensor& {  // a part's Q8 matrix, sized
     ModelWeights::Q8Tensor& q = w.q8[part.name];
     q.packed.resize(q8_packed_size(int(part.rows), K));
@@ -223,16 +226,30 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     auto weight = [&](Part p) { return w.weight(layer_tensor(i, p)); };
     auto vector = [&](Part p, const char* kind = "weight") { return w.optional_tensor(layer_tensor(i, p, kind)); };
     const bool sandwich = md.config.sandwich_norms;  // Gemma: post_attention_layernorm is the attention's output norm
+    const bool dense = !md.config.moe.sparse_layer(i);
+    auto mlp = [&](Part p) { return dense ? weight(p) : Weight{}; };
     LayerWeights l{w.tensor(layer_tensor(i, Part::AttnNorm)), weight(Part::Q),   weight(Part::K),
                    weight(Part::V),                            weight(Part::O),
                    md.config.parallel_block ? nullptr : w.tensor(layer_tensor(i, sandwich ? Part::PreFfnNorm : Part::FfnNorm)),
-                   weight(Part::Gate),                         weight(Part::Up),  weight(Part::Down)};
+                   mlp(Part::Gate),                            mlp(Part::Up),     mlp(Part::Down)};
     l.bq = vector(Part::Q, "bias"), l.bk = vector(Part::K, "bias"), l.bv = vector(Part::V, "bias");
     l.bo = vector(Part::O, "bias");
     l.b_gate = vector(Part::Gate, "bias"), l.b_up = vector(Part::Up, "bias"), l.b_down = vector(Part::Down, "bias");
     l.q_norm = vector(Part::QNorm), l.k_norm = vector(Part::KNorm);
     l.sink_logits = w.optional_tensor(sink_logits_tensor(i));
     if (sandwich) l.post_attn_norm = vector(Part::FfnNorm), l.post_ffn_norm = vector(Part::PostFfnNorm);
+    if (md.config.moe.sparse_layer(i)) {
+      l.moe.router = w.tensor(router_tensor(md.config, i));
+      for (int e = 0; e < md.config.moe.n_experts; ++e)
+        l.moe.experts.push_back({w.weight(expert_tensor(md.config, i, e, ExpertPart::Gate)),
+                                 w.weight(expert_tensor(md.config, i, e, ExpertPart::Up)),
+                                 w.weight(expert_tensor(md.config, i, e, ExpertPart::Down))});
+      if (md.config.moe.shared_ffn) {
+        l.moe.shared = {w.weight(shared_expert_tensor(i, ExpertPart::Gate)), w.weight(shared_expert_tensor(i, ExpertPart::Up)),
+                        w.weight(shared_expert_tensor(i, ExpertPart::Down))};
+        l.moe.shared_gate = w.tensor(shared_expert_gate_tensor(i));
+      }
+    }
     w.layers.push_back(l);
   }
   w.final_norm = w.tensor(kFinalNorm);
@@ -273,10 +290,21 @@ size_t Model::matrix_bytes() const {
   const ModelConfig& c = config_;
   const int d = c.hidden_size, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim, ff = c.intermediate_size;
   size_t bytes = weight_bytes(weights_->lm_head, c.vocab_size, d);
-  for (const LayerWeights& w : weights_->layers)
-    bytes += weight_bytes(w.wq, q, d) + weight_bytes(w.wk, kv, d) + weight_bytes(w.wv, kv, d) +
-             weight_bytes(w.wo, d, q) + weight_bytes(w.w_gate, ff, d) + weight_bytes(w.w_up, ff, d) +
-             weight_bytes(w.w_down, d, ff);
+  auto mlp_bytes = [&](const ExpertWeights& e, int width) {
+    return weight_bytes(e.gate, width, d) + weight_bytes(e.up, width, d) + weight_bytes(e.down, d, width);
+  };
+  for (const LayerWeights& w : weights_->layers) {
+    bytes += weight_bytes(w.wq, q, d) + weight_bytes(w.wk, kv, d) + weight_bytes(w.wv, kv, d) + weight_bytes(w.wo, d, q);
+    if (w.moe.experts.empty()) {
+      bytes += mlp_bytes({w.w_gate, w.w_up, w.w_down}, ff);
+      continue;
+    }
+    // A token reads the router, its n_used experts (the mean expert's bytes each) and the shared one.
+    size_t experts = 0;
+    for (const ExpertWeights& e : w.moe.experts) experts += mlp_bytes(e, c.moe.expert_ffn);
+    bytes += size_t(c.moe.n_experts) * size_t(d) * 4 + experts / w.moe.experts.size() * size_t(c.moe.n_used);
+    if (w.moe.shared_gate) bytes += mlp_bytes(w.moe.shared, c.moe.shared_ffn) + size_t(d) * 4;
+  }
   return bytes;
 }
 

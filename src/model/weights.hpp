@@ -13,6 +13,20 @@
 
 namespace pert {
 
+// One expert's SwiGLU MLP.
+struct ExpertWeights {
+  Weight gate, up;  // [width][d]
+  Weight down;      // [d][width]
+};
+
+// A layer's mixture of experts (ModelConfig::moe); no experts in a dense layer.
+struct MoeWeights {
+  const float* router = nullptr;       // [n_experts][d], kept F32: the choice of experts is not rounded
+  std::vector<ExpertWeights> experts;  // [n_experts]
+  ExpertWeights shared;                // Qwen2-MoE's shared expert, when shared_gate is set
+  const float* shared_gate = nullptr;  // [d]: σ(x·w) scales the shared expert's output
+};
+
 struct LayerWeights {
   const float* attn_norm;  // [d]
   Weight wq;               // [n_heads·head_dim][d]
@@ -30,6 +44,7 @@ struct LayerWeights {
   const float* sink_logits = nullptr;                 // [n_heads] (ModelConfig::sink_logits)
   // Gemma: the attention's and the MLP's outputs normalised before they join x (sandwich_norms)
   const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] each
+  MoeWeights moe = {};  // in place of gate/up/down where the layer is sparse
 };
 
 struct ModelWeights {

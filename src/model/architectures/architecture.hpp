@@ -25,6 +25,14 @@ struct GgufPart {
   tensor_names::Part hf;
 };
 
+// Where a layer's experts are, under "model.layers.N.": the router "<router>.weight" [E][d], and
+// expert e's matrices "<experts>.<e>.<gate|up|down>.weight" (Qwen's names; Mixtral's are its own).
+struct MoeTensorNames {
+  const char* router = "mlp.gate";
+  const char* experts = "mlp.experts";
+  const char *gate = "gate_proj", *up = "up_proj", *down = "down_proj";
+};
+
 struct ArchitectureSpec {
   const char* hf_name;     // config.json's architectures[0], e.g. "Qwen2ForCausalLM"
   const char* model_type;  // config.json's model_type, e.g. "qwen2"
@@ -48,6 +56,7 @@ struct ArchitectureSpec {
   // its subclasses); undone at open.
   bool gguf_permuted_qk = false;
   std::vector<GgufPart> gguf_parts = {};
+  MoeTensorNames moe_names = {};  // (architectures with experts)
   // A vision-language checkpoint (HF *ForConditionalGeneration), whose language model pert runs:
   // its vision tower's tensor-name prefixes, space-separated, skipped at load; its config keys
   // may sit under text_config, its tensors under model.language_model. (vision_language.cpp).
@@ -64,7 +73,27 @@ const ArchitectureSpec& architecture_spec(const std::string& hf_name);  // of a 
 const ArchitectureSpec* gguf_architecture(const std::string& gguf_name);  // null when unknown
 std::string known_gguf_architectures();  // "llama, qwen2, ..."
 
+// An MoE layer's tensors, by the architecture's names (MoeTensorNames); Qwen2-MoE's shared expert
+// is "mlp.shared_expert.<gate|up|down>_proj" behind "mlp.shared_expert_gate" [1][d].
+enum class ExpertPart { Gate, Up, Down };
+std::string router_tensor(const ModelConfig& c, int layer);
+std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part);
+std::string shared_expert_tensor(int layer, ExpertPart part);
+std::string shared_expert_gate_tensor(int layer);
+
 // Helpers the architecture files share (common.cpp).
+// The experts' count from `count_key` (HF's default def_experts) and num_experts_per_tok
+// (def_used), every layer sparse; their width is set by the caller.
+void read_experts(Fields& f, ModelConfig& mc, const char* count_key, int def_experts, int def_used);
+// Qwen-MoE's dense layers: those in mlp_only_layers, and all but every decoder_sparse_step-th.
+void qwen_sparse_layers(Fields& f, ModelConfig& mc);
+// Qwen-MoE's windows: use_sliding_window is refused (pert does not compute them), the keys read.
+void refuse_moe_windows(Fields& f, int& window);
+// GGUF: {arch}.expert_count and expert_used_count into `count_key` and num_experts_per_tok; the
+// renormalisation from {arch}.expert_weights_norm into `norm_key` (norm_default, llama.cpp's fixed
+// choice, when absent); with `dense_layers`, the layers without blk.N.ffn_gate_inp in mlp_only_layers.
+void gguf_experts(const GgufFile& f, const std::string& prefix, nlohmann::json& c, const char* count_key,
+                  const char* norm_key, bool norm_default, bool dense_layers);
 // A window on every layer when one is set (Mistral's, Phi-3's).
 std::vector<bool> every_layer_windowed(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers& layers);
 // Qwen's: the window is off unless use_sliding_window, and covers layers i >= max_window_layers.
@@ -109,7 +138,8 @@ void check_mrope(Fields& f, bool interleaved);
 
 // One spec per file (the registry's entries).
 extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture, kQwen3Architecture,
-    kPhi3Architecture, kSmolLM3Architecture, kGemma2Architecture, kGemma3Architecture, kCohere2Architecture;
+    kPhi3Architecture, kSmolLM3Architecture, kGemma2Architecture, kGemma3Architecture, kCohere2Architecture,
+    kMixtralArchitecture, kQwen2MoeArchitecture, kQwen3MoeArchitecture, kOlmoeArchitecture;
 
 extern const ArchitectureSpec kQwen2VlArchitecture, kQwen25VlArchitecture, kQwen3VlArchitecture;
 

@@ -68,6 +68,54 @@ void gguf_gemma_keys(const GgufFile& f, const std::string& a, json& c, bool gemm
   }
 }
 
+void read_experts(Fields& f, ModelConfig& mc, const char* count_key, int def_experts, int def_used) {
+  MoeConfig& m = mc.moe;
+  m.n_experts = f.positive(count_key, kMaxDim, def_experts);
+  m.n_used = f.positive("num_experts_per_tok", kMaxDim, def_used);
+  if (m.n_used > m.n_experts)
+    f.fail("num_experts_per_tok", "(" + std::to_string(m.n_used) + ") asks for more experts than " + count_key + " (" +
+                                      std::to_string(m.n_experts) + ") has");
+  m.sparse.assign(size_t(mc.n_layers), true);
+}
+
+void qwen_sparse_layers(Fields& f, ModelConfig& mc) {
+  const int step = f.positive("decoder_sparse_step", kMaxLayers, 1);
+  for (int i = 0; i < mc.n_layers; ++i) mc.moe.sparse[size_t(i)] = (i + 1) % step == 0;
+  if (const json* only = f.get("mlp_only_layers")) {
+    if (!only->is_array()) f.fail("mlp_only_layers", "must be a list of layer indices, got " + json_brief(*only));
+    for (const json& i : *only) {
+      if (!i.is_number_integer() || i.get<long long>() < 0 || i.get<long long>() >= mc.n_layers)
+        f.fail("mlp_only_layers", "entries must be layer indices in [0, " + std::to_string(mc.n_layers) + "), got " + json_brief(i));
+      mc.moe.sparse[size_t(i.get<long long>())] = false;
+    }
+  }
+}
+
+void refuse_moe_windows(Fields& f, int& window) {
+  if (f.boolean("use_sliding_window", false))
+    f.fail("use_sliding_window", "is true: pert does not compute the windows of this mixture-of-experts architecture");
+  f.get("max_window_layers");  // read: without use_sliding_window it changes nothing
+  window = 0;
+}
+
+void gguf_experts(const GgufFile& f, const std::string& a, json& c, const char* count_key, const char* norm_key,
+                  bool norm_default, bool dense_layers) {
+  c[count_key] = gguf_positive(f, a + "expert_count");
+  c["num_experts_per_tok"] = gguf_positive(f, a + "expert_used_count");
+  if (norm_key) {
+    const GgufValue* v = f.find(a + "expert_weights_norm");
+    if (v && (v->is_array() || v->scalar_kind() != GgufKind::Bool))
+      throw FormatError(f.path() + ": key '" + a + "expert_weights_norm' is " + v->type_name() + ", expected a bool");
+    c[norm_key] = v ? v->int_at(0) != 0 : norm_default;
+  }
+  if (!dense_layers) return;
+  json dense = json::array();  // layers without a router keep llama's MLP
+  const int layers = c["num_hidden_layers"];
+  for (int i = 0; i < layers; ++i)
+    if (!f.tensor("blk." + std::to_string(i) + ".ffn_gate_inp.weight")) dense.push_back(i);
+  if (!dense.empty()) c["mlp_only_layers"] = dense;
+}
+
 int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {
   const GgufValue* v = f.find(key);
   if (v && v->is_array())

@@ -8,6 +8,14 @@ namespace pert {
 
 namespace {
 void llama_from_gguf(const GgufFile& f, const std::string& prefix, json& c) {
+  if (f.find(prefix + "expert_count")) {  // llama.cpp writes Mixtral as llama with experts
+    c["architectures"] = {"MixtralForCausalLM"};
+    gguf_experts(f, prefix, c, "num_local_experts", nullptr, true, false);
+    if (const GgufValue* v = f.find(prefix + "expert_weights_norm"); v && v->int_at(0) == 0)
+      throw FormatError(f.path() + ": key '" + prefix + "expert_weights_norm' is false; Mixtral always renormalises its experts' weights");
+    gguf_window(f, prefix, c);
+    return;
+  }
   if (gguf_window(f, prefix, c)) c["architectures"] = {"MistralForCausalLM"};  // llama's window is Mistral's
   gguf_biases(f, c, true, true);
 }

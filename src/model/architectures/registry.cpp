@@ -13,6 +13,7 @@ namespace {
 const std::vector<const ArchitectureSpec*> kRegistry = {
     &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture,  &kQwen3Architecture,  &kPhi3Architecture,
     &kSmolLM3Architecture, &kGemma2Architecture, &kGemma3Architecture, &kCohere2Architecture,
+    &kMixtralArchitecture, &kQwen2MoeArchitecture, &kQwen3MoeArchitecture, &kOlmoeArchitecture,
     &kQwen2VlArchitecture, &kQwen25VlArchitecture, &kQwen3VlArchitecture,
 };
 
@@ -27,10 +28,10 @@ const char kCommonKeys[] =
 // unless false or 0 (off). Llama 4's chunks and temperature, EmbeddingGemma's bidirectional mask.
 const char* const kOtherMath[] = {
     "logits_scaling",      "embedding_multiplier",   "residual_multiplier",     "attention_multiplier",
-    "use_qk_norm",         "qk_layernorm",           "clip_qkv",                "use_parallel_residual",
-    "parallel_attn",       "num_experts",            "num_local_experts",       "moe_intermediate_size",
+    "use_qk_norm",         "qk_layernorm",           "use_parallel_residual",   "parallel_attn",
     "attention_chunk_size", "attn_temperature_tuning", "floor_scale",           "attn_scale",
-    "use_bidirectional_attention",
+    "use_bidirectional_attention", "n_routed_experts", "n_shared_experts",      "kv_lora_rank",
+    "q_lora_rank",          "swiglu_limit",
 };
 
 // Calls fn(key) for each space-separated key of `list`.
@@ -133,12 +134,40 @@ std::string architecture_model_type(const std::string& hf_name) {
   return a ? a->model_type : "";
 }
 
+std::string router_tensor(const ModelConfig& c, int layer) {
+  return tensor_names::layer_prefix(std::to_string(layer)) + architecture_spec(c.architecture).moe_names.router + ".weight";
+}
+
+std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part) {
+  const MoeTensorNames& n = architecture_spec(c.architecture).moe_names;
+  return tensor_names::layer_prefix(std::to_string(layer)) + n.experts + "." + std::to_string(expert) + "." +
+         (part == ExpertPart::Gate ? n.gate : part == ExpertPart::Up ? n.up : n.down) + ".weight";
+}
+
+std::string shared_expert_tensor(int layer, ExpertPart part) {
+  return tensor_names::layer_prefix(std::to_string(layer)) + "mlp.shared_expert." +
+         (part == ExpertPart::Gate ? "gate_proj" : part == ExpertPart::Up ? "up_proj" : "down_proj") + ".weight";
+}
+
+std::string shared_expert_gate_tensor(int layer) {
+  return tensor_names::layer_prefix(std::to_string(layer)) + "mlp.shared_expert_gate.weight";
+}
+
 std::string describe_architecture(const ModelConfig& c) {
   std::vector<std::string> extras;
   if (c.qkv_bias) extras.push_back(c.o_bias ? "q/k/v/o biases" : "q/k/v biases");
   if (c.mlp_bias) extras.push_back("MLP biases");
   if (c.fused_projections) extras.push_back("fused qkv and gate_up projections");
-  if (c.qk_norm) extras.push_back("RMSNorm of q and k heads");
+  if (c.qk_norm) extras.push_back(c.qk_norm_whole ? "RMSNorm of the whole q and k" : "RMSNorm of q and k heads");
+  if (c.clip_qkv > 0) extras.push_back("q, k, v clamped to ±" + json(c.clip_qkv).dump());
+  if (const MoeConfig& m = c.moe; m.n_experts > 0) {
+    int dense = 0;
+    for (int i = 0; i < c.n_layers; ++i) dense += !m.sparse_layer(i);
+    extras.push_back(std::to_string(m.n_used) + " of " + std::to_string(m.n_experts) + " experts of width " +
+                     std::to_string(m.expert_ffn) + " per token" + (m.renormalize ? " (weights renormalised)" : "") +
+                     (m.shared_ffn ? ", a gated shared expert of width " + std::to_string(m.shared_ffn) : "") +
+                     (dense ? ", " + std::to_string(dense) + " dense layers" : ""));
+  }
   if (c.activation == Activation::GeluTanh) extras.push_back("GeGLU (tanh GELU)");
   if (c.norm_plus_one) extras.push_back("RMSNorm gains 1 + w");
   if (c.sandwich_norms) extras.push_back("a norm before and after each branch");
