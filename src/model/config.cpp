@@ -355,7 +355,14 @@ json to_json(const ModelConfig& c) {
   if (c.o_bias) j["o_bias"] = true;
   if (c.mlp_bias) j["mlp_bias"] = true;
   if (c.fused_projections) j["fused_projections"] = true;
-  if (c.qk_norm) j["qk_norm"] = true;
+  if (c.qk_norm) j["qk_norm"] = c.qk_norm_whole ? json("whole") : json(true);
+  if (c.clip_qkv > 0) j["clip_qkv"] = c.clip_qkv;
+  if (const MoeConfig& m = c.moe; m.n_experts > 0) {
+    json sparse = json::array();
+    for (int i = 0; i < c.n_layers; ++i) sparse.push_back(m.sparse_layer(i));
+    j["experts"] = {{"count", m.n_experts}, {"per_token", m.n_used}, {"width", m.expert_ffn}, {"renormalize", m.renormalize},
+                    {"shared_width", m.shared_ffn}, {"sparse_layers", sparse}};
+  }
   if (json layers = layers_to_json(c); !layers.empty()) j["layers"] = layers;
   for (const auto& e : c.extend) j["extend"][e->type()] = e->to_json();
   return j;
