@@ -48,7 +48,8 @@ AttentionResult attention_result(const AttentionStats& stats, int max_length, in
 
 // The result as JSON: "buckets" [[first, last]...], "queries" per range, and per range
 // ("all"; "in_L" and "past_L" too when some query is past L) each statistic as [layer][head]
-// (mass: [layer][head][bucket]); a statistic with no query is null.
+// (mass: [layer][head][bucket]; sink_logit_mass only for a model with learned sink logits); a
+// statistic with no query is null.
 nlohmann::json attention_json(const AttentionResult& r);
 
 }  // namespace pert

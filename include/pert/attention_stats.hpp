@@ -7,10 +7,15 @@
 //   max weight     max p(n)
 //   mass by distance bucket  Σ p(n) over m − n in the bucket: 0, 1, 2–3, 4–7, 8–15, ... (bucket
 //                  k >= 1 holds distances [2^(k−1), 2^k − 1])
+//   sink logit mass  1 − Σ p(n): the share a learned sink logit (gpt-oss, AttentionShape::sink_logits)
+//                  takes, which no key gets; reported only for models with them (0 without)
+// With a sink logit the weights sum to less than 1: the entropy is still −Σ p(n)·ln p(n) over the
+// keys alone, and the buckets hold 1 − the sink logit mass.
 // Queries fall in two ranges by position: [0, L) and [L, ∞), L the model's trained length.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace pert {
@@ -34,6 +39,7 @@ struct AttentionMeans {
   int layers = 0, heads = 0, buckets = 0;
   std::vector<double> entropy, sink_mass, mean_distance, max_weight;  // [layers][heads]
   std::vector<double> mass;                                           // [layers][heads][buckets]
+  std::vector<double> sink_logit_mass;  // [layers][heads]; empty for a model without sink logits
 };
 
 // The running sums, one set per thread (the kernel's threads add to their own, no locks), in
@@ -41,14 +47,17 @@ struct AttentionMeans {
 // run's statistics are the same every time.
 class AttentionStats {
  public:
-  // Queries up to position max_length − 1; `trained_length` splits the ranges; `sink` >= 0.
-  AttentionStats(int layers, int heads, int max_length, int trained_length, int sink);
+  // Queries up to position max_length − 1; `trained_length` splits the ranges; `sink` >= 0;
+  // `sink_logits`: the model has learned sink logits, whose mass means() then reports.
+  AttentionStats(int layers, int heads, int max_length, int trained_length, int sink, bool sink_logits = false);
 
   // The kernel's softmax of query m (layer, head) with statistics: `row` holds its scores over
   // `seen` columns, −inf where masked: keys [0, sinks) in columns [0, sinks), then keys lo, lo + 1,
-  // ... from column `sinks` on. Turns the row into weights exactly as softmax() does and adds the
-  // query's statistics to the calling thread's sums.
-  void softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo);
+  // ... from column `sinks` on; `sink_logit`: the head's learned sink logit (−inf: none). Turns the
+  // row into weights exactly as the kernel's softmax does and adds the query's statistics to the
+  // calling thread's sums.
+  void softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo,
+               float sink_logit = -std::numeric_limits<float>::infinity());
 
   // The means over every query added so far, the threads' sums joined.
   AttentionMeans means(QueryRange range) const;
@@ -57,14 +66,16 @@ class AttentionStats {
   bool nonfinite() const;
   int buckets() const { return buckets_; }
   int sink() const { return sink_; }
+  bool sink_logits() const { return sink_logits_; }
 
  private:
-  enum Field { kQueries, kEntropy, kSink, kDistance, kMax, kMass };  // kMass: the first of `buckets_`
+  enum Field { kQueries, kEntropy, kSink, kDistance, kMax, kSinkLogit, kMass };  // kMass: the first of `buckets_`
   __extension__ typedef __int128 Fixed;
   Fixed* sums(int thread, int layer, int head, int range) {
     return &sums_[size_t(thread)][((size_t(layer) * size_t(heads_) + size_t(head)) * 2 + size_t(range)) * fields_];
   }
   int layers_, heads_, buckets_, trained_length_, sink_;
+  bool sink_logits_;
   size_t fields_;
   std::vector<std::vector<Fixed>> sums_;  // [thread][layer][head][in_L, past_L][field]
   std::vector<char> nonfinite_;           // [thread]: a query's scores were not finite

@@ -11,7 +11,7 @@
 //   5. keys for the step      the cache's keys, or those rotated for this length (decoding:
 //                             by the kernel, block by block as it reads them, far keys too; a step over
 //                             several length classes: by the kernel, for each query at its own)
-//   6. the kernel             kernel.cpp: scores, mask and bias, softmax, weighted sum
+//   6. the kernel             kernel.cpp: scores, mask and bias, softmax (and sink logits), weighted sum
 #include "attention.hpp"
 
 #include <omp.h>
@@ -124,7 +124,7 @@ void Attention::begin(int pos0, int n, bool prepare_position) {
   for (int t = 0; farther_ && t < n; ++t) farther_query_pos_[size_t(t)] = extend_.pattern->farther_query(pos0 + t);
 }
 
-void Attention::layer(int seq, int layer, float* q, float* k, const float* v, float* out) {
+void Attention::layer(int seq, int layer, float* q, float* k, const float* v, float* out, const float* sink_logits) {
   const int hd = c_.head_dim, q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
   const ptrdiff_t kv_head_stride = ptrdiff_t(rows_) * hd;
   const size_t row0 = layer_row(seq, layer);  // this layer's cache rows: [kv_head][rows_]
@@ -149,6 +149,7 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   shape.window = c_.layers[size_t(layer)].window;
   shape.chunk = c_.layers[size_t(layer)].chunk;
   shape.softcap = float(c_.attn_softcap);
+  shape.sink_logits = sink_logits;
   shape.ring = ring_;
   shape.pattern = extend_.pattern;
   // 5. keys as this step's queries see them: rotated for this length into keys_read_, or, for

@@ -34,6 +34,12 @@ struct AttentionShape {
   int window = 0;            // 0: every earlier key
   int chunk = 0;             // chunked local: keys from ⌊m/chunk⌋·chunk on; 0: none
   float softcap = 0.0f;      // q·k·scale → cap·tanh(·/cap) before the mask and bias (Gemma 2); 0: none
+  // gpt-oss's learned sink logit per head, [n_heads]: a column of the softmax that no key owns,
+  // joined after the scale, soft-cap, mask and bias (as HF's eager attention) and then dropped,
+  // so a query's weights e^(s_j − M) / (Σ_k e^(s_k − M) + e^(sink_h − M)), M the largest of its
+  // scores and the sink, sum to less than 1. Null: none. (Not StreamingLLM's kept first keys,
+  // the pattern's sinks.)
+  const float* sink_logits = nullptr;
   // A cache that keeps only the last `ring` positions (local layers): position n at row n mod
   // ring; 0: at row n. The kernel splits its key ranges where the rows wrap.
   int ring = 0;
@@ -57,7 +63,8 @@ struct AttentionShape {
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
 // CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
 // them in registers (or widens each block of keys, for schemes whose terms read them).
-// Scores are  q·k · scale + bias(scheme), then softmax, then the weighted sum of values.
+// Scores are  q·k · scale + bias(scheme), then softmax (with the head's sink logit, if any), then
+// the weighted sum of values.
 // Prefill works per (head, block of kQueryBlock queries); decoding (T = 1) per (head, block of
 // kKeyBlock keys), each block's softmax partial (max, sum, unnormalised output) merged at the
 // end (split-K, as flash-decoding), so a long cache spreads over all threads whatever the heads.
@@ -112,7 +119,8 @@ class Attention {
   // k [n][n_kv_heads·head_dim] as projected (rotated and scaled here, in place), v likewise;
   // the keys and values join the cache, and out [n][n_heads·head_dim] gets each query's mix of
   // the values it sees.
-  void layer(int seq, int layer, float* q, float* k, const float* v, float* out);
+  // `sink_logits`: the layer's learned sink logit per head (AttentionShape::sink_logits), or null.
+  void layer(int seq, int layer, float* q, float* k, const float* v, float* out, const float* sink_logits = nullptr);
 
   // The first key the query at m reads in this unit's layers (the lowest over them): m − W + 1
   // with a window W, ⌊m/C⌋·C with a chunk C (the later of the two with both); 0 for every key.

@@ -19,12 +19,13 @@ const char* query_range_name(QueryRange r) {
   return "?";
 }
 
-AttentionStats::AttentionStats(int layers, int heads, int max_length, int trained_length, int sink)
+AttentionStats::AttentionStats(int layers, int heads, int max_length, int trained_length, int sink, bool sink_logits)
     : layers_(layers),
       heads_(heads),
       buckets_(distance_buckets(max_length)),
       trained_length_(trained_length),
       sink_(sink),
+      sink_logits_(sink_logits),
       fields_(size_t(kMass + buckets_)),
       sums_(size_t(omp_get_max_threads()), std::vector<Fixed>(size_t(layers) * size_t(heads) * 2 * fields_, 0)),
       nonfinite_(sums_.size(), 0) {}
@@ -37,16 +38,18 @@ namespace {
 constexpr double kUnit = 18446744073709551616.0;  // 2^64: a sum's fixed-point unit is 2^-64
 }  // namespace
 
-void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo) {
-  // 1. softmax() as it computes the weights (the max, the exponentials and their float sum, the
-  //    scale), with Σ e·(s − max) beside the sum: −Σ p·ln p = ln Z − Σ e·(s − max) / Z.
-  const float max = *std::max_element(row, row + seen);
+void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo, float sink_logit) {
+  // 1. the kernel's softmax as it computes the weights (the max, the exponentials and their float
+  //    sum, the sink logit's term, the scale), with Σ e·(s − max) beside the sum: over the keys
+  //    (sum S, Z with the sink's term) −Σ p·ln p = (S/Z)·ln Z − Σ e·(s − max) / Z (S = Z without).
+  const float max = std::max(*std::max_element(row, row + seen), sink_logit);
   double moments[16] = {};
   const float sum = exp_and_sum(row, seen, max, moments);  // the same float sum as softmax()'s
+  const float sink_term = exp_nonpositive(sink_logit - max), z = sum + sink_term;  // (e^−inf = 0: none)
   double a = 0;
   for (double part : moments) a += part;
-  const float inv = 1.0f / sum;
-  if (!std::isfinite(a) || !(sum >= 1.0f) || !std::isfinite(sum)) {  // NaN or inf scores: no statistics
+  const float inv = 1.0f / z;
+  if (!std::isfinite(a) || !(z >= 1.0f) || !std::isfinite(z)) {  // NaN or inf scores: no statistics
     for (int j = 0; j < seen; ++j) row[j] *= inv;  // the weights as softmax() leaves them
     nonfinite_[size_t(omp_get_thread_num())] = 1;
     return;
@@ -56,7 +59,8 @@ void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, i
   //    largest weight. Key of column j: j below `sinks`, else lo + j − sinks; distance m − key.
   double q[kMass + 32] = {};  // this query's fields (buckets_ <= 32: distances below 2^31)
   q[kQueries] = 1;
-  q[kEntropy] = std::max(0.0, std::log(double(sum)) - a / double(sum));
+  q[kEntropy] = std::max(0.0, std::log(double(z)) * (double(sum) / double(z)) - a / double(z));
+  q[kSinkLogit] = double(sink_term) / double(z);
   double dist = 0, sink = 0;
   float top = 0.0f;
   for (int j = 0; j < sinks; ++j) {
@@ -100,6 +104,7 @@ AttentionMeans AttentionStats::means(QueryRange range) const {
   const size_t cells = size_t(layers_) * size_t(heads_);
   r.entropy.assign(cells, 0.0), r.sink_mass.assign(cells, 0.0), r.mean_distance.assign(cells, 0.0);
   r.max_weight.assign(cells, 0.0), r.mass.assign(cells * size_t(buckets_), 0.0);
+  if (sink_logits_) r.sink_logit_mass.assign(cells, 0.0);
   std::vector<Fixed> total(fields_);
   for (size_t c = 0; c < cells; ++c) {
     std::fill(total.begin(), total.end(), 0);
@@ -112,6 +117,7 @@ AttentionMeans AttentionStats::means(QueryRange range) const {
     r.queries = (long long)q;
     r.entropy[c] = mean(kEntropy), r.sink_mass[c] = mean(kSink), r.mean_distance[c] = mean(kDistance);
     r.max_weight[c] = mean(kMax);
+    if (sink_logits_) r.sink_logit_mass[c] = mean(kSinkLogit);
     for (int k = 0; k < buckets_; ++k) r.mass[c * size_t(buckets_) + size_t(k)] = mean(kMass + k);
   }
   return r;

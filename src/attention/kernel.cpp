@@ -2,7 +2,8 @@
 //   1. scores       q·k · scale over the keys a query sees; pairs the "extend" pattern places far
 //                   are scored from the far queries and keys instead (q_far · k_far)
 //   2. mask, bias   keys a query does not see get −inf; the scheme adds its bias and terms
-//   3. softmax      per query, over its keys
+//   3. softmax      per query, over its keys (and the head's learned sink logit: a column that no
+//                   key owns, in the denominator only)
 //   4. weighted sum out = P·V
 // Prefill runs them per (head, block of kQueryBlock queries) as small GEMMs over the block's key
 // columns; decoding (one query) per (head, block of kKeyBlock keys), merging the blocks' softmax
@@ -59,6 +60,21 @@ struct KeyRule {
   int far_query(int m) const { return int(pattern->far_query(m)); }  // for bias schemes, whose far keys are the keys
   int farther_query(int m) const { return int(pattern->farther_query(m)); }
 };
+
+// The head's learned sink logit (AttentionShape::sink_logits), or −inf: none, which adds e^−inf = 0
+// to a denominator, so a model without them gets the same weights bit for bit.
+inline float sink_logit(const AttentionShape& s, int h) {
+  return s.sink_logits ? s.sink_logits[h] : -std::numeric_limits<float>::infinity();
+}
+
+// softmax() of a row with the sink logit as one more column, dropped: the max over the row and the
+// sink (as HF's gpt-oss subtracts it) keeps every exponent <= 0 however large the sink.
+void softmax_with_sink_logit(float* x, int n, float sink) {
+  const float max = std::max(*std::max_element(x, x + n), sink);
+  const float inv = 1.0f / (exp_and_sum(x, n, max) + exp_nonpositive(sink - max));
+#pragma omp simd
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
 
 // ---- prefill ----
 
@@ -204,8 +220,10 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
       block.mask_and_bias(row, far ? far + size_t(i) * c.cols : nullptr, farther ? farther + size_t(i) * c.cols : nullptr,
                           i, q);  // 2.
       const int seen = c.col(p0 + i) + 1;
-      if (s.stats)
-        s.stats->softmax(s.layer, h, p0 + i, row, seen, c.sinks, c.lo);  // 3., the weights' statistics summed
+      if (s.stats)  // 3., the weights' statistics summed
+        s.stats->softmax(s.layer, h, p0 + i, row, seen, c.sinks, c.lo, sink_logit(s, h));
+      else if (s.sink_logits)
+        softmax_with_sink_logit(row, seen, s.sink_logits[h]);  // 3.
       else
         softmax(row, seen);  // 3.
       std::fill(row + seen, row + c.cols, 0.0f);
@@ -312,14 +330,16 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
     partial[hd] = max;
     partial[hd + 1] = sum;
   });
-  // Merge: out = Σ_b e^(max_b − M) · out_b / Σ_b e^(max_b − M) · sum_b, M the largest max.
+  // Merge: out = Σ_b e^(max_b − M) · out_b / (Σ_b e^(max_b − M) · sum_b + e^(sink − M)), M the
+  // largest max and sink logit: the sink joins once, as one more partial whose output is 0.
   for (int h = 0; h < s.n_heads; ++h) {
     const float* p = partials + size_t(h) * max_blocks * size_t(hd + 2);
-    float M = p[hd];
+    const float sink = sink_logit(s, h);
+    float M = std::max(p[hd], sink);
     for (int b = 1; b < n_blocks; ++b) M = std::max(M, p[size_t(b) * (hd + 2) + hd]);
     float* o = out + size_t(h) * hd;
     std::fill(o, o + hd, 0.0f);
-    float total = 0.0f;
+    float total = exp_nonpositive(sink - M);
     for (int b = 0; b < n_blocks; ++b, p += hd + 2) {
       const float w = exp_nonpositive(p[hd] - M);
       total += w * p[hd + 1];
@@ -352,10 +372,13 @@ void attention_turning(float* out, const float* q, const KvRows& key_rows, const
     float* state = scores + kTurnKeys;            // [kTurnTile][n_heads][hd + 2]: output, max, sum
     const int t0 = tile * kTurnTile, nq = std::min(s.T, t0 + kTurnTile) - t0;
     const int first = s.pos0 + t0, last = first + nq - 1;
+    // each running softmax starts from the head's sink logit (a column whose value is 0): max
+    // sink, sum e^0 = 1; without one, max −inf, sum 0
     for (int i = 0; i < nq * s.n_heads; ++i) {
       float* st = state + size_t(i) * (hd + 2);
       std::fill(st, st + hd, 0.0f);
-      st[hd] = -std::numeric_limits<float>::infinity(), st[hd + 1] = 0.0f;
+      const float sink = sink_logit(s, i % s.n_heads);
+      st[hd] = sink, st[hd + 1] = s.sink_logits ? 1.0f : 0.0f;
     }
     for (int key0 = rule.lo(first); key0 <= last; key0 += kTurnKeys) {
       const int nk = std::min(kTurnKeys, last + 1 - key0);

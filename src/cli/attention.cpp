@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "common.hpp"
 #include "sweep.hpp"
@@ -18,8 +19,22 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kStatistics[] = {"entropy", "sink_mass", "mean_distance", "max_weight"};
 constexpr const char* kRanges[] = {"all", "in_L", "past_L"};
+
+// Whether some cell reports the mass of learned sink logits (a gpt-oss model): the table and the
+// CSV then have its column, which other models' outputs leave out.
+bool has_sink_logits(const json& cells) {
+  for (const json& c : cells)
+    if (c.contains("attention") && c["attention"].contains("all") && c["attention"]["all"].contains("sink_logit_mass"))
+      return true;
+  return false;
+}
+
+// The CSV's statistic columns, sink_logit_mass beside the BOS's sink mass when some cell has it.
+std::vector<const char*> statistics(bool sink_logits) {
+  if (sink_logits) return {"entropy", "sink_mass", "sink_logit_mass", "mean_distance", "max_weight"};
+  return {"entropy", "sink_mass", "mean_distance", "max_weight"};
+}
 
 // "mass_d0", "mass_d1", "mass_d2_3", ...: bucket k's column (distances [2^(k−1), 2^k − 1]).
 std::string mass_column(int k) {
@@ -92,22 +107,25 @@ class AttentionMeasure : public Measure {
   std::string summary(const json& c) const override {
     const json& all = c["attention"]["all"];
     return "entropy " + number(mean_of(all["entropy"]), "%.3f") + ", sink mass " + number(mean_of(all["sink_mass"]), "%.3f") +
+           (all.contains("sink_logit_mass") ? ", sink logit mass " + number(mean_of(all["sink_logit_mass"]), "%.3f") : "") +
            ", mean distance " + number(mean_of(all["mean_distance"]), "%.1f") + " (all queries, mean of the heads)";
   }
 
   // One row per cell and query range: each statistic's mean over every layer and head.
   std::string table(const json& cells) const override {
     const std::map<std::string, std::string> names = model_names(cells);
+    const bool sink_logits = has_sink_logits(cells);
     std::ostringstream o;
-    o << "| model | config | positions | length | queries | entropy | sink mass | mean distance | max weight |\n"
-         "|---|---|---|---:|---|---:|---:|---:|---:|\n";
+    o << "| model | config | positions | length | queries | entropy | sink mass | "
+      << (sink_logits ? "sink logit mass | " : "") << "mean distance | max weight |\n"
+      << "|---|---|---|---:|---|---:|---:|" << (sink_logits ? "---:|" : "") << "---:|---:|\n";
     std::map<std::string, bool> told;
     std::string errors;
     for (const json& c : cells) {
       const std::string row = "| " + names.at(c["model"]) + " | " + c["label"].get<std::string>() + " | " +
                               c.value("position_label", "?") + " | " + std::to_string(c["length"].get<int>()) + " | ";
       if (c.contains("error")) {
-        o << row << "— | — | — | — | — |\n";
+        o << row << "— | — | — | " << (sink_logits ? "— | " : "") << "— | — |\n";
         if (!told[c["error"]]) {
           told[c["error"]] = true;
           errors += "\n— " + cell_name(c) + ": " + c["error"].get<std::string>() + "\n";
@@ -118,7 +136,10 @@ class AttentionMeasure : public Measure {
         if (!c["attention"].contains(range)) continue;
         const json& a = c["attention"][range];
         o << row << range << " (" << c["queries"][range].get<long long>() << ") | " << number(mean_of(a["entropy"]), "%.3f")
-          << " | " << number(mean_of(a["sink_mass"]), "%.3f") << " | " << number(mean_of(a["mean_distance"]), "%.1f")
+          << " | " << number(mean_of(a["sink_mass"]), "%.3f");
+        if (sink_logits)  // (a cell of a model without them: —)
+          o << " | " << number(a.contains("sink_logit_mass") ? mean_of(a["sink_logit_mass"]) : std::nan(""), "%.3f");
+        o << " | " << number(mean_of(a["mean_distance"]), "%.1f")
           << " | " << number(mean_of(a["max_weight"]), "%.3f") << " |\n";
       }
     }
@@ -160,9 +181,10 @@ class AttentionMeasure : public Measure {
     int buckets = 0;
     for (const json& c : sweep["cells"])
       if (c.contains("buckets")) buckets = std::max(buckets, int(c["buckets"].size()));
+    const std::vector<const char*> stats = statistics(has_sink_logits(sweep["cells"]));
     std::ostringstream o;
     o << "model,config,label,positions,length,trained_length,queries,layer,head";
-    for (const char* s : kStatistics) o << ',' << s;
+    for (const char* s : stats) o << ',' << s;
     for (int k = 0; k < buckets; ++k) o << ',' << mass_column(k);
     o << ",query_count,windows,sink,pert_version,error\n";
     auto field = [](const json& v) { return v.is_number() ? v.dump() : std::string(); };
@@ -173,7 +195,7 @@ class AttentionMeasure : public Measure {
                                ',' + field(c.value("trained_length", json()));
       const std::string tail = sink + ',' + csv_field(c.value("pert_version", ""));
       if (c.contains("error")) {
-        o << head << std::string(9 + size_t(buckets), ',') << ',' << tail << ',' << csv_field(c["error"]) << '\n';
+        o << head << std::string(5 + stats.size() + size_t(buckets), ',') << ',' << tail << ',' << csv_field(c["error"]) << '\n';
         continue;
       }
       for (const char* range : kRanges) {
@@ -182,7 +204,7 @@ class AttentionMeasure : public Measure {
         for (size_t l = 0; l < a["entropy"].size(); ++l)
           for (size_t h = 0; h < a["entropy"][l].size(); ++h) {
             o << head << ',' << range << ',' << l << ',' << h;
-            for (const char* s : kStatistics) o << ',' << field(a[s][l][h]);
+            for (const char* s : stats) o << ',' << (a.contains(s) ? field(a[s][l][h]) : std::string());
             const json& mass = a["mass"][l][h];
             for (size_t k = 0; k < size_t(buckets); ++k) o << ',' << (k < mass.size() ? field(mass[k]) : "");
             o << ',' << c["queries"][range] << ',' << c["windows"] << ',' << tail << ",\n";

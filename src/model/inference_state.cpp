@@ -254,7 +254,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     }
     for (int s = 0; s < S; ++s)
       u.of_layer[size_t(l)]->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
-                        &att_[size_t(s) * n * q_dim]);
+                        &att_[size_t(s) * n * q_dim], w.sink_logits);
     // (Gemma: the branch's output normalised before it joins x)
     matmul(w.post_attn_norm ? xb_.data() : x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/!w.post_attn_norm);
     if (w.bo) add_rows(w.post_attn_norm ? xb_.data() : x_.data(), w.bo, rows, d);

@@ -29,7 +29,7 @@ AttentionResult evaluate_attention(const Model& model, const std::vector<int>& t
                 std::to_string(per) + " (`n_ctx` " + std::to_string(n_ctx) + ")");
   const int windows = o.max_windows > 0 ? std::min(o.max_windows, available) : available;
   AttentionStats stats(c.n_layers, c.n_heads, n_ctx, c.max_position_embeddings > 0 ? c.max_position_embeddings : INT_MAX,
-                       o.sink);
+                       o.sink, c.sink_logits);
 
   // Windows shorter than a batch run several in step (separate caches), as perplexity's do;
   // only each window's last logits are made.
@@ -119,6 +119,8 @@ nlohmann::json attention_json(const AttentionResult& r) {
                                    {"mean_distance", nested(m.mean_distance, m.layers, m.heads)},
                                    {"max_weight", nested(m.max_weight, m.layers, m.heads)},
                                    {"mass", nested(m.mass, m.layers, m.heads, m.buckets)}};
+    if (!m.sink_logit_mass.empty())  // a model with learned sink logits (gpt-oss) only
+      ranges[query_range_name(q)]["sink_logit_mass"] = nested(m.sink_logit_mass, m.layers, m.heads);
   }
   return {{"windows", r.windows},     {"trained_length", r.trained_length}, {"sink", r.sink},
           {"layers", r.all.layers},   {"heads", r.all.heads},               {"buckets", buckets},
