@@ -59,16 +59,33 @@ struct LayerAttention {
 };
 
 // A mixture of experts in place of the MLP (src/model/moe.cpp): per token, a router scores the
-// experts, `n_used` of them run (each a SwiGLU MLP of width expert_ffn) and their outputs are
-// summed by the router's weights; a shared expert (Qwen2-MoE) runs for every token too.
+// experts, `n_used` of them run (each a gated MLP of width expert_ffn) and their outputs are
+// summed by the router's weights; a shared expert (Qwen2-MoE, DeepSeek) runs for every token too.
 struct MoeConfig {
+  // How the router's logits l = x·W_rᵀ (+ gpt-oss's bias) choose and weigh the experts:
+  //   Softmax        softmax over all, the n_used largest; renormalised to sum 1 when `renormalize`
+  //                  (Mixtral always; Qwen-MoE and OLMoE iff norm_topk_prob)
+  //   TopKSoftmax    the n_used largest logits, softmax over those alone (gpt-oss)
+  //   SigmoidGroups  s = σ(l), chosen by s + e_score_correction_bias: the experts in n_groups groups,
+  //                  a group scored by its two best, the topk_groups best groups kept, the n_used
+  //                  best within them; weights the chosen s, renormalised when `renormalize`
+  //                  (DeepSeek V3's norm_topk_prob), × routed_scale
+  enum class Router { Softmax, TopKSoftmax, SigmoidGroups };
+  Router router = Router::Softmax;
   int n_experts = 0;          // 0: no experts, every layer dense
   int n_used = 0;             // experts per token (num_experts_per_tok)
   int expert_ffn = 0;         // each expert's width
-  // Softmax over all experts, the n_used largest kept, divided by their sum when `renormalize`
-  // (Mixtral always; Qwen-MoE and OLMoE iff norm_topk_prob).
   bool renormalize = true;
-  int shared_ffn = 0;         // the shared expert's width, behind σ(x·w_gate) (Qwen2-MoE); 0: none
+  int n_groups = 1, topk_groups = 1;  // SigmoidGroups
+  double routed_scale = 1.0;          // SigmoidGroups: routed_scaling_factor
+  // Each expert's gated unit: SwiGLU silu(gate)·up, or gpt-oss's: gate clamped above at
+  // swiglu_limit, up to ±swiglu_limit, (up + 1)·gate·σ(swiglu_alpha·gate).
+  bool clamped_swiglu = false;
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;
+  // The shared expert's width (0: none): behind σ(x·w_gate) where the layer has that gate
+  // (Qwen2-MoE), added as it is otherwise (DeepSeek's n_shared_experts, one wide MLP).
+  int shared_ffn = 0;
+  bool gated_shared = false;
   std::vector<bool> sparse;   // [layer]: experts (true) or the dense MLP of intermediate_size
   bool sparse_layer(int layer) const { return n_experts > 0 && sparse[size_t(layer)]; }
 };

@@ -175,7 +175,7 @@ std::string hf_tensor_name(const std::string& name, const std::string& architect
   if (part == "ffn_gate_inp") return prefix + spec.moe_names.router + "." + kind;
   if (part == "ffn_gate_inp_shexp") return prefix + "mlp.shared_expert_gate." + kind;
   for (const char* p : {"gate", "up", "down"})
-    if (part == std::string("ffn_") + p + "_shexp") return prefix + "mlp.shared_expert." + p + "_proj." + kind;
+    if (part == std::string("ffn_") + p + "_shexp") return prefix + spec.moe_names.shared + "." + p + "_proj." + kind;
   static const GgufPart kLayer[] = {  // llama's
       {"attn_norm", Part::AttnNorm}, {"attn_q", Part::Q},     {"attn_k", Part::K},           {"attn_v", Part::V},
       {"attn_qkv", Part::QKV},       {"attn_output", Part::O}, {"attn_q_norm", Part::QNorm}, {"attn_k_norm", Part::KNorm},

@@ -44,10 +44,10 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
         out.push_back({expert_tensor(c, i, e, ExpertPart::Down), {d, eff}});
       }
       if (sff) {
-        out.push_back({shared_expert_tensor(i, ExpertPart::Gate), {sff, d}});
-        out.push_back({shared_expert_tensor(i, ExpertPart::Up), {sff, d}});
-        out.push_back({shared_expert_tensor(i, ExpertPart::Down), {d, sff}});
-        out.push_back({shared_expert_gate_tensor(i), {1, d}});
+        out.push_back({shared_expert_tensor(c, i, ExpertPart::Gate), {sff, d}});
+        out.push_back({shared_expert_tensor(c, i, ExpertPart::Up), {sff, d}});
+        out.push_back({shared_expert_tensor(c, i, ExpertPart::Down), {d, sff}});
+        if (c.moe.gated_shared) out.push_back({shared_expert_gate_tensor(i), {1, d}});
       }
     } else if (c.fused_projections) {
       add(Part::GateUp, {2 * ff, d});

@@ -245,9 +245,10 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
                                  w.weight(expert_tensor(md.config, i, e, ExpertPart::Up)),
                                  w.weight(expert_tensor(md.config, i, e, ExpertPart::Down))});
       if (md.config.moe.shared_ffn) {
-        l.moe.shared = {w.weight(shared_expert_tensor(i, ExpertPart::Gate)), w.weight(shared_expert_tensor(i, ExpertPart::Up)),
-                        w.weight(shared_expert_tensor(i, ExpertPart::Down))};
-        l.moe.shared_gate = w.tensor(shared_expert_gate_tensor(i));
+        const ModelConfig& c = md.config;
+        l.moe.shared = {w.weight(shared_expert_tensor(c, i, ExpertPart::Gate)), w.weight(shared_expert_tensor(c, i, ExpertPart::Up)),
+                        w.weight(shared_expert_tensor(c, i, ExpertPart::Down))};
+        if (c.moe.gated_shared) l.moe.shared_gate = w.tensor(shared_expert_gate_tensor(i));
       }
     }
     w.layers.push_back(l);
@@ -303,7 +304,7 @@ size_t Model::matrix_bytes() const {
     size_t experts = 0;
     for (const ExpertWeights& e : w.moe.experts) experts += mlp_bytes(e, c.moe.expert_ffn);
     bytes += size_t(c.moe.n_experts) * size_t(d) * 4 + experts / w.moe.experts.size() * size_t(c.moe.n_used);
-    if (w.moe.shared_gate) bytes += mlp_bytes(w.moe.shared, c.moe.shared_ffn) + size_t(d) * 4;
+    if (c.moe.shared_ffn) bytes += mlp_bytes(w.moe.shared, c.moe.shared_ffn) + (w.moe.shared_gate ? size_t(d) * 4 : 0);
   }
   return bytes;
 }

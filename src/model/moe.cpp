@@ -12,26 +12,59 @@
 
 namespace pert {
 
-void route_softmax_topk(const MoeConfig& moe, const float* logits, int rows, int* chosen, float* weights) {
+namespace {
+
+// The k largest of v[0..n) (the lower index first among equals) into c[0..k), those in `allowed`
+// only when it is given.
+void top_k(const float* v, int n, int k, int* c, const std::vector<char>* allowed = nullptr) {
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int e = 0; e < n; ++e) {
+      if ((allowed && !(*allowed)[size_t(e)]) || std::find(c, c + j, e) != c + j) continue;
+      if (best < 0 || v[e] > v[best]) best = e;
+    }
+    c[j] = best;
+  }
+}
+
+}  // namespace
+
+void route(const MoeConfig& moe, const float* logits, const float* score_bias, int rows, int* chosen, float* weights) {
   const int E = moe.n_experts, k = moe.n_used;
+  std::vector<float> choice(moe.router == MoeConfig::Router::SigmoidGroups ? size_t(E) : 0);
+  std::vector<char> allowed(choice.size());
   for (int r = 0; r < rows; ++r) {
     const float* l = logits + size_t(r) * E;
     int* c = chosen + size_t(r) * k;
     float* w = weights + size_t(r) * k;
-    // The k largest logits (softmax keeps their order), the lower index first among equals.
-    for (int j = 0; j < k; ++j) {
-      int best = -1;
-      for (int e = 0; e < E; ++e) {
-        if (std::find(c, c + j, e) != c + j) continue;
-        if (best < 0 || l[e] > l[best]) best = e;
+    if (moe.router == MoeConfig::Router::SigmoidGroups) {
+      // s = σ(l); the groups scored by the sum of their two best s + bias, the best topk_groups
+      // kept, the k best s + bias within them; weights the chosen s
+      for (int e = 0; e < E; ++e) choice[size_t(e)] = float(1.0 / (1.0 + std::exp(-double(l[e])))) + (score_bias ? score_bias[e] : 0.0f);
+      const int per = E / moe.n_groups;
+      std::vector<float> group(size_t(moe.n_groups));
+      for (int g = 0; g < moe.n_groups; ++g) {
+        int two[2];
+        top_k(&choice[size_t(g) * per], per, std::min(2, per), two);
+        group[size_t(g)] = choice[size_t(g * per + two[0])] + (per > 1 ? choice[size_t(g * per + two[1])] : 0.0f);
       }
-      c[j] = best;
+      std::vector<int> kept(size_t(moe.topk_groups));
+      top_k(group.data(), moe.n_groups, moe.topk_groups, kept.data());
+      std::fill(allowed.begin(), allowed.end(), 0);
+      for (int g : kept) std::fill(allowed.begin() + g * per, allowed.begin() + (g + 1) * per, 1);
+      top_k(choice.data(), E, k, c, &allowed);
+      double sum = 0;
+      for (int j = 0; j < k; ++j) sum += w[j] = float(1.0 / (1.0 + std::exp(-double(l[c[j]]))));
+      for (int j = 0; j < k; ++j) w[j] = float((moe.renormalize ? w[j] / (sum + 1e-20) : w[j]) * moe.routed_scale);
+      continue;
     }
+    top_k(l, E, k, c);  // (softmax keeps the logits' order)
     const float max = l[c[0]];
     double all = 0, kept = 0;
-    for (int e = 0; e < E; ++e) all += std::exp(double(l[e]) - max);
     for (int j = 0; j < k; ++j) kept += std::exp(double(l[c[j]]) - max);
-    const double norm = moe.renormalize ? kept : all;
+    if (moe.router == MoeConfig::Router::Softmax && !moe.renormalize)
+      for (int e = 0; e < E; ++e) all += std::exp(double(l[e]) - max);
+    const double norm = moe.router == MoeConfig::Router::Softmax && !moe.renormalize ? all : kept;
     for (int j = 0; j < k; ++j) w[j] = float(std::exp(double(l[c[j]]) - max) / norm);
   }
 }
@@ -52,13 +85,32 @@ MoeBlock::MoeBlock(const ModelConfig& c, int rows) : c_(c) {
   shared_gate_.resize(R);
 }
 
+void MoeBlock::mlp(const ExpertWeights& e, const float* x, int n, int width) {
+  const int d = c_.hidden_size;
+  matmul_shared(x, n, d, {{gate_.data(), &e.gate, width}, {up_.data(), &e.up, width}});
+  if (e.b_gate) add_rows(gate_.data(), e.b_gate, n, width), add_rows(up_.data(), e.b_up, n, width);
+  const size_t cells = size_t(n) * size_t(width);
+  if (c_.moe.clamped_swiglu) {  // gpt-oss: (up + 1)·gate·σ(α·gate), gate ≤ limit, |up| ≤ limit
+    const float alpha = float(c_.moe.swiglu_alpha), limit = float(c_.moe.swiglu_limit);
+    for (size_t i = 0; i < cells; ++i) {
+      const float g = std::min(gate_[i], limit), u = std::clamp(up_[i], -limit, limit);
+      gate_[i] = (u + 1.0f) * g / (1.0f + std::exp(-alpha * g));
+    }
+  } else {
+    swiglu(gate_.data(), up_.data(), cells);
+  }
+  matmul(y_.data(), gate_.data(), e.down, n, width, d);
+  if (e.b_down) add_rows(y_.data(), e.b_down, n, d);
+}
+
 void MoeBlock::forward(const MoeWeights& w, const float* x, int rows, float* out, bool accumulate) {
   const MoeConfig& m = c_.moe;
   const int d = c_.hidden_size, E = m.n_experts, k = m.n_used, ff = m.expert_ffn;
   float* acc = accumulate ? out : acc_.data();
   if (!accumulate) std::fill(acc, acc + size_t(rows) * d, 0.0f);
   matmul(logits_.data(), x, w.router, rows, d, E);
-  route_softmax_topk(m, logits_.data(), rows, chosen_.data(), weights_.data());
+  if (w.router_bias) add_rows(logits_.data(), w.router_bias, rows, E);
+  route(m, logits_.data(), w.score_bias, rows, chosen_.data(), weights_.data());
   // Group the (row, slot) pairs by expert: starts_[e] .. starts_[e + 1] in order_.
   std::fill(starts_.begin(), starts_.end(), 0);
   for (int i = 0; i < rows * k; ++i) ++starts_[size_t(chosen_[size_t(i)]) + 1];
@@ -73,10 +125,7 @@ void MoeBlock::forward(const MoeWeights& w, const float* x, int rows, float* out
     if (n == 0) continue;  // (decoding: most experts)
     for (int j = 0; j < n; ++j)
       std::memcpy(&x_[size_t(j) * d], x + size_t(order_[size_t(first + j)] / k) * d, sizeof(float) * size_t(d));
-    const ExpertWeights& ex = w.experts[size_t(e)];
-    matmul_shared(x_.data(), n, d, {{gate_.data(), &ex.gate, ff}, {up_.data(), &ex.up, ff}});
-    swiglu(gate_.data(), up_.data(), size_t(n) * ff);
-    matmul(y_.data(), gate_.data(), ex.down, n, ff, d);
+    mlp(w.experts[size_t(e)], x_.data(), n, ff);
     for (int j = 0; j < n; ++j) {
       const int pair = order_[size_t(first + j)];
       const float weight = weights_[size_t(pair)];
@@ -85,14 +134,11 @@ void MoeBlock::forward(const MoeWeights& w, const float* x, int rows, float* out
       for (int i = 0; i < d; ++i) dst[i] += weight * src[i];
     }
   }
-  if (w.shared_gate) {  // Qwen2-MoE: every token through the shared expert, scaled by σ(x·w_gate)
-    const int sff = m.shared_ffn;
-    matmul_shared(x, rows, d, {{gate_.data(), &w.shared.gate, sff}, {up_.data(), &w.shared.up, sff}});
-    swiglu(gate_.data(), up_.data(), size_t(rows) * sff);
-    matmul(y_.data(), gate_.data(), w.shared.down, rows, sff, d);
-    matmul(shared_gate_.data(), x, w.shared_gate, rows, d, 1);
+  if (m.shared_ffn > 0) {  // every token through the shared expert (Qwen2-MoE: scaled by σ(x·w_gate))
+    mlp(w.shared, x, rows, m.shared_ffn);
+    if (w.shared_gate) matmul(shared_gate_.data(), x, w.shared_gate, rows, d, 1);
     for (int r = 0; r < rows; ++r) {
-      const float s = 1.0f / (1.0f + std::exp(-shared_gate_[size_t(r)]));
+      const float s = w.shared_gate ? 1.0f / (1.0f + std::exp(-shared_gate_[size_t(r)])) : 1.0f;
       for (int i = 0; i < d; ++i) acc[size_t(r) * d + i] += s * y_[size_t(r) * d + i];
     }
   }

@@ -10,9 +10,9 @@
 namespace pert {
 
 // Each of `rows` tokens' chosen experts [rows][n_used] and their weights [rows][n_used], from its
-// router logits [rows][n_experts]: softmax over all experts, the n_used largest (the lower index
-// first among equals), renormalised to sum 1 when the config says so.
-void route_softmax_topk(const MoeConfig& moe, const float* logits, int rows, int* chosen, float* weights);
+// router logits [rows][n_experts] as MoeConfig::router says (the lower index first among equals);
+// score_bias: DeepSeek's e_score_correction_bias [n_experts], or null.
+void route(const MoeConfig& moe, const float* logits, const float* score_bias, int rows, int* chosen, float* weights);
 
 // The scratch of one inference state, sized once for `rows` tokens (no allocation per step).
 class MoeBlock {
@@ -22,6 +22,9 @@ class MoeBlock {
   void forward(const MoeWeights& w, const float* x, int rows, float* out, bool accumulate);
 
  private:
+  // y_[n][d] = e's MLP of the n rows of x (gate_, up_ as scratch).
+  void mlp(const ExpertWeights& e, const float* x, int n, int width);
+
   const ModelConfig& c_;
   std::vector<float> logits_;             // [rows][n_experts]
   std::vector<int> chosen_;               // [rows][n_used]

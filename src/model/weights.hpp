@@ -13,15 +13,18 @@
 
 namespace pert {
 
-// One expert's SwiGLU MLP.
+// One expert's gated MLP.
 struct ExpertWeights {
   Weight gate, up;  // [width][d]
   Weight down;      // [d][width]
+  const float *b_gate = nullptr, *b_up = nullptr, *b_down = nullptr;  // [width] [width] [d] (gpt-oss)
 };
 
 // A layer's mixture of experts (ModelConfig::moe); no experts in a dense layer.
 struct MoeWeights {
   const float* router = nullptr;       // [n_experts][d], kept F32: the choice of experts is not rounded
+  const float* router_bias = nullptr;  // [n_experts]: added to the logits (gpt-oss)
+  const float* score_bias = nullptr;   // [n_experts]: DeepSeek V3's e_score_correction_bias (chooses only)
   std::vector<ExpertWeights> experts;  // [n_experts]
   ExpertWeights shared;                // Qwen2-MoE's shared expert, when shared_gate is set
   const float* shared_gate = nullptr;  // [d]: σ(x·w) scales the shared expert's output

@@ -31,6 +31,7 @@ struct MoeTensorNames {
   const char* router = "mlp.gate";
   const char* experts = "mlp.experts";
   const char *gate = "gate_proj", *up = "up_proj", *down = "down_proj";
+  const char* shared = "mlp.shared_expert";  // its gate_proj, up_proj, down_proj (DeepSeek: mlp.shared_experts)
 };
 
 struct ArchitectureSpec {
@@ -74,11 +75,11 @@ const ArchitectureSpec* gguf_architecture(const std::string& gguf_name);  // nul
 std::string known_gguf_architectures();  // "llama, qwen2, ..."
 
 // An MoE layer's tensors, by the architecture's names (MoeTensorNames); Qwen2-MoE's shared expert
-// is "mlp.shared_expert.<gate|up|down>_proj" behind "mlp.shared_expert_gate" [1][d].
+// is behind "mlp.shared_expert_gate" [1][d].
 enum class ExpertPart { Gate, Up, Down };
 std::string router_tensor(const ModelConfig& c, int layer);
 std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part);
-std::string shared_expert_tensor(int layer, ExpertPart part);
+std::string shared_expert_tensor(const ModelConfig& c, int layer, ExpertPart part);
 std::string shared_expert_gate_tensor(int layer);
 
 // Helpers the architecture files share (common.cpp).

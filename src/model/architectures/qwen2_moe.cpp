@@ -15,6 +15,7 @@ std::vector<bool> qwen2_moe_parse(Fields& f, ModelConfig& mc, int& window, Archi
   read_experts(f, mc, "num_experts", 60, 4);
   mc.moe.expert_ffn = f.positive("moe_intermediate_size", kMaxDim, 1408);
   mc.moe.shared_ffn = f.positive("shared_expert_intermediate_size", kMaxDim, 5632);
+  mc.moe.gated_shared = true;
   mc.moe.renormalize = f.boolean("norm_topk_prob", false);
   qwen_sparse_layers(f, mc);
   refuse_moe_windows(f, window);

@@ -144,8 +144,8 @@ std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPar
          (part == ExpertPart::Gate ? n.gate : part == ExpertPart::Up ? n.up : n.down) + ".weight";
 }
 
-std::string shared_expert_tensor(int layer, ExpertPart part) {
-  return tensor_names::layer_prefix(std::to_string(layer)) + "mlp.shared_expert." +
+std::string shared_expert_tensor(const ModelConfig& c, int layer, ExpertPart part) {
+  return tensor_names::layer_prefix(std::to_string(layer)) + architecture_spec(c.architecture).moe_names.shared + "." +
          (part == ExpertPart::Gate ? "gate_proj" : part == ExpertPart::Up ? "up_proj" : "down_proj") + ".weight";
 }
 
