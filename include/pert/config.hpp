@@ -86,6 +86,7 @@ struct MoeConfig {
   // (Qwen2-MoE), added as it is otherwise (DeepSeek's n_shared_experts, one wide MLP).
   int shared_ffn = 0;
   bool gated_shared = false;
+  bool biases = false;  // the router and each expert's gate, up and down add a bias (gpt-oss)
   std::vector<bool> sparse;   // [layer]: experts (true) or the dense MLP of intermediate_size
   bool sparse_layer(int layer) const { return n_experts > 0 && sparse[size_t(layer)]; }
 };

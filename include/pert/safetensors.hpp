@@ -23,7 +23,9 @@
 
 namespace pert {
 
-enum class DType { F32, F16, BF16 };
+// U8: raw bytes, read only as the parts of an MXFP4 matrix (gpt-oss's *_blocks and *_scales),
+// which an architecture turns into blocks at open; read_f32 refuses it.
+enum class DType { F32, F16, BF16, U8 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);

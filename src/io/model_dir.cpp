@@ -42,7 +42,11 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
         out.push_back({expert_tensor(c, i, e, ExpertPart::Gate), {eff, d}});
         out.push_back({expert_tensor(c, i, e, ExpertPart::Up), {eff, d}});
         out.push_back({expert_tensor(c, i, e, ExpertPart::Down), {d, eff}});
+        if (c.moe.biases)
+          for (ExpertPart part : {ExpertPart::Gate, ExpertPart::Up, ExpertPart::Down})
+            out.push_back({expert_bias(c, i, e, part), {part == ExpertPart::Down ? d : eff}});
       }
+      if (c.moe.biases) out.push_back({router_bias(c, i), {E}});
       if (sff) {
         out.push_back({shared_expert_tensor(c, i, ExpertPart::Gate), {sff, d}});
         out.push_back({shared_expert_tensor(c, i, ExpertPart::Up), {sff, d}});
@@ -170,6 +174,10 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
   m.checkpoint = Checkpoint::open(dir);
   m.checks.push_back(std::to_string(m.checkpoint.files().size()) +
                      " safetensors file(s): headers valid, tensors tile the data exactly");
+  if (const ArchitectureSpec& spec = architecture_spec(m.config.architecture); spec.checkpoint) {
+    m.checkpoint = spec.checkpoint(std::move(m.checkpoint), m.config);  // (gpt-oss: its fused experts split)
+    m.checks.push_back(std::string(spec.hf_name) + "'s stored layout read as per-expert tensors");
+  }
   if (const ArchitectureSpec& spec = architecture_spec(m.config.architecture); spec.vision_tensors) {
     int skipped = 0;  // a vision-language model: its language model's tensors, under pert's names
     m.checkpoint = language_model_checkpoint(std::move(m.checkpoint), spec, skipped);

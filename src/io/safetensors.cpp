@@ -19,13 +19,14 @@ namespace pert {
 
 using nlohmann::json;
 
-size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
+size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : dtype == DType::U8 ? 1 : 2; }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::F32: return "F32";
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
+    case DType::U8: return "U8";
   }
   return "?";
 }
@@ -46,7 +47,7 @@ namespace {
 
 // Every dtype the format defines; pert reads the first three.
 const char* const kOtherDtypes[] = {"F64", "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8",
-                                    "U64", "U32",     "U16",     "U8",  "BOOL"};
+                                    "U64", "U32",     "U16",     "BOOL"};
 
 DType parse_dtype(const json& value, const std::string& where) {
   if (!value.is_string()) throw FormatError(where + ": dtype must be a string, got " + json_brief(value));
@@ -54,9 +55,10 @@ DType parse_dtype(const json& value, const std::string& where) {
   if (s == "F32") return DType::F32;
   if (s == "F16") return DType::F16;
   if (s == "BF16") return DType::BF16;
+  if (s == "U8") return DType::U8;
   for (const char* other : kOtherDtypes)
     if (s == other)
-      throw FormatError(where + ": dtype " + s + " is not supported (pert reads F32, F16, BF16)");
+      throw FormatError(where + ": dtype " + s + " is not supported (pert reads F32, F16, BF16, and U8 as MXFP4 parts)");
   throw FormatError(where + ": unknown dtype '" + printable(s) + "'");
 }
 
@@ -260,6 +262,8 @@ void read_f32(const TensorView& t, float* out) {
     case DType::F32: std::memcpy(out, t.data, n * 4); break;
     case DType::F16: widen16(t.data, out, n, f16_to_f32); break;
     case DType::BF16: widen16(t.data, out, n, bf16_to_f32); break;
+    case DType::U8:
+      throw FormatError(t.file + ": tensor '" + printable(t.name) + "' is U8, which pert reads only as an MXFP4 matrix's _blocks or _scales");
   }
 }
 
@@ -303,6 +307,8 @@ void require_finite(const TensorView& t) {
   int64_t bad = 0;
   if (t.blocks) {
     bad = nonfinite_block_scales(*t.blocks, t.data, t.nbytes);
+  } else if (t.dtype == DType::U8) {
+    return;  // raw bytes (MXFP4's parts: their scales are checked as blocks once made)
   } else if (t.dtype == DType::F32) {
     for (size_t i = 0; i < n; ++i) {
       uint32_t u;

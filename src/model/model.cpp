@@ -145,8 +145,9 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     const bool matrix = e.shape.size() == 2 && !scheme_tensors.count(e.name);
     const std::vector<RowSlice> slices = row_slices(md.config, e);
     const int K = matrix ? int(e.shape[1]) : 0;
+    // A GGUF file's F16/BF16/quantized rows, or blocks an architecture made at open (gpt-oss's MXFP4)
     const bool in_place = matrix && type == WeightType::Auto && md.checkpoint.storage() &&
-                          (view.blocks || view.dtype != DType::F32);  // a GGUF file's F16/BF16/quantized rows
+                          (view.blocks || (md.gguf && view.dtype != DType::F32));
     if (in_place) {
       const BlockType stored = view.blocks ? view.blocks->type : view.dtype == DType::F16 ? BlockType::F16 : BlockType::BF16;
       const size_t row_bytes = block_row_bytes(stored, K);
@@ -243,7 +244,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
       for (int e = 0; e < md.config.moe.n_experts; ++e)
         l.moe.experts.push_back({w.weight(expert_tensor(md.config, i, e, ExpertPart::Gate)),
                                  w.weight(expert_tensor(md.config, i, e, ExpertPart::Up)),
-                                 w.weight(expert_tensor(md.config, i, e, ExpertPart::Down))});
+                                 w.weight(expert_tensor(md.config, i, e, ExpertPart::Down)),
+                                 w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Gate)),
+                                 w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Up)),
+                                 w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Down))});
+      l.moe.router_bias = w.optional_tensor(router_bias(md.config, i));
       if (md.config.moe.shared_ffn) {
         const ModelConfig& c = md.config;
         l.moe.shared = {w.weight(shared_expert_tensor(c, i, ExpertPart::Gate)), w.weight(shared_expert_tensor(c, i, ExpertPart::Up)),

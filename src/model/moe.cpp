@@ -44,7 +44,7 @@ void route(const MoeConfig& moe, const float* logits, const float* score_bias, i
       const int per = E / moe.n_groups;
       std::vector<float> group(size_t(moe.n_groups));
       for (int g = 0; g < moe.n_groups; ++g) {
-        int two[2];
+        int two[2] = {0, 0};
         top_k(&choice[size_t(g) * per], per, std::min(2, per), two);
         group[size_t(g)] = choice[size_t(g * per + two[0])] + (per > 1 ? choice[size_t(g * per + two[1])] : 0.0f);
       }

@@ -32,15 +32,18 @@ def _to_bf16_bits(a):
 
 
 def save(path, tensors, dtype="F32", metadata=None):
-    """Writes {name: float ndarray} as `dtype` (F32, F16 or BF16)."""
+    """Writes {name: float ndarray} as `dtype` (F32, F16 or BF16); uint8 arrays as U8 (MXFP4's parts)."""
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
-        a = np.asarray(tensors[name], dtype=np.float32)
-        if dtype == "BF16":
+        kind = "U8" if np.asarray(tensors[name]).dtype == np.uint8 else dtype
+        a = np.asarray(tensors[name], dtype=np.uint8 if kind == "U8" else np.float32)
+        if kind == "U8":
+            raw = np.ascontiguousarray(a).tobytes()
+        elif dtype == "BF16":
             raw = _to_bf16_bits(a).tobytes()
         else:
             raw = np.ascontiguousarray(a, dtype=_NP[dtype]).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {"dtype": kind, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     if metadata:
@@ -55,7 +58,7 @@ def save(path, tensors, dtype="F32", metadata=None):
 
 
 def load(path):
-    """Reads a safetensors file into {name: float32 ndarray}."""
+    """Reads a safetensors file into {name: float32 ndarray} (U8 tensors: uint8)."""
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -67,7 +70,9 @@ def load(path):
             continue
         begin, end = info["data_offsets"]
         raw = data[base + begin:base + end]
-        if info["dtype"] == "BF16":
+        if info["dtype"] == "U8":
+            a = np.frombuffer(raw, dtype=np.uint8)
+        elif info["dtype"] == "BF16":
             a = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
         else:
             a = np.frombuffer(raw, dtype=_NP[info["dtype"]]).astype(np.float32)

@@ -182,13 +182,16 @@ def dense(W, stem):
     return {stem + n: W[stem + n + ".weight"] for n in ("gate_proj", "up_proj", "down_proj")}
 
 
-def gpt_oss_expert(config, W, p, e, x):
-    """gpt-oss's expert e on x [n, d]: weights stored input-first (x @ W), gate/up interleaved."""
+def gpt_oss_expert(config, W, p, e, x, inputs=None):
+    """gpt-oss's expert e on x [n, d]: weights stored input-first (x @ W), gate/up interleaved.
+    inputs(name, h): what the expert's gate/up (named mlp.experts.e.gate_proj) and down
+    (mlp.experts.e.down_proj) multiply instead of h, as moe_mlp's."""
     s = settings(config)
-    gate_up = x @ W[p + "mlp.experts.gate_up_proj"][e] + W[p + "mlp.experts.gate_up_proj_bias"][e]
+    mm_in = (lambda n, h: inputs(f"{p}mlp.experts.{e}.{n}", h)) if inputs else (lambda n, h: h)
+    gate_up = mm_in("gate_proj", x) @ W[p + "mlp.experts.gate_up_proj"][e] + W[p + "mlp.experts.gate_up_proj_bias"][e]
     gate, up = gate_up[..., 0::2].clamp(max=s["limit"]), gate_up[..., 1::2].clamp(-s["limit"], s["limit"])
     out = (up + 1) * gate * torch.sigmoid(s["alpha"] * gate)
-    return out @ W[p + "mlp.experts.down_proj"][e] + W[p + "mlp.experts.down_proj_bias"][e]
+    return mm_in("down_proj", out) @ W[p + "mlp.experts.down_proj"][e] + W[p + "mlp.experts.down_proj_bias"][e]
 
 
 def moe_mlp(config, W, p, x, inputs=None):
@@ -209,7 +212,7 @@ def moe_mlp(config, W, p, x, inputs=None):
     for e in torch.unique(index).tolist():
         tokens, slot = torch.where(index == e)
         xe = x[tokens]
-        ye = gpt_oss_expert(config, W, p, e, xe) if arch == GPT_OSS else swiglu(xe, expert_matrices(W, p, e), mm)
+        ye = gpt_oss_expert(config, W, p, e, xe, inputs) if arch == GPT_OSS else swiglu(xe, expert_matrices(W, p, e), mm)
         out.index_add_(0, tokens, ye * weight[tokens, slot, None])
     if arch == QWEN2_MOE:  # the shared expert, gated per token by sigmoid(x·w_sg)
         shared = swiglu(x, dense(W, p + "mlp.shared_expert."), mm)
@@ -321,6 +324,68 @@ def make_moe_model(out_dir, arch, seed=0, fused=False, dtype="F32", hidden=64, h
             t[s + "down_proj.weight"] = randn(hidden, sff, std=sff ** -0.5)
             t[p + "mlp.shared_expert_gate.weight"] = randn(1, hidden, std=hidden ** -0.5)
     safetensors_io.save(path, t, dtype)
+
+
+GPT_OSS_KEYS = {"architectures": [GPT_OSS], "model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 2,
+                "swiglu_limit": 7.0, "attention_bias": True, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+                "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"], "rope_theta": 150000.0,
+                "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                                 "original_max_position_embeddings": 16}, "initial_context_length": 16,
+                "max_position_embeddings": 64}
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def mxfp4_random(g, rows, cols, std):
+    """(values [rows][cols] float64, blocks uint8 [rows][cols/32][16], scales uint8 [rows][cols/32]):
+    random MXFP4 numbers as HF stores them (low nibble the even element), about `std` in size."""
+    codes = torch.randint(0, 16, (rows, cols), generator=g).numpy()
+    e = 127 + np.round(np.log2(std / 2.0)) + torch.randint(-1, 2, (rows, cols // 32), generator=g).numpy()
+    scales = e.astype(np.uint8)
+    values = E2M1[codes] * np.repeat(2.0 ** (e - 127), 32, axis=1)
+    pairs = codes.reshape(rows, cols // 2, 2)
+    blocks = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8).reshape(rows, cols // 32, 16)
+    return values, blocks, scales
+
+
+def make_gpt_oss_model(out_dir, seed=0, mxfp4=False, hidden=64, heads=4, kv_heads=2, layers=2, expert_ffn=32, vocab=96,
+                       head_dim=16):
+    """A tiny gpt-oss checkpoint: q/k/v/o biases, sinks, alternating window/full layers, YaRN, the router
+    with its bias and the experts fused as HF holds them: input-first F32 (gate_up_proj [E, d, 2ff], gate
+    the even columns; down_proj [E, ff, d]) or, with mxfp4, as shipped (*_blocks/*_scales, rows along
+    the output). Both from the same MXFP4-exact values for one seed, so either runs the same model."""
+    from reference import reference  # reference.py imports this module
+
+    reference.make_model(out_dir, None, seed=seed, hidden=hidden, heads=heads, kv_heads=kv_heads, layers=layers,
+                         ffn=expert_ffn, vocab=vocab, head_dim=head_dim, qkv_bias=True, o_bias=True,
+                         extra_config=dict(GPT_OSS_KEYS, intermediate_size=expert_ffn, head_dim=head_dim))
+    path = os.path.join(out_dir, "model.safetensors")
+    t = safetensors_io.load(path)
+    g = torch.Generator().manual_seed(seed + 7)
+    E, ff, d = GPT_OSS_KEYS["num_local_experts"], expert_ffn, hidden
+
+    def randn(*shape, std=1.0):
+        return (torch.randn(*shape, generator=g, dtype=torch.float64) * std).numpy()
+
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        for n in ("gate", "up", "down"):
+            del t[p + f"mlp.{n}_proj.weight"]
+        t[p + "self_attn.sinks"] = randn(heads, std=1.0)
+        t[p + "mlp.router.weight"] = randn(E, d, std=2 * d ** -0.5)
+        t[p + "mlp.router.bias"] = randn(E, std=0.5)
+        gu_values, gu_blocks, gu_scales = mxfp4_random(g, E * 2 * ff, d, d ** -0.5)  # output rows
+        dn_values, dn_blocks, dn_scales = mxfp4_random(g, E * d, ff, ff ** -0.5)
+        if mxfp4:
+            t[p + "mlp.experts.gate_up_proj_blocks"] = gu_blocks.reshape(E, 2 * ff, d // 32, 16)
+            t[p + "mlp.experts.gate_up_proj_scales"] = gu_scales.reshape(E, 2 * ff, d // 32)
+            t[p + "mlp.experts.down_proj_blocks"] = dn_blocks.reshape(E, d, ff // 32, 16)
+            t[p + "mlp.experts.down_proj_scales"] = dn_scales.reshape(E, d, ff // 32)
+        else:  # input-first, as the bf16 parameters
+            t[p + "mlp.experts.gate_up_proj"] = gu_values.reshape(E, 2 * ff, d).transpose(0, 2, 1)
+            t[p + "mlp.experts.down_proj"] = dn_values.reshape(E, d, ff).transpose(0, 2, 1)
+        t[p + "mlp.experts.gate_up_proj_bias"] = randn(E, 2 * ff, std=0.3)
+        t[p + "mlp.experts.down_proj_bias"] = randn(E, d, std=0.3)
+    safetensors_io.save(path, t)
 
 
 def main():

@@ -12,6 +12,7 @@
 #include "../config_fields.hpp"
 #include "../tensor_names.hpp"
 #include "pert/config.hpp"
+#include "pert/safetensors.hpp"
 
 namespace pert {
 
@@ -58,6 +59,9 @@ struct ArchitectureSpec {
   bool gguf_permuted_qk = false;
   std::vector<GgufPart> gguf_parts = {};
   MoeTensorNames moe_names = {};  // (architectures with experts)
+  // The checkpoint's tensors as the expected ones (expected_tensors), where the architecture
+  // stores them otherwise (gpt-oss: experts fused, interleaved, in MXFP4). Null: as stored.
+  Checkpoint (*checkpoint)(Checkpoint stored, const ModelConfig& c) = nullptr;
   // A vision-language checkpoint (HF *ForConditionalGeneration), whose language model pert runs:
   // its vision tower's tensor-name prefixes, space-separated, skipped at load; its config keys
   // may sit under text_config, its tensors under model.language_model. (vision_language.cpp).
@@ -81,6 +85,8 @@ std::string router_tensor(const ModelConfig& c, int layer);
 std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part);
 std::string shared_expert_tensor(const ModelConfig& c, int layer, ExpertPart part);
 std::string shared_expert_gate_tensor(int layer);
+std::string expert_bias(const ModelConfig& c, int layer, int expert, ExpertPart part);  // "...gate_proj.bias"
+std::string router_bias(const ModelConfig& c, int layer);
 
 // Helpers the architecture files share (common.cpp).
 // The experts' count from `count_key` (HF's default def_experts) and num_experts_per_tok
@@ -140,7 +146,7 @@ void check_mrope(Fields& f, bool interleaved);
 // One spec per file (the registry's entries).
 extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture, kQwen3Architecture,
     kPhi3Architecture, kSmolLM3Architecture, kGemma2Architecture, kGemma3Architecture, kCohere2Architecture,
-    kMixtralArchitecture, kQwen2MoeArchitecture, kQwen3MoeArchitecture, kOlmoeArchitecture;
+    kMixtralArchitecture, kQwen2MoeArchitecture, kQwen3MoeArchitecture, kOlmoeArchitecture, kGptOssArchitecture;
 
 extern const ArchitectureSpec kQwen2VlArchitecture, kQwen25VlArchitecture, kQwen3VlArchitecture;
 

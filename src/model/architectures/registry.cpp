@@ -13,7 +13,7 @@ namespace {
 const std::vector<const ArchitectureSpec*> kRegistry = {
     &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture,  &kQwen3Architecture,  &kPhi3Architecture,
     &kSmolLM3Architecture, &kGemma2Architecture, &kGemma3Architecture, &kCohere2Architecture,
-    &kMixtralArchitecture, &kQwen2MoeArchitecture, &kQwen3MoeArchitecture, &kOlmoeArchitecture,
+    &kMixtralArchitecture, &kQwen2MoeArchitecture, &kQwen3MoeArchitecture, &kOlmoeArchitecture,  &kGptOssArchitecture,
     &kQwen2VlArchitecture, &kQwen25VlArchitecture, &kQwen3VlArchitecture,
 };
 
@@ -31,7 +31,7 @@ const char* const kOtherMath[] = {
     "use_qk_norm",         "qk_layernorm",           "use_parallel_residual",   "parallel_attn",
     "attention_chunk_size", "attn_temperature_tuning", "floor_scale",           "attn_scale",
     "use_bidirectional_attention", "n_routed_experts", "n_shared_experts",      "kv_lora_rank",
-    "q_lora_rank",          "swiglu_limit",
+    "q_lora_rank",
 };
 
 // Calls fn(key) for each space-separated key of `list`.
@@ -147,6 +147,16 @@ std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPar
 std::string shared_expert_tensor(const ModelConfig& c, int layer, ExpertPart part) {
   return tensor_names::layer_prefix(std::to_string(layer)) + architecture_spec(c.architecture).moe_names.shared + "." +
          (part == ExpertPart::Gate ? "gate_proj" : part == ExpertPart::Up ? "up_proj" : "down_proj") + ".weight";
+}
+
+std::string expert_bias(const ModelConfig& c, int layer, int expert, ExpertPart part) {
+  const std::string w = expert_tensor(c, layer, expert, part);
+  return w.substr(0, w.size() - 6) + "bias";
+}
+
+std::string router_bias(const ModelConfig& c, int layer) {
+  const std::string w = router_tensor(c, layer);
+  return w.substr(0, w.size() - 6) + "bias";
 }
 
 std::string shared_expert_gate_tensor(int layer) {

@@ -1,0 +1,181 @@
+// GptOssForCausalLM (HF models/gpt_oss; gpt-oss-20b, -120b): q/k/v/o biases (attention_bias), a
+// learned sink logit per head in every softmax (self_attn.sinks), layers alternating a
+// sliding_window and full attention (layer_types), YaRN; in every layer num_local_experts
+// experts, num_experts_per_tok per token: the router's logits (mlp.router, with a bias), the
+// largest kept and a softmax over those alone; each expert's gate and up interleaved in one
+// matrix (gate the even rows), the clamped SwiGLU (up + 1)·gate·σ(1.702·gate), gate ≤ limit,
+// |up| ≤ limit (swiglu_limit, 7), biases on gate, up and down. Experts stored fused: as shipped,
+// MXFP4 (*_blocks [E][rows][K/32][16], *_scales [E][rows][K/32], rows along the output), or in
+// F32/BF16 input-first (gate_up_proj [E][d][2·ff], down_proj [E][ff][d]); read at open as
+// per-expert matrices (the MXFP4 ones as GGML's blocks, multiplied as stored).
+#include <cctype>
+#include <cstring>
+
+#include "architecture.hpp"
+#include "../../kernels/fp16.hpp"
+#include "../../kernels/quants.hpp"
+
+namespace pert {
+
+namespace {
+
+std::vector<bool> gpt_oss_parse(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers& layers) {
+  read_experts(f, mc, "num_local_experts", 128, 4);
+  MoeConfig& m = mc.moe;
+  m.expert_ffn = mc.intermediate_size;
+  m.router = MoeConfig::Router::TopKSoftmax;
+  m.clamped_swiglu = true;
+  m.swiglu_limit = f.number("swiglu_limit", 7.0, [](double x) { return x > 0; }, "must be > 0");
+  m.biases = true;
+  mc.sink_logits = true;
+  if (!f.boolean("attention_bias", true)) f.fail("attention_bias", "is false, but gpt-oss's attention has q/k/v/o biases");
+  mc.qkv_bias = mc.o_bias = true;
+  return every_layer_windowed(f, mc, window, layers);  // (layer_types, as published, picks the windowed ones)
+}
+
+// The bytes the fused tensors are copied into, and the checkpoint they came from.
+struct GptOssStorage {
+  std::shared_ptr<const Checkpoint> stored;
+  std::vector<std::vector<uint8_t>> buffers;
+};
+
+class Splitter {
+ public:
+  Splitter(const Checkpoint& stored, const ModelConfig& c, GptOssStorage& storage, std::vector<TensorView>& views)
+      : s_(stored), c_(c), storage_(storage), views_(views) {}
+
+  // The tensor `name`, with `shape` and dtype among `dtypes`; ConfigError naming it otherwise.
+  const TensorView& need(const std::string& name, const std::vector<int64_t>& shape, bool u8) const {
+    const TensorView* t = s_.find(name);
+    if (!t) throw ConfigError(s_.source() + ": missing tensor '" + name + "' (gpt-oss's fused experts)");
+    if (t->shape != shape || (u8 != (t->dtype == DType::U8)) || t->blocks)
+      throw ConfigError(t->file + ": tensor '" + name + "' has shape " + shape_str(t->shape) + " " + dtype_name(t->dtype) +
+                        ", expected " + shape_str(shape) + (u8 ? " U8" : " F32, F16 or BF16"));
+    return *t;
+  }
+
+  // A new F32 view `name` [rows][cols] filled by value(r, c).
+  template <class Value>
+  void f32(const std::string& name, int64_t rows, int64_t cols, Value value) {
+    std::vector<uint8_t>& b = storage_.buffers.emplace_back(size_t(rows * cols) * 4);
+    float* out = reinterpret_cast<float*>(b.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) out[r * cols + k] = value(r, k);
+    add(name, cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, DType::F32, nullptr, b);
+  }
+
+  // Rows r0, r0 + step, ... (`rows` of them) of an MXFP4 matrix of K columns, HF's nibble order,
+  // as GGML's blocks: the view `name` [rows][K].
+  void mxfp4(const std::string& name, const uint8_t* blocks, const uint8_t* scales, int64_t r0, int64_t step, int64_t rows,
+             int64_t K) {
+    const BlockTypeInfo& info = block_type_info(BlockType::MXFP4);
+    const int64_t nb = K / 32;
+    std::vector<uint8_t>& b = storage_.buffers.emplace_back(size_t(rows * nb) * info.block_bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t src = r0 + r * step;
+      mxfp4_from_hf(blocks + size_t(src * nb) * 16, scales + size_t(src * nb), nb, b.data() + size_t(r * nb) * info.block_bytes);
+    }
+    add(name, {rows, K}, DType::F32, &info, b);
+  }
+
+ private:
+  void add(const std::string& name, std::vector<int64_t> shape, DType dtype, const BlockTypeInfo* blocks,
+           const std::vector<uint8_t>& bytes) {
+    TensorView v;
+    v.name = name;
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+    v.numel = 1;
+    for (int64_t n : v.shape) v.numel *= n;
+    v.data = bytes.data();
+    v.nbytes = bytes.size();
+    v.file = s_.source();
+    v.blocks = blocks;
+    views_.push_back(std::move(v));
+  }
+
+  const Checkpoint& s_;
+  const ModelConfig& c_;
+  GptOssStorage& storage_;
+  std::vector<TensorView>& views_;
+};
+
+// model.layers.N.mlp.experts.<not a digit>...: one of the fused experts' tensors.
+bool is_fused_expert(const std::string& name) {
+  const std::string mark = ".mlp.experts.";
+  const size_t at = name.find(mark);
+  return at != std::string::npos && at + mark.size() < name.size() && !std::isdigit(static_cast<unsigned char>(name[at + mark.size()]));
+}
+
+float value_at(const TensorView& t, size_t i) {
+  if (t.dtype == DType::F32) {
+    float v;
+    std::memcpy(&v, t.data + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, t.data + 2 * i, 2);
+  return t.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c) {
+  auto storage = std::make_shared<GptOssStorage>();
+  std::vector<TensorView> views;
+  Splitter split(stored, c, *storage, views);
+  const int64_t E = c.moe.n_experts, ff = c.moe.expert_ffn, d = c.hidden_size;
+  for (const auto& [name, t] : stored.tensors())
+    if (!is_fused_expert(name)) views.push_back(*t);  // everything but the fused experts as stored
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = tensor_names::layer_prefix(std::to_string(i)) + "mlp.experts.";
+    const TensorView& gate_up_bias = split.need(p + "gate_up_proj_bias", {E, 2 * ff}, false);
+    const TensorView& down_bias = split.need(p + "down_proj_bias", {E, d}, false);
+    const bool mx = stored.find(p + "gate_up_proj_blocks") != nullptr;
+    if (mx && (d % 32 || ff % 32))
+      throw ConfigError(stored.source() + ": hidden_size (" + std::to_string(d) + ") and intermediate_size (" + std::to_string(ff) +
+                        ") must be multiples of 32 for MXFP4 experts");
+    // MXFP4, rows along the output (gate_up's row 2j is gate j, 2j + 1 up j); or input-first floats
+    const TensorView *gb = nullptr, *gs = nullptr, *db = nullptr, *ds = nullptr, *gu = nullptr, *dn = nullptr;
+    if (mx) {
+      gb = &split.need(p + "gate_up_proj_blocks", {E, 2 * ff, d / 32, 16}, true);
+      gs = &split.need(p + "gate_up_proj_scales", {E, 2 * ff, d / 32}, true);
+      db = &split.need(p + "down_proj_blocks", {E, d, ff / 32, 16}, true);
+      ds = &split.need(p + "down_proj_scales", {E, d, ff / 32}, true);
+    } else {
+      gu = &split.need(p + "gate_up_proj", {E, d, 2 * ff}, false);
+      dn = &split.need(p + "down_proj", {E, ff, d}, false);
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      auto name = [&](ExpertPart part) { return expert_tensor(c, i, int(e), part); };
+      auto bias = [&](ExpertPart part) { return expert_bias(c, i, int(e), part); };
+      if (mx) {
+        const uint8_t *blocks = gb->data, *scales = gs->data;
+        const int64_t gu0 = e * 2 * ff;
+        split.mxfp4(name(ExpertPart::Gate), blocks, scales, gu0, 2, ff, d);
+        split.mxfp4(name(ExpertPart::Up), blocks, scales, gu0 + 1, 2, ff, d);
+        split.mxfp4(name(ExpertPart::Down), db->data, ds->data, e * d, 1, d, ff);
+      } else {  // gate_up [d][2·ff], down [ff][d]: transposed into rows along the input
+        const size_t g0 = size_t(e * d * 2 * ff), d0 = size_t(e * ff * d);
+        split.f32(name(ExpertPart::Gate), ff, d, [&](int64_t r, int64_t k) { return value_at(*gu, g0 + size_t(k * 2 * ff + 2 * r)); });
+        split.f32(name(ExpertPart::Up), ff, d, [&](int64_t r, int64_t k) { return value_at(*gu, g0 + size_t(k * 2 * ff + 2 * r + 1)); });
+        split.f32(name(ExpertPart::Down), d, ff, [&](int64_t r, int64_t k) { return value_at(*dn, d0 + size_t(k * d + r)); });
+      }
+      split.f32(bias(ExpertPart::Gate), ff, 1, [&](int64_t r, int64_t) { return value_at(gate_up_bias, size_t(e * 2 * ff + 2 * r)); });
+      split.f32(bias(ExpertPart::Up), ff, 1, [&](int64_t r, int64_t) { return value_at(gate_up_bias, size_t(e * 2 * ff + 2 * r + 1)); });
+      split.f32(bias(ExpertPart::Down), d, 1, [&](int64_t r, int64_t) { return value_at(down_bias, size_t(e * d + r)); });
+    }
+  }
+  const std::string source = stored.source();
+  storage->stored = std::make_shared<const Checkpoint>(std::move(stored));
+  return Checkpoint::of_views(std::move(views), source, storage);
+}
+
+}  // namespace
+
+const ArchitectureSpec kGptOssArchitecture = {
+    "GptOssForCausalLM", "gpt_oss", "",
+    "rms_norm_eps hidden_act sliding_window layer_types num_local_experts num_experts_per_tok swiglu_limit", "",
+    /*attention_bias=*/true, false, gpt_oss_parse, nullptr, false, {}, {"mlp.router", "mlp.experts", "gate_proj", "up_proj", "down_proj"},
+    gpt_oss_checkpoint,
+};
+
+}  // namespace pert
