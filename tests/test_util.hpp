@@ -72,7 +72,7 @@ inline uint16_t exact_bf16_bits(float x) {
 
 struct TestTensor {
   std::string name;
-  std::string dtype;  // "F32", "F16", "BF16"
+  std::string dtype;  // "F32", "F16", "BF16", "U8"
   std::vector<int64_t> shape;
   std::vector<float> values;
 };
@@ -86,6 +86,8 @@ inline std::string encode_safetensors(const std::vector<TestTensor>& tensors, co
     for (float v : t.values) {
       if (t.dtype == "F32") {
         data.append(reinterpret_cast<const char*>(&v), 4);
+      } else if (t.dtype == "U8") {  // raw bytes (MXFP4's parts), each value 0..255
+        data.push_back(char(uint8_t(v)));
       } else {
         const uint16_t h = t.dtype == "F16" ? exact_f16_bits(v) : exact_bf16_bits(v);
         data.append(reinterpret_cast<const char*>(&h), 2);
