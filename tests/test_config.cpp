@@ -944,3 +944,69 @@ TEST_CASE("config: Dual Chunk Attention, as an extend method and as Qwen2.5-1M's
   c["dual_chunk_attention_config"]["chunk"] = 3;
   REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "dual_chunk_attention_config has 'chunk', which pert does not read");
 }
+
+TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes; other shapes and choices refused", "[config][deepseek]") {
+  json c = tiny_config();  // DeepSeek-V3's keys, shrunk (tools/reference/deepseek.py's)
+  c["architectures"] = {"DeepseekV3ForCausalLM"};
+  c["model_type"] = "deepseek_v3";
+  c.erase("num_key_value_heads");
+  c.update(json{{"n_routed_experts", 8}, {"num_experts_per_tok", 2}, {"n_shared_experts", 1}, {"n_group", 4}, {"topk_group", 2},
+                {"moe_intermediate_size", 8}, {"first_k_dense_replace", 1}, {"q_lora_rank", 12}, {"kv_lora_rank", 8},
+                {"qk_nope_head_dim", 6}, {"qk_rope_head_dim", 4}, {"v_head_dim", 5}});
+  ModelConfig m = parse(c);
+  CHECK(m.head_dim == 10);  // the key: rope + nope
+  CHECK(m.n_kv_heads == 4);
+  CHECK(m.mla.enabled());
+  CHECK(m.mla.q_lora_rank == 12);
+  CHECK(m.position.as<RopeConfig>().rotary_dim == 4);
+  CHECK(m.position.as<RopeConfig>().layout == RopeLayout::Interleaved);
+  CHECK(m.attention_scale == Approx(1 / std::sqrt(10.0)));
+  CHECK(m.moe.router == MoeConfig::Router::SigmoidGroups);
+  CHECK(m.moe.routed_scale == 2.5);
+  CHECK(m.moe.shared_ffn == 8);
+  CHECK(!m.moe.sparse_layer(0));
+  CHECK(m.moe.sparse_layer(1));
+  c["rope_interleave"] = false;
+  c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
+                       {"original_max_position_embeddings", 16}};
+  m = parse(c);
+  CHECK(m.position.as<RopeConfig>().layout == RopeLayout::Half);
+  const double mscale = 0.1 * std::log(40.0) + 1;  // yarn_get_mscale(40, 1): the softmax scale × its square
+  CHECK(m.attention_scale == Approx(mscale * mscale / std::sqrt(10.0)));
+  c.erase("rope_scaling");
+  c["q_lora_rank"] = nullptr;  // one projection q_proj
+  CHECK(parse(c).mla.q_lora_rank == 0);
+
+  auto refused = [&](const char* key, const json& value, const std::string& says) {
+    json bad = c;
+    bad[key] = value;
+    REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, says);
+  };
+  refused("v_head_dim", 11, "v_head_dim (11) is wider than the key (qk_nope_head_dim + qk_rope_head_dim = 10)");
+  refused("qk_rope_head_dim", 3, "qk_rope_head_dim must be even");
+  refused("num_key_value_heads", 2, "num_key_value_heads (2) must equal num_attention_heads (4)");
+  refused("head_dim", 10, "head_dim (10) must equal qk_rope_head_dim (4)");
+  refused("partial_rotary_factor", 0.5, "partial_rotary_factor is set");
+  refused("kv_lora_rank", 0, "kv_lora_rank must be in [1,");
+  refused("topk_method", "greedy", "topk_method is \"greedy\"; DeepSeek V3 chooses by noaux_tc");
+  refused("scoring_func", "softmax", "scoring_func is \"softmax\"");
+  refused("n_group", 3, "n_group (3) must divide n_routed_experts (8)");
+  refused("topk_group", 5, "topk_group (5) keeps more groups than n_group (4)");
+  refused("num_experts_per_tok", 5, "num_experts_per_tok (5) is more than the topk_group groups hold (4)");
+  refused("attention_bias", true, "attention_bias is true, but DeepseekV3ForCausalLM has no such biases");
+
+  c["architectures"] = {"DeepseekV2ForCausalLM"};  // DeepSeek-V2-Lite's choices
+  c["model_type"] = "deepseek_v2";
+  c.erase("rope_interleave");
+  c.update(json{{"n_group", 1}, {"topk_group", 1}, {"routed_scaling_factor", 1.0}});
+  m = parse(c);
+  CHECK(m.moe.router == MoeConfig::Router::Softmax);
+  CHECK(!m.moe.renormalize);
+  CHECK(m.position.as<RopeConfig>().layout == RopeLayout::Interleaved);
+  refused("topk_method", "group_limited_greedy", "topk_method is \"group_limited_greedy\": pert computes DeepSeek V2's \"greedy\"");
+  refused("routed_scaling_factor", 16.0, "routed_scaling_factor is 16.0");
+  refused("norm_topk_prob", true, "norm_topk_prob is true");
+  refused("rope_interleave", false, "rope_interleave is not read by DeepseekV2ForCausalLM");
+  c["n_routed_experts"] = nullptr;  // a dense model
+  CHECK(parse(c).moe.n_experts == 0);
+}

@@ -91,6 +91,18 @@ struct MoeConfig {
   bool sparse_layer(int layer) const { return n_experts > 0 && sparse[size_t(layer)]; }
 };
 
+// Multi-head latent attention (DeepSeek V2/V3; src/model/mla.cpp): q from x (q_proj) or through a
+// low rank (q_a_proj, RMSNorm, q_b_proj); one latent per token (kv_a_proj_with_mqa's first
+// kv_lora_rank, RMSNorm'd) expanded per head by kv_b_proj to k_nope and v, and one rope key shared
+// by the heads. pert caches each head's expanded k = [k_rope | k_nope] (head_dim = rope + nope) and
+// v padded with zeros to head_dim, so the one attention kernel runs it; kv_lora_rank 0: not MLA.
+struct MlaConfig {
+  int q_lora_rank = 0;  // 0: one projection q_proj
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+};
+
 struct ModelConfig {
   // The HF architecture (config.json's architectures[0]): one plug-in of src/model/architectures/,
   // which sets the flags below from its keys. Each is llama's block plus those extras.
@@ -120,6 +132,7 @@ struct ModelConfig {
   bool qk_norm_whole = false;
   double clip_qkv = 0.0;
   MoeConfig moe;
+  MlaConfig mla;  // DeepSeek's attention front-end (head_dim = qk_rope + qk_nope)
   // Gemma's block: GeGLU, norms whose gain is 1 + w, a norm on each branch's output too
   // (post_attention_layernorm, pre_/post_feedforward_layernorm), scaled embeddings, soft caps.
   Activation activation = Activation::SiLU;

@@ -51,8 +51,14 @@ nlohmann::json memory_estimate(const ModelDir& m, const ModelConfig& c) {
     if (span < 0 || !c.extend.empty()) ++global;  // (extend: counted as global, as most methods need every key)
     else local_max += row * (span + 512);
   }
-  return {{"weight_bytes", weights}, {"kv_cache_bytes_per_1000_positions", row * global * 1000},
-          {"global_layers", global}, {"kv_cache_bytes_local_layers_max", local_max}};
+  nlohmann::json out = {{"weight_bytes", weights}, {"kv_cache_bytes_per_1000_positions", row * global * 1000},
+                        {"global_layers", global}, {"kv_cache_bytes_local_layers_max", local_max}};
+  if (const MlaConfig& mla = c.mla; mla.enabled())  // DeepSeek: what pert caches against MLA's latent (one layer, f32)
+    out["mla_cache_bytes_per_position_per_layer"] = {
+        {"pert_expanded_heads", row},
+        {"mla_latent", (mla.kv_lora_rank + mla.qk_rope_head_dim) * 4.0},
+        {"plain_mha", double(c.n_heads) * (c.head_dim + mla.v_head_dim) * 4.0}};
+  return out;
 }
 
 void run_inspect(const InspectArgs& args) {
@@ -117,6 +123,14 @@ void run_inspect(const InspectArgs& args) {
   std::printf("memory     weights %.1f MiB%s; KV cache %.1f MiB per 1000 positions%s (f32; --cache-type f16 halves it)\n",
               memory["weight_bytes"].get<double>() / 1048576.0, m.gguf ? " as stored, read in place (--dtype auto; quantized matrices copied at load into their kernels' layouts)" : " as stored",
               memory["kv_cache_bytes_per_1000_positions"].get<double>() / 1048576.0, local);
+  if (memory.contains("mla_cache_bytes_per_position_per_layer")) {
+    const nlohmann::json& b = memory["mla_cache_bytes_per_position_per_layer"];
+    const double pert = b["pert_expanded_heads"], latent = b["mla_latent"], mha = b["plain_mha"];
+    std::printf("           MLA: pert caches each head's expanded key and value (v padded to the key's width), %.0f bytes a position "
+                "and layer (f32), %.1fx the %.0f of MLA's latent cache (kv_lora_rank + qk_rope_head_dim) and %.2fx plain "
+                "multi-head attention's %.0f\n",
+                pert, pert / latent, latent, pert / mha, mha);
+  }
   if (m.gguf) {
     std::printf("\nGGUF v%u metadata (%zu keys):\n", m.gguf->header().version, m.gguf->header().keys.size());
     for (const std::string& key : m.gguf->header().keys)

@@ -7,6 +7,7 @@
 #include "pert/gguf_model.hpp"
 #include "pert/json_util.hpp"
 #include "../model/architectures/architecture.hpp"
+#include "../model/mla.hpp"
 
 namespace pert {
 
@@ -22,7 +23,9 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       out.push_back({layer_tensor(i, part, kind), std::move(shape)});
     };
     add(Part::AttnNorm, {d});
-    if (c.fused_projections) {
+    if (c.mla.enabled()) {  // DeepSeek's latent attention (model/mla.hpp)
+      for (auto& [name, shape] : mla_tensors(c, i)) out.push_back({name, shape});
+    } else if (c.fused_projections) {
       add(Part::QKV, {q + 2 * kv, d});
     } else {
       add(Part::Q, {q, d}), add(Part::K, {kv, d}), add(Part::V, {kv, d});
@@ -31,7 +34,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     if (c.qk_norm && c.qk_norm_whole) add(Part::QNorm, {q}), add(Part::KNorm, {kv});  // OLMoE's: the whole projection
     else if (c.qk_norm) add(Part::QNorm, {c.head_dim}), add(Part::KNorm, {c.head_dim});
     if (c.sink_logits) out.push_back({sink_logits_tensor(i), {c.n_heads}});
-    add(Part::O, {d, q});
+    add(Part::O, {d, c.mla.enabled() ? int64_t(c.n_heads) * c.mla.v_head_dim : q});
     if (c.o_bias) add(Part::O, {d}, "bias");
     if (!c.parallel_block) add(Part::FfnNorm, {d});  // Cohere: one norm feeds attention and MLP
     if (c.sandwich_norms) add(Part::PreFfnNorm, {d}), add(Part::PostFfnNorm, {d});
@@ -47,6 +50,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
             out.push_back({expert_bias(c, i, e, part), {part == ExpertPart::Down ? d : eff}});
       }
       if (c.moe.biases) out.push_back({router_bias(c, i), {E}});
+      if (c.moe.router == MoeConfig::Router::SigmoidGroups) out.push_back({score_correction_bias_tensor(c, i), {E}});
       if (sff) {
         out.push_back({shared_expert_tensor(c, i, ExpertPart::Gate), {sff, d}});
         out.push_back({shared_expert_tensor(c, i, ExpertPart::Up), {sff, d}});

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "attention/attention.hpp"
+#include "mla.hpp"
 #include "moe.hpp"
 #include "pert/error.hpp"
 #include "pert/interrupt.hpp"
@@ -22,6 +23,7 @@ struct InferenceState::Units {
   std::vector<std::unique_ptr<Attention>> units;
   std::vector<bool> prepares;    // [unit]: the first unit of its encoding, which prepares its tables each step
   std::vector<Attention*> of_layer;  // [layer]: its unit
+  std::unique_ptr<MlaBlock> mla;     // DeepSeek's latent attention's projections (mla.hpp), when the model has it
 };
 
 InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n_seq, CacheType cache_type)
@@ -71,6 +73,7 @@ InferenceState::InferenceState(const Model& model, int n_ctx, int n_batch, int n
   gate_.resize(B * size_t(c_.intermediate_size));
   up_.resize(B * size_t(c_.intermediate_size));
   if (c_.moe.n_experts > 0) moe_ = std::make_unique<MoeBlock>(c_, int(B));
+  if (c_.mla.enabled()) u.mla = std::make_unique<MlaBlock>(c_, int(B));
   for (const auto& e : u.encodings)
     if (e->encodes_by_sequence_length()) tokens_run_.assign(size_t(n_seq) * size_t(n_ctx), 0);
 }
@@ -234,7 +237,10 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     // h = x + o_proj(attn(rmsnorm(x))); the projections see all S·n rows at once (what running
     // sequences in step buys), attention each sequence's own cache.
     norm(xb_.data(), x_.data(), w.attn_norm, rows);
-    matmul_shared(xb_.data(), rows, d, {{q_.data(), &w.wq, q_dim}, {k_.data(), &w.wk, kv_dim}, {v_.data(), &w.wv, kv_dim}});
+    if (u.mla)  // DeepSeek: q, k, v from the latent attention's projections (the heads as the kernel takes them)
+      u.mla->project(w.mla, xb_.data(), rows, q_.data(), k_.data(), v_.data());
+    else
+      matmul_shared(xb_.data(), rows, d, {{q_.data(), &w.wq, q_dim}, {k_.data(), &w.wk, kv_dim}, {v_.data(), &w.wv, kv_dim}});
     if (w.bq) {
       add_rows(q_.data(), w.bq, rows, q_dim);
       add_rows(k_.data(), w.bk, rows, kv_dim);
@@ -255,8 +261,10 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     for (int s = 0; s < S; ++s)
       u.of_layer[size_t(l)]->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
                         &att_[size_t(s) * n * q_dim], w.sink_logits);
+    if (u.mla) u.mla->compact(att_.data(), rows);  // each head's v_head_dim values, the padding dropped
+    const int o_in = u.mla ? u.mla->output_width() : q_dim;
     // (Gemma: the branch's output normalised before it joins x)
-    matmul(w.post_attn_norm ? xb_.data() : x_.data(), att_.data(), w.wo, rows, q_dim, d, /*accumulate=*/!w.post_attn_norm);
+    matmul(w.post_attn_norm ? xb_.data() : x_.data(), att_.data(), w.wo, rows, o_in, d, /*accumulate=*/!w.post_attn_norm);
     if (w.bo) add_rows(w.post_attn_norm ? xb_.data() : x_.data(), w.bo, rows, d);
     if (w.post_attn_norm) add_normed(w.post_attn_norm);
 

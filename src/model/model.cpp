@@ -15,6 +15,7 @@
 #include "pert/model_dir.hpp"
 #include "pert/safetensors.hpp"
 #include "architectures/architecture.hpp"
+#include "mla.hpp"
 #include "tensor_names.hpp"
 #include "weights.hpp"
 
@@ -224,7 +225,10 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
         for (float& w : t) w += 1.0f;
   w.embed = w.weight(kEmbed);
   for (int i = 0; i < md.config.n_layers; ++i) {
-    auto weight = [&](Part p) { return w.weight(layer_tensor(i, p)); };
+    const bool mla = md.config.mla.enabled();  // DeepSeek: MlaWeights in place of q, k, v
+    auto weight = [&](Part p) {
+      return mla && (p == Part::Q || p == Part::K || p == Part::V) ? Weight{} : w.weight(layer_tensor(i, p));
+    };
     auto vector = [&](Part p, const char* kind = "weight") { return w.optional_tensor(layer_tensor(i, p, kind)); };
     const bool sandwich = md.config.sandwich_norms;  // Gemma: post_attention_layernorm is the attention's output norm
     const bool dense = !md.config.moe.sparse_layer(i);
@@ -239,6 +243,14 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
     l.q_norm = vector(Part::QNorm), l.k_norm = vector(Part::KNorm);
     l.sink_logits = w.optional_tensor(sink_logits_tensor(i));
     if (sandwich) l.post_attn_norm = vector(Part::FfnNorm), l.post_ffn_norm = vector(Part::PostFfnNorm);
+    if (mla) {
+      const bool low_rank_q = md.config.mla.q_lora_rank > 0;
+      auto matrix = [&](const char* part) { return w.weight(mla_tensor(i, part)); };
+      if (low_rank_q) l.mla.q_a = matrix("q_a_proj"), l.mla.q_b = matrix("q_b_proj"), l.mla.q_a_norm = w.tensor(mla_tensor(i, "q_a_layernorm"));
+      else l.mla.q = matrix("q_proj");
+      l.mla.kv_a = matrix("kv_a_proj_with_mqa"), l.mla.kv_b = matrix("kv_b_proj");
+      l.mla.kv_a_norm = w.tensor(mla_tensor(i, "kv_a_layernorm"));
+    }
     if (md.config.moe.sparse_layer(i)) {
       l.moe.router = w.tensor(router_tensor(md.config, i));
       for (int e = 0; e < md.config.moe.n_experts; ++e)
@@ -249,6 +261,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
                                  w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Up)),
                                  w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Down))});
       l.moe.router_bias = w.optional_tensor(router_bias(md.config, i));
+      l.moe.score_bias = w.optional_tensor(score_correction_bias_tensor(md.config, i));  // (DeepSeek V3's)
       if (md.config.moe.shared_ffn) {
         const ModelConfig& c = md.config;
         l.moe.shared = {w.weight(shared_expert_tensor(c, i, ExpertPart::Gate)), w.weight(shared_expert_tensor(c, i, ExpertPart::Up)),
@@ -300,7 +313,10 @@ size_t Model::matrix_bytes() const {
     return weight_bytes(e.gate, width, d) + weight_bytes(e.up, width, d) + weight_bytes(e.down, d, width);
   };
   for (const LayerWeights& w : weights_->layers) {
-    bytes += weight_bytes(w.wq, q, d) + weight_bytes(w.wk, kv, d) + weight_bytes(w.wv, kv, d) + weight_bytes(w.wo, d, q);
+    if (c.mla.enabled())  // DeepSeek's latent attention: its own matrices, o_proj from the heads' values
+      bytes += mla_weight_bytes(w.mla, c) + weight_bytes(w.wo, d, c.n_heads * c.mla.v_head_dim);
+    else
+      bytes += weight_bytes(w.wq, q, d) + weight_bytes(w.wk, kv, d) + weight_bytes(w.wv, kv, d) + weight_bytes(w.wo, d, q);
     if (w.moe.experts.empty()) {
       bytes += mlp_bytes({w.w_gate, w.w_up, w.w_down}, ff);
       continue;

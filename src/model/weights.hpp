@@ -30,6 +30,16 @@ struct MoeWeights {
   const float* shared_gate = nullptr;  // [d]: σ(x·w) scales the shared expert's output
 };
 
+// A layer's multi-head latent attention (ModelConfig::mla; mla.hpp), in place of wq/wk/wv.
+struct MlaWeights {
+  Weight q;                            // [n_heads·head_dim][d] without q_lora_rank
+  Weight q_a, q_b;                     // [q_lora_rank][d], [n_heads·head_dim][q_lora_rank]
+  const float* q_a_norm = nullptr;     // [q_lora_rank]
+  Weight kv_a;                         // [kv_lora_rank + qk_rope_head_dim][d]
+  const float* kv_a_norm = nullptr;    // [kv_lora_rank]
+  Weight kv_b;                         // [n_heads·(qk_nope_head_dim + v_head_dim)][kv_lora_rank]
+};
+
 struct LayerWeights {
   const float* attn_norm;  // [d]
   Weight wq;               // [n_heads·head_dim][d]
@@ -48,6 +58,7 @@ struct LayerWeights {
   // Gemma: the attention's and the MLP's outputs normalised before they join x (sandwich_norms)
   const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] each
   MoeWeights moe = {};  // in place of gate/up/down where the layer is sparse
+  MlaWeights mla = {};  // DeepSeek's attention front end; wo is then [d][n_heads·v_head_dim]
 };
 
 struct ModelWeights {

@@ -37,6 +37,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
 from reference import reference_extend  # noqa: E402
 from reference import moe  # noqa: E402  (the MoE blocks and OLMoE's q/k norms)
+from reference import deepseek  # noqa: E402  (DeepSeek's latent attention)
 from lib import safetensors_io  # noqa: E402
 from lib.outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 
@@ -621,73 +622,78 @@ def forward(config, W, ids, inputs=None, observe=None, axis_positions=None):
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
-        if p + "self_attn.qkv_proj.weight" in W:  # Phi-3: one matrix, rows q | k | v
-            q, k, v = linear(h, p + "self_attn.qkv_proj").split([H * hd, KV * hd, KV * hd], dim=-1)
+        if deepseek.is_mla(W, p):  # DeepSeek V2/V3: multi-head latent attention (deepseek.py)
+            causal = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(layout[i]["window"], layout[i]["chunk"]),
+                                                             float("-inf"))
+            out = deepseek.mla_attention(config, W, p, h, rmsnorm, eps, causal, observe, i)
         else:
-            q, k, v = (linear(h, p + f"self_attn.{n}_proj") for n in "qkv")
-        if olmoe:  # q and k normalised over the whole projection, then clip_qkv
-            q, k, v = moe.olmoe_qkv(config, W, p, q, k, v, rmsnorm, eps)
-        q, k, v = heads(q, H), heads(k, KV), heads(v, KV)  # [..., H or KV, T, hd]
-        if p + "self_attn.q_norm.weight" in W and not olmoe:  # Qwen3: each head's q and k RMS-normalised before RoPE
-            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
-            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
-        k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
-        v = v.repeat_interleave(H // KV, dim=-3)
-        sch = schemes[json.dumps(layout[i]["position"], sort_keys=True)]
-        lkind, lpos, bias = sch["kind"], sch["pos"], sch["bias"]
-        if lkind == "rope":
-            encode = sch["encode"]
-            parts = []
-            for rows, inv_freq, ms in sch["groups"]:
-                qg = q[..., rows, :]
-                s = encode(qg, rope_at[rows], inv_freq, ms, "q") @ encode(k, rope_at, inv_freq, ms, "k").mT
-                if plan.near is not None:  # far pairs: the same frequencies and factor, other positions
-                    far = encode(qg, plan.q_far[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
-                    s = torch.where(plan.near[rows], s, far)
-                if plan.farther is not None:  # DCA's older chunks: the query at its second far position
-                    far2 = encode(qg, plan.q_farther[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
-                    s = torch.where(plan.farther[rows], far2, s)
-                parts.append(s)
-            scores = torch.cat(parts, dim=-2)
-        else:
-            scores = q @ k.transpose(-1, -2)
-        scale = 1 / math.sqrt(hd * (3 if lkind == "deberta" else 1))  # DeBERTa: three terms, 1/sqrt(3d)
-        if gemma:  # query_pre_attn_scalar^-1/2 instead of head_dim^-1/2
-            scale = config.get("query_pre_attn_scalar", 256) ** -0.5
-        scores = scores * scale
-        # log-n and iRoPE's temperature (Llama 4: 1 + s·ln(1 + ⌊(m + 1)/floor⌋)) scale row m's query,
-        # so its q·k, not its bias; DCA's length scale key n's too
-        row = plan.row_scale
-        if layout[i]["temperature"]:
-            t = layout[i]["temperature"]
-            tau = 1 + t["scale"] * torch.log1p(torch.floor((positions.to(DT) + 1) / t["floor"]))
-            row = tau if row is None else row * tau
-        if row is not None:
-            scores = scores * row[:, None].to(dt)
-        if plan.col_scale is not None:
-            scores = scores * plan.col_scale[None, :].to(dt)
-        cap = config.get("attn_logit_softcapping", 50.0 if config["architectures"][0] == "Gemma2ForCausalLM" else None) \
-            if gemma else None
-        if cap:  # Gemma 2: after the scale, before the mask
-            scores = torch.tanh(scores / cap) * cap
-        if lkind in ("xl", "deberta"):  # the query's side of these terms scaled too
-            qs = q if row is None else q * row[:, None].to(dt)
-            scores = scores + relative_terms(lpos, W, i, qs, k, dist, hd, trained) * scale
-        mask = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(layout[i]["window"], layout[i]["chunk"]),
-                                                       float("-inf"))
-        if lkind == "kerple":
-            bias = kerple_bias(lpos, W, i, dist.clamp(min=0))  # (the mask hides n > m)
-        elif lkind == "fire":
-            query = positions[:, None].expand(T, T)
-            if plan.near is not None:  # far pairs are encoded at the far query position
-                query = torch.where(plan.near, query, plan.q_far[:, None].expand(T, T).floor().long())
-            bias = fire_bias(lpos, W, i, dist.clamp(min=0), query)
-        scores = scores + bias + mask
-        probs = softmax_with_sink_logits(scores, W.get(p + "self_attn.sinks"))  # [..., H, query m, key n]
-        if observe:
-            observe(i, probs)
-        att = probs @ v  # [..., H, T, hd]
-        out = linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
+            if p + "self_attn.qkv_proj.weight" in W:  # Phi-3: one matrix, rows q | k | v
+                q, k, v = linear(h, p + "self_attn.qkv_proj").split([H * hd, KV * hd, KV * hd], dim=-1)
+            else:
+                q, k, v = (linear(h, p + f"self_attn.{n}_proj") for n in "qkv")
+            if olmoe:  # q and k normalised over the whole projection, then clip_qkv
+                q, k, v = moe.olmoe_qkv(config, W, p, q, k, v, rmsnorm, eps)
+            q, k, v = heads(q, H), heads(k, KV), heads(v, KV)  # [..., H or KV, T, hd]
+            if p + "self_attn.q_norm.weight" in W and not olmoe:  # Qwen3: each head's q and k RMS-normalised before RoPE
+                q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+                k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+            k = k.repeat_interleave(H // KV, dim=-3)  # GQA: head h reads kv head h // (H/KV)
+            v = v.repeat_interleave(H // KV, dim=-3)
+            sch = schemes[json.dumps(layout[i]["position"], sort_keys=True)]
+            lkind, lpos, bias = sch["kind"], sch["pos"], sch["bias"]
+            if lkind == "rope":
+                encode = sch["encode"]
+                parts = []
+                for rows, inv_freq, ms in sch["groups"]:
+                    qg = q[..., rows, :]
+                    s = encode(qg, rope_at[rows], inv_freq, ms, "q") @ encode(k, rope_at, inv_freq, ms, "k").mT
+                    if plan.near is not None:  # far pairs: the same frequencies and factor, other positions
+                        far = encode(qg, plan.q_far[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
+                        s = torch.where(plan.near[rows], s, far)
+                    if plan.farther is not None:  # DCA's older chunks: the query at its second far position
+                        far2 = encode(qg, plan.q_farther[rows], inv_freq, ms, "q") @ encode(k, plan.k_far, inv_freq, ms, "k").mT
+                        s = torch.where(plan.farther[rows], far2, s)
+                    parts.append(s)
+                scores = torch.cat(parts, dim=-2)
+            else:
+                scores = q @ k.transpose(-1, -2)
+            scale = 1 / math.sqrt(hd * (3 if lkind == "deberta" else 1))  # DeBERTa: three terms, 1/sqrt(3d)
+            if gemma:  # query_pre_attn_scalar^-1/2 instead of head_dim^-1/2
+                scale = config.get("query_pre_attn_scalar", 256) ** -0.5
+            scores = scores * scale
+            # log-n and iRoPE's temperature (Llama 4: 1 + s·ln(1 + ⌊(m + 1)/floor⌋)) scale row m's query,
+            # so its q·k, not its bias; DCA's length scale key n's too
+            row = plan.row_scale
+            if layout[i]["temperature"]:
+                t = layout[i]["temperature"]
+                tau = 1 + t["scale"] * torch.log1p(torch.floor((positions.to(DT) + 1) / t["floor"]))
+                row = tau if row is None else row * tau
+            if row is not None:
+                scores = scores * row[:, None].to(dt)
+            if plan.col_scale is not None:
+                scores = scores * plan.col_scale[None, :].to(dt)
+            cap = config.get("attn_logit_softcapping", 50.0 if config["architectures"][0] == "Gemma2ForCausalLM" else None) \
+                if gemma else None
+            if cap:  # Gemma 2: after the scale, before the mask
+                scores = torch.tanh(scores / cap) * cap
+            if lkind in ("xl", "deberta"):  # the query's side of these terms scaled too
+                qs = q if row is None else q * row[:, None].to(dt)
+                scores = scores + relative_terms(lpos, W, i, qs, k, dist, hd, trained) * scale
+            mask = torch.zeros(T, T, dtype=dt).masked_fill(~plan.mask(layout[i]["window"], layout[i]["chunk"]),
+                                                           float("-inf"))
+            if lkind == "kerple":
+                bias = kerple_bias(lpos, W, i, dist.clamp(min=0))  # (the mask hides n > m)
+            elif lkind == "fire":
+                query = positions[:, None].expand(T, T)
+                if plan.near is not None:  # far pairs are encoded at the far query position
+                    query = torch.where(plan.near, query, plan.q_far[:, None].expand(T, T).floor().long())
+                bias = fire_bias(lpos, W, i, dist.clamp(min=0), query)
+            scores = scores + bias + mask
+            probs = softmax_with_sink_logits(scores, W.get(p + "self_attn.sinks"))  # [..., H, query m, key n]
+            if observe:
+                observe(i, probs)
+            att = probs @ v  # [..., H, T, hd]
+            out = linear(att.transpose(-2, -3).reshape(*x.shape[:-1], H * hd), p + "self_attn.o_proj")
         if gemma:  # the branch's output normalised, then the MLP's own input norm
             x = x + rmsnorm(out, W[p + "post_attention_layernorm.weight"], eps)
             h = rmsnorm(x, W[p + "pre_feedforward_layernorm.weight"], eps)

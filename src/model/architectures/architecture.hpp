@@ -150,4 +150,5 @@ extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Ar
 
 extern const ArchitectureSpec kQwen2VlArchitecture, kQwen25VlArchitecture, kQwen3VlArchitecture;
 
+extern const ArchitectureSpec kDeepseekV2Architecture, kDeepseekV3Architecture;  // deepseek_v3.cpp
 }  // namespace pert

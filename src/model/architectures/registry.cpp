@@ -15,6 +15,7 @@ const std::vector<const ArchitectureSpec*> kRegistry = {
     &kSmolLM3Architecture, &kGemma2Architecture, &kGemma3Architecture, &kCohere2Architecture,
     &kMixtralArchitecture, &kQwen2MoeArchitecture, &kQwen3MoeArchitecture, &kOlmoeArchitecture,  &kGptOssArchitecture,
     &kQwen2VlArchitecture, &kQwen25VlArchitecture, &kQwen3VlArchitecture,
+    &kDeepseekV2Architecture, &kDeepseekV3Architecture,
 };
 
 // Config keys every architecture reads (pert's own blocks among them).
@@ -30,8 +31,7 @@ const char* const kOtherMath[] = {
     "logits_scaling",      "embedding_multiplier",   "residual_multiplier",     "attention_multiplier",
     "use_qk_norm",         "qk_layernorm",           "use_parallel_residual",   "parallel_attn",
     "attention_chunk_size", "attn_temperature_tuning", "floor_scale",           "attn_scale",
-    "use_bidirectional_attention", "n_routed_experts", "n_shared_experts",      "kv_lora_rank",
-    "q_lora_rank",
+    "use_bidirectional_attention",
 };
 
 // Calls fn(key) for each space-separated key of `list`.
