@@ -92,10 +92,11 @@ std::string router_bias(const ModelConfig& c, int layer);
 // The experts' count from `count_key` (HF's default def_experts) and num_experts_per_tok
 // (def_used), every layer sparse; their width is set by the caller.
 void read_experts(Fields& f, ModelConfig& mc, const char* count_key, int def_experts, int def_used);
-// Qwen-MoE's dense layers: those in mlp_only_layers, and all but every decoder_sparse_step-th.
-void qwen_sparse_layers(Fields& f, ModelConfig& mc);
-// Qwen-MoE's windows: use_sliding_window is refused (pert does not compute them), the keys read.
-void refuse_moe_windows(Fields& f, int& window);
+// Qwen2-MoE's and Qwen3-MoE's experts (num_experts, num_experts_per_tok, moe_intermediate_size
+// with HF's defaults; norm_topk_prob, default false), dense layers (mlp_only_layers, and all but
+// every decoder_sparse_step-th), and windows: use_sliding_window refused (pert does not compute
+// them). Returns the windowed layers: none.
+std::vector<bool> qwen_moe(Fields& f, ModelConfig& mc, int& window, int experts, int used, int width);
 // GGUF: {arch}.expert_count and expert_used_count into `count_key` and num_experts_per_tok; the
 // renormalisation from {arch}.expert_weights_norm into `norm_key` (norm_default, llama.cpp's fixed
 // choice, when absent); with `dense_layers`, the layers without blk.N.ffn_gate_inp in mlp_only_layers.
@@ -150,5 +151,4 @@ extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Ar
 
 extern const ArchitectureSpec kQwen2VlArchitecture, kQwen25VlArchitecture, kQwen3VlArchitecture;
 
-extern const ArchitectureSpec kDeepseekV2Architecture, kDeepseekV3Architecture;  // deepseek_v3.cpp
 }  // namespace pert

@@ -78,7 +78,10 @@ void read_experts(Fields& f, ModelConfig& mc, const char* count_key, int def_exp
   m.sparse.assign(size_t(mc.n_layers), true);
 }
 
-void qwen_sparse_layers(Fields& f, ModelConfig& mc) {
+std::vector<bool> qwen_moe(Fields& f, ModelConfig& mc, int& window, int experts, int used, int width) {
+  read_experts(f, mc, "num_experts", experts, used);
+  mc.moe.expert_ffn = f.positive("moe_intermediate_size", kMaxDim, width);
+  mc.moe.renormalize = f.boolean("norm_topk_prob", false);
   const int step = f.positive("decoder_sparse_step", kMaxLayers, 1);
   for (int i = 0; i < mc.n_layers; ++i) mc.moe.sparse[size_t(i)] = (i + 1) % step == 0;
   if (const json* only = f.get("mlp_only_layers")) {
@@ -89,13 +92,11 @@ void qwen_sparse_layers(Fields& f, ModelConfig& mc) {
       mc.moe.sparse[size_t(i.get<long long>())] = false;
     }
   }
-}
-
-void refuse_moe_windows(Fields& f, int& window) {
   if (f.boolean("use_sliding_window", false))
     f.fail("use_sliding_window", "is true: pert does not compute the windows of this mixture-of-experts architecture");
   f.get("max_window_layers");  // read: without use_sliding_window it changes nothing
   window = 0;
+  return std::vector<bool>(size_t(mc.n_layers), false);
 }
 
 void gguf_experts(const GgufFile& f, const std::string& a, json& c, const char* count_key, const char* norm_key,

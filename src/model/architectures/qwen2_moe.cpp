@@ -12,14 +12,9 @@ namespace {
 std::vector<bool> qwen2_moe_parse(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers&) {
   if (!f.boolean("qkv_bias", true)) f.fail("qkv_bias", "is false, but Qwen2-MoE's checkpoints have q/k/v biases");
   mc.qkv_bias = true;
-  read_experts(f, mc, "num_experts", 60, 4);
-  mc.moe.expert_ffn = f.positive("moe_intermediate_size", kMaxDim, 1408);
   mc.moe.shared_ffn = f.positive("shared_expert_intermediate_size", kMaxDim, 5632);
   mc.moe.gated_shared = true;
-  mc.moe.renormalize = f.boolean("norm_topk_prob", false);
-  qwen_sparse_layers(f, mc);
-  refuse_moe_windows(f, window);
-  return std::vector<bool>(size_t(mc.n_layers), false);
+  return qwen_moe(f, mc, window, 60, 4, 1408);
 }
 void qwen2_moe_from_gguf(const GgufFile& f, const std::string& a, json& c) {
   gguf_experts(f, a, c, "num_experts", "norm_topk_prob", false, true);

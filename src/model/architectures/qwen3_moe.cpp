@@ -11,12 +11,7 @@ namespace pert {
 namespace {
 std::vector<bool> qwen3_moe_parse(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers&) {
   mc.qk_norm = true;
-  read_experts(f, mc, "num_experts", 128, 8);
-  mc.moe.expert_ffn = f.positive("moe_intermediate_size", kMaxDim, 768);
-  mc.moe.renormalize = f.boolean("norm_topk_prob", false);
-  qwen_sparse_layers(f, mc);
-  refuse_moe_windows(f, window);
-  return std::vector<bool>(size_t(mc.n_layers), false);
+  return qwen_moe(f, mc, window, 128, 8, 768);
 }
 void qwen3_moe_from_gguf(const GgufFile& f, const std::string& a, json& c) {
   gguf_experts(f, a, c, "num_experts", "norm_topk_prob", true, true);
