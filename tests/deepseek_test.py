@@ -3,7 +3,8 @@
 the float64 reference (tools/reference/deepseek.py, written from HF's modeling files): a tiny
 random-weight checkpoint per case with the real tensor names and config keys; pert's logits within
 1e-4 of the reference's at every position, in one prefill, token by token and in chunks of 5
-(the cached keys and values are each head's expanded ones).
+(the cached keys and values are each head's expanded ones). The reference's MLA itself is checked
+against the form an MLA cache computes (scores and values from the latent, weights absorbed).
 
     deepseek_test.py PERT_LOGITS [CASE ...]
 """
@@ -29,11 +30,57 @@ CASES = {
 }
 
 
+def absorbed_attention(config, W, p, h):
+    """The attention branch of layer prefix p on normed h [T, d] as an MLA cache would compute it:
+    scores from the latent (q_nope·W_uk against the normed latent) plus the rope parts turned as
+    complex pairs, values from the latent through W_uv: another route to deepseek.mla_attention's."""
+    H, nope, rope = config["num_attention_heads"], config["qk_nope_head_dim"], config["qk_rope_head_dim"]
+    vd, latent, T = config["v_head_dim"], config["kv_lora_rank"], h.shape[0]
+    w = {n: W[p + f"self_attn.{n}.weight"] for n in ("kv_a_proj_with_mqa", "kv_b_proj", "o_proj")}
+    q = h @ W[p + "self_attn.q_proj.weight"].T if p + "self_attn.q_proj.weight" in W else \
+        reference.rmsnorm_llama(h @ W[p + "self_attn.q_a_proj.weight"].T, W[p + "self_attn.q_a_layernorm.weight"],
+                                config["rms_norm_eps"]) @ W[p + "self_attn.q_b_proj.weight"].T
+    q = q.view(T, H, nope + rope)
+    kv = h @ w["kv_a_proj_with_mqa"].T
+    c = reference.rmsnorm_llama(kv[:, :latent], W[p + "self_attn.kv_a_layernorm.weight"], config["rms_norm_eps"])
+    w_b = w["kv_b_proj"].view(H, nope + vd, latent)
+    w_uk, w_uv = w_b[:, :nope], w_b[:, nope:]
+    pos = reference.position_block(config)
+    freq = torch.arange(T, dtype=torch.float64)[:, None] * reference.rope_inv_freq(pos, rope, T, config)[None, :]
+    turn = torch.polar(torch.full_like(freq, reference.rope_attention_factor(pos, config, T)), freq)  # [T, r/2]
+    half = config.get("rope_interleave", True) is False and config["architectures"][0].startswith("DeepseekV3")
+
+    def complex_pairs(x):  # pairs (2i, 2i + 1), or (i, i + r/2) for halves
+        return torch.complex(x[..., :rope // 2], x[..., rope // 2:]) if half else torch.complex(x[..., 0::2], x[..., 1::2])
+
+    q_rope = complex_pairs(q[..., nope:]) * turn[:, None, :]  # [T, H, r/2]
+    k_rope = complex_pairs(kv[:, latent:]) * turn  # [T, r/2]
+    rope_scores = torch.einsum("thi,si->hts", q_rope, k_rope.conj()).real
+    nope_scores = torch.einsum("thn,hnl,sl->hts", q[..., :nope], w_uk, c)
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    probs = torch.softmax((nope_scores + rope_scores) * deepseek.softmax_scale(config) + mask, dim=-1)
+    out = torch.einsum("hts,sl,hvl->thv", probs, c, w_uv).reshape(T, H * vd)
+    return out @ w["o_proj"].T
+
+
+def check_reference(config, W, name, failures):
+    """deepseek.mla_attention against absorbed_attention on layer 0's input."""
+    x = W["model.embed_tokens.weight"][torch.arange(17) % config["vocab_size"]]
+    h = reference.rmsnorm_llama(x, W["model.layers.0.input_layernorm.weight"], config["rms_norm_eps"])
+    causal = torch.full((17, 17), float("-inf"), dtype=torch.float64).triu(1)
+    want = deepseek.mla_attention(config, W, "model.layers.0.", h, reference.rmsnorm_llama, config["rms_norm_eps"], causal)
+    err = float((absorbed_attention(config, W, "model.layers.0.", h) - want).abs().max())
+    print(f"{name:18s} reference's MLA against the latent-cache form: max|Δ| = {err:.1e} (≤ 1e-12)")
+    if not err <= 1e-12:
+        failures.append(f"{name} reference")
+
+
 def run_case(binary, name, work, failures):
     kind, yarn, extra = CASES[name]
     src = os.path.join(work, "src")
     deepseek.make_deepseek_model(src, kind, seed=len(name), yarn=yarn, extra_config=extra)
     config, W = reference.load_model_dir(src)
+    check_reference(config, W, name, failures)
     ids = list(np.random.default_rng(3).integers(0, config["vocab_size"], size=24))
     with torch.no_grad():
         want = reference.forward(config, W, ids).numpy()
