@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     pert::InferenceState state(*model, ctx > 0 ? ctx : window, chunk, 1, pert::parse_cache_type(cache_type));
     std::vector<float> logits(size_t(T) * V);
     const int L = model->config().max_position_embeddings;
-    pert::AttentionStats stats(model->config().n_layers, model->config().n_heads, window, L, sink);
+    pert::AttentionStats stats(model->config().n_layers, model->config().n_heads, window, L, sink, model->config().sink_logits);
     if (!stats_file.empty()) state.observe_attention(&stats);
     for (int start = 0; start < T; start += window)  // each window from position 0 again
       for (int pos = 0; pos < std::min(window, T - start); pos += chunk) {

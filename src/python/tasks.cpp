@@ -151,6 +151,7 @@ py::object attention(const PyModel& self, py::object text, py::object file, py::
     py::dict stats;
     stats["entropy"] = array(m.entropy, m, 0);
     stats["sink_mass"] = array(m.sink_mass, m, 0);
+    if (!m.sink_logit_mass.empty()) stats["sink_logit_mass"] = array(m.sink_logit_mass, m, 0);  // (learned sink logits)
     stats["mean_distance"] = array(m.mean_distance, m, 0);
     stats["max_weight"] = array(m.max_weight, m, 0);
     stats["mass"] = array(m.mass, m, m.buckets);
