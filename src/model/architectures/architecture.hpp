@@ -150,5 +150,6 @@ extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Ar
     kMixtralArchitecture, kQwen2MoeArchitecture, kQwen3MoeArchitecture, kOlmoeArchitecture, kGptOssArchitecture;
 
 extern const ArchitectureSpec kQwen2VlArchitecture, kQwen25VlArchitecture, kQwen3VlArchitecture;
+extern const ArchitectureSpec kDeepseekV2Architecture, kDeepseekV3Architecture;  // deepseek_v3.cpp
 
 }  // namespace pert
