@@ -4,11 +4,14 @@ the float64 reference (tools/reference/deepseek.py, written from HF's modeling f
 random-weight checkpoint per case with the real tensor names and config keys; pert's logits within
 1e-4 of the reference's at every position, in one prefill, token by token and in chunks of 5
 (the cached keys and values are each head's expanded ones). The reference's MLA itself is checked
-against the form an MLA cache computes (scores and values from the latent, weights absorbed).
+against the form an MLA cache computes (scores and values from the latent, weights absorbed), and
+with PERT_CLI, `pert inspect`'s cache bytes (pert's expanded heads, MLA's latent, plain MHA).
 
-    deepseek_test.py PERT_LOGITS [CASE ...]
+    deepseek_test.py PERT_LOGITS [PERT_CLI] [CASE ...]
 """
+import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -75,12 +78,28 @@ def check_reference(config, W, name, failures):
         failures.append(f"{name} reference")
 
 
-def run_case(binary, name, work, failures):
+def check_inspect(cli, src, config, name, failures):
+    """pert inspect's cache line: pert's expanded heads (k and the padded v at the key's width)
+    against MLA's latent (kv_lora_rank + qk_rope_head_dim) and plain MHA (k and v at their widths)."""
+    H, qk = config["num_attention_heads"], config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
+    want = {"pert_expanded_heads": 2 * H * qk * 4, "mla_latent": (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * 4,
+            "plain_mha": H * (qk + config["v_head_dim"]) * 4}
+    got = json.loads(subprocess.run([cli, "inspect", "--json", src], check=True, capture_output=True, text=True).stdout)
+    text = subprocess.run([cli, "inspect", src], check=True, capture_output=True, text=True).stdout
+    ok = got["memory"].get("mla_cache_bytes_per_position_per_layer") == want and "MLA: pert caches each head's expanded" in text
+    print(f"{name:18s} inspect's cache bytes a position and layer {want}: {'ok' if ok else 'WRONG'}")
+    if not ok:
+        failures.append(f"{name} inspect")
+
+
+def run_case(binary, name, work, failures, cli=None):
     kind, yarn, extra = CASES[name]
     src = os.path.join(work, "src")
     deepseek.make_deepseek_model(src, kind, seed=len(name), yarn=yarn, extra_config=extra)
     config, W = reference.load_model_dir(src)
     check_reference(config, W, name, failures)
+    if cli:
+        check_inspect(cli, src, config, name, failures)
     ids = list(np.random.default_rng(3).integers(0, config["vocab_size"], size=24))
     with torch.no_grad():
         want = reference.forward(config, W, ids).numpy()
@@ -94,11 +113,12 @@ def run_case(binary, name, work, failures):
 
 
 def main():
-    binary, names = sys.argv[1], sys.argv[2:] or list(CASES)
+    binary, args = sys.argv[1], sys.argv[2:]
+    cli = args.pop(0) if args and args[0] not in CASES else None  # pert's CLI: inspect's cache line too
     failures = []
-    for name in names:
+    for name in args or list(CASES):
         with tempfile.TemporaryDirectory() as work:
-            run_case(binary, name, work, failures)
+            run_case(binary, name, work, failures, cli)
     if failures:
         print("deepseek_vs_reference: FAILED:", ", ".join(failures))
     return 1 if failures else 0
