@@ -1010,3 +1010,42 @@ TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes; other s
   c["n_routed_experts"] = nullptr;  // a dense model
   CHECK(parse(c).moe.n_experts == 0);
 }
+
+TEST_CASE("DeepSeek-V3's and DeepSeek-V2-Lite's published config.json parse as HF reads them", "[config][deepseek]") {
+  const json yarn = {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
+                     {"original_max_position_embeddings", 4096}, {"type", "yarn"}};
+  json v3 = {{"architectures", {"DeepseekV3ForCausalLM"}}, {"attention_bias", false}, {"attention_dropout", 0.0},
+             {"aux_loss_alpha", 0.001}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"ep_size", 1}, {"first_k_dense_replace", 3},
+             {"hidden_act", "silu"}, {"hidden_size", 7168}, {"initializer_range", 0.02}, {"intermediate_size", 18432},
+             {"kv_lora_rank", 512}, {"max_position_embeddings", 163840}, {"model_type", "deepseek_v3"},
+             {"moe_intermediate_size", 2048}, {"moe_layer_freq", 1}, {"n_group", 8}, {"n_routed_experts", 256},
+             {"n_shared_experts", 1}, {"norm_topk_prob", true}, {"num_attention_heads", 128}, {"num_experts_per_tok", 8},
+             {"num_hidden_layers", 61}, {"num_key_value_heads", 128}, {"num_nextn_predict_layers", 1}, {"pretraining_tp", 1},
+             {"q_lora_rank", 1536}, {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64}, {"rms_norm_eps", 1e-6},
+             {"rope_scaling", yarn}, {"rope_theta", 10000}, {"routed_scaling_factor", 2.5}, {"scoring_func", "sigmoid"},
+             {"seq_aux", true}, {"tie_word_embeddings", false}, {"topk_group", 4}, {"topk_method", "noaux_tc"},
+             {"torch_dtype", "bfloat16"}, {"use_cache", true}, {"v_head_dim", 128}, {"vocab_size", 129280}};
+  const ModelConfig m = parse(v3);
+  CHECK(m.head_dim == 192);
+  CHECK(m.n_kv_heads == 128);
+  const double mscale = 0.1 * std::log(40.0) + 1;
+  CHECK(m.attention_scale == Approx(mscale * mscale / std::sqrt(192.0)));
+  CHECK(m.position.as<RopeConfig>().rotary_dim == 64);
+  CHECK(m.moe.shared_ffn == 2048);
+  CHECK(!m.moe.sparse_layer(2));
+  CHECK(m.moe.sparse_layer(3));
+  json v2 = v3;  // DeepSeek-V2-Lite's
+  v2.update(json{{"architectures", {"DeepseekV2ForCausalLM"}}, {"model_type", "deepseek_v2"}, {"first_k_dense_replace", 1},
+                 {"hidden_size", 2048}, {"intermediate_size", 10944}, {"moe_intermediate_size", 1408}, {"n_group", 1},
+                 {"n_routed_experts", 64}, {"n_shared_experts", 2}, {"norm_topk_prob", false}, {"num_attention_heads", 16},
+                 {"num_experts_per_tok", 6}, {"num_hidden_layers", 27}, {"num_key_value_heads", 16}, {"q_lora_rank", nullptr},
+                 {"routed_scaling_factor", 1.0}, {"scoring_func", "softmax"}, {"topk_group", 1}, {"topk_method", "greedy"},
+                 {"vocab_size", 102400}});
+  v2["rope_scaling"]["mscale"] = v2["rope_scaling"]["mscale_all_dim"] = 0.707;
+  v2.erase("num_nextn_predict_layers");
+  const ModelConfig l = parse(v2);
+  CHECK(l.mla.q_lora_rank == 0);
+  CHECK(l.attention_scale == 0);  // the default, 1/√head_dim = (nope + rope)^-½: HF's V2 class has no m²
+  CHECK(l.moe.router == MoeConfig::Router::Softmax);
+  CHECK(l.moe.shared_ffn == 2816);
+}
