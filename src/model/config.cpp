@@ -357,6 +357,9 @@ json to_json(const ModelConfig& c) {
   if (c.fused_projections) j["fused_projections"] = true;
   if (c.qk_norm) j["qk_norm"] = c.qk_norm_whole ? json("whole") : json(true);
   if (c.clip_qkv > 0) j["clip_qkv"] = c.clip_qkv;
+  if (const MlaConfig& a = c.mla; a.enabled())
+    j["mla"] = {{"q_lora_rank", a.q_lora_rank}, {"kv_lora_rank", a.kv_lora_rank}, {"qk_nope_head_dim", a.qk_nope_head_dim},
+                {"qk_rope_head_dim", a.qk_rope_head_dim}, {"v_head_dim", a.v_head_dim}};
   if (const MoeConfig& m = c.moe; m.n_experts > 0) {
     json sparse = json::array();
     for (int i = 0; i < c.n_layers; ++i) sparse.push_back(m.sparse_layer(i));

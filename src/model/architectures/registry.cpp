@@ -169,13 +169,19 @@ std::string describe_architecture(const ModelConfig& c) {
   if (c.mlp_bias) extras.push_back("MLP biases");
   if (c.fused_projections) extras.push_back("fused qkv and gate_up projections");
   if (c.qk_norm) extras.push_back(c.qk_norm_whole ? "RMSNorm of the whole q and k" : "RMSNorm of q and k heads");
+  if (const MlaConfig& a = c.mla; a.enabled())
+    extras.push_back("multi-head latent attention (kv rank " + std::to_string(a.kv_lora_rank) +
+                     (a.q_lora_rank ? ", q rank " + std::to_string(a.q_lora_rank) : "") + "; heads of " +
+                     std::to_string(a.qk_nope_head_dim) + " + " + std::to_string(a.qk_rope_head_dim) + " rotated, values of " +
+                     std::to_string(a.v_head_dim) + ")");
   if (c.clip_qkv > 0) extras.push_back("q, k, v clamped to ±" + json(c.clip_qkv).dump());
   if (const MoeConfig& m = c.moe; m.n_experts > 0) {
     int dense = 0;
     for (int i = 0; i < c.n_layers; ++i) dense += !m.sparse_layer(i);
     extras.push_back(std::to_string(m.n_used) + " of " + std::to_string(m.n_experts) + " experts of width " +
                      std::to_string(m.expert_ffn) + " per token" + (m.renormalize ? " (weights renormalised)" : "") +
-                     (m.shared_ffn ? ", a gated shared expert of width " + std::to_string(m.shared_ffn) : "") +
+                     (m.shared_ffn ? std::string(m.gated_shared ? ", a gated" : ", an ungated") + " shared expert of width " +
+                                         std::to_string(m.shared_ffn) : "") +
                      (dense ? ", " + std::to_string(dense) + " dense layers" : ""));
   }
   if (c.activation == Activation::GeluTanh) extras.push_back("GeGLU (tanh GELU)");
