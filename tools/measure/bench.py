@@ -20,6 +20,13 @@ for F32, BF16 for BF16, Q8_0 for Q8), the same -p, -n, -r and -t; depth-0 tests 
 b4748 has no depth option). Its rows get llama.cpp's median and pert ÷ llama.cpp.
 A --dtypes entry with an underscore (Q8_0, Q4_K_M) is a GGUF file type: pert and llama.cpp both run
 tools/measure/bench_gguf.py's file of that type (pert with --dtype auto, as the file holds it).
+Mixture-of-experts shapes (MOE_SHAPES: mixtral-1.3b, Mixtral's layout with 32 experts of which 4 run
+a token) are GGUF files only: a random-weight checkpoint made with tools/reference/moe.py's
+make_moe_model (F16, the Llama-2 32k tokenizer), written F16 by tools/convert/to_gguf.py as llama.cpp's
+converter writes Mixtral (arch llama, experts stacked), and quantized to each other --dtypes entry by
+llama.cpp's own llama-quantize (--llama-quantize; default: beside --llama-bench), all under
+$PERT_BENCH_CACHE (default ../bench-cache beside the repository; mixtral-1.3b's take 7 GB). Their MB/token
+(pert bench --roof) counts the router and the routed experts' bytes, not all 32 experts'.
 --prefetch nta,t0 runs every precision under each PERT_PREFETCH hint (decoding's F32 prefetch).
 --configs none,configs/layers/gemma3-5to1.json runs every precision under each pert --config (none:
 the checkpoint as it is), labelled "F32 gemma3-5to1": a layout A/B'd on the same weights; the
@@ -64,6 +71,48 @@ def checkpoint(shape, dtype):
 
 
 cpu_name = bench_gguf.cpu_name  # (tools/measure/bench_extend.py reads it here)
+
+# Mixtures of experts: make_moe_model's options and extra config.json keys. mixtral-1.3b: 1.30B weights, of
+# which a token reads 0.22B (attention, the router, 4 experts, the output matrix). GBs each: outside the repository.
+MOE_SHAPES = {
+    "mixtral-1.3b": dict(arch="mixtral", hidden=1024, layers=12, heads=16, kv_heads=4, expert_ffn=1024, vocab=32000,
+                         trained=4096, extra_config={"num_local_experts": 32, "num_experts_per_tok": 4}),
+}
+MOE_DIR = os.environ.get("PERT_BENCH_CACHE", os.path.join(os.path.dirname(ROOT), "bench-cache"))
+
+
+def moe_gguf(shape, type_name, quantize):
+    """The GGUF file of a MOE_SHAPES shape in type_name, made on first use (the module's docstring):
+    F16 by tools/convert/to_gguf.py, any other type by llama.cpp's llama-quantize (the path `quantize`)."""
+    path = os.path.join(MOE_DIR, f"{shape}-{type_name.lower()}.gguf")
+    if os.path.exists(path):
+        return path
+    if type_name != "F16":
+        if not quantize or not os.path.isfile(quantize):
+            sys.exit(f"bench.py: error: {path} is made by llama.cpp's llama-quantize: pass --llama-quantize PATH "
+                     f"(or --llama-bench beside it); {quantize or 'none given'} is not a file")
+        f16 = moe_gguf(shape, "F16", quantize)
+        print(f"quantizing {f16} -> {path}", file=sys.stderr)
+        done = subprocess.run([quantize, f16, path + ".tmp", type_name, str(os.cpu_count())], capture_output=True, text=True)
+        if done.returncode != 0:  # (its log of every tensor only when it fails)
+            sys.exit(f"bench.py: error: {quantize} {type_name} failed:\n{done.stdout}{done.stderr}")
+        os.replace(path + ".tmp", path)
+        return path
+    src = os.path.join(MOE_DIR, f"{shape}-src")
+    if not os.path.exists(os.path.join(src, "model.safetensors")):
+        from reference import moe  # (imports torch: only when a model is made)
+        print(f"making {src}", file=sys.stderr)
+        options = dict(MOE_SHAPES[shape])
+        moe.make_moe_model(src, options.pop("arch"), seed=0, dtype="F16", ffn=options["expert_ffn"], **options)
+    tok = os.path.join(src, "tokenizer.json")
+    if not os.path.exists(tok):
+        subprocess.run([PYTHON, os.path.join(ROOT, "tools", "convert", "tokenizer_json.py"), "--spm", bench_gguf.SPM, tok],
+                       check=True)
+    print(f"converting {src} -> {path}", file=sys.stderr)
+    subprocess.run([PYTHON, os.path.join(ROOT, "tools", "convert", "to_gguf.py"), src, path + ".tmp", "--type", "F16"],
+                   check=True)
+    os.replace(path + ".tmp", path)
+    return path
 
 
 def table(report):
@@ -144,7 +193,8 @@ def main():
     add_round_flags(ap, "every checkpoint")
     ap.add_argument("--shapes", default="stories15M,stories110M",
                     help="comma-separated tools/measure/bench_model.py shapes, or tinyllama (TinyLlama-1.1B's GQA shape, "
-                         "tools/measure/bench_gguf.py's checkpoint) (default %(default)s)")
+                         "tools/measure/bench_gguf.py's checkpoint), or a MoE shape (mixtral-1.3b: GGUF types only) "
+                         "(default %(default)s)")
     ap.add_argument("--dtypes", default="F32,BF16", help="comma-separated precisions: F32, BF16, Q8, or GGUF file types "
                                                         "(Q8_0, Q4_K_M, ...: tools/convert/to_gguf.py's file of the shape) (default %(default)s)")
     ap.add_argument("--cache-types", default="f32", help="comma-separated pert bench --cache-type values (default %(default)s)")
@@ -160,6 +210,8 @@ def main():
     ap.add_argument("--configs", help="comma-separated pert --config files (none: no file): every precision under each, "
                                       "labelled by the file's name")
     ap.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside pert on GGUF files of the same weights")
+    ap.add_argument("--llama-quantize", help="llama.cpp's llama-quantize, which makes the MoE shapes' quantized GGUF files "
+                                             "(default: beside --llama-bench)")
     ap.add_argument("--llama-version", help="what to call that llama.cpp in the table (default: the commit its JSON names)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
@@ -174,9 +226,14 @@ def main():
     def label(d, h, c):  # "F32", "F32 prefetch t0", "F32 gemma3-5to1"
         return " ".join([d] + ([f"prefetch {h}"] if h else []) +
                         ([os.path.splitext(os.path.basename(c))[0] if c else "none"] if a.configs else []))
+    quantize = a.llama_quantize or (os.path.join(os.path.dirname(a.llama_bench), "llama-quantize") if a.llama_bench else None)
+
+    def model_file(s, d):  # a MoE shape: its GGUF file of type d whatever d is
+        if s in MOE_SHAPES:
+            return moe_gguf(s, d, quantize)
+        return bench_gguf.gguf_file(s, d) if is_gguf(d) else checkpoint(s, "BF16" if d == "BF16" else "F32")
     # (shape, label, precision, prefetch hint, cache, checkpoint, config)
-    models = [(s, label(d, h, c), d, h, k,
-               bench_gguf.gguf_file(s, d) if is_gguf(d) else checkpoint(s, "BF16" if d == "BF16" else "F32"), c)
+    models = [(s, label(d, h, c), d, h, k, model_file(s, d), c)
               for s in a.shapes.split(",") for d in a.dtypes.split(",") for h in hints for c in configs
               for k in a.cache_types.split(",")]
     flops = {m[5]: perplexity_rate.matrix_flops_per_token(m[5], False) for m in models} if a.sgemm else {}
@@ -189,7 +246,7 @@ def main():
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     machine = {}  # pert's report of the CPU and the kernel paths it ran
     llama = {}  # --llama-bench: (shape, dtype, test) -> [t/s of every run]
-    llama_files = ({(s, label): path if is_gguf(d) else bench_gguf.gguf_file(s, GGUF_TYPE[d])
+    llama_files = ({(s, label): path if is_gguf(d) or s in MOE_SHAPES else bench_gguf.gguf_file(s, GGUF_TYPE[d])
                     for s, label, d, _, _, path, _ in models} if a.llama_bench else {})
     depth0 = any(int(d) == 0 for d in a.d.split(","))
     for r in range(a.rounds):
@@ -198,7 +255,7 @@ def main():
             print(f"round {r + 1}/{a.rounds}: sgemm {sgemm[-1]:.0f} GFLOP/s", file=sys.stderr)
         for shape, label, dtype, hint, cache, path, config in (models if r % 2 == 0 else models[::-1]):  # alternate the order too
             out = subprocess.run([a.pert, "bench", "-m", path, "-p", a.p, "-n", a.n, "-d", a.d, "-r", str(a.repetitions),
-                                  "-t", str(a.threads), "--dtype", "auto" if is_gguf(dtype) else dtype.lower(),
+                                  "-t", str(a.threads), "--dtype", "auto" if is_gguf(dtype) or shape in MOE_SHAPES else dtype.lower(),
                                   "--cache-type", cache, "--json"] + (["--roof"] if a.roof else []) +
                                  (["--config", config] if config else []),
                                  check=True, capture_output=True, text=True,
