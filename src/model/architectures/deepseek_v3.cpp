@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "architecture.hpp"
+#include "../mla.hpp"
 
 namespace pert {
 
@@ -136,5 +137,33 @@ const ArchitectureSpec kDeepseekV2Architecture = {
     "DeepseekV2ForCausalLM", "deepseek_v2", "", PERT_DEEPSEEK_KEYS, "", false, false, deepseek_v2_parse,
     nullptr, false, {}, kDeepseekMoeNames,
 };
+
+// DeepSeek's tensor names (declared in mla.hpp; here, with the architecture, so that the config
+// and checkpoint readers need no forward-pass code).
+std::string mla_tensor(int layer, const char* part) {
+  return tensor_names::layer_prefix(std::to_string(layer)) + "self_attn." + part + ".weight";
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> mla_tensors(const ModelConfig& c, int layer) {
+  const MlaConfig& m = c.mla;
+  const int64_t d = c.hidden_size, H = c.n_heads, qk = c.head_dim;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  if (m.q_lora_rank > 0) {
+    out.push_back({mla_tensor(layer, "q_a_proj"), {m.q_lora_rank, d}});
+    out.push_back({mla_tensor(layer, "q_a_layernorm"), {m.q_lora_rank}});
+    out.push_back({mla_tensor(layer, "q_b_proj"), {H * qk, m.q_lora_rank}});
+  } else {
+    out.push_back({mla_tensor(layer, "q_proj"), {H * qk, d}});
+  }
+  out.push_back({mla_tensor(layer, "kv_a_proj_with_mqa"), {m.kv_lora_rank + m.qk_rope_head_dim, d}});
+  out.push_back({mla_tensor(layer, "kv_a_layernorm"), {m.kv_lora_rank}});
+  out.push_back({mla_tensor(layer, "kv_b_proj"), {H * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank}});
+  return out;
+}
+
+std::string score_correction_bias_tensor(const ModelConfig& c, int layer) {
+  const std::string w = router_tensor(c, layer);
+  return w.substr(0, w.size() - 6) + "e_score_correction_bias";
+}
 
 }  // namespace pert

@@ -59,7 +59,8 @@ Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spe
   bool nested = false, plain = false;  // model.language_model.* (v5) or model.layers.* (v4)
   skipped = 0;
   for (const auto& [name, t] : all.tensors()) {
-    if (std::any_of(vision.begin(), vision.end(), [&](const std::string& p) { return starts_with(name, p); })) {
+    const std::string& tensor = name;  // (a structured binding is not captured before C++20)
+    if (std::any_of(vision.begin(), vision.end(), [&](const std::string& p) { return starts_with(tensor, p); })) {
       ++skipped;
       continue;
     }
