@@ -47,10 +47,10 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
         out.push_back({expert_tensor(c, i, e, ExpertPart::Down), {d, eff}});
         if (c.moe.biases)
           for (ExpertPart part : {ExpertPart::Gate, ExpertPart::Up, ExpertPart::Down})
-            out.push_back({expert_bias(c, i, e, part), {part == ExpertPart::Down ? d : eff}});
+            out.push_back({expert_tensor(c, i, e, part, "bias"), {part == ExpertPart::Down ? d : eff}});
       }
-      if (c.moe.biases) out.push_back({router_bias(c, i), {E}});
-      if (c.moe.router == MoeConfig::Router::SigmoidGroups) out.push_back({score_correction_bias_tensor(c, i), {E}});
+      if (c.moe.biases) out.push_back({router_tensor(c, i, "bias"), {E}});
+      if (c.moe.router == MoeConfig::Router::SigmoidGroups) out.push_back({router_tensor(c, i, "e_score_correction_bias"), {E}});
       if (sff) {
         out.push_back({shared_expert_tensor(c, i, ExpertPart::Gate), {sff, d}});
         out.push_back({shared_expert_tensor(c, i, ExpertPart::Up), {sff, d}});

@@ -19,8 +19,6 @@ namespace pert {
 std::string mla_tensor(int layer, const char* part);
 // The tensors MLA needs in layer N (model_dir.cpp's expected tensors): name and shape.
 std::vector<std::pair<std::string, std::vector<int64_t>>> mla_tensors(const ModelConfig& c, int layer);
-// DeepSeek V3's e_score_correction_bias of layer N's router ("model.layers.N.mlp.gate.e_score_correction_bias").
-std::string score_correction_bias_tensor(const ModelConfig& c, int layer);
 
 // The scratch of one inference state for `rows` tokens (no allocation per step).
 class MlaBlock {

@@ -257,11 +257,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
         l.moe.experts.push_back({w.weight(expert_tensor(md.config, i, e, ExpertPart::Gate)),
                                  w.weight(expert_tensor(md.config, i, e, ExpertPart::Up)),
                                  w.weight(expert_tensor(md.config, i, e, ExpertPart::Down)),
-                                 w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Gate)),
-                                 w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Up)),
-                                 w.optional_tensor(expert_bias(md.config, i, e, ExpertPart::Down))});
-      l.moe.router_bias = w.optional_tensor(router_bias(md.config, i));
-      l.moe.score_bias = w.optional_tensor(score_correction_bias_tensor(md.config, i));  // (DeepSeek V3's)
+                                 w.optional_tensor(expert_tensor(md.config, i, e, ExpertPart::Gate, "bias")),
+                                 w.optional_tensor(expert_tensor(md.config, i, e, ExpertPart::Up, "bias")),
+                                 w.optional_tensor(expert_tensor(md.config, i, e, ExpertPart::Down, "bias"))});
+      l.moe.router_bias = w.optional_tensor(router_tensor(md.config, i, "bias"));
+      l.moe.score_bias = w.optional_tensor(router_tensor(md.config, i, "e_score_correction_bias"));  // (DeepSeek V3's)
       if (md.config.moe.shared_ffn) {
         const ModelConfig& c = md.config;
         l.moe.shared = {w.weight(shared_expert_tensor(c, i, ExpertPart::Gate)), w.weight(shared_expert_tensor(c, i, ExpertPart::Up)),

@@ -81,12 +81,11 @@ std::string known_gguf_architectures();  // "llama, qwen2, ..."
 // An MoE layer's tensors, by the architecture's names (MoeTensorNames); Qwen2-MoE's shared expert
 // is behind "mlp.shared_expert_gate" [1][d].
 enum class ExpertPart { Gate, Up, Down };
-std::string router_tensor(const ModelConfig& c, int layer);
-std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part);
+// (kind: "weight", or "bias" for gpt-oss's, "e_score_correction_bias" for DeepSeek V3's router)
+std::string router_tensor(const ModelConfig& c, int layer, const char* kind = "weight");
+std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part, const char* kind = "weight");
 std::string shared_expert_tensor(const ModelConfig& c, int layer, ExpertPart part);
 std::string shared_expert_gate_tensor(int layer);
-std::string expert_bias(const ModelConfig& c, int layer, int expert, ExpertPart part);  // "...gate_proj.bias"
-std::string router_bias(const ModelConfig& c, int layer);
 
 // Helpers the architecture files share (common.cpp).
 // The experts' count from `count_key` (HF's default def_experts) and num_experts_per_tok

@@ -161,9 +161,5 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> mla_tensors(const Mode
   return out;
 }
 
-std::string score_correction_bias_tensor(const ModelConfig& c, int layer) {
-  const std::string w = router_tensor(c, layer);
-  return w.substr(0, w.size() - 6) + "e_score_correction_bias";
-}
 
 }  // namespace pert

@@ -41,8 +41,8 @@ struct GptOssStorage {
 
 class Splitter {
  public:
-  Splitter(const Checkpoint& stored, const ModelConfig& c, GptOssStorage& storage, std::vector<TensorView>& views)
-      : s_(stored), c_(c), storage_(storage), views_(views) {}
+  Splitter(const Checkpoint& stored, GptOssStorage& storage, std::vector<TensorView>& views)
+      : s_(stored), storage_(storage), views_(views) {}
 
   // The tensor `name`, with `shape` and dtype among `dtypes`; ConfigError naming it otherwise.
   const TensorView& need(const std::string& name, const std::vector<int64_t>& shape, bool u8) const {
@@ -95,7 +95,6 @@ class Splitter {
   }
 
   const Checkpoint& s_;
-  const ModelConfig& c_;
   GptOssStorage& storage_;
   std::vector<TensorView>& views_;
 };
@@ -121,7 +120,7 @@ float value_at(const TensorView& t, size_t i) {
 Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c) {
   auto storage = std::make_shared<GptOssStorage>();
   std::vector<TensorView> views;
-  Splitter split(stored, c, *storage, views);
+  Splitter split(stored, *storage, views);
   const int64_t E = c.moe.n_experts, ff = c.moe.expert_ffn, d = c.hidden_size;
   for (const auto& [name, t] : stored.tensors())
     if (!is_fused_expert(name)) views.push_back(*t);  // everything but the fused experts as stored
@@ -146,7 +145,7 @@ Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c) {
     }
     for (int64_t e = 0; e < E; ++e) {
       auto name = [&](ExpertPart part) { return expert_tensor(c, i, int(e), part); };
-      auto bias = [&](ExpertPart part) { return expert_bias(c, i, int(e), part); };
+      auto bias = [&](ExpertPart part) { return expert_tensor(c, i, int(e), part, "bias"); };
       if (mx) {
         const uint8_t *blocks = gb->data, *scales = gs->data;
         const int64_t gu0 = e * 2 * ff;

@@ -134,29 +134,19 @@ std::string architecture_model_type(const std::string& hf_name) {
   return a ? a->model_type : "";
 }
 
-std::string router_tensor(const ModelConfig& c, int layer) {
-  return tensor_names::layer_prefix(std::to_string(layer)) + architecture_spec(c.architecture).moe_names.router + ".weight";
+std::string router_tensor(const ModelConfig& c, int layer, const char* kind) {
+  return tensor_names::layer_prefix(std::to_string(layer)) + architecture_spec(c.architecture).moe_names.router + "." + kind;
 }
 
-std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part) {
+std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPart part, const char* kind) {
   const MoeTensorNames& n = architecture_spec(c.architecture).moe_names;
   return tensor_names::layer_prefix(std::to_string(layer)) + n.experts + "." + std::to_string(expert) + "." +
-         (part == ExpertPart::Gate ? n.gate : part == ExpertPart::Up ? n.up : n.down) + ".weight";
+         (part == ExpertPart::Gate ? n.gate : part == ExpertPart::Up ? n.up : n.down) + "." + kind;
 }
 
 std::string shared_expert_tensor(const ModelConfig& c, int layer, ExpertPart part) {
   return tensor_names::layer_prefix(std::to_string(layer)) + architecture_spec(c.architecture).moe_names.shared + "." +
          (part == ExpertPart::Gate ? "gate_proj" : part == ExpertPart::Up ? "up_proj" : "down_proj") + ".weight";
-}
-
-std::string expert_bias(const ModelConfig& c, int layer, int expert, ExpertPart part) {
-  const std::string w = expert_tensor(c, layer, expert, part);
-  return w.substr(0, w.size() - 6) + "bias";
-}
-
-std::string router_bias(const ModelConfig& c, int layer) {
-  const std::string w = router_tensor(c, layer);
-  return w.substr(0, w.size() - 6) + "bias";
 }
 
 std::string shared_expert_gate_tensor(int layer) {
