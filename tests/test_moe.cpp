@@ -28,7 +28,8 @@ void check_route(const MoeConfig& m, const std::vector<float>& logits, const std
                  const std::vector<double>& want_weights) {
   std::vector<int> chosen(size_t(m.n_used));
   std::vector<float> weights(size_t(m.n_used));
-  route(m, logits.data(), bias.empty() ? nullptr : bias.data(), 1, chosen.data(), weights.data());
+  RouteScratch scratch;
+  route(m, logits.data(), bias.empty() ? nullptr : bias.data(), 1, chosen.data(), weights.data(), scratch);
   CHECK(chosen == want_experts);
   for (size_t j = 0; j < want_weights.size(); ++j) CHECK(weights[j] == Approx(want_weights[j]).epsilon(1e-6));
 }

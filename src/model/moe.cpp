@@ -29,10 +29,17 @@ void top_k(const float* v, int n, int k, int* c, const std::vector<char>* allowe
 
 }  // namespace
 
-void route(const MoeConfig& moe, const float* logits, const float* score_bias, int rows, int* chosen, float* weights) {
+void route(const MoeConfig& moe, const float* logits, const float* score_bias, int rows, int* chosen, float* weights,
+           RouteScratch& scratch) {
   const int E = moe.n_experts, k = moe.n_used;
-  std::vector<float> choice(moe.router == MoeConfig::Router::SigmoidGroups ? size_t(E) : 0);
-  std::vector<char> allowed(choice.size());
+  std::vector<float>& choice = scratch.choice;
+  std::vector<float>& group = scratch.group;
+  std::vector<char>& allowed = scratch.allowed;
+  std::vector<int>& kept = scratch.kept;
+  if (moe.router == MoeConfig::Router::SigmoidGroups) {
+    choice.resize(size_t(E)), allowed.resize(size_t(E));
+    group.resize(size_t(moe.n_groups)), kept.resize(size_t(moe.topk_groups));
+  }
   for (int r = 0; r < rows; ++r) {
     const float* l = logits + size_t(r) * E;
     int* c = chosen + size_t(r) * k;
@@ -42,13 +49,11 @@ void route(const MoeConfig& moe, const float* logits, const float* score_bias, i
       // kept, the k best s + bias within them; weights the chosen s
       for (int e = 0; e < E; ++e) choice[size_t(e)] = float(1.0 / (1.0 + std::exp(-double(l[e])))) + (score_bias ? score_bias[e] : 0.0f);
       const int per = E / moe.n_groups;
-      std::vector<float> group(size_t(moe.n_groups));
       for (int g = 0; g < moe.n_groups; ++g) {
         int two[2] = {0, 0};
         top_k(&choice[size_t(g) * per], per, std::min(2, per), two);
         group[size_t(g)] = choice[size_t(g * per + two[0])] + (per > 1 ? choice[size_t(g * per + two[1])] : 0.0f);
       }
-      std::vector<int> kept(size_t(moe.topk_groups));
       top_k(group.data(), moe.n_groups, moe.topk_groups, kept.data());
       std::fill(allowed.begin(), allowed.end(), 0);
       for (int g : kept) std::fill(allowed.begin() + g * per, allowed.begin() + (g + 1) * per, 1);
@@ -60,11 +65,10 @@ void route(const MoeConfig& moe, const float* logits, const float* score_bias, i
     }
     top_k(l, E, k, c);  // (softmax keeps the logits' order)
     const float max = l[c[0]];
-    double all = 0, kept = 0;
-    for (int j = 0; j < k; ++j) kept += std::exp(double(l[c[j]]) - max);
-    if (moe.router == MoeConfig::Router::Softmax && !moe.renormalize)
-      for (int e = 0; e < E; ++e) all += std::exp(double(l[e]) - max);
-    const double norm = moe.router == MoeConfig::Router::Softmax && !moe.renormalize ? all : kept;
+    // softmax over all experts (without renormalisation), else over the k chosen
+    const bool over_all = moe.router == MoeConfig::Router::Softmax && !moe.renormalize;
+    double norm = 0;
+    for (int e = 0; e < (over_all ? E : k); ++e) norm += std::exp(double(l[over_all ? e : c[e]]) - max);
     for (int j = 0; j < k; ++j) w[j] = float(std::exp(double(l[c[j]]) - max) / norm);
   }
 }
@@ -110,7 +114,7 @@ void MoeBlock::forward(const MoeWeights& w, const float* x, int rows, float* out
   if (!accumulate) std::fill(acc, acc + size_t(rows) * d, 0.0f);
   matmul(logits_.data(), x, w.router, rows, d, E);
   if (w.router_bias) add_rows(logits_.data(), w.router_bias, rows, E);
-  route(m, logits_.data(), w.score_bias, rows, chosen_.data(), weights_.data());
+  route(m, logits_.data(), w.score_bias, rows, chosen_.data(), weights_.data(), route_);
   // Group the (row, slot) pairs by expert: starts_[e] .. starts_[e + 1] in order_.
   std::fill(starts_.begin(), starts_.end(), 0);
   for (int i = 0; i < rows * k; ++i) ++starts_[size_t(chosen_[size_t(i)]) + 1];

@@ -11,8 +11,15 @@ namespace pert {
 
 // Each of `rows` tokens' chosen experts [rows][n_used] and their weights [rows][n_used], from its
 // router logits [rows][n_experts] as MoeConfig::router says (the lower index first among equals);
-// score_bias: DeepSeek's e_score_correction_bias [n_experts], or null.
-void route(const MoeConfig& moe, const float* logits, const float* score_bias, int rows, int* chosen, float* weights);
+// score_bias: DeepSeek's e_score_correction_bias [n_experts], or null. `scratch` is sized on first
+// use and reused (a decoding step allocates nothing).
+struct RouteScratch {
+  std::vector<float> choice, group;  // [n_experts], [n_groups]: SigmoidGroups' scores
+  std::vector<char> allowed;         // [n_experts]: in a kept group
+  std::vector<int> kept;             // [topk_groups]
+};
+void route(const MoeConfig& moe, const float* logits, const float* score_bias, int rows, int* chosen, float* weights,
+           RouteScratch& scratch);
 
 // The scratch of one inference state, sized once for `rows` tokens (no allocation per step).
 class MoeBlock {
@@ -35,6 +42,7 @@ class MoeBlock {
   std::vector<float> gate_, up_;          // [rows][max(expert_ffn, shared_ffn)]
   std::vector<float> acc_;                // [rows][d]: the weighted sum, when not accumulating into out
   std::vector<float> shared_gate_;        // [rows]
+  RouteScratch route_;
 };
 
 }  // namespace pert
