@@ -96,6 +96,14 @@ void read_experts(Fields& f, ModelConfig& mc, const char* count_key, int def_exp
 // every decoder_sparse_step-th), and windows: use_sliding_window refused (pert does not compute
 // them). Returns the windowed layers: none.
 std::vector<bool> qwen_moe(Fields& f, ModelConfig& mc, int& window, int experts, int used, int width);
+// transformers v5's fused experts, as save_pretrained(save_original_format=False) writes its
+// in-memory layout (conversion_mapping.py): in each sparse layer mlp.experts.gate_up_proj
+// [E][2·ff][d] (expert e's gate rows, then its up rows) and mlp.experts.down_proj [E][d][ff], and
+// Mixtral's router renamed mlp.gate. Read as the tensors expert_tensor and router_tensor name,
+// views of the same bytes (F32, F16, BF16). Both forms in one layer, half a pair, or a fused tensor
+// of another shape or dtype: ConfigError naming it. Unchanged when nothing is fused.
+// (ArchitectureSpec::checkpoint of Mixtral, Qwen2-MoE, Qwen3-MoE and OLMoE.)
+Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c);
 // GGUF: {arch}.expert_count and expert_used_count into `count_key` and num_experts_per_tok; the
 // renormalisation from {arch}.expert_weights_norm into `norm_key` (norm_default, llama.cpp's fixed
 // choice, when absent); with `dense_layers`, the layers without blk.N.ffn_gate_inp in mlp_only_layers.

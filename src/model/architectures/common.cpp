@@ -1,6 +1,8 @@
-// What several architecture files share: window layouts, Gemma's block, and reading GGUF keys.
+// What several architecture files share: window layouts, Gemma's block, reading GGUF keys, and
+// transformers v5's fused experts.
 #include <climits>
 #include <cmath>
+#include <set>
 
 #include "architecture.hpp"
 #include "pert/gguf.hpp"
@@ -115,6 +117,74 @@ void gguf_experts(const GgufFile& f, const std::string& a, json& c, const char* 
   for (int i = 0; i < layers; ++i)
     if (!f.tensor("blk." + std::to_string(i) + ".ffn_gate_inp.weight")) dense.push_back(i);
   if (!dense.empty()) c["mlp_only_layers"] = dense;
+}
+
+namespace {
+// Rows [row0, row0 + rows) of expert e's matrix in a fused [E][R][K] tensor, as its own [rows][K]
+// tensor `name`: a view of the same bytes.
+TensorView expert_rows(const TensorView& fused, int64_t e, int64_t row0, int64_t rows, const std::string& name) {
+  const int64_t R = fused.shape[1], K = fused.shape[2];
+  const size_t at = size_t((e * R + row0) * K) * dtype_size(fused.dtype);
+  TensorView v = fused;
+  v.name = name;
+  v.shape = {rows, K};
+  v.numel = rows * K;
+  v.nbytes = size_t(v.numel) * dtype_size(fused.dtype);
+  v.data = fused.data + at;
+  v.offset = fused.offset + at;
+  return v;
+}
+
+void check_fused(const TensorView& t, const std::vector<int64_t>& shape, const char* dims) {
+  if (t.shape != shape || t.dtype == DType::U8 || t.blocks)
+    throw ConfigError(t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) + " " + dtype_name(t.dtype) +
+                      ", but transformers v5's fused experts need " + shape_str(shape) + " (" + dims + ") in F32, F16 or BF16");
+}
+}  // namespace
+
+Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c) {
+  const int64_t E = c.moe.n_experts, ff = c.moe.expert_ffn, d = c.hidden_size;
+  std::vector<TensorView> views;   // the per-expert views and renamed routers
+  std::set<std::string> replaced;  // the stored tensors they stand for
+  for (int i = 0; i < c.n_layers; ++i) {
+    if (!c.moe.sparse[size_t(i)]) continue;
+    const std::string v5 = tensor_names::layer_prefix(std::to_string(i)) + "mlp.";  // (Mixtral's block_sparse_moe, renamed)
+    const std::string router = router_tensor(c, i);
+    if (const TensorView* v5_router = router == v5 + "gate.weight" ? nullptr : stored.find(v5 + "gate.weight")) {
+      if (stored.find(router))
+        throw ConfigError(v5_router->file + ": tensors '" + router + "' and '" + v5_router->name +
+                          "' are both there: layer " + std::to_string(i) + "'s router under its own and transformers v5's name");
+      views.push_back(*v5_router);
+      views.back().name = router;
+      replaced.insert(v5_router->name);
+    }
+    const TensorView* gate_up = stored.find(v5 + "experts.gate_up_proj");
+    const TensorView* down = stored.find(v5 + "experts.down_proj");
+    if (!gate_up && !down) continue;  // per-expert tensors (checked as the expected ones)
+    if (!gate_up || !down)
+      throw ConfigError(stored.source() + ": missing tensor '" + v5 + "experts." + (gate_up ? "down_proj" : "gate_up_proj") +
+                        "' beside '" + (gate_up ? gate_up : down)->name + "' (transformers v5's fused experts come in pairs)");
+    check_fused(*gate_up, {E, 2 * ff, d}, "experts, gate rows then up rows, hidden");
+    check_fused(*down, {E, d, ff}, "experts, hidden, expert width");
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string gate = expert_tensor(c, i, int(e), ExpertPart::Gate), up = expert_tensor(c, i, int(e), ExpertPart::Up),
+                        down_e = expert_tensor(c, i, int(e), ExpertPart::Down);
+      for (const std::string* name : {&gate, &up, &down_e})
+        if (const TensorView* t = stored.find(*name))
+          throw ConfigError(t->file + ": tensors '" + *name + "' and '" + gate_up->name + "' are both there: layer " +
+                            std::to_string(i) + "'s experts stored per expert and fused (transformers v5)");
+      views.push_back(expert_rows(*gate_up, e, 0, ff, gate));
+      views.push_back(expert_rows(*gate_up, e, ff, ff, up));
+      views.push_back(expert_rows(*down, e, 0, d, down_e));
+    }
+    replaced.insert({gate_up->name, down->name});
+  }
+  if (replaced.empty()) return stored;
+  for (const auto& [name, t] : stored.tensors())
+    if (!replaced.count(name)) views.push_back(*t);
+  std::string source = stored.source();
+  auto keep = std::make_shared<const Checkpoint>(std::move(stored));  // the views point into its mapped files
+  return Checkpoint::of_views(std::move(views), std::move(source), std::move(keep));
 }
 
 int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {

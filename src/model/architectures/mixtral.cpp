@@ -2,7 +2,8 @@
 // set) and in every layer a mixture of num_local_experts SwiGLU experts of width
 // intermediate_size, num_experts_per_tok per token: softmax over all experts' router logits, the
 // largest kept and always renormalised. Tensors under block_sparse_moe (gate: the router; experts
-// w1 gate, w3 up, w2 down). llama.cpp writes it as GGUF `llama` with expert_count (llama.cpp).
+// w1 gate, w3 up, w2 down; transformers v5 fused: fused_experts_checkpoint). llama.cpp writes it as
+// GGUF `llama` with expert_count (llama.cpp).
 #include "architecture.hpp"
 
 namespace pert {
@@ -20,6 +21,7 @@ const ArchitectureSpec kMixtralArchitecture = {
     "MixtralForCausalLM", "mixtral", "",
     "rms_norm_eps hidden_act sliding_window layer_types num_local_experts num_experts_per_tok", "",
     false, false, mixtral_parse, nullptr, false, {}, {"block_sparse_moe.gate", "block_sparse_moe.experts", "w1", "w3", "w2"},
+    fused_experts_checkpoint,  // (transformers v5's mlp.experts.gate_up_proj, mlp.gate)
 };
 
 }  // namespace pert

@@ -25,7 +25,7 @@ void olmoe_from_gguf(const GgufFile& f, const std::string& a, json& c) {
 
 const ArchitectureSpec kOlmoeArchitecture = {
     "OlmoeForCausalLM", "olmoe", "olmoe", "rms_norm_eps hidden_act num_experts num_experts_per_tok norm_topk_prob clip_qkv", "",
-    /*attention_bias=*/true, false, olmoe_parse, olmoe_from_gguf,
+    /*attention_bias=*/true, false, olmoe_parse, olmoe_from_gguf, false, {}, {}, fused_experts_checkpoint,
 };
 
 }  // namespace pert

@@ -28,7 +28,7 @@ const ArchitectureSpec kQwen2MoeArchitecture = {
     "rms_norm_eps hidden_act sliding_window use_sliding_window max_window_layers layer_types qkv_bias num_experts "
     "num_experts_per_tok moe_intermediate_size shared_expert_intermediate_size norm_topk_prob decoder_sparse_step "
     "mlp_only_layers",
-    "", false, false, qwen2_moe_parse, qwen2_moe_from_gguf,
+    "", false, false, qwen2_moe_parse, qwen2_moe_from_gguf, false, {}, {}, fused_experts_checkpoint,
 };
 
 }  // namespace pert

@@ -24,7 +24,7 @@ const ArchitectureSpec kQwen3MoeArchitecture = {
     "Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe",
     "rms_norm_eps hidden_act sliding_window use_sliding_window max_window_layers layer_types num_experts "
     "num_experts_per_tok moe_intermediate_size norm_topk_prob decoder_sparse_step mlp_only_layers",
-    "", /*attention_bias=*/true, false, qwen3_moe_parse, qwen3_moe_from_gguf,
+    "", /*attention_bias=*/true, false, qwen3_moe_parse, qwen3_moe_from_gguf, false, {}, {}, fused_experts_checkpoint,
 };
 
 }  // namespace pert
