@@ -18,17 +18,28 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pert/mapped_file.hpp"
 #include "pert/block_types.hpp"
 
 namespace pert {
 
 // U8: raw bytes, read only as the parts of an MXFP4 matrix (gpt-oss's *_blocks and *_scales),
-// which an architecture turns into blocks at open; read_f32 refuses it.
-enum class DType { F32, F16, BF16, U8 };
+// which an architecture turns into blocks at open; read_f32 refuses it. F8_E4M3: read only as
+// a block-scaled FP8 matrix (read_fp8_matrices gives it its scales; read_f32 dequantizes it).
+enum class DType { F32, F16, BF16, U8, F8_E4M3 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
+
+struct TensorView;
+// An FP8 matrix's inverse scales, one per block of block_rows x block_cols (quantization_config
+// "fp8", weight_block_size): value[n][k] = e4m3(data[n][k]) * scale_inv[n / block_rows][k / block_cols].
+struct Fp8BlockScales {
+  std::shared_ptr<const TensorView> scale_inv;  // "<name>_scale_inv" [ceil(N / rows)][ceil(K / cols)]; null: none
+  int64_t block_rows = 0, block_cols = 0;
+};
 
 struct TensorView {
   std::string name;
@@ -42,6 +53,7 @@ struct TensorView {
   // A GGUF tensor in GGML blocks (Q4_K, ...): data holds the rows as blocks and `dtype` is
   // unused; null for F32/F16/BF16 (either format).
   const BlockTypeInfo* blocks = nullptr;
+  Fp8BlockScales fp8;  // an F8_E4M3 matrix's scales (read_fp8_matrices)
 };
 
 // Refuses headers larger than this (the reference implementation's limit).
@@ -97,6 +109,14 @@ class Checkpoint {
   std::map<std::string, const TensorView*> by_name_;
   std::string source_;
 };
+
+// The checkpoint with its block-scaled FP8 matrices read as config.json's quantization_config
+// says (DeepSeek-V3/R1, Qwen3-*-FP8: {"quant_method": "fp8", "activation_scheme": "dynamic",
+// "weight_block_size": [rows, cols]}): each F8_E4M3 matrix takes its "<name>_scale_inv" beside
+// it (Fp8BlockScales), which leaves the checkpoint; which tensors are FP8 is whatever each one's
+// dtype says. `stored` as it is when it has neither F8 tensors nor scales. `matrices`: how many.
+// Throws FormatError / ConfigError naming the file and tensor or key.
+Checkpoint read_fp8_matrices(Checkpoint stored, const nlohmann::json& config, const std::string& config_path, int& matrices);
 
 // Throws FormatError naming the file and the tensor when any value is NaN or ±Inf.
 void require_finite(const TensorView& tensor);

@@ -178,6 +178,11 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
   m.checkpoint = Checkpoint::open(dir);
   m.checks.push_back(std::to_string(m.checkpoint.files().size()) +
                      " safetensors file(s): headers valid, tensors tile the data exactly");
+  int fp8_matrices = 0;  // DeepSeek-V3's, Qwen3-*-FP8's: F8_E4M3 with weight_scale_inv, widened at load
+  m.checkpoint = read_fp8_matrices(std::move(m.checkpoint), m.config_json, config_path.string(), fp8_matrices);
+  if (fp8_matrices)
+    m.checks.push_back(std::to_string(fp8_matrices) +
+                       " FP8 matrices (F8_E4M3, quantization_config \"fp8\"): inverse scales of the right shape, positive and finite");
   if (const ArchitectureSpec& spec = architecture_spec(m.config.architecture); spec.checkpoint) {
     m.checkpoint = spec.checkpoint(std::move(m.checkpoint), m.config);  // (gpt-oss: its fused experts split)
     m.checks.push_back(std::string(spec.hf_name) + "'s stored layout read as per-expert tensors");

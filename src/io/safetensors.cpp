@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "pert/error.hpp"
 #include "kernels/fp16.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/quants.hpp"
 #include "pert/json_util.hpp"
 
@@ -19,7 +21,7 @@ namespace pert {
 
 using nlohmann::json;
 
-size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : dtype == DType::U8 ? 1 : 2; }
+size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : dtype == DType::U8 || dtype == DType::F8_E4M3 ? 1 : 2; }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
@@ -27,6 +29,7 @@ const char* dtype_name(DType dtype) {
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
     case DType::U8: return "U8";
+    case DType::F8_E4M3: return "F8_E4M3";
   }
   return "?";
 }
@@ -45,9 +48,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 namespace {
 
-// Every dtype the format defines; pert reads the first three.
-const char* const kOtherDtypes[] = {"F64", "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8",
-                                    "U64", "U32",     "U16",     "BOOL"};
+// Every other dtype the format defines. F8_E5M2: no published block-scaled checkpoint stores it.
+const char* const kOtherDtypes[] = {"F64", "F8_E5M2", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "BOOL"};
 
 DType parse_dtype(const json& value, const std::string& where) {
   if (!value.is_string()) throw FormatError(where + ": dtype must be a string, got " + json_brief(value));
@@ -56,9 +58,11 @@ DType parse_dtype(const json& value, const std::string& where) {
   if (s == "F16") return DType::F16;
   if (s == "BF16") return DType::BF16;
   if (s == "U8") return DType::U8;
+  if (s == "F8_E4M3") return DType::F8_E4M3;
   for (const char* other : kOtherDtypes)
     if (s == other)
-      throw FormatError(where + ": dtype " + s + " is not supported (pert reads F32, F16, BF16, and U8 as MXFP4 parts)");
+      throw FormatError(where + ": dtype " + s +
+                        " is not supported (pert reads F32, F16, BF16, U8 as MXFP4 parts and F8_E4M3 as block-scaled FP8)");
   throw FormatError(where + ": unknown dtype '" + printable(s) + "'");
 }
 
@@ -244,12 +248,126 @@ const TensorView* Checkpoint::find(const std::string& name) const {
 }
 
 namespace {
+// config.json's quantization_config for FP8 matrices: quant_method "fp8" (transformers'
+// FineGrainedFP8Config, DeepSeek's), weights in blocks, activations quantized by pert's own
+// kernels or not at all ("dynamic": no stored input scales). `first` is an FP8 tensor, named
+// when the config is absent or says something else.
+std::pair<int64_t, int64_t> fp8_block_size(const json& config, const std::string& config_path, const TensorView& first) {
+  const std::string key = config_path + ": quantization_config";
+  if (!config.is_object() || !config.contains("quantization_config"))
+    throw ConfigError(first.file + ": tensor '" + printable(first.name) + "' is F8_E4M3, but " + config_path +
+                      " has no quantization_config (pert reads FP8 matrices under quant_method \"fp8\" with weight_block_size)");
+  const json& q = config["quantization_config"];
+  if (!q.is_object()) throw ConfigError(key + " must be an object, got " + json_brief(q));
+  const json method = q.value("quant_method", json());
+  if (method != "fp8")
+    throw ConfigError(key + ".quant_method is " + json_brief(method) + ", but tensor '" + printable(first.name) +
+                      "' is F8_E4M3: pert reads FP8 matrices under quant_method \"fp8\" (block-scaled, weight_scale_inv)");
+  if (const json scheme = q.value("activation_scheme", json("dynamic")); scheme != "dynamic")
+    throw ConfigError(key + ".activation_scheme is " + json_brief(scheme) +
+                      ": pert reads \"dynamic\" only (a static scheme's stored input scales are not read)");
+  if (const json fmt = q.value("fmt", json("e4m3")); fmt != "e4m3")
+    throw ConfigError(key + ".fmt is " + json_brief(fmt) + ": pert reads \"e4m3\" (F8_E4M3) only");
+  const json size = q.value("weight_block_size", json());
+  if (size.is_null())
+    throw ConfigError(key + " has no weight_block_size: per-tensor FP8 (weight_scale, no blocks) is not read");
+  if (!size.is_array() || size.size() != 2 || !size[0].is_number_integer() || !size[1].is_number_integer() ||
+      size[0].get<int64_t>() <= 0 || size[1].get<int64_t>() <= 0)
+    throw ConfigError(key + ".weight_block_size must be 2 positive integers [rows, cols], got " + json_brief(size));
+  return {size[0].get<int64_t>(), size[1].get<int64_t>()};
+}
+
+// Every scale finite and positive, and 448 times it too: the matrix's values stay finite.
+void check_fp8_scales(const TensorView& scale) {
+  const std::vector<float> values = read_f32(scale);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    if (!(v > 0.0f) || !std::isfinite(v * kE4M3Max)) {
+      const size_t cols = size_t(scale.shape[1]);
+      throw FormatError(scale.file + ": tensor '" + printable(scale.name) + "' [" + std::to_string(i / cols) + "][" +
+                        std::to_string(i % cols) + "] is " + std::to_string(v) +
+                        ": an FP8 block's inverse scale must be positive and finite, with 448 times it finite");
+    }
+  }
+}
+}  // namespace
+
+Checkpoint read_fp8_matrices(Checkpoint stored, const json& config, const std::string& config_path, int& matrices) {
+  matrices = 0;
+  const std::string suffix = "_scale_inv";
+  std::vector<const TensorView*> fp8;
+  for (const auto& [name, t] : stored.tensors()) {
+    if (t->dtype == DType::F8_E4M3) fp8.push_back(t);
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {  // a scale beside a tensor that is not FP8 would be dropped silently
+      const TensorView* scaled = stored.find(name.substr(0, name.size() - suffix.size()));
+      if (!scaled || scaled->dtype != DType::F8_E4M3)
+        throw FormatError(t->file + ": tensor '" + printable(name) + "' scales " +
+                          (scaled ? "tensor '" + printable(scaled->name) + "', which is " + dtype_name(scaled->dtype) + ", not F8_E4M3"
+                                  : std::string("no tensor (none is named '") + printable(name.substr(0, name.size() - suffix.size())) + "')"));
+    }
+  }
+  if (fp8.empty()) return stored;
+  const auto [block_rows, block_cols] = fp8_block_size(config, config_path, *fp8.front());
+  std::vector<TensorView> views;
+  std::set<std::string> scales;
+  for (const TensorView* t : fp8) {
+    const std::string where = t->file + ": tensor '" + printable(t->name) + "'";
+    if (t->shape.size() != 2)
+      throw FormatError(where + " is F8_E4M3 of shape " + shape_str(t->shape) + ": pert reads FP8 as matrices [rows, cols] only");
+    const TensorView* scale = stored.find(t->name + suffix);
+    if (!scale)
+      throw FormatError(where + " is F8_E4M3 without its inverse scales: missing tensor '" + printable(t->name) + suffix + "'");
+    auto blocks = [](int64_t n, int64_t size) { return n == 0 ? 0 : (n - 1) / size + 1; };  // ceil(n / size), no overflow
+    const std::vector<int64_t> shape = {blocks(t->shape[0], block_rows), blocks(t->shape[1], block_cols)};
+    if (scale->shape != shape || (scale->dtype != DType::F32 && scale->dtype != DType::BF16 && scale->dtype != DType::F16))
+      throw FormatError(scale->file + ": tensor '" + printable(scale->name) + "' is " + dtype_name(scale->dtype) + " " +
+                        shape_str(scale->shape) + ", but " + shape_str(t->shape) + " in blocks of " + std::to_string(block_rows) +
+                        " x " + std::to_string(block_cols) + " needs " + shape_str(shape) + " in F32, BF16 or F16");
+    check_fp8_scales(*scale);
+    views.push_back(*t);
+    views.back().fp8 = {std::make_shared<const TensorView>(*scale), block_rows, block_cols};
+    scales.insert(scale->name);
+  }
+  for (const auto& [name, t] : stored.tensors())
+    if (t->dtype != DType::F8_E4M3 && !scales.count(name)) views.push_back(*t);
+  matrices = int(fp8.size());
+  std::string source = stored.source();
+  // The views point into `stored`'s mappings, kept alive by the new checkpoint's storage, whose
+  // pointer stays null: a safetensors checkpoint's, not a GGUF file's rows to read in place.
+  auto keep = std::make_shared<const Checkpoint>(std::move(stored));
+  return Checkpoint::of_views(std::move(views), std::move(source), std::shared_ptr<const void>(keep, nullptr));
+}
+
+namespace {
 template <class Convert>
 void widen16(const uint8_t* src, float* out, size_t n, Convert convert) {
   for (size_t i = 0; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, src + 2 * i, 2);  // the mapping gives no alignment guarantee
     out[i] = convert(h);
+  }
+}
+}  // namespace
+
+namespace {
+// value[n][k] = e4m3(code[n][k]) * scale_inv[n / rows][k / cols], one F32 product each: the
+// dequantized weight transformers and DeepSeek's weight_dequant compute in float32.
+void dequantize_fp8(const TensorView& t, float* out) {
+  const Fp8BlockScales& s = t.fp8;
+  if (!s.scale_inv || t.shape.size() != 2)
+    throw FormatError(t.file + ": tensor '" + printable(t.name) +
+                      "' is F8_E4M3, which pert reads only as a matrix with its weight_scale_inv under quantization_config \"fp8\"");
+  const std::vector<float> scales = read_f32(*s.scale_inv);
+  const std::array<float, 256>& values = e4m3_values();
+  const int64_t N = t.shape[0], K = t.shape[1], scale_cols = s.scale_inv->shape[1];
+  for (int64_t n = 0; n < N; ++n) {
+    const float* scale_row = scales.data() + size_t(n / s.block_rows * scale_cols);
+    const uint8_t* codes = t.data + size_t(n * K);
+    float* row = out + size_t(n * K);
+    for (int64_t k0 = 0; k0 < K; k0 += s.block_cols) {
+      const float scale = scale_row[k0 / s.block_cols];
+      for (int64_t k = k0; k < std::min(K, k0 + s.block_cols); ++k) row[k] = values[codes[k]] * scale;
+    }
   }
 }
 }  // namespace
@@ -264,6 +382,7 @@ void read_f32(const TensorView& t, float* out) {
     case DType::BF16: widen16(t.data, out, n, bf16_to_f32); break;
     case DType::U8:
       throw FormatError(t.file + ": tensor '" + printable(t.name) + "' is U8, which pert reads only as an MXFP4 matrix's _blocks or _scales");
+    case DType::F8_E4M3: dequantize_fp8(t, out); break;
   }
 }
 
@@ -309,6 +428,8 @@ void require_finite(const TensorView& t) {
     bad = nonfinite_block_scales(*t.blocks, t.data, t.nbytes);
   } else if (t.dtype == DType::U8) {
     return;  // raw bytes (MXFP4's parts: their scales are checked as blocks once made)
+  } else if (t.dtype == DType::F8_E4M3) {  // no infinities; S.1111.111 is NaN (its scales are checked when read)
+    for (size_t i = 0; i < n; ++i) bad += e4m3_is_nan(t.data[i]);
   } else if (t.dtype == DType::F32) {
     for (size_t i = 0; i < n; ++i) {
       uint32_t u;
