@@ -127,7 +127,12 @@ json gguf_config_json(const GgufFile& f) {
     c["rms_norm_eps"] = (f.require(eps), gguf_positive_number(f, eps, 0));
   }
   if (rotary_dim != head_dim) c["partial_rotary_factor"] = double(rotary_dim) / head_dim;
-  const json scaling = rope_scaling(f, a, context, rotary_dim);
+  json scaling = rope_scaling(f, a, context, rotary_dim);
+  if (c.contains("rope_scaling")) {  // the architecture's own keys (M-RoPE's sections, gpt-oss's truncate) join the file's
+    const json own = c["rope_scaling"];
+    if (scaling.is_null()) scaling = own;
+    else for (const auto& [key, value] : own.items()) if (!scaling.contains(key)) scaling[key] = value;
+  }
   if (!scaling.is_null()) c["rope_scaling"] = scaling;
   for (const char* key : {"bos_token_id", "eos_token_id"})
     if (const auto id = f.opt_int(std::string("tokenizer.ggml.") + key)) c[key] = *id;
@@ -174,6 +179,7 @@ std::string hf_tensor_name(const std::string& name, const std::string& architect
   const std::string prefix = tensor_names::layer_prefix(layer);
   if (part == "ffn_gate_inp") return prefix + spec.moe_names.router + "." + kind;
   if (part == "ffn_gate_inp_shexp") return prefix + "mlp.shared_expert_gate." + kind;
+  if (part == "attn_sinks" && kind == "weight") return tensor_names::sink_logits_tensor(std::stoi(layer));  // gpt-oss's
   for (const char* p : {"gate", "up", "down"})
     if (part == std::string("ffn_") + p + "_shexp") return prefix + spec.moe_names.shared + "." + p + "_proj." + kind;
   static const GgufPart kLayer[] = {  // llama's
@@ -217,34 +223,38 @@ void unpermute_rows(TensorView& t, int heads, std::vector<uint8_t>& out) {
 }
 
 // blk.N.ffn_{gate,up,down}_exps.weight: a mixture's experts stacked [E][rows][K] (HF's order), one
-// view per expert under its HF name (the rows are contiguous: no copy). False for other tensors.
+// view per expert under its HF name (the rows are contiguous: no copy); .bias (gpt-oss's): [E][rows],
+// one vector per expert. False for other tensors.
 bool expert_stack(const std::string& name, const ModelConfig& c, const TensorView& stack, std::vector<TensorView>& views) {
   static const std::pair<const char*, ExpertPart> kParts[] = {
-      {"ffn_gate_exps.weight", ExpertPart::Gate}, {"ffn_up_exps.weight", ExpertPart::Up}, {"ffn_down_exps.weight", ExpertPart::Down}};
-  for (const auto& [suffix, part] : kParts) {
-    if (!ends_with(name, std::string(".") + suffix) || name.compare(0, 4, "blk.") != 0) continue;
-    const std::string number = name.substr(4, name.size() - 4 - std::strlen(suffix) - 1);
-    if (number.empty() || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) return false;
-    const int layer = std::stoi(number), E = c.moe.n_experts;
-    if (E == 0 || layer >= c.n_layers || !c.moe.sparse_layer(layer))
-      throw FormatError(stack.file + ": tensor '" + printable(name) + "' holds experts, but the config gives layer " + number +
-                        " none (" + (E == 0 ? "no expert_count" : "a dense layer") + ")");
-    if (stack.shape.size() != 3 || stack.shape[0] != E)
-      throw FormatError(stack.file + ": tensor '" + printable(name) + "' has shape " + shape_str(stack.shape) + ", expected [" +
-                        std::to_string(E) + " experts, rows, columns]");
-    const size_t bytes = stack.nbytes / size_t(E);
-    for (int e = 0; e < E; ++e) {
-      TensorView v = stack;
-      v.name = expert_tensor(c, layer, e, part);
-      v.shape.erase(v.shape.begin());
-      v.numel = stack.numel / E;
-      v.offset = stack.offset + e * bytes;
-      v.data = stack.data + e * bytes;
-      v.nbytes = bytes;
-      views.push_back(std::move(v));
+      {"ffn_gate_exps", ExpertPart::Gate}, {"ffn_up_exps", ExpertPart::Up}, {"ffn_down_exps", ExpertPart::Down}};
+  for (const auto& [stem, part] : kParts)
+    for (const char* kind : {"weight", "bias"}) {
+      const std::string suffix = std::string(stem) + "." + kind;
+      if (!ends_with(name, "." + suffix) || name.compare(0, 4, "blk.") != 0) continue;
+      const std::string number = name.substr(4, name.size() - 4 - suffix.size() - 1);
+      if (number.empty() || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) return false;
+      const int layer = std::stoi(number), E = c.moe.n_experts;
+      const bool bias = kind[0] == 'b';
+      if (E == 0 || layer >= c.n_layers || !c.moe.sparse_layer(layer))
+        throw FormatError(stack.file + ": tensor '" + printable(name) + "' holds experts, but the config gives layer " + number +
+                          " none (" + (E == 0 ? "no expert_count" : "a dense layer") + ")");
+      if (stack.shape.size() != (bias ? 2u : 3u) || stack.shape[0] != E)
+        throw FormatError(stack.file + ": tensor '" + printable(name) + "' has shape " + shape_str(stack.shape) + ", expected [" +
+                          std::to_string(E) + " experts, rows" + (bias ? "]" : ", columns]"));
+      const size_t bytes = stack.nbytes / size_t(E);
+      for (int e = 0; e < E; ++e) {
+        TensorView v = stack;
+        v.name = expert_tensor(c, layer, e, part, kind);
+        v.shape.erase(v.shape.begin());
+        v.numel = stack.numel / E;
+        v.offset = stack.offset + e * bytes;
+        v.data = stack.data + e * bytes;
+        v.nbytes = bytes;
+        views.push_back(std::move(v));
+      }
+      return true;
     }
-    return true;
-  }
   return false;
 }
 

@@ -16,7 +16,7 @@ scheme, RoPE layout or xPos has no GGUF form and is refused. Architectures: Llam
 Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2",
 SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written),
 MixtralForCausalLM -> "llama" (with experts), Qwen2MoeForCausalLM -> "qwen2moe", Qwen3MoeForCausalLM ->
-"qwen3moe", OlmoeForCausalLM -> "olmoe"
+"qwen3moe", OlmoeForCausalLM -> "olmoe", GptOssForCausalLM -> "gpt-oss"
 (Gemma's norms stored as 1 + w and named post_attention_norm / ffn_norm / post_ffw_norm, its
 caps and window written; Cohere's layer_norm_epsilon, logit_scale and window; what llama.cpp
 hard-codes, such as Gemma's local RoPE base and both layer patterns, is not written).
@@ -46,6 +46,17 @@ what llama.cpp's graph hard-codes (llama and qwen3moe renormalise, qwen2moe and 
 olmoe.attention.clamp_kqv for clip_qkv, and the dense MLP (ffn_gate/up/down) of the layers
 Qwen-MoE's mlp_only_layers / decoder_sparse_step keep dense.
 
+gpt-oss as llama.cpp's GptOssModel writes it: sinks as blk.N.attn_sinks, post_attention_layernorm
+as post_attention_norm, the router (mlp.router, weight and bias) as ffn_gate_inp, the fused
+experts split into ffn_gate_exps / ffn_up_exps (gate_up's even and odd rows) and ffn_down_exps
+[E, out, in] with their biases stacked [E, out] as ffn_*_exps.bias (F32); MXFP4 experts
+(*_blocks / *_scales) carried as stored, as GGML type MXFP4 (39: the E8M0 byte, then the 32 E2M1
+codes, value j in byte j's low nibble and j + 16 in its high one), float ones transposed and
+typed by --type; attention.sliding_window and expert_feed_forward_length; layer_types other than
+llama.cpp's fixed alternation (even layers windowed) as attention.sliding_window_pattern, one bool
+per layer; YaRN's keys (truncate false is what llama.cpp's gpt-oss reader assumes, and pert's).
+A swiglu_limit other than 7 (llama.cpp's fixed clamp) has no GGUF form and is refused.
+
 --type: F32, F16, BF16 (the converter's --outtype: matrices in that type); Q8_0, Q4_0, Q4_1,
 Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (llama-quantize --pure: every matrix in that type); Q4_K_M and
 Q5_K_M (llama-quantize's mixes: output, and token_embd when tied, in Q6_K; attn_v / attn_qkv
@@ -60,6 +71,7 @@ holds (dequantized to F32, q/k back in HF order) with config.json and the tokeni
 copied, so that the float64 reference (tools/reference/reference.py) computes the GGUF's model.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -82,10 +94,27 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCa
          "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2", "SmolLM3ForCausalLM": "smollm3",
          "MixtralForCausalLM": "llama", "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe",
-         "OlmoeForCausalLM": "olmoe"}
+         "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt-oss"}
 GEMMA = ("gemma2", "gemma3")
 # llama.cpp's graphs renormalise the chosen experts' weights for these (hard-coded, no key read)
 EXPERT_WEIGHTS_NORM = {"llama": True, "qwen2moe": False, "qwen3moe": True, "olmoe": False}
+# GGML's MXFP4 (type 39): blocks of 32, an E8M0 scale byte then 16 bytes of E2M1 codes. Carried as
+# stored, never quantized here: ggml_quants.py has no quantizer for it, so it is made known to the
+# GGUF writer and reader only while with_mxfp4() holds (ggml_quants.TYPES lists what it quantizes).
+MXFP4 = ggml_quants.BlockType("MXFP4", 39, 32, 17)
+
+
+@contextlib.contextmanager
+def with_mxfp4():
+    """ggml_quants' tables with MXFP4 in them, for gguf.write_gguf / read_gguf of a file that holds it."""
+    added = "MXFP4" not in ggml_quants.TYPES
+    if added:
+        ggml_quants.TYPES["MXFP4"], ggml_quants.BY_NUMBER[MXFP4.number] = MXFP4, MXFP4
+    try:
+        yield
+    finally:
+        if added:
+            del ggml_quants.TYPES["MXFP4"], ggml_quants.BY_NUMBER[MXFP4.number]
 
 # --type: (llama.cpp's general.file_type, the matrices' type, llama-quantize's mix or None)
 TYPES = {
@@ -119,6 +148,8 @@ EXPERT_NAMES = {"gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_
 # is pre_feedforward_layernorm, which llama.cpp calls ffn_norm.
 GEMMA_LAYER_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm",
                          pre_feedforward_layernorm="ffn_norm", post_feedforward_layernorm="post_ffw_norm")
+# gpt-oss's: the MLP's input norm is llama.cpp's ATTN_POST_NORM; the router; the sinks (no ".weight" in HF)
+GPT_OSS_LAYER_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm", **{"mlp.router": "ffn_gate_inp"})
 GLOBAL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
@@ -132,8 +163,11 @@ def gguf_name(hf_name, arch="llama"):
     expert = re.fullmatch(r"model\.layers\.(\d+)\.(?:block_sparse_moe|mlp)\.experts\.\d+\.(\w+)\.weight", hf_name)
     if expert and expert[2] in EXPERT_PARTS:
         return f"blk.{expert[1]}.{EXPERT_NAMES[EXPERT_PARTS[expert[2]]]}.weight"
+    sinks = re.fullmatch(r"model\.layers\.(\d+)\.self_attn\.sinks", hf_name)
+    if sinks and arch == "gpt-oss":
+        return f"blk.{sinks[1]}.attn_sinks.weight"
     parts = stem.split(".", 3)
-    names = GEMMA_LAYER_NAMES if arch in GEMMA else LAYER_NAMES
+    names = GEMMA_LAYER_NAMES if arch in GEMMA else GPT_OSS_LAYER_NAMES if arch == "gpt-oss" else LAYER_NAMES
     if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in names:
         return f"blk.{parts[2]}.{names[parts[3]]}.{suffix}"
     raise ValueError(f"{hf_name}: no GGUF name for this tensor")
@@ -251,11 +285,31 @@ def hyperparameters(arch, config):
         md.append((a + "rope.scaling.type", "string", "longrope"))
     elif kind not in ("", "default", "llama3"):
         raise ValueError(f"rope scaling {kind!r} has no GGUF form here")
+    if arch == "gpt-oss":
+        return md + gpt_oss_hyperparameters(config)
     window = 0 if arch in GEMMA else uniform_window(config)
     if window:
         md.append((a + "attention.sliding_window", "u32", window))
     if moe.is_moe(config):
         md += moe_hyperparameters(arch, config)
+    return md
+
+
+def gpt_oss_hyperparameters(config):
+    """gpt-oss's window and experts as GptOssModel writes them (attention.sliding_window, expert_count,
+    expert_used_count, expert_feed_forward_length); layer_types as attention.sliding_window_pattern
+    (one bool per layer, true where windowed) unless they are llama.cpp's fixed alternation."""
+    a, s = "gpt-oss.", moe.settings(config)
+    if float(s["limit"]) != 7.0 or float(s["alpha"]) != 1.702:
+        raise ValueError(f"gpt-oss: swiglu_limit {s['limit']} / alpha {s['alpha']}: llama.cpp's gpt-oss clamps at 7 with "
+                         "alpha 1.702 and GGUF has no key for another")
+    layers = config["num_hidden_layers"]
+    types = config.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    md = [(a + "attention.sliding_window", "u32", config.get("sliding_window") or 128),
+          (a + "expert_count", "u32", s["experts"]), (a + "expert_used_count", "u32", s["top_k"]),
+          (a + "expert_feed_forward_length", "u32", config["intermediate_size"])]
+    if types != ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]:
+        md.append((a + "attention.sliding_window_pattern", ("array", "bool"), [t == "sliding_attention" for t in types]))
     return md
 
 
@@ -403,6 +457,39 @@ def load_weights(model_dir):
     return out
 
 
+def gpt_oss_experts(weights, config):
+    """gpt-oss's fused experts popped out of `weights`, as GptOssModel writes them: ({gguf name: float
+    array} for float experts and the stacked biases, {gguf name: (shape innermost first, MXFP4 bytes)}
+    for experts stored in MXFP4). gate_up's even rows (columns, input-first) are the gate, odd the up."""
+    floats, carried = {}, {}
+    for i in range(config["num_hidden_layers"]):
+        p, b = f"model.layers.{i}.mlp.experts.", f"blk.{i}."
+        gu_bias, dn_bias = weights.pop(p + "gate_up_proj_bias"), weights.pop(p + "down_proj_bias")
+        floats[b + "ffn_gate_exps.bias"], floats[b + "ffn_up_exps.bias"] = gu_bias[:, ::2], gu_bias[:, 1::2]
+        floats[b + "ffn_down_exps.bias"] = dn_bias
+        if p + "gate_up_proj_blocks" in weights:
+            blocks, scales = weights.pop(p + "gate_up_proj_blocks"), weights.pop(p + "gate_up_proj_scales")
+            carried[b + "ffn_gate_exps.weight"] = mxfp4_tensor(blocks[:, ::2], scales[:, ::2])
+            carried[b + "ffn_up_exps.weight"] = mxfp4_tensor(blocks[:, 1::2], scales[:, 1::2])
+            carried[b + "ffn_down_exps.weight"] = mxfp4_tensor(weights.pop(p + "down_proj_blocks"),
+                                                               weights.pop(p + "down_proj_scales"))
+        else:  # input-first [E, d, 2ff] and [E, ff, d]: rows along the output, as GGUF stacks them
+            gate_up = np.swapaxes(weights.pop(p + "gate_up_proj"), 1, 2)
+            floats[b + "ffn_gate_exps.weight"], floats[b + "ffn_up_exps.weight"] = gate_up[:, ::2], gate_up[:, 1::2]
+            floats[b + "ffn_down_exps.weight"] = np.swapaxes(weights.pop(p + "down_proj"), 1, 2)
+    return {g: np.ascontiguousarray(w) for g, w in floats.items()}, carried
+
+
+def mxfp4_tensor(blocks, scales):
+    """(shape innermost first, GGML MXFP4 bytes) of HF's *_blocks [E, rows, K/32, 16] (byte j: value 2j in its
+    low nibble, 2j + 1 in its high one) and *_scales [E, rows, K/32] (E8M0, the same byte in GGML's block)."""
+    codes = np.stack([blocks & 15, blocks >> 4], axis=-1).reshape(*blocks.shape[:-1], 32)
+    packed = (codes[..., :16] | (codes[..., 16:] << 4)).astype(np.uint8)
+    raw = np.concatenate([scales[..., None].astype(np.uint8), packed], axis=-1)
+    E, rows, nb = scales.shape
+    return [nb * 32, rows, E], raw.tobytes()
+
+
 def tokenizer_files(model_dir):
     """tokenizer.json and tokenizer_config.json (None when absent) of a model directory."""
     config = os.path.join(model_dir, "tokenizer_config.json")
@@ -459,7 +546,14 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
     weights = load_weights(model_dir)
     if config.get("tie_word_embeddings"):
         weights.pop("lm_head.weight", None)
-    data, experts_of = expert_tensors(weights, config)  # the experts stacked, taken out of weights
+    carried = {}  # {gguf name: (shape, raw)}: written as stored (gpt-oss's MXFP4 experts)
+    if arch == "gpt-oss":
+        if dequantized_dir is not None:
+            raise ValueError(f"{model_dir}: gpt-oss: --dequantized-dir is not written (its experts are fused in HF's layout)")
+        data, carried = gpt_oss_experts(weights, config)
+        experts_of = {}
+    else:
+        data, experts_of = expert_tensors(weights, config)  # the experts stacked, taken out of weights
     hf_of = {}
     for hf_name, w in weights.items():
         if hf_name.endswith("rotary_emb.inv_freq"):
@@ -476,6 +570,9 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
     n_expert = moe.settings(config)["experts"] if moe.is_moe(config) else 0
     types = tensor_types([(g, shapes[g]) for g in names], type_name, config["num_hidden_layers"], n_expert)
     raw = {g: ggml_quants.quantize(types[g], data[g]) for g in names}
+    for g, (shape, stored) in carried.items():
+        types[g], shapes[g], raw[g] = "MXFP4", shape, stored
+    names = sorted(names + list(carried))
 
     tok, tok_config = tokenizer_files(model_dir)
     metadata = [("general.architecture", "string", arch), ("general.type", "string", "model"),
@@ -490,8 +587,9 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
         ids = ids[0] if isinstance(ids, list) and ids else ids
         if isinstance(ids, int) and f"tokenizer.ggml.{kind}_token_id" not in have:
             metadata.append((f"tokenizer.ggml.{kind}_token_id", "u32", ids))
-    gguf.write_gguf(out_path, metadata, [(g, types[g], shapes[g], raw[g]) for g in names],
-                    version=version, alignment=alignment)
+    with with_mxfp4():
+        gguf.write_gguf(out_path, metadata, [(g, types[g], shapes[g], raw[g]) for g in names],
+                        version=version, alignment=alignment)
 
     if dequantized_dir is not None:
         os.makedirs(dequantized_dir, exist_ok=True)

@@ -8,18 +8,21 @@
 // MXFP4 (*_blocks [E][rows][K/32][16], *_scales [E][rows][K/32], rows along the output), or in
 // F32/BF16 input-first (gate_up_proj [E][d][2·ff], down_proj [E][ff][d]); read at open as
 // per-expert matrices (the MXFP4 ones as GGML's blocks, multiplied as stored).
+// GGUF `gpt-oss` (llama.cpp's LLM_ARCH_OPENAI_MOE): gpt_oss_from_gguf below, and the experts'
+// stacked weights and biases (ffn_{gate,up,down}_exps) split per expert by gguf_model.cpp.
 #include <cctype>
 #include <cstring>
 
 #include "architecture.hpp"
 #include "../../kernels/fp16.hpp"
 #include "../../kernels/quants.hpp"
+#include "pert/gguf.hpp"
 
 namespace pert {
 
 namespace {
 
-std::vector<bool> gpt_oss_parse(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers& layers) {
+std::vector<bool> gpt_oss_parse(Fields& f, ModelConfig& mc, int& window, ArchitectureLayers&) {
   read_experts(f, mc, "num_local_experts", 128, 4);
   MoeConfig& m = mc.moe;
   m.expert_ffn = mc.intermediate_size;
@@ -30,7 +33,35 @@ std::vector<bool> gpt_oss_parse(Fields& f, ModelConfig& mc, int& window, Archite
   mc.sink_logits = true;
   if (!f.boolean("attention_bias", true)) f.fail("attention_bias", "is false, but gpt-oss's attention has q/k/v/o biases");
   mc.qkv_bias = mc.o_bias = true;
-  return every_layer_windowed(f, mc, window, layers);  // (layer_types, as published, picks the windowed ones)
+  // GptOssConfig's defaults: a window of 128 on the even layers (layer_types, as published, says which)
+  if (!f.has("sliding_window")) window = 128;
+  return windowed_but_every(mc.n_layers, 2);
+}
+
+// llama.cpp's gpt-oss keys into config.json's form. Its graph hard-codes the rest of HF's model:
+// the top-k-then-softmax router over biased logits, the clamped SwiGLU (α 1.702, limit 7: no key,
+// swiglu_limit's default here), the sinks, q/k/v/o biases and half-split RoPE. The windows: every
+// layer but each sliding_window_pattern-th (2 when absent, as llama.cpp's loader) sees
+// attention.sliding_window. YaRN is HF's without truncation (truncate false, as every published
+// gpt-oss config.json says; llama.cpp floors and ceils the correction range): a file's YaRN gets
+// it. A separate base for the windowed layers (rope.freq_base_swa) is refused unless equal.
+void gpt_oss_from_gguf(const GgufFile& f, const std::string& a, json& c) {
+  gguf_experts(f, a, c, "num_local_experts", nullptr, false, false);
+  c["intermediate_size"] = gguf_positive(f, a + "expert_feed_forward_length");  // (no dense MLP)
+  c["sliding_window"] = gguf_positive(f, a + "attention.sliding_window");
+  gguf_window_pattern(f, a, 2, c);
+  const int layers = c["num_hidden_layers"];
+  if (c.contains("sliding_window_pattern")) {  // a period: HF's layer_types spelled out
+    json types = json::array();
+    for (bool windowed : windowed_but_every(layers, c["sliding_window_pattern"].get<int>()))
+      types.push_back(windowed ? "sliding_attention" : "full_attention");
+    c["layer_types"] = types;
+    c.erase("sliding_window_pattern");
+  }
+  if (const auto swa_base = f.opt_float(a + "rope.freq_base_swa"); swa_base && *swa_base != c["rope_theta"].get<double>())
+    throw FormatError(f.path() + ": key '" + a + "rope.freq_base_swa' is " + std::to_string(*swa_base) + ", not rope.freq_base (" +
+                      std::to_string(c["rope_theta"].get<double>()) + "); pert's gpt-oss turns every layer by one base");
+  if (f.opt_string(a + "rope.scaling.type") == "yarn") c["rope_scaling"] = {{"truncate", false}};  // (joined to the file's YaRN)
 }
 
 // The bytes the fused tensors are copied into, and the checkpoint they came from.
@@ -171,9 +202,11 @@ Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c) {
 }  // namespace
 
 const ArchitectureSpec kGptOssArchitecture = {
-    "GptOssForCausalLM", "gpt_oss", "",
+    "GptOssForCausalLM", "gpt_oss", "gpt-oss",
     "rms_norm_eps hidden_act sliding_window layer_types num_local_experts num_experts_per_tok swiglu_limit", "",
-    /*attention_bias=*/true, false, gpt_oss_parse, nullptr, false, {}, {"mlp.router", "mlp.experts", "gate_proj", "up_proj", "down_proj"},
+    /*attention_bias=*/true, false, gpt_oss_parse, gpt_oss_from_gguf, false,
+    {{"post_attention_norm", tensor_names::Part::FfnNorm}},  // the MLP's input norm (llama.cpp's ATTN_POST_NORM)
+    {"mlp.router", "mlp.experts", "gate_proj", "up_proj", "down_proj"},
     gpt_oss_checkpoint,
 };
 

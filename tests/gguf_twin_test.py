@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""GGUF twins: tools/convert/to_gguf.py writes a tiny random checkpoint as llama.cpp writes its
+architecture (gpt-oss), and pert runs the file and the directory to the same logits (max |Δ| ≤ 1e-4; measured
+0), in one prefill, token by token and in chunks of 5.
+
+  gpt_oss   experts input-first F32 (the F32 file also against the float64 reference, ≤ 1e-4) and
+            as shipped in MXFP4 (*_blocks / *_scales carried as GGML MXFP4, multiplied as stored on
+            both sides); the file's names, shapes and types as llama.cpp's; layer_types other than
+            the alternation as attention.sliding_window_pattern; a config without layer_types and
+            sliding_window as GptOssConfig's defaults. Refused, naming the key or tensor: a
+            swiglu_limit other than 7 (to_gguf.py), rope.freq_base_swa unlike rope.freq_base, no
+            expert_feed_forward_length, an expert bias stack of the wrong shape.
+
+    gguf_twin_test.py PERT_LOGITS ARCH      ARCH: gpt_oss
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(here), "tools"))
+from convert import gguf, to_gguf, tokenizer_json  # noqa: E402
+from reference import moe, reference  # noqa: E402
+from logits_check import pert_logits  # noqa: E402
+
+RUNS = ((None, "prefill"), (1, "decode"), (5, "chunks of 5"))
+
+
+class Check:
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, ok, what):
+        print(f"{'ok  ' if ok else 'FAIL'} {what}")
+        if not ok:
+            self.failures.append(what)
+
+
+def tokenizer(model_dir):
+    tok, vocab = to_gguf.tiny_tokenizer()
+    tokenizer_json.write(tok, os.path.join(model_dir, "tokenizer.json"))
+    return vocab
+
+
+def same_logits(binary, model_dir, gguf_path, ids, work, check, what):
+    for chunk, how in RUNS:
+        err = float(np.abs(pert_logits(binary, gguf_path, ids, work, chunk=chunk) -
+                           pert_logits(binary, model_dir, ids, work, chunk=chunk)).max())
+        check(err <= 1e-4, f"{what} {how}: GGUF vs directory max|Δ| = {err:.1e} (≤ 1e-4)")
+
+
+def rewritten(path, out, drop=(), keys=None, tensors=None):
+    """`path` rewritten as `out` without the keys in drop, with keys {key: (kind, value)} and tensors
+    {name: (type, shape innermost first, raw bytes)} set."""
+    with to_gguf.with_mxfp4():
+        version, metadata, infos = gguf.read_gguf(path)
+    metadata = {k: v for k, v in metadata.items() if k not in drop}
+    metadata.update(keys or {})
+    ts = {t["name"]: (t["type"], t["shape"], t["bytes"]) for t in infos}
+    ts.update(tensors or {})
+    with to_gguf.with_mxfp4():
+        gguf.write_gguf(out, [(k, kind, v) for k, (kind, v) in metadata.items()],
+                        [(n, *ts[n]) for n in sorted(ts)], version=version)
+    return out
+
+
+def refused(binary, model, message, work, check, what):
+    ids = os.path.join(work, "ids.txt")
+    with open(ids, "w") as f:
+        f.write("3 4 5")
+    r = subprocess.run([binary, model, ids, os.path.join(work, "out.bin")], capture_output=True, text=True)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    check(r.returncode != 0 and any(message in line for line in lines),
+          f"{what}: refused naming it ({lines[-1] if lines else 'no message'})")
+
+
+def gpt_oss(binary, work, check):
+    ids = list(np.random.default_rng(5).integers(3, 96, size=24))  # past the window (4) and YaRN's L (16)
+    for mx in (False, True):
+        src, path = os.path.join(work, f"gpt-oss-{'mxfp4' if mx else 'f32'}"), os.path.join(work, f"gpt-oss-{mx}.gguf")
+        os.makedirs(src)
+        vocab = tokenizer(src)
+        moe.make_gpt_oss_model(src, seed=1, mxfp4=mx, vocab=vocab)
+        to_gguf.convert(src, path, "F32")
+        layout = "MXFP4 as stored" if mx else "F32 input-first"
+        same_logits(binary, src, path, ids, work, check, f"gpt-oss {layout}")
+        with to_gguf.with_mxfp4():
+            _, md, infos = gguf.read_gguf(path)
+        t = {i["name"]: (i["type"], i["shape"]) for i in infos}
+        d, ff, E, heads = 64, 32, 4, 4
+        expect = {"blk.0.attn_sinks.weight": ("F32", [heads]), "blk.1.post_attention_norm.weight": ("F32", [d]),
+                  "blk.0.ffn_gate_inp.weight": ("F32", [d, E]), "blk.0.ffn_gate_inp.bias": ("F32", [E]),
+                  "blk.0.ffn_gate_exps.weight": ("MXFP4" if mx else "F32", [d, ff, E]),
+                  "blk.0.ffn_up_exps.weight": ("MXFP4" if mx else "F32", [d, ff, E]),
+                  "blk.1.ffn_down_exps.weight": ("MXFP4" if mx else "F32", [ff, d, E]),
+                  "blk.0.ffn_gate_exps.bias": ("F32", [ff, E]), "blk.1.ffn_down_exps.bias": ("F32", [d, E]),
+                  "blk.0.attn_output.bias": ("F32", [d])}
+        wrong = {n: t.get(n) for n, v in expect.items() if t.get(n) != v}
+        check(not wrong and not any("ffn_norm" in n for n in t), f"gpt-oss {layout}: llama.cpp's tensor names, types, shapes {wrong or ''}")
+        keys = {k: md[k][1] for k in md if k.startswith("gpt-oss.")}
+        check(md["general.architecture"][1] == "gpt-oss" and keys.get("gpt-oss.attention.sliding_window") == 4 and
+              keys.get("gpt-oss.expert_feed_forward_length") == ff and keys.get("gpt-oss.expert_count") == E and
+              keys.get("gpt-oss.rope.scaling.type") == "yarn" and "gpt-oss.attention.sliding_window_pattern" not in keys,
+              f"gpt-oss {layout}: llama.cpp's keys ({len(keys)})")
+        if not mx:  # the file against the float64 reference
+            config, W = reference.load_model_dir(src)
+            with torch.no_grad():
+                want = reference.forward(config, W, ids).numpy()
+            err = float(np.abs(pert_logits(binary, path, ids, work) - want).max())
+            check(err <= 1e-4, f"gpt-oss F32 GGUF vs the float64 reference max|Δ| = {err:.1e} (≤ 1e-4)")
+            f32_src, f32_path = src, path
+
+    # Keys that change the math: read (a window pattern), or refused with the key's name
+    both = rewritten(f32_path, os.path.join(work, "both.gguf"),
+                     keys={"gpt-oss.attention.sliding_window_pattern": (("array", "bool"), [True, True])})
+    windowed = os.path.join(work, "windowed")
+    os.makedirs(windowed)
+    for name in ("model.safetensors", "tokenizer.json"):
+        os.link(os.path.join(f32_src, name), os.path.join(windowed, name))
+    with open(os.path.join(f32_src, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(windowed, "config.json"), "w") as f:
+        json.dump(dict(config, layer_types=["sliding_attention"] * 2), f)
+    err = float(np.abs(pert_logits(binary, both, ids, work) - pert_logits(binary, windowed, ids, work)).max())
+    moved = float(np.abs(pert_logits(binary, both, ids, work) - pert_logits(binary, f32_src, ids, work)).max())
+    check(err <= 1e-4 and moved > 1e-3, f"gpt-oss sliding_window_pattern [true, true] = layer_types both sliding "
+          f"(max|Δ| {err:.1e}; {moved:.1e} from the alternation)")
+    with open(os.path.join(windowed, "config.json"), "w") as f:  # GptOssConfig's defaults: even layers windowed
+        json.dump({k: v for k, v in config.items() if k != "layer_types"}, f)
+    err = float(np.abs(pert_logits(binary, windowed, ids, work) - pert_logits(binary, f32_src, ids, work)).max())
+    check(err == 0, f"gpt-oss without layer_types: the even layers windowed, as GptOssConfig (max|Δ| {err:.1e})")
+    with open(os.path.join(windowed, "config.json"), "w") as f:
+        json.dump(dict(config, swiglu_limit=5.0), f)
+    try:
+        to_gguf.convert(windowed, os.path.join(work, "limit.gguf"), "F32")
+        check(False, "to_gguf.py refuses swiglu_limit 5")
+    except ValueError as e:
+        check("swiglu_limit" in str(e), f"to_gguf.py refuses swiglu_limit 5 ({e})")
+    refused(binary, rewritten(f32_path, os.path.join(work, "swa.gguf"),
+                              keys={"gpt-oss.rope.freq_base_swa": ("f32", 10000.0)}),
+            "key 'gpt-oss.rope.freq_base_swa'", work, check, "gpt-oss rope.freq_base_swa 1e4 beside freq_base 1.5e5")
+    refused(binary, rewritten(f32_path, os.path.join(work, "noffexp.gguf"), drop=("gpt-oss.expert_feed_forward_length",)),
+            "gpt-oss.expert_feed_forward_length", work, check, "gpt-oss without expert_feed_forward_length")
+    bias = np.zeros((4, 33), np.float32)  # [E][ff + 1]
+    refused(binary, rewritten(f32_path, os.path.join(work, "bias.gguf"),
+                              tensors={"blk.0.ffn_gate_exps.bias": ("F32", [33, 4], bias.tobytes())}),
+            "model.layers.0.mlp.experts.0.gate_proj.bias", work, check, "gpt-oss ffn_gate_exps.bias [4][33]")
+
+
+def main():
+    binary, arch = sys.argv[1], sys.argv[2]
+    check = Check()
+    with tempfile.TemporaryDirectory() as work:
+        if arch == "gpt_oss":
+            gpt_oss(binary, work, check)
+        else:
+            sys.exit(f"gguf_twin_test.py: unknown ARCH {arch!r} (gpt_oss)")
+    if check.failures:
+        print(f"gguf_vs_reference_{arch}: FAILED:", "; ".join(check.failures))
+    return 1 if check.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
