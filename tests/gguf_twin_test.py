@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""GGUF twins: tools/convert/to_gguf.py writes a tiny random checkpoint as llama.cpp writes its
-architecture (gpt-oss), and pert runs the file and the directory to the same logits (max |Δ| ≤ 1e-4; measured
+"""GGUF twins of gpt-oss, Qwen2-VL / Qwen2.5-VL and Qwen3-VL: tools/convert/to_gguf.py writes a tiny
+random checkpoint as llama.cpp writes these architectures (gpt-oss; qwen2vl and qwen3vl, the text
+model file), and pert runs the file and the directory to the same logits (max |Δ| ≤ 1e-4; measured
 0), in one prefill, token by token and in chunks of 5.
 
   gpt_oss   experts input-first F32 (the F32 file also against the float64 reference, ≤ 1e-4) and
@@ -10,8 +11,14 @@ architecture (gpt-oss), and pert runs the file and the directory to the same log
             sliding_window as GptOssConfig's defaults. Refused, naming the key or tensor: a
             swiglu_limit other than 7 (to_gguf.py), rope.freq_base_swa unlike rope.freq_base, no
             expert_feed_forward_length, an expert bias stack of the wrong shape.
+  qwen2vl   Qwen2-VL (transformers v4's layout: model.layers.*, visual.*) and Qwen2.5-VL's class;
+  qwen3vl   Qwen3-VL (v5: model.language_model.*, model.visual.*, text_config): the vision tower left
+            out, rope.dimension_sections [t, h, w, 0], Qwen3-VL's n_deepstack_layers. With the Python
+            module (PYTHONPATH), positions per axis (a 2-D image layout, where the sections matter)
+            give the same logits from both. Refused, naming the key: a fourth section not 0, three
+            sections summing wrong, n_deepstack_layers past the layer count.
 
-    gguf_twin_test.py PERT_LOGITS ARCH      ARCH: gpt_oss
+    gguf_twin_test.py PERT_LOGITS ARCH      ARCH: gpt_oss, qwen2vl or qwen3vl
 """
 import json
 import os
@@ -27,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(here), "tools"))
 from convert import gguf, to_gguf, tokenizer_json  # noqa: E402
 from reference import moe, reference  # noqa: E402
 from logits_check import pert_logits  # noqa: E402
+from reference_test import QWEN2_VL, QWEN3_VL  # noqa: E402
 
 RUNS = ((None, "prefill"), (1, "decode"), (5, "chunks of 5"))
 
@@ -152,14 +160,68 @@ def gpt_oss(binary, work, check):
             "model.layers.0.mlp.experts.0.gate_proj.bias", work, check, "gpt-oss ffn_gate_exps.bias [4][33]")
 
 
+def vision_language(binary, work, check, arch):
+    cases = {"qwen2vl": [("Qwen2-VL", {"qkv_bias": True, "vl": "v4"}, QWEN2_VL),
+                         ("Qwen2.5-VL", {"qkv_bias": True, "vl": "v4"},
+                          dict(QWEN2_VL, architectures=["Qwen2_5_VLForConditionalGeneration"], model_type="qwen2_5_vl"))],
+             "qwen3vl": [("Qwen3-VL", {"qk_norm": True, "vl": "v5", "tie": True},
+                          dict(QWEN3_VL, vision_config={"deepstack_visual_indexes": [0, 1]}))]}[arch]
+    ids = list(np.random.default_rng(5).integers(3, 96, size=40))
+    for name, options, config in cases:
+        src, path = os.path.join(work, name), os.path.join(work, name + ".gguf")
+        os.makedirs(src)
+        vocab = tokenizer(src)
+        reference.make_model(src, None, seed=3, vocab=vocab, trained=64, extra_config=config, **options)
+        if options["vl"] == "v5":  # make_model writes its own vision_config: keep the deepstack indexes
+            with open(os.path.join(src, "config.json")) as f:
+                c = json.load(f)
+            c["vision_config"]["deepstack_visual_indexes"] = [0, 1]
+            with open(os.path.join(src, "config.json"), "w") as f:
+                json.dump(c, f)
+        to_gguf.convert(src, path, "F32")
+        _, md, infos = gguf.read_gguf(path)
+        check(md["general.architecture"][1] == arch and md[arch + ".rope.dimension_sections"][1] == config["rope_scaling"]["mrope_section"] + [0]
+              and not any("visual" in t["name"] for t in infos) and
+              (arch != "qwen3vl" or md["qwen3vl.n_deepstack_layers"][1] == 2),
+              f"{name}: {arch}'s keys (sections {md[arch + '.rope.dimension_sections'][1]}), no vision tensors ({len(infos)} tensors)")
+        same_logits(binary, src, path, ids, work, check, name)
+        per_axis(src, path, ids, check, name)
+    sections = arch + ".rope.dimension_sections"
+    refused(binary, rewritten(path, os.path.join(work, "fourth.gguf"), keys={sections: (("array", "i32"), [2, 3, 2, 1])}),
+            f"key '{sections}' holds 1 at 3", work, check, f"{arch} a fourth M-RoPE section of 1")
+    refused(binary, rewritten(path, os.path.join(work, "sum.gguf"), keys={sections: (("array", "i32"), [2, 3, 2, 0])}),
+            f"key '{sections}' is [2,3,2]", work, check, f"{arch} sections summing to 7 of 8 rotary pairs")
+    refused(binary, rewritten(path, os.path.join(work, "deep.gguf"), keys={arch + ".n_deepstack_layers": ("u32", 9)}),
+            f"key '{arch}.n_deepstack_layers'", work, check, f"{arch} n_deepstack_layers 9 of 2 layers")
+
+
+def per_axis(model_dir, gguf_path, ids, check, name):
+    """With the Python module: positions per axis (4 text tokens, a 4 x 6 image at t = 4, text from 10), where
+    M-RoPE's sections matter, the same from the file and the directory."""
+    try:
+        import pert
+    except ImportError:
+        print(f"skip {name} positions per axis: no Python module (PYTHONPATH)")
+        return
+    layout = [[i, i, i] for i in range(4)] + [[4, 4 + h, 4 + w] for h in range(4) for w in range(6)]
+    layout += [[p, p, p] for p in range(10, 10 + len(ids) - len(layout))]
+    got = [pert.load(m).session(n_ctx=64).eval(ids, all_logits=True, positions=layout) for m in (gguf_path, model_dir)]
+    text = pert.load(model_dir).session(n_ctx=64).eval(ids, all_logits=True)
+    err, moved = float(np.abs(got[0] - got[1]).max()), float(np.abs(got[1] - text).max())
+    check(err <= 1e-4 and moved > 1e-2, f"{name} positions per axis: GGUF vs directory max|Δ| = {err:.1e} "
+          f"(≤ 1e-4; the layout moves them {moved:.1e})")
+
+
 def main():
     binary, arch = sys.argv[1], sys.argv[2]
     check = Check()
     with tempfile.TemporaryDirectory() as work:
         if arch == "gpt_oss":
             gpt_oss(binary, work, check)
+        elif arch in ("qwen2vl", "qwen3vl"):
+            vision_language(binary, work, check, arch)
         else:
-            sys.exit(f"gguf_twin_test.py: unknown ARCH {arch!r} (gpt_oss)")
+            sys.exit(f"gguf_twin_test.py: unknown ARCH {arch!r} (gpt_oss, qwen2vl, qwen3vl)")
     if check.failures:
         print(f"gguf_vs_reference_{arch}: FAILED:", "; ".join(check.failures))
     return 1 if check.failures else 0

@@ -16,7 +16,12 @@ scheme, RoPE layout or xPos has no GGUF form and is refused. Architectures: Llam
 Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2",
 SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written),
 MixtralForCausalLM -> "llama" (with experts), Qwen2MoeForCausalLM -> "qwen2moe", Qwen3MoeForCausalLM ->
-"qwen3moe", OlmoeForCausalLM -> "olmoe", GptOssForCausalLM -> "gpt-oss"
+"qwen3moe", OlmoeForCausalLM -> "olmoe", GptOssForCausalLM -> "gpt-oss"; the language model of
+Qwen2VLForConditionalGeneration and Qwen2_5_VLForConditionalGeneration -> "qwen2vl" and of
+Qwen3VLForConditionalGeneration -> "qwen3vl" (llama.cpp's text model file: the vision tower's
+tensors left out, text_config's keys read as the top level's, the mrope_section as
+rope.dimension_sections padded to four with 0, Qwen3-VL's n_deepstack_layers as the count of
+vision_config's deepstack_visual_indexes)
 (Gemma's norms stored as 1 + w and named post_attention_norm / ffn_norm / post_ffw_norm, its
 caps and window written; Cohere's layer_norm_epsilon, logit_scale and window; what llama.cpp
 hard-codes, such as Gemma's local RoPE base and both layer patterns, is not written).
@@ -94,10 +99,13 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCa
          "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2", "SmolLM3ForCausalLM": "smollm3",
          "MixtralForCausalLM": "llama", "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe",
-         "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt-oss"}
+         "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt-oss", "Qwen2VLForConditionalGeneration": "qwen2vl",
+         "Qwen2_5_VLForConditionalGeneration": "qwen2vl", "Qwen3VLForConditionalGeneration": "qwen3vl"}
 GEMMA = ("gemma2", "gemma3")
 # llama.cpp's graphs renormalise the chosen experts' weights for these (hard-coded, no key read)
 EXPERT_WEIGHTS_NORM = {"llama": True, "qwen2moe": False, "qwen3moe": True, "olmoe": False}
+VISION_LANGUAGE = ("qwen2vl", "qwen3vl")  # their language model's tensors, under these prefixes; the vision tower's left out
+LANGUAGE_MODEL, VISION_TOWER = "model.language_model.", ("visual.", "model.visual.")
 # GGML's MXFP4 (type 39): blocks of 32, an E8M0 scale byte then 16 bytes of E2M1 codes. Carried as
 # stored, never quantized here: ggml_quants.py has no quantizer for it, so it is made known to the
 # GGUF writer and reader only while with_mxfp4() holds (ggml_quants.TYPES lists what it quantizes).
@@ -223,7 +231,8 @@ def uniform_window(config):
 def hyperparameters(arch, config):
     """[(key, kind, value)] of the model's shape and positions, as the converter writes them."""
     a = arch + "."
-    theta = float((config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", 10000.0)))
+    default_theta = {"qwen2vl": 1e6, "qwen3vl": 5e5}.get(arch, 10000.0)  # the VL text configs' defaults
+    theta = float((config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", default_theta)))
     md = [
         (a + "block_count", "u32", config["num_hidden_layers"]),
         (a + "context_length", "u32", config["max_position_embeddings"]),
@@ -283,8 +292,14 @@ def hyperparameters(arch, config):
                 md.append((a + "rope.scaling." + key, "f32", value))
     elif kind in ("su", "longrope"):
         md.append((a + "rope.scaling.type", "string", "longrope"))
-    elif kind not in ("", "default", "llama3"):
+    elif kind not in ("", "default", "llama3", "mrope"):  # ("mrope": Qwen2-VL's name for default, sections below)
         raise ValueError(f"rope scaling {kind!r} has no GGUF form here")
+    if "mrope_section" in rs:  # Qwen2/2.5/3-VL: the converter pads M-RoPE's sections to ggml's four
+        sections = list(rs["mrope_section"])
+        md.append((a + "rope.dimension_sections", ("array", "i32"), sections + [0] * (4 - len(sections))))
+    if arch == "qwen3vl":  # the vision layers feeding DeepStack (unused by text alone); no window in Qwen3-VL's text model
+        md.append((a + "n_deepstack_layers", "u32", len((config.get("vision_config") or {}).get("deepstack_visual_indexes") or [])))
+        return md
     if arch == "gpt-oss":
         return md + gpt_oss_hyperparameters(config)
     window = 0 if arch in GEMMA else uniform_window(config)
@@ -422,6 +437,10 @@ def read_config(model_dir):
         raise ValueError(f"{model_dir}: config.json's pert-only \"extend\" block has no GGUF form")
     if config.get("position") is not None:
         config = plain_rope(config, model_dir)
+    if ARCHS[hf_arch] in VISION_LANGUAGE and isinstance(config.get("text_config"), dict):
+        # the language model's keys (transformers v5) read as the top level's, which win, as pert reads them
+        text = {k: v for k, v in config["text_config"].items() if k not in ("model_type", "architectures")}
+        config = dict(text, **{k: v for k, v in config.items() if k != "text_config" and v is not None})
     return config, ARCHS[hf_arch]
 
 
@@ -454,6 +473,19 @@ def load_weights(model_dir):
     out = {}
     for shard in shards:
         out.update(safetensors_io.load(os.path.join(model_dir, shard)))
+    return out
+
+
+def language_model(weights):
+    """A vision-language checkpoint's language model under the text model's names (model.language_model.X
+    as model.X), the vision tower's tensors left out, as llama.cpp's text model file holds it."""
+    out = {}
+    for name, w in weights.items():
+        if name.startswith(VISION_TOWER):
+            continue
+        out["model." + name[len(LANGUAGE_MODEL):] if name.startswith(LANGUAGE_MODEL) else name] = w
+    if not any(name.startswith("model.layers.") for name in out):
+        raise ValueError("no language model tensors (model.language_model.layers.* or model.layers.*)")
     return out
 
 
@@ -544,6 +576,8 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
     """Writes OUT.gguf for MODEL_DIR (see the module's docstring); returns {gguf name: GGML type}."""
     config, arch = read_config(model_dir)
     weights = load_weights(model_dir)
+    if arch in VISION_LANGUAGE:
+        weights = language_model(weights)
     if config.get("tie_word_embeddings"):
         weights.pop("lm_head.weight", None)
     carried = {}  # {gguf name: (shape, raw)}: written as stored (gpt-oss's MXFP4 experts)

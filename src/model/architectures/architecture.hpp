@@ -150,6 +150,9 @@ ArchitectureSpec vision_language(ArchitectureSpec spec);
 nlohmann::json language_model_config(const nlohmann::json& config, const std::string& source);
 Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spec, int& skipped);
 void check_mrope(Fields& f, bool interleaved);
+// GGUF qwen2vl / qwen3vl: {arch}.rope.dimension_sections (llama.cpp's four, the fourth 0 for text)
+// as rope_scaling's mrope_section; {arch}.n_deepstack_layers checked, which text alone leaves unused.
+void gguf_mrope(const GgufFile& f, const std::string& prefix, nlohmann::json& c);
 
 // One spec per file (the registry's entries).
 extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture, kQwen3Architecture,

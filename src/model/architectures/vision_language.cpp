@@ -6,6 +6,7 @@
 
 #include "architecture.hpp"
 #include "pert/error.hpp"
+#include "pert/gguf.hpp"
 #include "pert/json_util.hpp"
 #include "pert/safetensors.hpp"
 
@@ -92,6 +93,37 @@ void check_mrope(Fields& f, bool interleaved) {
   if (rope && rope->is_object() && rope->contains("mrope_interleaved") && (*rope)["mrope_interleaved"] != interleaved)
     f.fail(std::string(key) + ".mrope_interleaved", "is " + (*rope)["mrope_interleaved"].dump() + ", but this architecture's M-RoPE is " +
                                                        (interleaved ? "interleaved (Qwen3-VL)" : "contiguous (Qwen2-VL)"));
+}
+
+// llama.cpp writes the HF config's mrope_section padded to four with 0 (ggml's fourth section
+// turns image positions' extra axis); for text only, [t, h, w] and a fourth of 0. Qwen3-VL's
+// DeepStack adds vision features to the first n_deepstack_layers layers' inputs at image tokens:
+// with text alone there are none, so the key changes nothing here (read and checked only).
+void gguf_mrope(const GgufFile& f, const std::string& a, nlohmann::json& c) {
+  const std::string key = a + "rope.dimension_sections";
+  const GgufValue& v = f.require(key);
+  if (!v.is_array() || !v.is_integer() || v.count < 3 || v.count > 4)
+    throw FormatError(f.path() + ": key '" + key + "' is " + v.type_name() + " of " + std::to_string(v.count) +
+                      ", expected 4 integers (M-RoPE's t, h, w sections and 0)");
+  nlohmann::json sections = nlohmann::json::array();
+  for (uint64_t i = 0; i < v.count; ++i) {
+    const int64_t n = v.int_at(i);
+    if (n < 0 || n > 65536 || (i == 3 && n != 0))
+      throw FormatError(f.path() + ": key '" + key + "' holds " + std::to_string(n) + " at " + std::to_string(i) +
+                        (i == 3 ? ", expected 0 (pert's M-RoPE has the three axes t, h, w)" : ", expected a count of rotary pairs"));
+    if (i < 3) sections.push_back(n);
+  }
+  const int64_t pairs = f.opt_int(a + "rope.dimension_count").value_or(c["head_dim"].get<int64_t>()) / 2;
+  if (sections[0].get<int64_t>() + sections[1].get<int64_t>() + sections[2].get<int64_t>() != pairs)
+    throw FormatError(f.path() + ": key '" + key + "' is " + sections.dump() + ", which does not sum to the " + std::to_string(pairs) +
+                      " rotary pairs (rope.dimension_count / 2)");
+  c["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", sections}};
+  const int layers = c["num_hidden_layers"];
+  if (const GgufValue* deep = f.find(a + "n_deepstack_layers");
+      deep && (deep->is_array() || !deep->is_integer() || deep->int_at(0) < 0 || deep->int_at(0) > layers))
+    throw FormatError(f.path() + ": key '" + a + "n_deepstack_layers' is " + deep->type_name() + " " +
+                      (deep->is_number() && !deep->is_array() ? std::to_string(deep->int_at(0)) : std::string()) +
+                      ", expected a layer count from 0 to " + std::to_string(layers));
 }
 
 }  // namespace pert
