@@ -3,9 +3,10 @@
 the float64 reference (tools/reference/deepseek.py, written from HF's modeling files): a tiny
 random-weight checkpoint per case with the real tensor names and config keys; pert's logits within
 1e-4 of the reference's at every position, in one prefill, token by token and in chunks of 5
-(the cached keys and values are each head's expanded ones). The reference's MLA itself is checked
-against the form an MLA cache computes (scores and values from the latent, weights absorbed), and
-with PERT_CLI, `pert inspect`'s cache bytes (pert's expanded heads, MLA's latent, plain MHA).
+(pert caches MLA's latent and rope key, kv_b_proj absorbed; the reference expands every head). The
+reference's MLA itself is checked against the form an MLA cache computes (scores and values from the
+latent, weights absorbed), and with PERT_CLI, `pert inspect`'s cache bytes (MLA's latent row against
+plain MHA), and that a config rotating more than the rope key's dims is refused.
 
     deepseek_test.py PERT_LOGITS [PERT_CLI] [CASE ...]
 """
@@ -30,6 +31,10 @@ CASES = {
     "v3_no_norm": ("v3", False, {"norm_topk_prob": False, "n_group": 2, "topk_group": 1, "v_head_dim": 20}),
     "v2_lite": ("v2", False, {}),  # q_proj, softmax greedy top-3, two shared experts
     "v2_lite_yarn": ("v2", True, {}),  # YaRN without V3's m² (HF's V2 class)
+    # DeepSeek-V2 / V2.5 as published: group_limited_greedy (the topk_group groups of the best
+    # probabilities), routed_scaling_factor 16
+    "v2_groups": ("v2", False, {"topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2,
+                                "routed_scaling_factor": 16.0}),
 }
 
 
@@ -79,14 +84,25 @@ def check_reference(config, W, name, failures):
 
 
 def check_inspect(cli, src, config, name, failures):
-    """pert inspect's cache line: pert's expanded heads (k and the padded v at the key's width)
-    against MLA's latent (kv_lora_rank + qk_rope_head_dim) and plain MHA (k and v at their widths)."""
+    """pert inspect's cache line: MLA's latent row (kv_lora_rank + qk_rope_head_dim), what pert
+    caches, against plain MHA (every head's k and v at their widths); the KV cache per 1000
+    positions is the latent rows'. And a position block that would rotate the latent is refused."""
     H, qk = config["num_attention_heads"], config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
-    want = {"pert_expanded_heads": 2 * H * qk * 4, "mla_latent": (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * 4,
-            "plain_mha": H * (qk + config["v_head_dim"]) * 4}
+    latent = (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * 4
+    want = {"mla_latent": latent, "plain_mha": H * (qk + config["v_head_dim"]) * 4}
     got = json.loads(subprocess.run([cli, "inspect", "--json", src], check=True, capture_output=True, text=True).stdout)
     text = subprocess.run([cli, "inspect", src], check=True, capture_output=True, text=True).stdout
-    ok = got["memory"].get("mla_cache_bytes_per_position_per_layer") == want and "MLA: pert caches each head's expanded" in text
+    ok = (got["memory"].get("mla_cache_bytes_per_position_per_layer") == want and "MLA: pert caches the latent" in text and
+          got["memory"]["kv_cache_bytes_per_1000_positions"] == latent * config["num_hidden_layers"] * 1000)
+    path = os.path.join(src, "config.json")
+    with open(path) as f:
+        raw = f.read()
+    with open(path, "w") as f:
+        json.dump(dict(json.loads(raw), position={"type": "rope", "rotary_dim": config["qk_rope_head_dim"] + 2}), f)
+    refused = subprocess.run([cli, "inspect", src], capture_output=True, text=True)
+    with open(path, "w") as f:
+        f.write(raw)
+    ok = ok and refused.returncode != 0 and "rotary_dim" in refused.stderr and "latent" in refused.stderr
     print(f"{name:18s} inspect's cache bytes a position and layer {want}: {'ok' if ok else 'WRONG'}")
     if not ok:
         failures.append(f"{name} inspect")
@@ -103,10 +119,13 @@ def run_case(binary, name, work, failures, cli=None):
     ids = list(np.random.default_rng(3).integers(0, config["vocab_size"], size=24))
     with torch.no_grad():
         want = reference.forward(config, W, ids).numpy()
-    for chunk in (None, 1, 5):
-        got = pert_logits(binary, src, ids, work, chunk=chunk)
+    # and with the values cached apart from the keys (a method that scales keys: DCA's length
+    # scale, here 1 at every position, its chunks longer than the ids: the same logits)
+    dca = ["--set", 'extend={"dca":{"chunk_size":64,"local_size":8,"original_max_position_embeddings":32}}']
+    for chunk, extra in ((None, []), (1, []), (5, []), (None, dca), (1, dca)):
+        got = pert_logits(binary, src, ids, work, chunk=chunk, extra=extra)
         err = float(np.abs(got - want).max())
-        what = f"chunk {chunk}" if chunk else "prefill"
+        what = (f"chunk {chunk}" if chunk else "prefill") + (" values apart" if extra else "")
         print(f"{name:18s} {what:8s} max|Δ| = {err:.2e} (≤ 1e-4; logits' range {np.abs(want).max():.1f})")
         if not err <= 1e-4:
             failures.append(f"{name} {what}")

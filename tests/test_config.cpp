@@ -954,8 +954,9 @@ TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes; other s
                 {"moe_intermediate_size", 8}, {"first_k_dense_replace", 1}, {"q_lora_rank", 12}, {"kv_lora_rank", 8},
                 {"qk_nope_head_dim", 6}, {"qk_rope_head_dim", 4}, {"v_head_dim", 5}});
   ModelConfig m = parse(c);
-  CHECK(m.head_dim == 10);  // the key: rope + nope
-  CHECK(m.n_kv_heads == 4);
+  CHECK(m.head_dim == 12);  // the cached row: rope + kv_lora_rank, one kv head (mla.hpp)
+  CHECK(m.n_kv_heads == 1);
+  CHECK(m.mla.qk_head_dim() == 10);
   CHECK(m.mla.enabled());
   CHECK(m.mla.q_lora_rank == 12);
   CHECK(m.position.as<RopeConfig>().rotary_dim == 4);
@@ -982,7 +983,6 @@ TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes; other s
     bad[key] = value;
     REQUIRE_THROWS_NAMING(parse(bad), ConfigError, kSource, says);
   };
-  refused("v_head_dim", 11, "v_head_dim (11) is wider than the key (qk_nope_head_dim + qk_rope_head_dim = 10)");
   refused("qk_rope_head_dim", 3, "qk_rope_head_dim must be even");
   refused("num_key_value_heads", 2, "num_key_value_heads (2) must equal num_attention_heads (4)");
   refused("head_dim", 10, "head_dim (10) must equal qk_rope_head_dim (4)");
@@ -994,6 +994,10 @@ TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes; other s
   refused("topk_group", 5, "topk_group (5) keeps more groups than n_group (4)");
   refused("num_experts_per_tok", 5, "num_experts_per_tok (5) is more than the topk_group groups hold (4)");
   refused("attention_bias", true, "attention_bias is true, but DeepseekV3ForCausalLM has no such biases");
+  refused("position", json{{"type", "rope"}, {"rotary_dim", 6}}, "position.rotary_dim is 6 (layer 0), but MLA's heads rotate exactly");
+  c["v_head_dim"] = 11;  // wider than the key: the latent expands to it
+  CHECK(parse(c).mla.v_head_dim == 11);
+  c["v_head_dim"] = 5;
 
   c["architectures"] = {"DeepseekV2ForCausalLM"};  // DeepSeek-V2-Lite's choices
   c["model_type"] = "deepseek_v2";
@@ -1003,8 +1007,16 @@ TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes; other s
   CHECK(m.moe.router == MoeConfig::Router::Softmax);
   CHECK(!m.moe.renormalize);
   CHECK(m.position.as<RopeConfig>().layout == RopeLayout::Interleaved);
-  refused("topk_method", "group_limited_greedy", "topk_method is \"group_limited_greedy\": pert computes DeepSeek V2's \"greedy\"");
-  refused("routed_scaling_factor", 16.0, "routed_scaling_factor is 16.0");
+  CHECK(m.moe.n_groups == 1);  // greedy: n_group read, no groups
+  refused("topk_method", "noaux_tc", "topk_method is \"noaux_tc\": DeepSeek V2 chooses by \"greedy\" or \"group_limited_greedy\"");
+  refused("routed_scaling_factor", -1.0, "routed_scaling_factor must be > 0");
+  c.update(json{{"topk_method", "group_limited_greedy"}, {"n_group", 4}, {"topk_group", 2}, {"routed_scaling_factor", 16.0}});
+  m = parse(c);  // DeepSeek-V2's: groups scored by their best probability, × 16
+  CHECK(m.moe.n_groups == 4);
+  CHECK(m.moe.topk_groups == 2);
+  CHECK(m.moe.routed_scale == 16.0);
+  refused("topk_group", 5, "topk_group (5) keeps more groups than n_group (4)");
+  c.update(json{{"topk_method", "greedy"}, {"n_group", 1}, {"topk_group", 1}, {"routed_scaling_factor", 1.0}});
   refused("norm_topk_prob", true, "norm_topk_prob is true");
   refused("rope_interleave", false, "rope_interleave is not read by DeepseekV2ForCausalLM");
   c["n_routed_experts"] = nullptr;  // a dense model
@@ -1026,10 +1038,10 @@ TEST_CASE("DeepSeek-V3's and DeepSeek-V2-Lite's published config.json parse as H
              {"seq_aux", true}, {"tie_word_embeddings", false}, {"topk_group", 4}, {"topk_method", "noaux_tc"},
              {"torch_dtype", "bfloat16"}, {"use_cache", true}, {"v_head_dim", 128}, {"vocab_size", 129280}};
   const ModelConfig m = parse(v3);
-  CHECK(m.head_dim == 192);
-  CHECK(m.n_kv_heads == 128);
+  CHECK(m.head_dim == 576);  // the cached row: 64 rope + 512 latent
+  CHECK(m.n_kv_heads == 1);
   const double mscale = 0.1 * std::log(40.0) + 1;
-  CHECK(m.attention_scale == Approx(mscale * mscale / std::sqrt(192.0)));
+  CHECK(m.attention_scale == Approx(mscale * mscale / std::sqrt(192.0)));  // HF's (nope + rope)^-½ × m²
   CHECK(m.position.as<RopeConfig>().rotary_dim == 64);
   CHECK(m.moe.shared_ffn == 2048);
   CHECK(!m.moe.sparse_layer(2));
@@ -1045,7 +1057,7 @@ TEST_CASE("DeepSeek-V3's and DeepSeek-V2-Lite's published config.json parse as H
   v2.erase("num_nextn_predict_layers");
   const ModelConfig l = parse(v2);
   CHECK(l.mla.q_lora_rank == 0);
-  CHECK(l.attention_scale == 0);  // the default, 1/√head_dim = (nope + rope)^-½: HF's V2 class has no m²
+  CHECK(l.attention_scale == Approx(1 / std::sqrt(192.0)));  // (nope + rope)^-½: HF's V2 class has no m²
   CHECK(l.moe.router == MoeConfig::Router::Softmax);
   CHECK(l.moe.shared_ffn == 2816);
 }

@@ -52,6 +52,19 @@ TEST_CASE("MoE routers: softmax top-k, top-k then softmax, DeepSeek's groups, ag
   m.router = MoeConfig::Router::TopKSoftmax;  // gpt-oss: a softmax over the chosen logits alone
   check_route(m, l, {}, top, {p[2] / kept, p[4] / kept, p[6] / kept});
 
+  // DeepSeek V2's group_limited_greedy: 4 groups of 2 scored by their best probability, the 2
+  // best kept, the 3 largest probabilities in them, not renormalised, × 16
+  m.router = MoeConfig::Router::Softmax;
+  m.renormalize = false;
+  m.n_groups = 4, m.topk_groups = 2, m.routed_scale = 16;
+  std::vector<double> best(4), in_kept(8, -1);
+  for (size_t g = 0; g < 4; ++g) best[g] = std::max(p[2 * g], p[2 * g + 1]);
+  for (int g : largest(best, 2)) in_kept[size_t(2 * g)] = p[size_t(2 * g)], in_kept[size_t(2 * g + 1)] = p[size_t(2 * g + 1)];
+  const std::vector<int> limited = largest(in_kept, 3);  // groups 1 (2) and 2 (4): experts 2, 4 and 3, not 6
+  CHECK(limited == std::vector<int>{2, 4, 3});
+  check_route(m, l, {}, limited, {p[2] * 16, p[4] * 16, p[3] * 16});
+  m.n_groups = 1, m.topk_groups = 1, m.routed_scale = 1, m.renormalize = true;
+
   // DeepSeek V3: 4 groups of 2; a group's score the sum of its two s + bias; the 2 best groups;
   // the 3 best s + bias in them; weights the chosen s, renormalised, × 2.5
   m.router = MoeConfig::Router::SigmoidGroups;

@@ -64,7 +64,9 @@ struct LayerAttention {
 struct MoeConfig {
   // How the router's logits l = x·W_rᵀ (+ gpt-oss's bias) choose and weigh the experts:
   //   Softmax        softmax over all, the n_used largest; renormalised to sum 1 when `renormalize`
-  //                  (Mixtral always; Qwen-MoE and OLMoE iff norm_topk_prob)
+  //                  (Mixtral always; Qwen-MoE and OLMoE iff norm_topk_prob); with n_groups > 1
+  //                  the n_used largest within the topk_groups groups of the largest best
+  //                  (DeepSeek V2's group_limited_greedy); × routed_scale
   //   TopKSoftmax    the n_used largest logits, softmax over those alone (gpt-oss)
   //   SigmoidGroups  s = σ(l), chosen by s + e_score_correction_bias: the experts in n_groups groups,
   //                  a group scored by its two best, the topk_groups best groups kept, the n_used
@@ -76,8 +78,8 @@ struct MoeConfig {
   int n_used = 0;             // experts per token (num_experts_per_tok)
   int expert_ffn = 0;         // each expert's width
   bool renormalize = true;
-  int n_groups = 1, topk_groups = 1;  // SigmoidGroups
-  double routed_scale = 1.0;          // SigmoidGroups: routed_scaling_factor
+  int n_groups = 1, topk_groups = 1;  // SigmoidGroups, Softmax (1: no groups)
+  double routed_scale = 1.0;          // SigmoidGroups, Softmax: routed_scaling_factor
   // Each expert's gated unit: SwiGLU silu(gate)·up, or gpt-oss's: gate clamped above at
   // swiglu_limit, up to ±swiglu_limit, (up + 1)·gate·σ(swiglu_alpha·gate).
   bool clamped_swiglu = false;
@@ -94,13 +96,15 @@ struct MoeConfig {
 // Multi-head latent attention (DeepSeek V2/V3; src/model/mla.cpp): q from x (q_proj) or through a
 // low rank (q_a_proj, RMSNorm, q_b_proj); one latent per token (kv_a_proj_with_mqa's first
 // kv_lora_rank, RMSNorm'd) expanded per head by kv_b_proj to k_nope and v, and one rope key shared
-// by the heads. pert caches each head's expanded k = [k_rope | k_nope] (head_dim = rope + nope) and
-// v padded with zeros to head_dim, so the one attention kernel runs it; kv_lora_rank 0: not MLA.
+// by the heads. pert caches what MLA caches, the rope key and the latent, as one kv head
+// [k_rope | c] (head_dim = rope + kv_lora_rank, n_kv_heads = 1): each head's query absorbs its
+// k_nope expansion, and its output its v expansion (mla.hpp). kv_lora_rank 0: not MLA.
 struct MlaConfig {
   int q_lora_rank = 0;  // 0: one projection q_proj
   int kv_lora_rank = 0;
   int qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
   bool enabled() const { return kv_lora_rank > 0; }
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }  // a head's key as HF expands it
 };
 
 struct ModelConfig {
@@ -132,7 +136,7 @@ struct ModelConfig {
   bool qk_norm_whole = false;
   double clip_qkv = 0.0;
   MoeConfig moe;
-  MlaConfig mla;  // DeepSeek's attention front-end (head_dim = qk_rope + qk_nope)
+  MlaConfig mla;  // DeepSeek's attention front-end (head_dim = qk_rope + kv_lora_rank, one kv head)
   // Gemma's block: GeGLU, norms whose gain is 1 + w, a norm on each branch's output too
   // (post_attention_layernorm, pre_/post_feedforward_layernorm), scaled embeddings, soft caps.
   Activation activation = Activation::SiLU;
@@ -160,6 +164,12 @@ struct ModelConfig {
   // The "extend" block's methods in the block's key order (training-free context extension).
   std::vector<std::shared_ptr<const ExtensionConfig>> extend;
 };
+
+// The values one position keeps in one layer's KV cache: every kv head's key and value, or
+// MLA's one row [k_rope | latent] (its values are read from the keys' rows).
+inline double cached_values_per_position(const ModelConfig& c) {
+  return double(c.n_kv_heads) * c.head_dim * (c.mla.enabled() ? 1 : 2);
+}
 
 // Overrides applied, in order, over a model's config.json.
 struct ConfigOverrides {

@@ -6,6 +6,7 @@
 // The model and the attention kernel call these hooks and never name a scheme. Each scheme
 // lives in its own file under src/attention/positions/ and has one entry in the registry (registry.cpp).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <functional>
@@ -224,6 +225,7 @@ class ExtensionConfig {
   virtual bool scales() const { return false; }
   virtual double query_scale(int m) const { (void)m; return 1.0; }
   virtual double key_scale(int n) const { (void)n; return 1.0; }  // on key n as cached
+  virtual bool scales_keys() const { return false; }               // key_scale is not 1 everywhere
 };
 
 // The model's methods as the kernel and the model ask them: at most one that masks or remaps
@@ -241,6 +243,9 @@ struct Extensions {
     double s = 1.0;
     for (const ExtensionConfig* e : scales) s *= e->key_scale(n);
     return s;
+  }
+  bool scales_keys() const {
+    return std::any_of(scales.begin(), scales.end(), [](const ExtensionConfig* e) { return e->scales_keys(); });
   }
 };
 

@@ -27,7 +27,7 @@ namespace pert {
 Attention::Attention(const ModelConfig& config, PositionEncoding& position, std::vector<int> layers, int n_ctx,
                      int n_batch, int n_seq, CacheType cache_type)
     : c_(config), position_(position), local_(size_t(config.n_layers), -1), extend_(config),
-      narrow_(cache_type != CacheType::F32), n_ctx_(n_ctx), n_batch_(n_batch), n_seq_(n_seq),
+      narrow_(cache_type != CacheType::F32), values_in_keys_(config.mla.enabled() && !extend_.scales_keys()), n_ctx_(n_ctx), n_batch_(n_batch), n_seq_(n_seq),
       n_local_(int(layers.size())) {
   for (size_t i = 0; i < layers.size(); ++i) local_[size_t(layers[i])] = int(i);
   // Local layers keep only what they can attend: the last span + n_batch positions, in a ring,
@@ -52,7 +52,8 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   scale_ = c_.attention_scale > 0 ? float(c_.attention_scale) : score_scale(position_, c_.head_dim);
   // Checked before allocating: a hostile context size or config gets an error, never an
   // allocation that fails (or that the sanitizer build reports as a crash).
-  const double cached = (2.0 + far_key_cache_) * n_seq * double(n_local_) * double(kv_dim);  // K, V (far K) caches
+  const double caches = 1.0 + !values_in_keys_ + far_key_cache_;  // K, V (far K)
+  const double cached = caches * n_seq * double(n_local_) * double(kv_dim);
   const double threads = omp_get_max_threads();
   const double cache_floats = cached * cache_bytes_per_value(cache_type, c_.head_dim) / 4.0 * rows_;  // (rows_ per head)
   const double per_position = double(kv_dim) * (keys_read + far_keys_read) +                // keys read
@@ -66,10 +67,10 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
   const size_t cache_rows = size_t(n_seq) * size_t(n_local_) * size_t(c_.n_kv_heads) * size_t(rows_);
   try {
     k_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
-    v_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
+    if (!values_in_keys_) v_cache_ = KvCache(cache_type, cache_rows, c_.head_dim);
   } catch (const std::bad_alloc&) {
     throw Error("a KV cache for a context of " + std::to_string(n_ctx) + " needs " +
-                std::to_string(size_t(2 * double(cache_rows) * c_.head_dim * cache_bytes_per_value(cache_type, c_.head_dim)) >> 20) +
+                std::to_string(size_t(caches * double(cache_rows) * c_.head_dim * cache_bytes_per_value(cache_type, c_.head_dim)) >> 20) +
                 " MiB, more than is free; pass a smaller `n_ctx`");
   }
   position_.reserve(n_ctx);
@@ -169,7 +170,8 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
                      : !keys_far_read_.empty()              ? keys_for_step(row0, keys_far_read_, k_cache_, far_key_pos_.data())
                                                             : k_far_cache_.rows(row0);
   }
-  attention(out, q, keys, v_cache_.rows(row0), shape, scale_, position_, *scratch_);  // 6.
+  const KvRows values = values_in_keys_ ? k_cache_.rows(row0) : v_cache_.rows(row0);  // (MLA: the rows' latents)
+  attention(out, q, keys, values, shape, scale_, position_, *scratch_);  // 6.
 }
 
 // Step 1: the far pass's queries (and keys, cached apart when their rotation is static) from
@@ -199,7 +201,7 @@ void Attention::store(const float* k, const float* v, size_t row0) {
       const int p = pos0_ + t;
       const size_t src = size_t(t) * kv_dim + size_t(h) * hd, row = row0 + size_t(h) * rows_ + size_t(ring_ ? p % ring_ : p);
       k_cache_.store(row, k + src);
-      v_cache_.store(row, v + src);
+      if (!values_in_keys_) v_cache_.store(row, v + src);
     }
 }
 
@@ -272,7 +274,8 @@ void Attention::shift(int n_keep, int n_discard, int n_past) {
   const int heads = n_seq_ * n_local_ * c_.n_kv_heads;  // every (sequence, layer, kv head)
   for (int i = 0; i < heads; ++i) {
     const size_t keep = size_t(i) * size_t(rows_) + size_t(n_keep);  // the head's first moved-to row
-    for (KvCache* cache : {&k_cache_, &v_cache_}) cache->move(keep, keep + size_t(n_discard), size_t(n_move));
+    k_cache_.move(keep, keep + size_t(n_discard), size_t(n_move));
+    if (!values_in_keys_) v_cache_.move(keep, keep + size_t(n_discard), size_t(n_move));
     if (narrow_ && n_move > 0) {  // re-rotated in F32, rounded again (as llama.cpp's K-shift of a quantized cache)
       k_cache_.load(shift_rows_.data(), keep, size_t(n_move));
       position_.shift_keys(shift_rows_.data(), n_move, 1, hd, ptrdiff_t(n_move) * hd, n_discard);

@@ -164,6 +164,9 @@ class Attention {
   bool far_key_cache_ = false;  // ... whose keys are cached apart (static rotation)
   bool far_keys_whole_ = false; // ... whose keys all stand at whole positions
   bool narrow_ = false;         // the cache is not F32 (shift re-rotates it through shift_rows_)
+  // MLA (mla.hpp): the values are the cached keys' rows, no V cache; apart when a method scales
+  // keys (the values must not be scaled with them)
+  bool values_in_keys_ = false;
   int n_ctx_, n_batch_, n_seq_;
   // Positions the cache keeps per (seq, layer, kv head): n_ctx, or for layers that all see a
   // bounded span (windows, chunks), that span and a step's positions, in a ring (`ring_`).
@@ -176,7 +179,7 @@ class Attention {
   AttentionStats* stats_ = nullptr;  // observe()
 
   int n_local_ = 0;                    // the layers this unit serves
-  KvCache k_cache_, v_cache_;          // [seq][local layer][kv_head][rows_] rows of head_dim
+  KvCache k_cache_, v_cache_;          // [seq][local layer][kv_head][rows_] rows of head_dim (v_cache_ empty: values_in_keys_)
   std::vector<float> keys_read_;       // [kv_head][n_ctx][head_dim]: keys rotated when read
   std::vector<float> shift_rows_;      // [n_ctx][head_dim]: one kv head's keys re-rotated by shift() (narrow_ only)
   // The far pass (an "extend" pattern that remaps; empty otherwise):

@@ -98,7 +98,7 @@ double decode_bytes(const Model& model, CacheType cache, const Test& t) {
       if (l.chunk > 0) seen = std::min(seen, p % l.chunk + 1);
       keys += double(seen) / t.n;
     }
-  return double(model.matrix_bytes()) + 2.0 * c.n_kv_heads * c.head_dim * per_value * keys;
+  return double(model.matrix_bytes()) + cached_values_per_position(c) * per_value * keys;
 }
 
 // Every test fits the model before anything is printed: a learned position table ends where it ends.

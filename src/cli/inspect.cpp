@@ -43,7 +43,7 @@ const char* type_name(const TensorView& t) { return t.blocks ? t.blocks->name : 
 nlohmann::json memory_estimate(const ModelDir& m, const ModelConfig& c) {
   size_t weights = 0;
   for (const auto& [name, t] : m.checkpoint.tensors()) weights += t->nbytes;
-  const double row = 2.0 * c.n_kv_heads * c.head_dim * 4.0;  // a position's keys and values, one layer
+  const double row = cached_values_per_position(c) * 4.0;  // a position's keys and values, one layer
   int global = 0;
   double local_max = 0;
   for (const LayerAttention& l : c.layers) {
@@ -53,11 +53,9 @@ nlohmann::json memory_estimate(const ModelDir& m, const ModelConfig& c) {
   }
   nlohmann::json out = {{"weight_bytes", weights}, {"kv_cache_bytes_per_1000_positions", row * global * 1000},
                         {"global_layers", global}, {"kv_cache_bytes_local_layers_max", local_max}};
-  if (const MlaConfig& mla = c.mla; mla.enabled())  // DeepSeek: what pert caches against MLA's latent (one layer, f32)
+  if (const MlaConfig& mla = c.mla; mla.enabled())  // DeepSeek: MLA's latent row against every head's key and value (one layer, f32)
     out["mla_cache_bytes_per_position_per_layer"] = {
-        {"pert_expanded_heads", row},
-        {"mla_latent", (mla.kv_lora_rank + mla.qk_rope_head_dim) * 4.0},
-        {"plain_mha", double(c.n_heads) * (c.head_dim + mla.v_head_dim) * 4.0}};
+        {"mla_latent", row}, {"plain_mha", double(c.n_heads) * (mla.qk_head_dim() + mla.v_head_dim) * 4.0}};
   return out;
 }
 
@@ -125,11 +123,10 @@ void run_inspect(const InspectArgs& args) {
               memory["kv_cache_bytes_per_1000_positions"].get<double>() / 1048576.0, local);
   if (memory.contains("mla_cache_bytes_per_position_per_layer")) {
     const nlohmann::json& b = memory["mla_cache_bytes_per_position_per_layer"];
-    const double pert = b["pert_expanded_heads"], latent = b["mla_latent"], mha = b["plain_mha"];
-    std::printf("           MLA: pert caches each head's expanded key and value (v padded to the key's width), %.0f bytes a position "
-                "and layer (f32), %.1fx the %.0f of MLA's latent cache (kv_lora_rank + qk_rope_head_dim) and %.2fx plain "
-                "multi-head attention's %.0f\n",
-                pert, pert / latent, latent, pert / mha, mha);
+    const double latent = b["mla_latent"], mha = b["plain_mha"];
+    std::printf("           MLA: pert caches the latent and the rope key (kv_lora_rank + qk_rope_head_dim), %.0f bytes a position "
+                "and layer (f32), 1/%.1f of plain multi-head attention's %.0f (every head's key and value)\n",
+                latent, mha / latent, mha);
   }
   if (m.gguf) {
     std::printf("\nGGUF v%u metadata (%zu keys):\n", m.gguf->header().version, m.gguf->header().keys.size());

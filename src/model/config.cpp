@@ -9,6 +9,7 @@
 
 #include "config_fields.hpp"
 #include "architectures/architecture.hpp"
+#include "mla.hpp"
 #include "../attention/plugins.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
@@ -256,6 +257,7 @@ ModelConfig parse_model_config(const json& given, const std::string& source) {
   if (f.has("dual_chunk_attention_config"))  // Qwen2.5-1M's, as vLLM reads it: the "extend" block's dca
     extend = dual_chunk_extend(f, config, std::move(extend));
   if (!extend.is_null()) mc.extend = parse_extend(extend, source, PluginContext{mc, trained});
+  if (mc.mla.enabled()) require_mla_rotation(mc, source);
   return mc;
 }
 

@@ -237,7 +237,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     // h = x + o_proj(attn(rmsnorm(x))); the projections see all S·n rows at once (what running
     // sequences in step buys), attention each sequence's own cache.
     norm(xb_.data(), x_.data(), w.attn_norm, rows);
-    if (u.mla)  // DeepSeek: q, k, v from the latent attention's projections (the heads as the kernel takes them)
+    if (u.mla)  // DeepSeek: the queries with kv_b absorbed, and the latent row that is cached (mla.hpp)
       u.mla->project(w.mla, xb_.data(), rows, q_.data(), k_.data(), v_.data());
     else
       matmul_shared(xb_.data(), rows, d, {{q_.data(), &w.wq, q_dim}, {k_.data(), &w.wk, kv_dim}, {v_.data(), &w.wv, kv_dim}});
@@ -261,10 +261,11 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     for (int s = 0; s < S; ++s)
       u.of_layer[size_t(l)]->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
                         &att_[size_t(s) * n * q_dim], w.sink_logits);
-    if (u.mla) u.mla->compact(att_.data(), rows);  // each head's v_head_dim values, the padding dropped
+    // (DeepSeek: each head's weighted latent expanded to its values)
+    const float* att = u.mla ? u.mla->expand(w.mla, att_.data(), rows) : att_.data();
     const int o_in = u.mla ? u.mla->output_width() : q_dim;
     // (Gemma: the branch's output normalised before it joins x)
-    matmul(w.post_attn_norm ? xb_.data() : x_.data(), att_.data(), w.wo, rows, o_in, d, /*accumulate=*/!w.post_attn_norm);
+    matmul(w.post_attn_norm ? xb_.data() : x_.data(), att, w.wo, rows, o_in, d, /*accumulate=*/!w.post_attn_norm);
     if (w.bo) add_rows(w.post_attn_norm ? xb_.data() : x_.data(), w.bo, rows, d);
     if (w.post_attn_norm) add_normed(w.post_attn_norm);
 

@@ -120,6 +120,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
   for (const ExpectedTensor& t : position_tensors(md.config)) scheme_tensors.insert(t.name);
   for (int i = 0; i < md.config.n_layers; ++i)  // the routers too: a rounded router may choose other experts
     if (md.config.moe.sparse_layer(i)) scheme_tensors.insert(router_tensor(md.config, i)), scheme_tensors.insert(shared_expert_gate_tensor(i));
+  for (int i = 0; md.config.mla.enabled() && i < md.config.n_layers; ++i)  // and MLA's kv_b, absorbed and read in F32 (mla.hpp)
+    scheme_tensors.insert(mla_tensor(i, "kv_b_proj"));
   auto q8_tensor = [&](const RowSlice& part, int K) -> ModelWeights::Q8Tensor& {  // a part's Q8 matrix, sized
     ModelWeights::Q8Tensor& q = w.q8[part.name];
     q.packed.resize(q8_packed_size(int(part.rows), K));
@@ -248,7 +250,10 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
       auto matrix = [&](const char* part) { return w.weight(mla_tensor(i, part)); };
       if (low_rank_q) l.mla.q_a = matrix("q_a_proj"), l.mla.q_b = matrix("q_b_proj"), l.mla.q_a_norm = w.tensor(mla_tensor(i, "q_a_layernorm"));
       else l.mla.q = matrix("q_proj");
-      l.mla.kv_a = matrix("kv_a_proj_with_mqa"), l.mla.kv_b = matrix("kv_b_proj");
+      l.mla.kv_a = matrix("kv_a_proj_with_mqa"), l.mla.kv_b = w.tensor(mla_tensor(i, "kv_b_proj"));
+      std::vector<float>& absorbed = w.f32[mla_tensor(i, "kv_b_proj") + " (k_nope rows transposed)"];
+      absorbed = mla_absorbed_keys(l.mla.kv_b, md.config);
+      l.mla.k_absorb = absorbed.data();
       l.mla.kv_a_norm = w.tensor(mla_tensor(i, "kv_a_layernorm"));
     }
     if (md.config.moe.sparse_layer(i)) {

@@ -36,10 +36,16 @@ void route(const MoeConfig& moe, const float* logits, const float* score_bias, i
   std::vector<float>& group = scratch.group;
   std::vector<char>& allowed = scratch.allowed;
   std::vector<int>& kept = scratch.kept;
-  if (moe.router == MoeConfig::Router::SigmoidGroups) {
-    choice.resize(size_t(E)), allowed.resize(size_t(E));
-    group.resize(size_t(moe.n_groups)), kept.resize(size_t(moe.topk_groups));
-  }
+  const int per = E / moe.n_groups;  // experts per group
+  if (moe.n_groups > 1) allowed.resize(size_t(E)), group.resize(size_t(moe.n_groups)), kept.resize(size_t(moe.topk_groups));
+  if (moe.router == MoeConfig::Router::SigmoidGroups) choice.resize(size_t(E));
+  // the experts of the topk_groups best groups, each group scored by `score`
+  auto allow_best_groups = [&](const float* s, auto score) {
+    for (int g = 0; g < moe.n_groups; ++g) group[size_t(g)] = score(s + size_t(g) * per);
+    top_k(group.data(), moe.n_groups, moe.topk_groups, kept.data());
+    std::fill(allowed.begin(), allowed.end(), 0);
+    for (int g : kept) std::fill(allowed.begin() + g * per, allowed.begin() + (g + 1) * per, 1);
+  };
   for (int r = 0; r < rows; ++r) {
     const float* l = logits + size_t(r) * E;
     int* c = chosen + size_t(r) * k;
@@ -48,28 +54,27 @@ void route(const MoeConfig& moe, const float* logits, const float* score_bias, i
       // s = σ(l); the groups scored by the sum of their two best s + bias, the best topk_groups
       // kept, the k best s + bias within them; weights the chosen s
       for (int e = 0; e < E; ++e) choice[size_t(e)] = float(1.0 / (1.0 + std::exp(-double(l[e])))) + (score_bias ? score_bias[e] : 0.0f);
-      const int per = E / moe.n_groups;
-      for (int g = 0; g < moe.n_groups; ++g) {
-        int two[2] = {0, 0};
-        top_k(&choice[size_t(g) * per], per, std::min(2, per), two);
-        group[size_t(g)] = choice[size_t(g * per + two[0])] + (per > 1 ? choice[size_t(g * per + two[1])] : 0.0f);
-      }
-      top_k(group.data(), moe.n_groups, moe.topk_groups, kept.data());
-      std::fill(allowed.begin(), allowed.end(), 0);
-      for (int g : kept) std::fill(allowed.begin() + g * per, allowed.begin() + (g + 1) * per, 1);
-      top_k(choice.data(), E, k, c, &allowed);
+      if (moe.n_groups > 1)
+        allow_best_groups(choice.data(), [&](const float* s) {
+          int two[2] = {0, 0};
+          top_k(s, per, std::min(2, per), two);
+          return s[two[0]] + (per > 1 ? s[two[1]] : 0.0f);
+        });
+      top_k(choice.data(), E, k, c, moe.n_groups > 1 ? &allowed : nullptr);
       double sum = 0;
       for (int j = 0; j < k; ++j) sum += w[j] = float(1.0 / (1.0 + std::exp(-double(l[c[j]]))));
       for (int j = 0; j < k; ++j) w[j] = float((moe.renormalize ? w[j] / (sum + 1e-20) : w[j]) * moe.routed_scale);
       continue;
     }
-    top_k(l, E, k, c);  // (softmax keeps the logits' order)
-    const float max = l[c[0]];
+    // (softmax keeps the logits' order: a group's best probability is its largest logit)
+    if (moe.n_groups > 1) allow_best_groups(l, [&](const float* s) { return *std::max_element(s, s + per); });
+    top_k(l, E, k, c, moe.n_groups > 1 ? &allowed : nullptr);
+    const float max = l[c[0]];  // (the largest of all: its group is kept)
     // softmax over all experts (without renormalisation), else over the k chosen
     const bool over_all = moe.router == MoeConfig::Router::Softmax && !moe.renormalize;
     double norm = 0;
     for (int e = 0; e < (over_all ? E : k); ++e) norm += std::exp(double(l[over_all ? e : c[e]]) - max);
-    for (int j = 0; j < k; ++j) w[j] = float(std::exp(double(l[c[j]]) - max) / norm);
+    for (int j = 0; j < k; ++j) w[j] = float(std::exp(double(l[c[j]]) - max) / norm * moe.routed_scale);
   }
 }
 

@@ -32,12 +32,13 @@ struct MoeWeights {
 
 // A layer's multi-head latent attention (ModelConfig::mla; mla.hpp), in place of wq/wk/wv.
 struct MlaWeights {
-  Weight q;                            // [n_heads·head_dim][d] without q_lora_rank
-  Weight q_a, q_b;                     // [q_lora_rank][d], [n_heads·head_dim][q_lora_rank]
+  Weight q;                            // [n_heads·qk_head_dim][d] without q_lora_rank
+  Weight q_a, q_b;                     // [q_lora_rank][d], [n_heads·qk_head_dim][q_lora_rank]
   const float* q_a_norm = nullptr;     // [q_lora_rank]
   Weight kv_a;                         // [kv_lora_rank + qk_rope_head_dim][d]
   const float* kv_a_norm = nullptr;    // [kv_lora_rank]
-  Weight kv_b;                         // [n_heads·(qk_nope_head_dim + v_head_dim)][kv_lora_rank]
+  const float* kv_b = nullptr;         // [n_heads][qk_nope_head_dim + v_head_dim][kv_lora_rank], F32: each head's v rows expand its output
+  const float* k_absorb = nullptr;     // [n_heads][kv_lora_rank][qk_nope_head_dim]: each head's k_nope rows of kv_b, transposed
 };
 
 struct LayerWeights {

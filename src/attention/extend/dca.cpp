@@ -41,6 +41,7 @@ struct DualChunk final : ExtensionConfig {
   double length_scale(int l) const { return original > 0 ? std::max(1.0, 0.1 * std::log(double(l) / original) + 1.0) : 1.0; }
   double query_scale(int m) const override { return length_scale(m + 1); }
   double key_scale(int n) const override { return length_scale(n + 1); }
+  bool scales_keys() const override { return original > 0; }
 };
 }  // namespace
 

@@ -3,9 +3,10 @@
 // first_k_dense_replace on (every moe_layer_freq-th), n_routed_experts experts of width
 // moe_intermediate_size plus n_shared_experts shared ones run as one MLP, ungated.
 // V3 routes by σ(logits) + e_score_correction_bias within topk_group of n_group groups
-// (MoeConfig::Router::SigmoidGroups); V2 by softmax top-k ("greedy"; V2's "group_limited_greedy"
-// is not computed here and is refused). RoPE turns only each head's qk_rope_head_dim dims, as
-// interleaved pairs (V2 always, V3 when rope_interleave); pert keeps those dims first in the head.
+// (MoeConfig::Router::SigmoidGroups); V2 by softmax top-k, "greedy" or "group_limited_greedy"
+// (within the topk_group groups of the best probabilities), × routed_scaling_factor. RoPE turns
+// only each head's qk_rope_head_dim dims, as interleaved pairs (V2 always, V3 when
+// rope_interleave); pert keeps those dims first in the cached row (mla.hpp).
 #include <cmath>
 
 #include "architecture.hpp"
@@ -15,7 +16,8 @@ namespace pert {
 
 namespace {
 
-// MLA's shapes into mc.mla; head_dim becomes the key width (rope + nope), every head its own kv.
+// MLA's shapes into mc.mla. The attention then sees one kv head of width qk_rope_head_dim +
+// kv_lora_rank, the rope key and the latent (mla.hpp), scaled as HF scales qk_head_dim-wide heads.
 void read_mla(Fields& f, ModelConfig& mc, ArchitectureLayers& layers, bool interleaved) {
   MlaConfig& m = mc.mla;
   // q_lora_rank null: one projection q_proj (V2-Lite)
@@ -25,10 +27,6 @@ void read_mla(Fields& f, ModelConfig& mc, ArchitectureLayers& layers, bool inter
   m.qk_rope_head_dim = f.positive("qk_rope_head_dim", kMaxDim, 64);
   m.v_head_dim = f.positive("v_head_dim", kMaxDim, 128);
   if (m.qk_rope_head_dim % 2) f.fail("qk_rope_head_dim", "must be even (RoPE turns pairs), got " + std::to_string(m.qk_rope_head_dim));
-  const int qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
-  if (m.v_head_dim > qk)
-    f.fail("v_head_dim", "(" + std::to_string(m.v_head_dim) + ") is wider than the key (qk_nope_head_dim + qk_rope_head_dim = " +
-                             std::to_string(qk) + "): pert caches v padded to the key's width");
   // HF's head_dim here is the rotary width (the config class sets it to qk_rope_head_dim)
   if (f.has("head_dim") && mc.head_dim != m.qk_rope_head_dim)
     f.fail("head_dim", "(" + std::to_string(mc.head_dim) + ") must equal qk_rope_head_dim (" + std::to_string(m.qk_rope_head_dim) +
@@ -38,8 +36,9 @@ void read_mla(Fields& f, ModelConfig& mc, ArchitectureLayers& layers, bool inter
                                       std::to_string(mc.n_heads) + "): kv_b_proj gives every head its own key and value");
   if (f.has("partial_rotary_factor"))
     f.fail("partial_rotary_factor", "is set, but DeepSeek's RoPE turns exactly the qk_rope_head_dim dims");
-  mc.head_dim = qk;
-  mc.n_kv_heads = mc.n_heads;
+  mc.head_dim = m.qk_rope_head_dim + m.kv_lora_rank;
+  mc.n_kv_heads = 1;
+  mc.attention_scale = 1.0 / std::sqrt(double(m.qk_head_dim()));
   layers.rope_defaults = {{"rotary_dim", m.qk_rope_head_dim}, {"layout", interleaved ? "interleaved" : "half"}};
 }
 
@@ -54,7 +53,7 @@ void v3_attention_scale(Fields& f, ModelConfig& mc) {
     if (all.is_number() && factor.is_number() && all.get<double>() != 0 && factor.get<double>() > 1)
       m = 0.1 * all.get<double>() * std::log(factor.get<double>()) + 1.0;
   }
-  mc.attention_scale = m / std::sqrt(double(mc.head_dim)) * m;
+  mc.attention_scale = m / std::sqrt(double(mc.mla.qk_head_dim())) * m;
 }
 
 // The experts (none when n_routed_experts is null), their shared MLP and which layers have them.
@@ -75,6 +74,21 @@ void require_string(Fields& f, const char* key, const char* def, const char* wan
   if (got != want) f.fail(key, "is \"" + got + "\"; " + why);
 }
 
+// n_group groups of which the topk_group best are kept (V3's noaux_tc, V2's group_limited_greedy)
+void read_groups(Fields& f, MoeConfig& m, int def_groups, int def_kept) {
+  m.n_groups = f.positive("n_group", kMaxDim, def_groups);
+  m.topk_groups = f.positive("topk_group", kMaxDim, def_kept);
+  if (m.n_experts > 0) {
+    if (m.n_experts % m.n_groups)
+      f.fail("n_group", "(" + std::to_string(m.n_groups) + ") must divide n_routed_experts (" + std::to_string(m.n_experts) + ")");
+    if (m.topk_groups > m.n_groups)
+      f.fail("topk_group", "(" + std::to_string(m.topk_groups) + ") keeps more groups than n_group (" + std::to_string(m.n_groups) + ")");
+    if (m.n_used > m.topk_groups * (m.n_experts / m.n_groups))
+      f.fail("num_experts_per_tok", "(" + std::to_string(m.n_used) + ") is more than the topk_group groups hold (" +
+                                        std::to_string(m.topk_groups * (m.n_experts / m.n_groups)) + ")");
+  }
+}
+
 std::vector<bool> deepseek_v3_parse(Fields& f, ModelConfig& mc, int&, ArchitectureLayers& layers) {
   read_mla(f, mc, layers, f.boolean("rope_interleave", true));
   v3_attention_scale(f, mc);
@@ -85,17 +99,7 @@ std::vector<bool> deepseek_v3_parse(Fields& f, ModelConfig& mc, int&, Architectu
   require_string(f, "topk_method", "noaux_tc", "noaux_tc", "DeepSeek V3 chooses by noaux_tc (pert computes no other)");
   m.renormalize = f.boolean("norm_topk_prob", true);
   m.routed_scale = f.number("routed_scaling_factor", 2.5, [](double x) { return x > 0; }, "must be > 0");
-  m.n_groups = f.positive("n_group", kMaxDim, 8);
-  m.topk_groups = f.positive("topk_group", kMaxDim, 4);
-  if (m.n_experts > 0) {
-    if (m.n_experts % m.n_groups)
-      f.fail("n_group", "(" + std::to_string(m.n_groups) + ") must divide n_routed_experts (" + std::to_string(m.n_experts) + ")");
-    if (m.topk_groups > m.n_groups)
-      f.fail("topk_group", "(" + std::to_string(m.topk_groups) + ") keeps more groups than n_group (" + std::to_string(m.n_groups) + ")");
-    if (m.n_used > m.topk_groups * (m.n_experts / m.n_groups))
-      f.fail("num_experts_per_tok", "(" + std::to_string(m.n_used) + ") is more than the topk_group groups hold (" +
-                                        std::to_string(m.topk_groups * (m.n_experts / m.n_groups)) + ")");
-  }
+  read_groups(f, m, 8, 4);
   return std::vector<bool>(size_t(mc.n_layers), false);
 }
 
@@ -104,18 +108,20 @@ std::vector<bool> deepseek_v2_parse(Fields& f, ModelConfig& mc, int&, Architectu
   read_deepseek_experts(f, mc, 64, 6, 2, 0, 1407);
   require_string(f, "scoring_func", "softmax", "softmax", "DeepSeek V2 scores experts by softmax (pert computes no other)");
   const std::string method = f.string("topk_method", "greedy");
-  if (method != "greedy")
-    f.fail("topk_method", "is \"" + method + "\": pert computes DeepSeek V2's \"greedy\" top-k only" +
-                              (method == "group_limited_greedy" ? " (group_limited_greedy, DeepSeek-V2's own, is not computed)" : ""));
+  if (method != "greedy" && method != "group_limited_greedy")
+    f.fail("topk_method", "is \"" + method + "\": DeepSeek V2 chooses by \"greedy\" or \"group_limited_greedy\" (pert computes no other)");
   if (f.boolean("norm_topk_prob", false))
     f.fail("norm_topk_prob", "is true: HF's DeepseekV2 ignores it while DeepSeek's code renormalises; pert refuses the ambiguity");
-  const double scale = f.number("routed_scaling_factor", 1.0);
-  if (scale != 1.0)
-    f.fail("routed_scaling_factor", "is " + json_brief(scale) + ": pert's softmax router computes DeepSeek V2's greedy top-k with 1 only");
-  f.get("n_group");  // (read: greedy uses no groups)
-  f.get("topk_group");
-  mc.moe.router = MoeConfig::Router::Softmax;
-  mc.moe.renormalize = false;
+  MoeConfig& m = mc.moe;
+  m.router = MoeConfig::Router::Softmax;  // softmax over all experts, the chosen not renormalised, × routed_scaling_factor
+  m.renormalize = false;
+  m.routed_scale = f.number("routed_scaling_factor", 1.0, [](double x) { return x > 0; }, "must be > 0");
+  if (method == "group_limited_greedy") {  // groups scored by their best probability
+    read_groups(f, m, 1, 1);
+  } else {
+    f.get("n_group");  // (read: greedy uses no groups)
+    f.get("topk_group");
+  }
   return std::vector<bool>(size_t(mc.n_layers), false);
 }
 
@@ -146,7 +152,7 @@ std::string mla_tensor(int layer, const char* part) {
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> mla_tensors(const ModelConfig& c, int layer) {
   const MlaConfig& m = c.mla;
-  const int64_t d = c.hidden_size, H = c.n_heads, qk = c.head_dim;
+  const int64_t d = c.hidden_size, H = c.n_heads, qk = m.qk_head_dim();
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   if (m.q_lora_rank > 0) {
     out.push_back({mla_tensor(layer, "q_a_proj"), {m.q_lora_rank, d}});
@@ -161,5 +167,15 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> mla_tensors(const Mode
   return out;
 }
 
+void require_mla_rotation(const ModelConfig& c, const std::string& source) {
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const json p = c.layers[l].position.scheme->to_json();
+    const int rope = c.mla.qk_rope_head_dim;
+    if (p.contains("rotary_dim") && p["rotary_dim"] != rope)
+      throw ConfigError(source + ": position.rotary_dim is " + p["rotary_dim"].dump() + " (layer " + std::to_string(l) +
+                        "), but MLA's heads rotate exactly qk_rope_head_dim = " + std::to_string(rope) +
+                        " dims: the rest of the cached row is the latent");
+  }
+}
 
 }  // namespace pert
