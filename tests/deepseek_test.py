@@ -6,12 +6,15 @@ random-weight checkpoint per case with the real tensor names and config keys; pe
 (pert caches MLA's latent and rope key, kv_b_proj absorbed; the reference expands every head). The
 reference's MLA itself is checked against the form an MLA cache computes (scores and values from the
 latent, weights absorbed), and with PERT_CLI, `pert inspect`'s cache bytes (MLA's latent row against
-plain MHA), and that a config rotating more than the rope key's dims is refused.
+plain MHA), and that a config rotating more than the rope key's dims is refused. V3's checkpoints as
+published hold a multi-token-prediction layer after the last (skipped: the same logits; a tensor past
+it is still unexpected); v3_fused stores the routed experts as transformers v5 does.
 
     deepseek_test.py PERT_LOGITS [PERT_CLI] [CASE ...]
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +24,7 @@ import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(here), "tools"))
+from lib import safetensors_io  # noqa: E402
 from reference import deepseek, reference  # noqa: E402
 from logits_check import pert_logits  # noqa: E402
 
@@ -35,6 +39,7 @@ CASES = {
     # probabilities), routed_scaling_factor 16
     "v2_groups": ("v2", False, {"topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2,
                                 "routed_scaling_factor": 16.0}),
+    "v3_fused": ("v3", False, {"fused": True}),  # the routed experts as transformers v5 keeps them
 }
 
 
@@ -108,10 +113,46 @@ def check_inspect(cli, src, config, name, failures):
         failures.append(f"{name} inspect")
 
 
+def with_draft_layer(src, config, work):
+    """The checkpoint as DeepSeek-V3 publishes it: num_nextn_predict_layers (1) multi-token-prediction
+    layer after the last, model.layers.{L}.* (a decoder layer's tensors and its eh_proj, enorm, hnorm,
+    shared_head), which the forward never runs; and the same with a tensor of layer L + 1, unexpected."""
+    L, d = config["num_hidden_layers"], config["hidden_size"]
+    t = safetensors_io.load(os.path.join(src, "model.safetensors"))
+    draft = {n.replace(f"model.layers.{L - 1}.", f"model.layers.{L}."): v for n, v in t.items() if n.startswith(f"model.layers.{L - 1}.")}
+    draft.update({f"model.layers.{L}.eh_proj.weight": np.zeros((d, 2 * d)), f"model.layers.{L}.enorm.weight": np.ones(d),
+                  f"model.layers.{L}.hnorm.weight": np.ones(d), f"model.layers.{L}.shared_head.norm.weight": np.ones(d)})
+    dirs = {}
+    for what, extra in (("draft", {}), ("past_draft", {f"model.layers.{L + 1}.enorm.weight": np.ones(d)})):
+        out = os.path.join(work, what)
+        shutil.copytree(src, out)
+        safetensors_io.save(os.path.join(out, "model.safetensors"), {**t, **draft, **extra}, "F32")
+        dirs[what] = out
+    return dirs
+
+
+def check_draft_layer(binary, src, config, ids, want, work, name, failures):
+    dirs = with_draft_layer(src, config, work)
+    got = pert_logits(binary, dirs["draft"], ids, work)
+    err = float(np.abs(got - want).max())
+    print(f"{name:18s} with its draft layer (skipped) max|Δ| = {err:.2e} (≤ 1e-4)")
+    if not err <= 1e-4:
+        failures.append(f"{name} draft layer")
+    r = subprocess.run([binary, dirs["past_draft"], os.path.join(work, "ids.txt"), os.path.join(work, "out.bin")],
+                       capture_output=True, text=True)
+    L = config["num_hidden_layers"]
+    ok = r.returncode != 0 and f"unexpected tensor 'model.layers.{L + 1}.enorm.weight'" in r.stderr
+    print(f"{name:18s} a tensor past the draft layer: {'refused' if ok else 'NOT REFUSED'}: {r.stderr.strip()}")
+    if not ok:
+        failures.append(f"{name} past draft")
+
+
 def run_case(binary, name, work, failures, cli=None):
     kind, yarn, extra = CASES[name]
     src = os.path.join(work, "src")
-    deepseek.make_deepseek_model(src, kind, seed=len(name), yarn=yarn, extra_config=extra)
+    extra = dict(extra)
+    fused = extra.pop("fused", False)
+    deepseek.make_deepseek_model(src, kind, seed=len(name), yarn=yarn, extra_config=extra, fused=fused)
     config, W = reference.load_model_dir(src)
     check_reference(config, W, name, failures)
     if cli:
@@ -129,6 +170,8 @@ def run_case(binary, name, work, failures, cli=None):
         print(f"{name:18s} {what:8s} max|Δ| = {err:.2e} (≤ 1e-4; logits' range {np.abs(want).max():.1f})")
         if not err <= 1e-4:
             failures.append(f"{name} {what}")
+    if config.get("num_nextn_predict_layers"):
+        check_draft_layer(binary, src, config, ids, want, work, name, failures)
 
 
 def main():

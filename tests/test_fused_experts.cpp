@@ -36,7 +36,9 @@ TEST_CASE("transformers v5's fused experts: per-expert views of the same bytes, 
                                    view("model.layers.0.mlp.experts.down_proj", DType::BF16, {E, d, ff}, down.data()),
                                    view("model.layers.0.mlp.gate.weight", DType::F32, {E, d}, router.data()),
                                    view("model.norm.weight", DType::F32, {d}, router.data())};
-  const Checkpoint ck = fused_experts_checkpoint(Checkpoint::of_views(views, "m/model.safetensors", nullptr), mc);
+  std::vector<std::string> notes;
+  const Checkpoint ck = fused_experts_checkpoint(Checkpoint::of_views(views, "m/model.safetensors", nullptr), mc, notes);
+  CHECK(notes.size() == 1);  // said once
   CHECK(!ck.find("model.layers.0.mlp.experts.gate_up_proj"));
   CHECK(!ck.find("model.layers.0.mlp.gate.weight"));
   REQUIRE(ck.find("model.layers.0.block_sparse_moe.gate.weight"));
@@ -56,11 +58,12 @@ TEST_CASE("transformers v5's fused experts: per-expert views of the same bytes, 
   CHECK(!ck.find("model.layers.1.block_sparse_moe.experts.0.w1.weight"));  // layer 1 stored per expert: left as is
 
   // nothing fused: the checkpoint as it came
-  const Checkpoint plain = fused_experts_checkpoint(Checkpoint::of_views({views[3]}, "m/model.safetensors", nullptr), mc);
+  const Checkpoint plain = fused_experts_checkpoint(Checkpoint::of_views({views[3]}, "m/model.safetensors", nullptr), mc, notes);
   CHECK(plain.tensors().size() == 1);
+  CHECK(notes.size() == 1);  // (nothing more said)
   // a fused tensor of another width, named with what it needs
   views[1].shape = {E, d, ff + 1};
-  REQUIRE_THROWS_NAMING(fused_experts_checkpoint(Checkpoint::of_views(views, "m/model.safetensors", nullptr), mc), ConfigError,
+  REQUIRE_THROWS_NAMING(fused_experts_checkpoint(Checkpoint::of_views(views, "m/model.safetensors", nullptr), mc, notes), ConfigError,
                         "m/model.safetensors: tensor 'model.layers.0.mlp.experts.down_proj' has shape [3, 16, 5] BF16, but "
                         "transformers v5's fused experts need [3, 16, 4]");
 }

@@ -137,6 +137,10 @@ struct ModelConfig {
   double clip_qkv = 0.0;
   MoeConfig moe;
   MlaConfig mla;  // DeepSeek's attention front-end (head_dim = qk_rope + kv_lora_rank, one kv head)
+  // Layers stored after the last that the forward never runs (DeepSeek V3's
+  // num_nextn_predict_layers: multi-token prediction, a draft for speculative decoding): their
+  // tensors are left out at load, as HF leaves them.
+  int draft_layers = 0;
   // Gemma's block: GeGLU, norms whose gain is 1 + w, a norm on each branch's output too
   // (post_attention_layernorm, pre_/post_feedforward_layernorm), scaled embeddings, soft caps.
   Activation activation = Activation::SiLU;

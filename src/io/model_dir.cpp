@@ -184,8 +184,7 @@ ModelDir open_model_dir(const std::filesystem::path& dir, const ConfigOverrides&
     m.checks.push_back(std::to_string(fp8_matrices) +
                        " FP8 matrices (F8_E4M3, quantization_config \"fp8\"): inverse scales of the right shape, positive and finite");
   if (const ArchitectureSpec& spec = architecture_spec(m.config.architecture); spec.checkpoint) {
-    m.checkpoint = spec.checkpoint(std::move(m.checkpoint), m.config);  // (gpt-oss: its fused experts split)
-    m.checks.push_back(std::string(spec.hf_name) + "'s stored layout read as per-expert tensors");
+    m.checkpoint = spec.checkpoint(std::move(m.checkpoint), m.config, m.checks);  // (gpt-oss: its fused experts split)
   }
   if (const ArchitectureSpec& spec = architecture_spec(m.config.architecture); spec.vision_tensors) {
     int skipped = 0;  // a vision-language model: its language model's tensors, under pert's names

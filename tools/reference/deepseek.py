@@ -120,17 +120,18 @@ YARN = {"type": "yarn", "factor": 4.0, "beta_fast": 32, "beta_slow": 1, "mscale"
 
 
 def make_deepseek_model(out_dir, kind, seed=0, hidden=64, heads=4, layers=3, ffn=96, expert_ffn=16, vocab=96,
-                        yarn=False, extra_config=None):
+                        yarn=False, extra_config=None, fused=False):
     """A random-weight DeepSeek checkpoint (kind "v3" or "v2", TINY's keys plus extra_config) in
     out_dir: moe.make_moe_model's embeddings, norms, dense and routed MLPs, with MLA's tensors in
     place of q/k/v, the shared experts (mlp.shared_experts) and V3's e_score_correction_bias.
-    yarn: YaRN ×4 over 16 trained positions (mscale = mscale_all_dim: V3's softmax scale × m²)."""
+    yarn: YaRN ×4 over 16 trained positions (mscale = mscale_all_dim: V3's softmax scale × m²).
+    fused: the routed experts as transformers v5 keeps them (moe.make_moe_model's)."""
     config = dict(TINY[kind], moe_intermediate_size=expert_ffn, **(extra_config or {}))
     if yarn:
         config.update(rope_scaling=dict(YARN), max_position_embeddings=64)
     moe.TINY["deepseek_" + kind] = (config, {})
     try:
-        moe.make_moe_model(out_dir, "deepseek_" + kind, seed=seed, hidden=hidden, heads=heads, kv_heads=heads,
+        moe.make_moe_model(out_dir, "deepseek_" + kind, seed=seed, fused=fused, hidden=hidden, heads=heads, kv_heads=heads,
                            layers=layers, ffn=ffn, expert_ffn=expert_ffn, vocab=vocab,
                            trained=config.get("max_position_embeddings", 32))
     finally:

@@ -60,8 +60,9 @@ struct ArchitectureSpec {
   std::vector<GgufPart> gguf_parts = {};
   MoeTensorNames moe_names = {};  // (architectures with experts)
   // The checkpoint's tensors as the expected ones (expected_tensors), where the architecture
-  // stores them otherwise (gpt-oss: experts fused, interleaved, in MXFP4). Null: as stored.
-  Checkpoint (*checkpoint)(Checkpoint stored, const ModelConfig& c) = nullptr;
+  // stores them otherwise (gpt-oss: experts fused, interleaved, in MXFP4); what it did, if
+  // anything, said in `notes` (pert inspect's checks). Null: as stored.
+  Checkpoint (*checkpoint)(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) = nullptr;
   // A vision-language checkpoint (HF *ForConditionalGeneration), whose language model pert runs:
   // its vision tower's tensor-name prefixes, space-separated, skipped at load; its config keys
   // may sit under text_config, its tensors under model.language_model. (vision_language.cpp).
@@ -102,8 +103,11 @@ std::vector<bool> qwen_moe(Fields& f, ModelConfig& mc, int& window, int experts,
 // Mixtral's router renamed mlp.gate. Read as the tensors expert_tensor and router_tensor name,
 // views of the same bytes (F32, F16, BF16). Both forms in one layer, half a pair, or a fused tensor
 // of another shape or dtype: ConfigError naming it. Unchanged when nothing is fused.
-// (ArchitectureSpec::checkpoint of Mixtral, Qwen2-MoE, Qwen3-MoE and OLMoE.)
-Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c);
+// (ArchitectureSpec::checkpoint of Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE and DeepSeek.)
+Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes);
+// A checkpoint of `views` (renamed, split, some left out) into `from`'s tensors, which it keeps
+// alive; its storage() null or not as `from`'s (rows read in place only from a GGUF file's).
+Checkpoint checkpoint_views(Checkpoint from, std::vector<TensorView> views);
 // GGUF: {arch}.expert_count and expert_used_count into `count_key` and num_experts_per_tok; the
 // renormalisation from {arch}.expert_weights_norm into `norm_key` (norm_default, llama.cpp's fixed
 // choice, when absent); with `dense_layers`, the layers without blk.N.ffn_gate_inp in mlp_only_layers.

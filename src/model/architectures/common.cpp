@@ -142,12 +142,19 @@ void check_fused(const TensorView& t, const std::vector<int64_t>& shape, const c
 }
 }  // namespace
 
-Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c) {
+Checkpoint checkpoint_views(Checkpoint from, std::vector<TensorView> views) {
+  std::string source = from.source();
+  const bool in_place = from.storage() != nullptr;
+  auto owner = std::make_shared<const Checkpoint>(std::move(from));  // the views point into its mapped files
+  return Checkpoint::of_views(std::move(views), std::move(source), std::shared_ptr<const void>(owner, in_place ? owner.get() : nullptr));
+}
+
+Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) {
   const int64_t E = c.moe.n_experts, ff = c.moe.expert_ffn, d = c.hidden_size;
   std::vector<TensorView> views;   // the per-expert views and renamed routers
   std::set<std::string> replaced;  // the stored tensors they stand for
   for (int i = 0; i < c.n_layers; ++i) {
-    if (!c.moe.sparse[size_t(i)]) continue;
+    if (!c.moe.sparse_layer(i)) continue;
     const std::string v5 = tensor_names::layer_prefix(std::to_string(i)) + "mlp.";  // (Mixtral's block_sparse_moe, renamed)
     const std::string router = router_tensor(c, i);
     if (const TensorView* v5_router = router == v5 + "gate.weight" ? nullptr : stored.find(v5 + "gate.weight")) {
@@ -182,9 +189,8 @@ Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c) {
   if (replaced.empty()) return stored;
   for (const auto& [name, t] : stored.tensors())
     if (!replaced.count(name)) views.push_back(*t);
-  std::string source = stored.source();
-  auto keep = std::make_shared<const Checkpoint>(std::move(stored));  // the views point into its mapped files
-  return Checkpoint::of_views(std::move(views), std::move(source), std::move(keep));
+  notes.push_back("transformers v5's fused experts (mlp.experts.gate_up_proj, down_proj) read as per-expert views");
+  return checkpoint_views(std::move(stored), std::move(views));
 }
 
 int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {

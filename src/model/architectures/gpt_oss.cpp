@@ -148,7 +148,7 @@ float value_at(const TensorView& t, size_t i) {
   return t.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
-Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c) {
+Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) {
   auto storage = std::make_shared<GptOssStorage>();
   std::vector<TensorView> views;
   Splitter split(stored, *storage, views);
@@ -196,6 +196,7 @@ Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c) {
   }
   const std::string source = stored.source();
   storage->stored = std::make_shared<const Checkpoint>(std::move(stored));
+  notes.push_back("gpt-oss's fused experts (gate_up_proj interleaved, down_proj; MXFP4 or input-first) read as per-expert tensors");
   return Checkpoint::of_views(std::move(views), source, storage);
 }
 

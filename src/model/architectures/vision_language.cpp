@@ -76,11 +76,7 @@ Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spe
                       " vision tensors and " + std::to_string(views.size()) + " others");
   if (nested && plain)
     throw ConfigError(all.source() + ": holds both " + kLanguageModel + "layers.* and model.layers.*: one language model, please");
-  const std::string source = all.source();
-  // The views point into `all`'s mappings: kept alive by the new checkpoint's storage, whose
-  // pointer stays null (a safetensors checkpoint's, not a GGUF file's rows to read in place).
-  auto owner = std::make_shared<const Checkpoint>(std::move(all));
-  return Checkpoint::of_views(std::move(views), source, std::shared_ptr<const void>(owner, nullptr));
+  return checkpoint_views(std::move(all), std::move(views));
 }
 
 void check_mrope(Fields& f, bool interleaved) {
