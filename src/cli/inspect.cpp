@@ -2,6 +2,7 @@
 // every check that passed; for a GGUF file its metadata too, and the memory it runs in.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <set>
 
@@ -140,11 +141,12 @@ void run_inspect(const InspectArgs& args) {
     for (const auto& k : ignored) std::printf(" %s", k.c_str());
     std::printf("\n");
   }
-  size_t width = 4;
-  for (const auto& [name, t] : m.checkpoint.tensors()) width = std::max(width, name.size());
-  std::printf("\n%-*s  %-5s  %-14s  %9s\n", int(width), "name", "dtype", "shape", "MiB");
+  size_t width = 4, type_width = 5;  // (type names run from "F32" to "F8_E4M3")
+  for (const auto& [name, t] : m.checkpoint.tensors())
+    width = std::max(width, name.size()), type_width = std::max(type_width, std::strlen(type_name(*t)));
+  std::printf("\n%-*s  %-*s  %-14s  %9s\n", int(width), "name", int(type_width), "dtype", "shape", "MiB");
   for (const TensorView* t : tensors_in_order(m))
-    std::printf("%-*s  %-5s  %-14s  %9.3f\n", int(width), printable(t->name).c_str(), type_name(*t),
+    std::printf("%-*s  %-*s  %-14s  %9.3f\n", int(width), printable(t->name).c_str(), int(type_width), type_name(*t),
                 shape_str(t->shape).c_str(), t->nbytes / 1048576.0);
   std::printf("\nchecks passed:\n");
   for (const auto& check : m.checks) std::printf("  ok  %s\n", check.c_str());

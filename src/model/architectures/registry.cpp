@@ -23,7 +23,7 @@ const char kCommonKeys[] =
     "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads head_dim "
     "max_position_embeddings tie_word_embeddings bos_token_id eos_token_id rope_theta rope_scaling rope_parameters "
     "partial_rotary_factor original_max_position_embeddings attention_bias mlp_bias architectures model_type "
-    "position extend layers dual_chunk_attention_config";
+    "position extend layers dual_chunk_attention_config quantization_config";
 
 // Config keys of architectures pert does not read that change what a block computes: refused
 // unless false or 0 (off). Llama 4's chunks and temperature, EmbeddingGemma's bidirectional mask.
