@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""GGUF twins of gpt-oss, Qwen2-VL / Qwen2.5-VL and Qwen3-VL: tools/convert/to_gguf.py writes a tiny
+"""GGUF twins of gpt-oss, Qwen2-VL / Qwen2.5-VL, Qwen3-VL and DeepSeek V2 / V3: tools/convert/to_gguf.py writes a tiny
 random checkpoint as llama.cpp writes these architectures (gpt-oss; qwen2vl and qwen3vl, the text
 model file), and pert runs the file and the directory to the same logits (max |Δ| ≤ 1e-4; measured
 0), in one prefill, token by token and in chunks of 5.
@@ -18,7 +18,15 @@ model file), and pert runs the file and the directory to the same logits (max |�
             give the same logits from both. Refused, naming the key: a fourth section not 0, three
             sections summing wrong, n_deepstack_layers past the layer count.
 
-    gguf_twin_test.py PERT_LOGITS ARCH      ARCH: gpt_oss, qwen2vl or qwen3vl
+  deepseek  DeepSeek V3 (sigmoid groups, e_score_correction_bias, q_lora_rank; plain and YaRN) and V2-Lite
+            (softmax, q_proj) as deepseek2 in llama.cpp b4748's layout (attn_kv_b whole) and its MLA split's
+            (attn_k_b / attn_v_b, key_length_mla): F32 files equal the directory, Q8_0 files equal the file's
+            dequantized directory run with --dtype q8_0; the V3 file against the float64 reference; a V3
+            file without group keys (as b4748 writes it) routes as n_group 1. Refused, naming the key or
+            tensor: no kv_lora_rank, a misshapen attn_kv_b / attn_k_b, expert_gating_func 3, V2 with YaRN,
+            YaRN without yarn_log_multiplier, softmax with expert groups, and (to_gguf.py) rope_interleave false.
+
+    gguf_twin_test.py PERT_LOGITS ARCH      ARCH: gpt_oss, qwen2vl, qwen3vl or deepseek
 """
 import json
 import os
@@ -32,7 +40,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(here), "tools"))
 from convert import gguf, to_gguf, tokenizer_json  # noqa: E402
-from reference import moe, reference  # noqa: E402
+from reference import deepseek as deepseek_ref, moe, reference  # noqa: E402
 from logits_check import pert_logits  # noqa: E402
 from reference_test import QWEN2_VL, QWEN3_VL  # noqa: E402
 
@@ -195,6 +203,103 @@ def vision_language(binary, work, check, arch):
             f"key '{arch}.n_deepstack_layers'", work, check, f"{arch} n_deepstack_layers 9 of 2 layers")
 
 
+def deepseek(binary, work, check):
+    ids = list(np.random.default_rng(5).integers(3, 96, size=24))  # past YaRN's L (16)
+    cases = (("V3", "v3", False), ("V3 YaRN", "v3", True), ("V2-Lite", "v2", False))
+    for name, kind, yarn in cases:
+        src = os.path.join(work, name.replace(" ", "_"))
+        os.makedirs(src)
+        vocab = tokenizer(src)
+        deepseek_ref.make_deepseek_model(src, kind, seed=1, vocab=vocab, yarn=yarn)
+        for split in (False, True):
+            layout = "MLA split" if split else "b4748"
+            path = os.path.join(work, f"{name}-{layout}.gguf".replace(" ", "_"))
+            to_gguf.convert(src, path, "F32", mla_split=split)
+            same_logits(binary, src, path, ids, work, check, f"{name} {layout} F32")
+        quantized, deq = os.path.join(work, name.replace(" ", "_") + "-q8_0.gguf"), os.path.join(work, name.replace(" ", "_") + "-deq")
+        to_gguf.convert(src, quantized, "Q8_0", dequantized_dir=deq)
+        err = float(np.abs(pert_logits(binary, quantized, ids, work) - pert_logits(binary, deq, ids, work, extra=["--dtype", "q8_0"])).max())
+        check(err <= 1e-4, f"{name} Q8_0: GGUF vs its dequantized directory in --dtype q8_0 max|Δ| = {err:.1e} (≤ 1e-4)")
+        if name == "V3":
+            v3_src, v3_path = src, os.path.join(work, "V3-b4748.gguf")
+            config, W = reference.load_model_dir(src)
+            with torch.no_grad():
+                want = reference.forward(config, W, ids).numpy()
+            err = float(np.abs(pert_logits(binary, v3_path, ids, work) - want).max())
+            check(err <= 1e-4, f"V3 F32 GGUF vs the float64 reference max|Δ| = {err:.1e} (≤ 1e-4)")
+        if name == "V2-Lite":
+            v2_path = os.path.join(work, "V2-Lite-b4748.gguf")
+
+    # llama.cpp's names, shapes and keys (V3: d 64, 4 heads, nope 12, rope 8, v 10, latent 16, q rank 24, 8 experts of 16)
+    _, md, infos = gguf.read_gguf(v3_path)
+    t = {i["name"]: i["shape"] for i in infos}
+    expect = {"blk.0.attn_q_a.weight": [64, 24], "blk.0.attn_q_a_norm.weight": [24], "blk.0.attn_q_b.weight": [24, 80],
+              "blk.0.attn_kv_a_mqa.weight": [64, 24], "blk.0.attn_kv_a_norm.weight": [16], "blk.0.attn_kv_b.weight": [16, 88],
+              "blk.0.attn_output.weight": [40, 64], "blk.0.ffn_gate.weight": [64, 96], "blk.1.ffn_gate_inp.weight": [64, 8],
+              "blk.1.exp_probs_b.bias": [8], "blk.1.ffn_gate_exps.weight": [64, 16, 8], "blk.1.ffn_down_exps.weight": [16, 64, 8],
+              "blk.1.ffn_gate_shexp.weight": [64, 16]}
+    wrong = {n: t.get(n) for n, v in expect.items() if t.get(n) != v}
+    check(not wrong, f"V3 b4748: llama.cpp's tensor names and shapes {wrong or ''}")
+    keys = {k[len("deepseek2."):]: v[1] for k, v in md.items() if k.startswith("deepseek2.")}
+    want_keys = {"attention.kv_lora_rank": 16, "attention.q_lora_rank": 24, "attention.key_length": 20, "attention.value_length": 10,
+                 "rope.dimension_count": 8, "expert_gating_func": 2, "expert_shared_count": 1, "leading_dense_block_count": 1,
+                 "expert_feed_forward_length": 16, "expert_group_count": 4, "expert_group_used_count": 2, "expert_weights_norm": True}
+    wrong = {k: keys.get(k) for k, v in want_keys.items() if keys.get(k) != v}
+    check(md["general.architecture"][1] == "deepseek2" and not wrong, f"V3 b4748: llama.cpp's keys {wrong or ''}")
+    split_path = os.path.join(work, "V3-MLA_split.gguf")
+    _, md, infos = gguf.read_gguf(split_path)
+    t = {i["name"]: i["shape"] for i in infos}
+    check(t.get("blk.0.attn_k_b.weight") == [12, 16, 4] and t.get("blk.0.attn_v_b.weight") == [16, 10, 4] and
+          "blk.0.attn_kv_b.weight" not in t and md["deepseek2.attention.key_length_mla"][1] == 20 and
+          md["deepseek2.attention.key_length"][1] == 24 and md["deepseek2.attention.head_count_kv"][1] == 1,
+          f"V3 MLA split: attn_k_b {t.get('blk.0.attn_k_b.weight')}, attn_v_b {t.get('blk.0.attn_v_b.weight')}, key_length_mla")
+
+    # b4748 writes no group keys: llama.cpp routes over all experts, as n_group 1
+    ungrouped = rewritten(v3_path, os.path.join(work, "ungrouped.gguf"),
+                          drop=("deepseek2.expert_group_count", "deepseek2.expert_group_used_count"))
+    one_group = os.path.join(work, "one_group")
+    os.makedirs(one_group)
+    for name in ("model.safetensors", "tokenizer.json"):
+        os.link(os.path.join(v3_src, name), os.path.join(one_group, name))
+    with open(os.path.join(v3_src, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(one_group, "config.json"), "w") as f:
+        json.dump(dict(config, n_group=1, topk_group=1), f)
+    got = pert_logits(binary, ungrouped, ids, work)
+    err = float(np.abs(got - pert_logits(binary, one_group, ids, work)).max())
+    moved = float(np.abs(got - pert_logits(binary, v3_path, ids, work)).max())
+    check(err == 0, f"V3 without expert_group_count = n_group 1 (max|Δ| {err:.1e}; {moved:.1e} from 4 groups, 2 kept)")
+
+    # Refusals naming the key or tensor
+    refused(binary, rewritten(v3_path, os.path.join(work, "nolatent.gguf"), drop=("deepseek2.attention.kv_lora_rank",)),
+            "deepseek2.attention.kv_lora_rank", work, check, "deepseek2 without attention.kv_lora_rank")
+    kv_b = np.zeros((88, 15), np.float32)
+    refused(binary, rewritten(v3_path, os.path.join(work, "kvb.gguf"), tensors={"blk.0.attn_kv_b.weight": ("F32", [15, 88], kv_b.tobytes())}),
+            "model.layers.0.self_attn.kv_b_proj.weight", work, check, "deepseek2 attn_kv_b [88][15]")
+    k_b = np.zeros((4, 16, 11), np.float32)
+    refused(binary, rewritten(split_path, os.path.join(work, "kb.gguf"), tensors={"blk.0.attn_k_b.weight": ("F32", [11, 16, 4], k_b.tobytes())}),
+            "blk.0.attn_k_b.weight", work, check, "deepseek2 attn_k_b [4][16][11]")
+    refused(binary, rewritten(v3_path, os.path.join(work, "gating.gguf"), keys={"deepseek2.expert_gating_func": ("u32", 3)}),
+            "deepseek2.expert_gating_func", work, check, "deepseek2 expert_gating_func 3")
+    refused(binary, rewritten(os.path.join(work, "V3_YaRN-b4748.gguf"), os.path.join(work, "nolog.gguf"),
+                              drop=("deepseek2.rope.scaling.yarn_log_multiplier",)),
+            "deepseek2.rope.scaling.yarn_log_multiplier", work, check, "deepseek2 YaRN without yarn_log_multiplier")
+    refused(binary, rewritten(os.path.join(work, "V3_YaRN-b4748.gguf"), os.path.join(work, "v2yarn.gguf"),
+                              keys={"deepseek2.expert_gating_func": ("u32", 1), "deepseek2.expert_weights_norm": ("bool", False),
+                                    "deepseek2.expert_group_count": ("u32", 1), "deepseek2.expert_group_used_count": ("u32", 1)}),
+            "deepseek2.rope.scaling.type", work, check, "deepseek2 softmax gating (V2) with YaRN")
+    refused(binary, rewritten(v2_path, os.path.join(work, "v2groups.gguf"),
+                              keys={"deepseek2.expert_group_count": ("u32", 4), "deepseek2.expert_group_used_count": ("u32", 2)}),
+            "deepseek2.expert_group_count", work, check, "deepseek2 softmax gating with 4 groups, 2 kept")
+    with open(os.path.join(one_group, "config.json"), "w") as f:
+        json.dump(dict(config, rope_interleave=False), f)
+    try:
+        to_gguf.convert(one_group, os.path.join(work, "halves.gguf"), "F32")
+        check(False, "to_gguf.py refuses rope_interleave false")
+    except ValueError as e:
+        check("rope_interleave" in str(e), f"to_gguf.py refuses rope_interleave false ({e})")
+
+
 def per_axis(model_dir, gguf_path, ids, check, name):
     """With the Python module: positions per axis (4 text tokens, a 4 x 6 image at t = 4, text from 10), where
     M-RoPE's sections matter, the same from the file and the directory."""
@@ -220,8 +325,10 @@ def main():
             gpt_oss(binary, work, check)
         elif arch in ("qwen2vl", "qwen3vl"):
             vision_language(binary, work, check, arch)
+        elif arch == "deepseek":
+            deepseek(binary, work, check)
         else:
-            sys.exit(f"gguf_twin_test.py: unknown ARCH {arch!r} (gpt_oss, qwen2vl, qwen3vl)")
+            sys.exit(f"gguf_twin_test.py: unknown ARCH {arch!r} (gpt_oss, qwen2vl, qwen3vl, deepseek)")
     if check.failures:
         print(f"gguf_vs_reference_{arch}: FAILED:", "; ".join(check.failures))
     return 1 if check.failures else 0

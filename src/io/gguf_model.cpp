@@ -3,10 +3,13 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "../model/architectures/architecture.hpp"
+#include "../model/mla.hpp"
 
 namespace pert {
 
@@ -39,7 +42,8 @@ json factors(const GgufFile& f, const std::string& name, int n) {
 }
 
 // rope_scaling as HF writes it, from GGUF's rope.scaling.* keys and factor tensors; null: none.
-json rope_scaling(const GgufFile& f, const std::string& a, int context, int rotary_dim) {
+// log_multiplier_read: the architecture read rope.scaling.yarn_log_multiplier (deepseek2's softmax scale).
+json rope_scaling(const GgufFile& f, const std::string& a, int context, int rotary_dim, bool log_multiplier_read) {
   std::string type = f.opt_string(a + "rope.scaling.type").value_or("");
   std::optional<double> factor = f.opt_float(a + "rope.scaling.factor");
   if (type.empty() && f.find(a + "rope.scale_linear")) {  // the key before rope.scaling.*
@@ -76,7 +80,7 @@ json rope_scaling(const GgufFile& f, const std::string& a, int context, int rota
     if (ext != -1.0 && ext != 1.0)
       throw FormatError(f.path() + ": key '" + a + "rope.scaling.yarn_ext_factor' is " + std::to_string(ext) +
                         "; pert's YaRN mixes fully (1, or -1 for llama.cpp's default)");
-    if (f.opt_float(a + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0)
+    if (!log_multiplier_read && f.opt_float(a + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0)
       throw FormatError(f.path() + ": key '" + a + "rope.scaling.yarn_log_multiplier' is set; pert does not read it");
     return y;
   }
@@ -106,8 +110,6 @@ json gguf_config_json(const GgufFile& f) {
     throw FormatError(f.path() + ": key '" + a + "embedding_length' (" + std::to_string(d) + ") is not a multiple of '" + a +
                       "attention.head_count' (" + std::to_string(heads) + ") and no key_length is given");
   const int head_dim = gguf_positive(f, a + "attention.key_length", d / heads);
-  if (gguf_positive(f, a + "attention.value_length", head_dim) != head_dim)
-    throw FormatError(f.path() + ": key '" + a + "attention.value_length' differs from key_length; pert reads equal head sizes");
   const int context = gguf_positive(f, a + "context_length");
   const int rotary_dim = gguf_positive(f, a + "rope.dimension_count", head_dim);
   json c = {{"architectures", {arch.hf_name}},
@@ -122,12 +124,16 @@ json gguf_config_json(const GgufFile& f) {
             {"rope_theta", gguf_positive_number(f, a + "rope.freq_base", 10000.0)},
             {"tie_word_embeddings", f.tensor("output.weight") == nullptr}};
   if (arch.from_gguf) arch.from_gguf(f, a, c);  // what this architecture's keys add (architectures/)
+  const bool mla = c.contains("kv_lora_rank");  // (deepseek2: its keys give the heads' widths, the value's apart)
+  if (!mla && gguf_positive(f, a + "attention.value_length", head_dim) != head_dim)
+    throw FormatError(f.path() + ": key '" + a + "attention.value_length' differs from key_length; pert reads equal head sizes");
   if (!c.contains("layer_norm_eps")) {  // (Cohere's LayerNorm has its own)
     const std::string eps = a + "attention.layer_norm_rms_epsilon";
     c["rms_norm_eps"] = (f.require(eps), gguf_positive_number(f, eps, 0));
   }
-  if (rotary_dim != head_dim) c["partial_rotary_factor"] = double(rotary_dim) / head_dim;
-  json scaling = rope_scaling(f, a, context, rotary_dim);
+  if (!mla && rotary_dim != head_dim) c["partial_rotary_factor"] = double(rotary_dim) / head_dim;
+  const bool log_multiplier_read = c.contains("rope_scaling") && c["rope_scaling"].contains("mscale_all_dim");
+  json scaling = rope_scaling(f, a, context, rotary_dim, log_multiplier_read);
   if (c.contains("rope_scaling")) {  // the architecture's own keys (M-RoPE's sections, gpt-oss's truncate) join the file's
     const json own = c["rope_scaling"];
     if (scaling.is_null()) scaling = own;
@@ -180,6 +186,13 @@ std::string hf_tensor_name(const std::string& name, const std::string& architect
   if (part == "ffn_gate_inp") return prefix + spec.moe_names.router + "." + kind;
   if (part == "ffn_gate_inp_shexp") return prefix + "mlp.shared_expert_gate." + kind;
   if (part == "attn_sinks" && kind == "weight") return tensor_names::sink_logits_tensor(std::stoi(layer));  // gpt-oss's
+  if (part == "exp_probs_b" && kind == "bias") return prefix + spec.moe_names.router + ".e_score_correction_bias";  // DeepSeek V3's
+  // DeepSeek's multi-head latent attention (deepseek2); attn_k_b / attn_v_b are joined into kv_b_proj (join_kv_b)
+  static const std::pair<const char*, const char*> kMla[] = {
+      {"attn_q_a", "q_a_proj"},   {"attn_q_a_norm", "q_a_layernorm"}, {"attn_q_b", "q_b_proj"},   {"attn_kv_a_mqa", "kv_a_proj_with_mqa"},
+      {"attn_kv_a_norm", "kv_a_layernorm"}, {"attn_kv_b", "kv_b_proj"}, {"attn_k_b", "k_b_proj"}, {"attn_v_b", "v_b_proj"}};
+  for (const auto& [gguf, mla] : kMla)
+    if (part == gguf && kind == "weight") return mla_tensor(std::stoi(layer), mla);
   for (const char* p : {"gate", "up", "down"})
     if (part == std::string("ffn_") + p + "_shexp") return prefix + spec.moe_names.shared + "." + p + "_proj." + kind;
   static const GgufPart kLayer[] = {  // llama's
@@ -258,6 +271,57 @@ bool expert_stack(const std::string& name, const ModelConfig& c, const TensorVie
   return false;
 }
 
+// llama.cpp since its MLA split writes each layer's kv_b_proj [H·(nope + v)][latent] as attn_k_b
+// [H][latent][nope] (each head's k rows transposed) and attn_v_b [H][v][latent]: joined back here in
+// F32, the one form pert reads (model.cpp, mla.hpp), their values as stored (dequantized).
+void join_kv_b(std::vector<TensorView>& views, const ModelConfig& c, GgufStorage& storage, const std::string& path) {
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < views.size(); ++i) at[views[i].name] = i;
+  std::set<size_t> joined;
+  const MlaConfig& m = c.mla;
+  const int64_t H = c.n_heads, nope = m.qk_nope_head_dim, v = m.v_head_dim, latent = m.kv_lora_rank;
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string blk = "blk." + std::to_string(i) + ".";
+    const auto k = at.find(mla_tensor(i, "k_b_proj")), vb = at.find(mla_tensor(i, "v_b_proj"));
+    if (k == at.end() && vb == at.end()) continue;
+    if (k == at.end() || vb == at.end())
+      throw FormatError(path + ": tensor '" + blk + (k == at.end() ? "attn_k_b" : "attn_v_b") + ".weight' is missing beside '" + blk +
+                        (k == at.end() ? "attn_v_b" : "attn_k_b") + ".weight' (kv_b split in two)");
+    if (at.count(mla_tensor(i, "kv_b_proj")))
+      throw FormatError(path + ": tensors '" + blk + "attn_kv_b.weight' and '" + blk + "attn_k_b.weight' are both there; pert reads one");
+    const TensorView &kt = views[k->second], &vt = views[vb->second];
+    const std::vector<int64_t> k_shape = {H, latent, nope}, v_shape = {H, v, latent};
+    if (kt.shape != k_shape || vt.shape != v_shape)
+      throw FormatError(path + ": tensors '" + blk + "attn_k_b.weight' " + shape_str(kt.shape) + " and '" + blk + "attn_v_b.weight' " +
+                        shape_str(vt.shape) + ", expected " + shape_str(k_shape) + " (heads, kv_lora_rank, qk_nope) and " +
+                        shape_str(v_shape) + " (heads, v_head_dim, kv_lora_rank)");
+    const std::vector<float> kf = read_f32(kt), vf = read_f32(vt);
+    std::vector<uint8_t>& bytes = storage.copies.emplace_back(size_t(H * (nope + v) * latent) * 4);
+    float* out = reinterpret_cast<float*>(bytes.data());
+    for (int64_t h = 0; h < H; ++h) {
+      float* head = out + size_t(h * (nope + v) * latent);
+      for (int64_t r = 0; r < nope; ++r)
+        for (int64_t j = 0; j < latent; ++j) head[r * latent + j] = kf[size_t((h * latent + j) * nope + r)];
+      std::copy_n(vf.data() + size_t(h * v * latent), size_t(v * latent), head + nope * latent);
+    }
+    TensorView kv_b = kt;
+    kv_b.name = mla_tensor(i, "kv_b_proj");
+    kv_b.dtype = DType::F32;
+    kv_b.blocks = nullptr;
+    kv_b.shape = {H * (nope + v), latent};
+    kv_b.numel = H * (nope + v) * latent;
+    kv_b.data = bytes.data();
+    kv_b.nbytes = bytes.size();
+    views.push_back(std::move(kv_b));
+    joined.insert({k->second, vb->second});
+  }
+  if (joined.empty()) return;
+  std::vector<TensorView> kept;
+  for (size_t i = 0; i < views.size(); ++i)
+    if (!joined.count(i)) kept.push_back(std::move(views[i]));
+  views = std::move(kept);
+}
+
 }  // namespace
 
 Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config) {
@@ -305,6 +369,7 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
     if (expert_stack(t.name, config, v, views)) continue;
     views.push_back(std::move(v));
   }
+  if (config.mla.enabled()) join_kv_b(views, config, *storage, f.path());
   return Checkpoint::of_views(std::move(views), f.path(), storage);
 }
 

@@ -100,7 +100,8 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCa
          "Gemma3ForCausalLM": "gemma3", "Cohere2ForCausalLM": "cohere2", "SmolLM3ForCausalLM": "smollm3",
          "MixtralForCausalLM": "llama", "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe",
          "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt-oss", "Qwen2VLForConditionalGeneration": "qwen2vl",
-         "Qwen2_5_VLForConditionalGeneration": "qwen2vl", "Qwen3VLForConditionalGeneration": "qwen3vl"}
+         "Qwen2_5_VLForConditionalGeneration": "qwen2vl", "Qwen3VLForConditionalGeneration": "qwen3vl",
+         "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2"}
 GEMMA = ("gemma2", "gemma3")
 # llama.cpp's graphs renormalise the chosen experts' weights for these (hard-coded, no key read)
 EXPERT_WEIGHTS_NORM = {"llama": True, "qwen2moe": False, "qwen3moe": True, "olmoe": False}
@@ -158,6 +159,12 @@ GEMMA_LAYER_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_n
                          pre_feedforward_layernorm="ffn_norm", post_feedforward_layernorm="post_ffw_norm")
 # gpt-oss's: the MLP's input norm is llama.cpp's ATTN_POST_NORM; the router; the sinks (no ".weight" in HF)
 GPT_OSS_LAYER_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm", **{"mlp.router": "ffn_gate_inp"})
+# DeepSeek's (deepseek2): multi-head latent attention, the shared experts (one MLP), V3's router bias
+DEEPSEEK_LAYER_NAMES = dict(LAYER_NAMES, **{
+    "self_attn.q_a_proj": "attn_q_a", "self_attn.q_a_layernorm": "attn_q_a_norm", "self_attn.q_b_proj": "attn_q_b",
+    "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa", "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+    "self_attn.kv_b_proj": "attn_kv_b", "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_experts.up_proj": "ffn_up_shexp", "mlp.shared_experts.down_proj": "ffn_down_shexp"})
 GLOBAL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
@@ -174,8 +181,12 @@ def gguf_name(hf_name, arch="llama"):
     sinks = re.fullmatch(r"model\.layers\.(\d+)\.self_attn\.sinks", hf_name)
     if sinks and arch == "gpt-oss":
         return f"blk.{sinks[1]}.attn_sinks.weight"
+    bias = re.fullmatch(r"model\.layers\.(\d+)\.mlp\.gate\.e_score_correction_bias", hf_name)
+    if bias and arch == "deepseek2":  # (the converter renames it e_score_correction.bias: exp_probs_b.bias)
+        return f"blk.{bias[1]}.exp_probs_b.bias"
     parts = stem.split(".", 3)
-    names = GEMMA_LAYER_NAMES if arch in GEMMA else GPT_OSS_LAYER_NAMES if arch == "gpt-oss" else LAYER_NAMES
+    names = (GEMMA_LAYER_NAMES if arch in GEMMA else GPT_OSS_LAYER_NAMES if arch == "gpt-oss" else
+             DEEPSEEK_LAYER_NAMES if arch == "deepseek2" else LAYER_NAMES)
     if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in names:
         return f"blk.{parts[2]}.{names[parts[3]]}.{suffix}"
     raise ValueError(f"{hf_name}: no GGUF name for this tensor")
@@ -228,8 +239,9 @@ def uniform_window(config):
     return windows.pop()
 
 
-def hyperparameters(arch, config):
-    """[(key, kind, value)] of the model's shape and positions, as the converter writes them."""
+def hyperparameters(arch, config, mla_split=False):
+    """[(key, kind, value)] of the model's shape and positions, as the converter writes them
+    (mla_split: DeepSeek's attention keys as llama.cpp writes them since its MLA split)."""
     a = arch + "."
     default_theta = {"qwen2vl": 1e6, "qwen3vl": 5e5}.get(arch, 10000.0)  # the VL text configs' defaults
     theta = float((config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", default_theta)))
@@ -256,6 +268,9 @@ def hyperparameters(arch, config):
             value = config.get(key, default)
             if value is not None:
                 md.append((a + key, "f32", value))
+    if arch == "deepseek2":  # its own head widths, rope and YaRN keys
+        return [m for m in md if m[0] not in (a + "attention.head_count_kv", a + "rope.dimension_count")] + \
+            deepseek2_hyperparameters(config, mla_split)
     rs, kind = rope_parameters(config)
     if arch == "phi3":
         original = rs.get("original_max_position_embeddings",
@@ -326,6 +341,77 @@ def gpt_oss_hyperparameters(config):
     if types != ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]:
         md.append((a + "attention.sliding_window_pattern", ("array", "bool"), [t == "sliding_attention" for t in types]))
     return md
+
+
+def deepseek2_hyperparameters(config, mla_split):
+    """DeepSeek V2 / V3's keys as llama.cpp b4748's DeepseekV2Model writes them: q_lora_rank (absent
+    without one), kv_lora_rank, key_length (qk_nope + qk_rope) and value_length, the rope width, the
+    experts (count, used, shared, feed_forward_length, weights_scale, weights_norm, gating_func 1
+    softmax / 2 sigmoid), leading_dense_block_count, YaRN's type, factor, original context and
+    yarn_log_multiplier = 0.1 x mscale_all_dim. mla_split: as llama.cpp writes them since its MLA split
+    (head_count_kv 1, key_length kv_lora_rank + qk_rope, value_length kv_lora_rank, the heads' widths as
+    key_length_mla / value_length_mla). Additions b4748 does not make: expert_group_count /
+    expert_group_used_count where n_group > 1 (later llama.cpp's keys: b4748 routes without groups),
+    and YaRN's beta_fast / beta_slow where they are not llama.cpp's 32 / 1. Refused: a V3 config
+    without rope_interleave (llama.cpp turns interleaved pairs and the converter does not reorder the
+    rows), YaRN's mscale unlike mscale_all_dim (llama.cpp assumes them equal), a scoring_func other
+    than sigmoid / softmax."""
+    a, c = "deepseek2.", config.get
+    arch = moe.arch_of(config)
+    if arch == moe.DEEPSEEK_V3 and not c("rope_interleave", True):
+        raise ValueError("deepseek2: rope_interleave false: llama.cpp turns interleaved pairs and has no key for halves")
+    nope, rope, v, latent = c("qk_nope_head_dim", 128), c("qk_rope_head_dim", 64), c("v_head_dim", 128), c("kv_lora_rank", 512)
+    scoring = c("scoring_func", "sigmoid" if arch == moe.DEEPSEEK_V3 else "softmax")
+    if c("moe_layer_freq", 1) != 1:
+        raise ValueError(f"deepseek2: moe_layer_freq {c('moe_layer_freq')}: llama.cpp's experts start at leading_dense_block_count, every layer")
+    if scoring not in ("softmax", "sigmoid"):
+        raise ValueError(f"deepseek2: scoring_func {scoring!r} has no GGUF form (softmax, sigmoid)")
+    s = moe.settings(config)
+    md = [(a + "leading_dense_block_count", "u32", c("first_k_dense_replace", 3 if arch == moe.DEEPSEEK_V3 else 0)),
+          (a + "vocab_size", "u32", config["vocab_size"])]
+    if c("q_lora_rank", 1536) is not None:
+        md.append((a + "attention.q_lora_rank", "u32", c("q_lora_rank", 1536)))
+    md.append((a + "attention.kv_lora_rank", "u32", latent))
+    if mla_split:
+        md += [(a + "attention.head_count_kv", "u32", 1),
+               (a + "attention.key_length", "u32", latent + rope), (a + "attention.value_length", "u32", latent),
+               (a + "attention.key_length_mla", "u32", nope + rope), (a + "attention.value_length_mla", "u32", v)]
+    else:
+        md += [(a + "attention.head_count_kv", "u32", config["num_attention_heads"]),
+               (a + "attention.key_length", "u32", nope + rope), (a + "attention.value_length", "u32", v)]
+    md += [(a + "expert_feed_forward_length", "u32", config["moe_intermediate_size"]),
+           (a + "expert_count", "u32", s["experts"]), (a + "expert_used_count", "u32", s["top_k"]),
+           (a + "expert_shared_count", "u32", c("n_shared_experts") or 0),
+           (a + "expert_weights_scale", "f32", s["scale"]), (a + "expert_weights_norm", "bool", s["norm"]),
+           (a + "expert_gating_func", "u32", 2 if scoring == "sigmoid" else 1),
+           (a + "rope.dimension_count", "u32", rope)]
+    if (s["n_group"] or 1) > 1:
+        md += [(a + "expert_group_count", "u32", s["n_group"]), (a + "expert_group_used_count", "u32", s["topk_group"])]
+    rs, kind = rope_parameters(config)
+    if kind == "yarn" and rs.get("factor") is not None:
+        if rs.get("mscale", 1.0) != rs.get("mscale_all_dim", 1.0):
+            raise ValueError(f"deepseek2: YaRN's mscale {rs.get('mscale')} differs from mscale_all_dim {rs.get('mscale_all_dim')}; "
+                             "llama.cpp assumes them equal")
+        md += [(a + "rope.scaling.type", "string", "yarn"), (a + "rope.scaling.factor", "f32", rs["factor"]),
+               (a + "rope.scaling.original_context_length", "u32", rs["original_max_position_embeddings"]),
+               (a + "rope.scaling.yarn_log_multiplier", "f32", 0.1 * rs.get("mscale_all_dim", 0.0))]
+        for key, name, default in (("yarn_beta_fast", "beta_fast", 32.0), ("yarn_beta_slow", "beta_slow", 1.0)):
+            if rs.get(name, default) != default:
+                md.append((a + "rope.scaling." + key, "f32", rs[name]))
+    elif kind not in ("", "default"):
+        raise ValueError(f"deepseek2: rope scaling {kind!r} has no GGUF form here (yarn)")
+    return md
+
+
+def split_kv_b(data, config):
+    """llama.cpp's layout since its MLA split: each blk.N.attn_kv_b [H·(nope + v), latent] in `data`
+    replaced by attn_k_b [H, latent, nope] (each head's k rows transposed) and attn_v_b [H, v, latent]."""
+    H, nope, v = config["num_attention_heads"], config.get("qk_nope_head_dim", 128), config.get("v_head_dim", 128)
+    for g in [g for g in data if g.endswith(".attn_kv_b.weight")]:
+        kv_b = data.pop(g)
+        per_head = kv_b.reshape(H, nope + v, kv_b.shape[-1])
+        data[g.replace("attn_kv_b", "attn_k_b")] = np.ascontiguousarray(per_head[:, :nope].swapaxes(1, 2))
+        data[g.replace("attn_kv_b", "attn_v_b")] = np.ascontiguousarray(per_head[:, nope:])
 
 
 def moe_hyperparameters(arch, config):
@@ -572,10 +658,18 @@ def unstack_experts(stacked, sources):
     return out
 
 
-def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequantized_dir=None, name=None):
-    """Writes OUT.gguf for MODEL_DIR (see the module's docstring); returns {gguf name: GGML type}."""
+def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequantized_dir=None, name=None,
+            mla_split=False):
+    """Writes OUT.gguf for MODEL_DIR (see the module's docstring); returns {gguf name: GGML type}.
+    mla_split: DeepSeek's kv_b_proj as attn_k_b / attn_v_b (llama.cpp since its MLA split)."""
     config, arch = read_config(model_dir)
     weights = load_weights(model_dir)
+    if mla_split and (arch != "deepseek2" or dequantized_dir is not None):
+        raise ValueError(f"{model_dir}: --mla-split is DeepSeek's (deepseek2) and writes no --dequantized-dir")
+    if arch == "deepseek2":  # the multi-token-prediction layers (V3's model.layers.61.*): the converter skips them
+        layers = config["num_hidden_layers"]
+        weights = {n: w for n, w in weights.items()
+                   if not (re.match(r"model\.layers\.(\d+)\.", n) and int(n.split(".")[2]) >= layers)}
     if arch in VISION_LANGUAGE:
         weights = language_model(weights)
     if config.get("tie_word_embeddings"):
@@ -599,6 +693,8 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
             data[g] = (w + 1).astype(w.dtype)
         hf_of[g] = hf_name
     data.update(extra_tensors(arch, config))
+    if mla_split:
+        split_kv_b(data, config)
     names = sorted(data)
     shapes = {g: list(reversed(data[g].shape)) for g in names}
     n_expert = moe.settings(config)["experts"] if moe.is_moe(config) else 0
@@ -611,7 +707,7 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
     tok, tok_config = tokenizer_files(model_dir)
     metadata = [("general.architecture", "string", arch), ("general.type", "string", "model"),
                 ("general.name", "string", name or os.path.basename(os.path.abspath(model_dir)))]
-    metadata += hyperparameters(arch, config)
+    metadata += hyperparameters(arch, config, mla_split)
     metadata += [("general.file_type", "u32", TYPES[type_name][0]), ("general.quantization_version", "u32", 2)]
     metadata += vocab_metadata(tok, tok_config)
     # gguf-py's SpecialVocab also takes special ids from config.json when the tokenizer files lack them
@@ -729,6 +825,8 @@ def main():
     ap.add_argument("--alignment", type=int, default=32, help="data alignment, a power of two (default %(default)s)")
     ap.add_argument("--dequantized-dir", metavar="DIR", help="also write the GGUF's weights as an F32 HF model here")
     ap.add_argument("--name", help="general.name (default: MODEL_DIR's name)")
+    ap.add_argument("--mla-split", action="store_true",
+                    help="DeepSeek: kv_b as attn_k_b / attn_v_b with key_length_mla (llama.cpp since its MLA split)")
     ap.add_argument("--random", metavar="ARCH", choices=sorted(RANDOM) + sorted(moe.TINY),
                     help="first write a small random model of ARCH into MODEL_DIR")
     ap.add_argument("--seed", type=int, default=0, help="--random's seed (default %(default)s)")
@@ -736,7 +834,7 @@ def main():
     try:
         if a.random:
             random_model(a.model_dir, a.random, a.seed)
-        types = convert(a.model_dir, a.out, a.type, a.version, a.alignment, a.dequantized_dir, a.name)
+        types = convert(a.model_dir, a.out, a.type, a.version, a.alignment, a.dequantized_dir, a.name, a.mla_split)
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"to_gguf.py: {e}")
     counts = {}
