@@ -21,7 +21,8 @@ Qwen2VLForConditionalGeneration and Qwen2_5_VLForConditionalGeneration -> "qwen2
 Qwen3VLForConditionalGeneration -> "qwen3vl" (llama.cpp's text model file: the vision tower's
 tensors left out, text_config's keys read as the top level's, the mrope_section as
 rope.dimension_sections padded to four with 0, Qwen3-VL's n_deepstack_layers as the count of
-vision_config's deepstack_visual_indexes)
+vision_config's deepstack_visual_indexes); DeepseekV2ForCausalLM and DeepseekV3ForCausalLM ->
+"deepseek2" (deepseek2_hyperparameters: llama.cpp b4748's layout, or with --mla-split its later one)
 (Gemma's norms stored as 1 + w and named post_attention_norm / ffn_norm / post_ffw_norm, its
 caps and window written; Cohere's layer_norm_epsilon, logit_scale and window; what llama.cpp
 hard-codes, such as Gemma's local RoPE base and both layer patterns, is not written).
