@@ -5,12 +5,14 @@ sink logit per head, a window and a full layer, YaRN (truncate false) and four e
 HF stores them, input-first F32 and as shipped in MXFP4 (*_blocks/*_scales) from the same
 values. pert's logits on the F32 layout and on the MXFP4 one widened at load (--dtype f32) within
 1e-4 of the reference at every position, in one prefill, token by token and in chunks of 5; the
+same checkpoint in BF16 (as gpt-oss-20b-BF16 ships) against the reference on its rounded values; the
 MXFP4 experts multiplied as stored (x rounded to int8 per block, as llama.cpp does) within 2e-2
 of the logit range of the reference given x rounded alike.
 
     gpt_oss_test.py PERT_LOGITS
 """
 import os
+import shutil
 import sys
 import tempfile
 
@@ -19,6 +21,7 @@ import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(here), "tools"))
+from lib import safetensors_io  # noqa: E402
 from reference import moe, reference  # noqa: E402
 from logits_check import pert_logits  # noqa: E402
 
@@ -57,6 +60,19 @@ def main():
                 failures.append(what)
         with torch.no_grad():  # the experts' inputs rounded to int8 per 32 values, as pert multiplies MXFP4
             rounded = reference.forward(config, W, ids, round_expert_inputs).numpy()
+        # the float experts in BF16 (as gpt-oss-20b-BF16 ships them), copied as stored, not widened per element
+        halves = os.path.join(work, "bf16")
+        shutil.copytree(floats, halves)
+        tensors = os.path.join(halves, "model.safetensors")
+        safetensors_io.save(tensors, safetensors_io.load(tensors), "BF16")
+        config16, W16 = reference.load_model_dir(halves)
+        with torch.no_grad():
+            want16 = reference.forward(config16, W16, ids).numpy()
+        for chunk in (None, 1):
+            err = float(np.abs(pert_logits(binary, halves, ids, work, chunk=chunk) - want16).max())
+            print(f"bf16 {'decode' if chunk else 'prefill':21s} max|Δ| = {err:.2e} (≤ 1e-4)")
+            if not err <= 1e-4:
+                failures.append(f"bf16 {chunk}")
         for chunk in (None, 1):
             err = float(np.abs(pert_logits(binary, blocks, ids, work, chunk=chunk) - rounded).max()) / span
             print(f"mxfp4 as stored {'decode' if chunk else 'prefill':9s} max|Δ| / range = {err:.2e} (≤ 2e-2)")

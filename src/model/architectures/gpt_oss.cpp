@@ -14,7 +14,6 @@
 #include <cstring>
 
 #include "architecture.hpp"
-#include "../../kernels/fp16.hpp"
 #include "../../kernels/quants.hpp"
 #include "pert/gguf.hpp"
 
@@ -85,14 +84,20 @@ class Splitter {
     return *t;
   }
 
-  // A new F32 view `name` [rows][cols] filled by value(r, c).
-  template <class Value>
-  void f32(const std::string& name, int64_t rows, int64_t cols, Value value) {
-    std::vector<uint8_t>& b = storage_.buffers.emplace_back(size_t(rows * cols) * 4);
-    float* out = reinterpret_cast<float*>(b.data());
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < cols; ++k) out[r * cols + k] = value(r, k);
-    add(name, cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, DType::F32, nullptr, b);
+  // A new view `name` [rows][cols] of t's elements in t's own dtype (F32, F16 or BF16, copied,
+  // not widened): element (r, k) is t's element at + r·r_step + k·k_step. The input-first
+  // float experts are transposed this way, in tiles so that both sides stay in cache.
+  void gather(const std::string& name, const TensorView& t, int64_t rows, int64_t cols, int64_t at, int64_t r_step,
+              int64_t k_step) {
+    const size_t size = dtype_size(t.dtype);
+    std::vector<uint8_t>& b = storage_.buffers.emplace_back(size_t(rows * cols) * size);
+    constexpr int64_t kTile = 32;
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+      for (int64_t k0 = 0; k0 < cols; k0 += kTile)
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+          for (int64_t k = k0; k < std::min(cols, k0 + kTile); ++k)
+            std::memcpy(&b[size_t(r * cols + k) * size], t.data + size_t(at + r * r_step + k * k_step) * size, size);
+    add(name, cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, t.dtype, nullptr, b);
   }
 
   // Rows r0, r0 + step, ... (`rows` of them) of an MXFP4 matrix of K columns, HF's nibble order,
@@ -137,16 +142,6 @@ bool is_fused_expert(const std::string& name) {
   return at != std::string::npos && at + mark.size() < name.size() && !std::isdigit(static_cast<unsigned char>(name[at + mark.size()]));
 }
 
-float value_at(const TensorView& t, size_t i) {
-  if (t.dtype == DType::F32) {
-    float v;
-    std::memcpy(&v, t.data + 4 * i, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, t.data + 2 * i, 2);
-  return t.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
 
 Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) {
   auto storage = std::make_shared<GptOssStorage>();
@@ -184,14 +179,14 @@ Checkpoint gpt_oss_checkpoint(Checkpoint stored, const ModelConfig& c, std::vect
         split.mxfp4(name(ExpertPart::Up), blocks, scales, gu0 + 1, 2, ff, d);
         split.mxfp4(name(ExpertPart::Down), db->data, ds->data, e * d, 1, d, ff);
       } else {  // gate_up [d][2·ff], down [ff][d]: transposed into rows along the input
-        const size_t g0 = size_t(e * d * 2 * ff), d0 = size_t(e * ff * d);
-        split.f32(name(ExpertPart::Gate), ff, d, [&](int64_t r, int64_t k) { return value_at(*gu, g0 + size_t(k * 2 * ff + 2 * r)); });
-        split.f32(name(ExpertPart::Up), ff, d, [&](int64_t r, int64_t k) { return value_at(*gu, g0 + size_t(k * 2 * ff + 2 * r + 1)); });
-        split.f32(name(ExpertPart::Down), d, ff, [&](int64_t r, int64_t k) { return value_at(*dn, d0 + size_t(k * d + r)); });
+        const int64_t g0 = e * d * 2 * ff, d0 = e * ff * d;
+        split.gather(name(ExpertPart::Gate), *gu, ff, d, g0, 2, 2 * ff);
+        split.gather(name(ExpertPart::Up), *gu, ff, d, g0 + 1, 2, 2 * ff);
+        split.gather(name(ExpertPart::Down), *dn, d, ff, d0, 1, d);
       }
-      split.f32(bias(ExpertPart::Gate), ff, 1, [&](int64_t r, int64_t) { return value_at(gate_up_bias, size_t(e * 2 * ff + 2 * r)); });
-      split.f32(bias(ExpertPart::Up), ff, 1, [&](int64_t r, int64_t) { return value_at(gate_up_bias, size_t(e * 2 * ff + 2 * r + 1)); });
-      split.f32(bias(ExpertPart::Down), d, 1, [&](int64_t r, int64_t) { return value_at(down_bias, size_t(e * d + r)); });
+      split.gather(bias(ExpertPart::Gate), gate_up_bias, ff, 1, e * 2 * ff, 2, 0);
+      split.gather(bias(ExpertPart::Up), gate_up_bias, ff, 1, e * 2 * ff + 1, 2, 0);
+      split.gather(bias(ExpertPart::Down), down_bias, d, 1, e * d, 1, 0);
     }
   }
   const std::string source = stored.source();
