@@ -34,7 +34,7 @@ CASES = {
     "v3_half_rope_yarn": ("v3", True, {"rope_interleave": False}),  # halves turned; YaRN: scale × m²
     "v3_no_norm": ("v3", False, {"norm_topk_prob": False, "n_group": 2, "topk_group": 1, "v_head_dim": 20}),
     "v2_lite": ("v2", False, {}),  # q_proj, softmax greedy top-3, two shared experts
-    "v2_lite_yarn": ("v2", True, {}),  # YaRN without V3's m² (HF's V2 class)
+    "v2_lite_yarn": ("v2", True, {}),  # YaRN with V3's m² (HF's V2 since PR 47435, as DeepSeek's code)
     # DeepSeek-V2 / V2.5 as published: group_limited_greedy (the topk_group groups of the best
     # probabilities), routed_scaling_factor 16
     "v2_groups": ("v2", False, {"topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2,

@@ -205,7 +205,7 @@ def vision_language(binary, work, check, arch):
 
 def deepseek(binary, work, check):
     ids = list(np.random.default_rng(5).integers(3, 96, size=24))  # past YaRN's L (16)
-    cases = (("V3", "v3", False), ("V3 YaRN", "v3", True), ("V2-Lite", "v2", False))
+    cases = (("V3", "v3", False), ("V3 YaRN", "v3", True), ("V2-Lite", "v2", False), ("V2-Lite YaRN", "v2", True))
     for name, kind, yarn in cases:
         src = os.path.join(work, name.replace(" ", "_"))
         os.makedirs(src)
@@ -284,10 +284,6 @@ def deepseek(binary, work, check):
     refused(binary, rewritten(os.path.join(work, "V3_YaRN-b4748.gguf"), os.path.join(work, "nolog.gguf"),
                               drop=("deepseek2.rope.scaling.yarn_log_multiplier",)),
             "deepseek2.rope.scaling.yarn_log_multiplier", work, check, "deepseek2 YaRN without yarn_log_multiplier")
-    refused(binary, rewritten(os.path.join(work, "V3_YaRN-b4748.gguf"), os.path.join(work, "v2yarn.gguf"),
-                              keys={"deepseek2.expert_gating_func": ("u32", 1), "deepseek2.expert_weights_norm": ("bool", False),
-                                    "deepseek2.expert_group_count": ("u32", 1), "deepseek2.expert_group_used_count": ("u32", 1)}),
-            "deepseek2.rope.scaling.type", work, check, "deepseek2 softmax gating (V2) with YaRN")
     refused(binary, rewritten(v2_path, os.path.join(work, "v2groups.gguf"),
                               keys={"deepseek2.expert_group_count": ("u32", 4), "deepseek2.expert_group_used_count": ("u32", 2)}),
             "deepseek2.expert_group_count", work, check, "deepseek2 softmax gating with 4 groups, 2 kept")

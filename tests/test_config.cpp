@@ -1057,7 +1057,8 @@ TEST_CASE("DeepSeek-V3's and DeepSeek-V2-Lite's published config.json parse as H
   v2.erase("num_nextn_predict_layers");
   const ModelConfig l = parse(v2);
   CHECK(l.mla.q_lora_rank == 0);
-  CHECK(l.attention_scale == Approx(1 / std::sqrt(192.0)));  // (nope + rope)^-½: HF's V2 class has no m²
+  const double m2 = 0.1 * 0.707 * std::log(40.0) + 1;  // V2 scales by m² too (transformers PR 47435, DeepSeek's own code)
+  CHECK(l.attention_scale == Approx(m2 * m2 / std::sqrt(192.0)));
   CHECK(l.moe.router == MoeConfig::Router::Softmax);
   CHECK(l.moe.shared_ffn == 2816);
 }

@@ -37,10 +37,10 @@ def rope_scaling(config):
 
 
 def softmax_scale(config):
-    """DeepseekV3Attention.scaling (V2: qk_head_dim^-1/2 alone)."""
+    """DeepseekV3Attention.scaling, and V2's (transformers PR 47435, as DeepSeek's own code)."""
     scale = (config.get("qk_nope_head_dim", 128) + config.get("qk_rope_head_dim", 64)) ** -0.5
     rs = rope_scaling(config)
-    if moe.arch_of(config) == V3 and rs is not None and rs.get("mscale_all_dim"):
+    if rs is not None and rs.get("mscale_all_dim"):
         factor = rs["factor"]
         m = 1.0 if factor <= 1 else 0.1 * rs["mscale_all_dim"] * math.log(factor) + 1.0
         scale *= m * m

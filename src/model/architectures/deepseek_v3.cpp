@@ -44,9 +44,10 @@ void read_mla(Fields& f, ModelConfig& mc, ArchitectureLayers& layers, bool inter
   layers.rope_defaults = {{"rotary_dim", m.qk_rope_head_dim}, {"layout", interleaved ? "interleaved" : "half"}};
 }
 
-// DeepseekV3Attention's softmax scale: qk_head_dim^-½, × m² with m = 0.1·mscale_all_dim·ln(factor) + 1
-// when the RoPE scaling gives mscale_all_dim and a factor above 1 (yarn_get_mscale).
-void v3_attention_scale(Fields& f, ModelConfig& mc) {
+// MLA's softmax scale (DeepseekV3Attention's, and V2's since transformers PR 47435 as DeepSeek's own
+// code): qk_head_dim^-½, × m² with m = 0.1·mscale_all_dim·ln(factor) + 1 when the RoPE scaling
+// gives mscale_all_dim and a factor above 1 (yarn_get_mscale).
+void mla_attention_scale(Fields& f, ModelConfig& mc) {
   const json* rs = f.get("rope_scaling");
   if (!rs) rs = f.get("rope_parameters");
   double m = 1.0;
@@ -94,7 +95,7 @@ void read_groups(Fields& f, MoeConfig& m, int def_groups, int def_kept) {
 std::vector<bool> deepseek_v3_parse(Fields& f, ModelConfig& mc, int&, ArchitectureLayers& layers) {
   read_mla(f, mc, layers, f.boolean("rope_interleave", true));
   mc.draft_layers = int(f.integer("num_nextn_predict_layers", 0, kMaxLayers, 0));
-  v3_attention_scale(f, mc);
+  mla_attention_scale(f, mc);
   read_deepseek_experts(f, mc, 256, 8, 1, 3, 2048);
   MoeConfig& m = mc.moe;
   m.router = MoeConfig::Router::SigmoidGroups;
@@ -107,7 +108,8 @@ std::vector<bool> deepseek_v3_parse(Fields& f, ModelConfig& mc, int&, Architectu
 }
 
 std::vector<bool> deepseek_v2_parse(Fields& f, ModelConfig& mc, int&, ArchitectureLayers& layers) {
-  read_mla(f, mc, layers, true);  // HF's V2 turns interleaved pairs (complex numbers), and scales by qk_head_dim^-½ alone
+  read_mla(f, mc, layers, true);  // HF's V2 turns interleaved pairs (complex numbers)
+  mla_attention_scale(f, mc);
   read_deepseek_experts(f, mc, 64, 6, 2, 0, 1407);
   require_string(f, "scoring_func", "softmax", "softmax", "DeepSeek V2 scores experts by softmax (pert computes no other)");
   const std::string method = f.string("topk_method", "greedy");
@@ -244,9 +246,6 @@ void deepseek2_from_gguf(const GgufFile& f, const std::string& a, json& c) {
     if (!log_mul || !(*log_mul > 0) || !std::isfinite(*log_mul))
       refuse("rope.scaling.yarn_log_multiplier", "is missing or not positive: a deepseek2 YaRN file without it is scaled differently by "
              "llama.cpp b4748 and later versions (the converter writes 0.1 x mscale_all_dim)");
-    if (!v3)
-      refuse("rope.scaling.type", "is yarn with softmax gating (DeepSeek V2): llama.cpp scales its softmax by m^2, HF's DeepseekV2 class "
-             "(which pert computes) does not; pert refuses the difference");
     if (f.find(a + "rope.scaling.attn_factor"))
       refuse("rope.scaling.attn_factor", "is set; llama.cpp's deepseek2 folds it into the softmax scale, which pert does not read");
     const double all_dim = double(float(*log_mul) / 0.1f);  // as llama.cpp undoes the converter's factor
