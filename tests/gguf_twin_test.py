@@ -57,6 +57,19 @@ class Check:
             self.failures.append(what)
 
 
+
+def with_config(src, out, **changes):
+    """A model directory at `out` with src's weights and tokenizer (hard links) and its config.json
+    with `changes` over src's."""
+    os.makedirs(out)
+    for name in ("model.safetensors", "tokenizer.json"):
+        os.link(os.path.join(src, name), os.path.join(out, name))
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(dict(config, **changes), f)
+    return out
+
 def tokenizer(model_dir):
     tok, vocab = to_gguf.tiny_tokenizer()
     tokenizer_json.write(tok, os.path.join(model_dir, "tokenizer.json"))
@@ -134,14 +147,9 @@ def gpt_oss(binary, work, check):
     # Keys that change the math: read (a window pattern), or refused with the key's name
     both = rewritten(f32_path, os.path.join(work, "both.gguf"),
                      keys={"gpt-oss.attention.sliding_window_pattern": (("array", "bool"), [True, True])})
-    windowed = os.path.join(work, "windowed")
-    os.makedirs(windowed)
-    for name in ("model.safetensors", "tokenizer.json"):
-        os.link(os.path.join(f32_src, name), os.path.join(windowed, name))
+    windowed = with_config(f32_src, os.path.join(work, "windowed"), layer_types=["sliding_attention"] * 2)
     with open(os.path.join(f32_src, "config.json")) as f:
         config = json.load(f)
-    with open(os.path.join(windowed, "config.json"), "w") as f:
-        json.dump(dict(config, layer_types=["sliding_attention"] * 2), f)
     err = float(np.abs(pert_logits(binary, both, ids, work) - pert_logits(binary, windowed, ids, work)).max())
     moved = float(np.abs(pert_logits(binary, both, ids, work) - pert_logits(binary, f32_src, ids, work)).max())
     check(err <= 1e-4 and moved > 1e-3, f"gpt-oss sliding_window_pattern [true, true] = layer_types both sliding "
@@ -257,14 +265,9 @@ def deepseek(binary, work, check):
     # b4748 writes no group keys: llama.cpp routes over all experts, as n_group 1
     ungrouped = rewritten(v3_path, os.path.join(work, "ungrouped.gguf"),
                           drop=("deepseek2.expert_group_count", "deepseek2.expert_group_used_count"))
-    one_group = os.path.join(work, "one_group")
-    os.makedirs(one_group)
-    for name in ("model.safetensors", "tokenizer.json"):
-        os.link(os.path.join(v3_src, name), os.path.join(one_group, name))
+    one_group = with_config(v3_src, os.path.join(work, "one_group"), n_group=1, topk_group=1)
     with open(os.path.join(v3_src, "config.json")) as f:
         config = json.load(f)
-    with open(os.path.join(one_group, "config.json"), "w") as f:
-        json.dump(dict(config, n_group=1, topk_group=1), f)
     got = pert_logits(binary, ungrouped, ids, work)
     err = float(np.abs(got - pert_logits(binary, one_group, ids, work)).max())
     moved = float(np.abs(got - pert_logits(binary, v3_path, ids, work)).max())
