@@ -6,8 +6,10 @@ the numpy restatement of the format, tools/convert/ggml_quants.py:
     a fixed order, so there is one right answer);
   - quantize: pert's blocks, dequantized by numpy, are no further from the input than numpy's own
     quantizer's (RMS error within 0.1% for the legacy types, which follow GGML's reference
-    operation for operation, 3% for the K-quants, whose scale search may differ; F16/BF16 bit for
-    bit), on Gaussian rows, rows with outliers, constant, zero and tiny rows;
+    operation for operation, 3% for the K-quants, whose scale search may differ; F16/BF16 and
+    MXFP4, whose reference has no sum to fuse, bit for bit), on Gaussian rows, rows with outliers,
+    constant, zero and tiny rows; MXFP4 also bit for bit on its edges (a block's largest value a
+    few ulps under a power of two, where log2f rounds up; subnormal, huge, infinite and NaN values);
   - matmul: y = x·Wᵀ against float64 numpy on the dequantized W (quantized Gaussian W, random
     blocks; Gaussian and heavy-tailed x), every value within a bound derived from how pert
     computes it, and for the Gaussian W the RMS error within what that rounding predicts (see
@@ -34,9 +36,10 @@ pytestmark = pytest.mark.skipif(not BINARY, reason="PERT_BLOCKS (the pert_blocks
 TYPES = list(ggml_quants.TYPES)
 # byte offsets of each type's f16 scale fields in a block
 F16_FIELDS = {"Q8_0": [0], "Q4_0": [0], "Q5_0": [0], "Q4_1": [0, 2], "Q5_1": [0, 2],
-              "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
+              "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "MXFP4": []}
 LEGACY = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
 FLOATS = {"F32", "F16", "BF16"}
+EXACT = FLOATS | {"MXFP4"}  # quantizers with one right answer: pert's bytes are numpy's
 
 
 def run(*args):
@@ -72,6 +75,8 @@ def random_blocks(type_name, n_blocks, rng):
     for at in F16_FIELDS[type_name]:
         scales = (rng.standard_normal(n_blocks) * 10.0 ** rng.integers(-4, 2, n_blocks)).astype(np.float16)
         b[:, at:at + 2] = scales.reshape(-1, 1).view(np.uint8)
+    if type_name == "MXFP4":  # E8M0 scales 2^-16 .. 2^7, as the F16 ones above
+        b[:, 0] = rng.integers(112, 135, n_blocks)
     return b.tobytes()
 
 
@@ -81,6 +86,10 @@ def test_dequantize_bit_exact(tmp_path, type_name):
     t = ggml_quants.TYPES[type_name]
     n_blocks = 4096 // t.block_size * 8
     raw = random_blocks(type_name, n_blocks, rng)
+    if type_name == "MXFP4":  # every E8M0 byte once: 0 and 1 subnormal, 254 and 255 overflowing to inf
+        blocks = np.frombuffer(raw, np.uint8).reshape(n_blocks, t.block_bytes).copy()
+        blocks[:256, 0] = np.arange(256)
+        raw = blocks.tobytes()
     want = ggml_quants.dequantize(type_name, raw, n_blocks * t.block_size)
     got = pert_dequantize(tmp_path, type_name, raw)
     assert got.shape == want.shape
@@ -108,8 +117,8 @@ def test_quantize_no_worse(tmp_path, type_name):
     ours = ggml_quants.quantize(type_name, x)
     theirs = pert_quantize(tmp_path, type_name, x)
     assert len(theirs) == len(ours)
-    if type_name in FLOATS:
-        assert theirs == ours  # conversion with round to nearest even: one right answer
+    if type_name in EXACT:
+        assert theirs == ours  # round to nearest even, or GGML's nearest code: one right answer
         return
     n = x.size
     err_np = ggml_quants.dequantize(type_name, ours, n).reshape(x.shape) - x
@@ -123,11 +132,44 @@ def test_quantize_no_worse(tmp_path, type_name):
         assert np.allclose(ggml_quants.dequantize(type_name, theirs, n).reshape(x.shape)[i], x[i], rtol=2e-3, atol=0)
 
 
+def mxfp4_edge_rows(rng):
+    """Blocks of 32 at MXFP4's edges: the largest value 1 to 40 ulps under a power of two (where log2f
+    rounds up to it, so GGML's exponent is one more than the value's), at the power itself and just
+    over, from 2^-140 to 2^127; a block of subnormals, zeros, infinities and NaN among normal values."""
+    rows = []
+    for k in list(range(-140, 128, 3)) + [127]:
+        top = np.float32(2.0 ** k)
+        for ulps in (-40, -7, -3, -2, -1, 0, 1):
+            amax = (np.array([top], np.float32).view(np.int32) + ulps).view(np.float32)[0]
+            if not np.isfinite(amax) or amax <= 0:
+                continue
+            block = (rng.uniform(-1, 1, 32) * amax).astype(np.float32)
+            block[rng.integers(32)] = amax * rng.choice([-1, 1])
+            rows.append(block)
+    rows.append((rng.standard_normal(32) * 1e-42).astype(np.float32))  # subnormal values
+    for special in (np.inf, -np.inf, np.nan):
+        block = rng.standard_normal(32).astype(np.float32)
+        block[rng.integers(32)] = special
+        rows.append(block)
+    rows += [np.zeros(32, np.float32), np.full(32, -0.0, np.float32), np.full(32, np.nan, np.float32)]
+    return np.array(rows, np.float32)
+
+
+def test_mxfp4_quantize_edges(tmp_path):
+    x = mxfp4_edge_rows(np.random.default_rng(39))
+    ours, theirs = ggml_quants.quantize("MXFP4", x), pert_quantize(tmp_path, "MXFP4", x)
+    mine, its = np.frombuffer(ours, np.uint8).reshape(-1, 17), np.frombuffer(theirs, np.uint8).reshape(-1, 17)
+    differ = np.flatnonzero((mine != its).any(1))
+    assert not differ.size, (f"{differ.size} of {len(x)} blocks differ; first {differ[0]}: max|x| "
+                             f"{np.nanmax(np.abs(x[differ[0]]))!r}, pert {its[differ[0]].tobytes().hex()}, "
+                             f"numpy {mine[differ[0]].tobytes().hex()}")
+
+
 def x_block(type_name):
     """The block pert quantizes x in for its integer dot products (0: x stays float)."""
     if type_name in FLOATS:
         return 0
-    return 32 if type_name in LEGACY else 256
+    return 32 if type_name in LEGACY | {"MXFP4"} else 256
 
 
 def matmul_bound(type_name, w, x):

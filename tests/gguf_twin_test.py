@@ -86,15 +86,13 @@ def same_logits(binary, model_dir, gguf_path, ids, work, check, what):
 def rewritten(path, out, drop=(), keys=None, tensors=None):
     """`path` rewritten as `out` without the keys in drop, with keys {key: (kind, value)} and tensors
     {name: (type, shape innermost first, raw bytes)} set."""
-    with to_gguf.with_mxfp4():
-        version, metadata, infos = gguf.read_gguf(path)
+    version, metadata, infos = gguf.read_gguf(path)
     metadata = {k: v for k, v in metadata.items() if k not in drop}
     metadata.update(keys or {})
     ts = {t["name"]: (t["type"], t["shape"], t["bytes"]) for t in infos}
     ts.update(tensors or {})
-    with to_gguf.with_mxfp4():
-        gguf.write_gguf(out, [(k, kind, v) for k, (kind, v) in metadata.items()],
-                        [(n, *ts[n]) for n in sorted(ts)], version=version)
+    gguf.write_gguf(out, [(k, kind, v) for k, (kind, v) in metadata.items()],
+                    [(n, *ts[n]) for n in sorted(ts)], version=version)
     return out
 
 
@@ -118,8 +116,7 @@ def gpt_oss(binary, work, check):
         to_gguf.convert(src, path, "F32")
         layout = "MXFP4 as stored" if mx else "F32 input-first"
         same_logits(binary, src, path, ids, work, check, f"gpt-oss {layout}")
-        with to_gguf.with_mxfp4():
-            _, md, infos = gguf.read_gguf(path)
+        _, md, infos = gguf.read_gguf(path)
         t = {i["name"]: (i["type"], i["shape"]) for i in infos}
         d, ff, E, heads = 64, 32, 4, 4
         expect = {"blk.0.attn_sinks.weight": ("F32", [heads]), "blk.1.post_attention_norm.weight": ("F32", [d]),

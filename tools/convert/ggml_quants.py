@@ -21,6 +21,10 @@ Block layouts (little-endian; "f16" an IEEE half; values in a block numbered 0..
                                                        holds sub-block 2c (low nibble), 2c+1 (high)
   Q5_K  as Q4_K with u8 qh[32] before qs               bit j of qh[l] is the 5th bit of sub-block j's value l
   Q6_K  u8 ql[128], u8 qh[64], int8 scales[16], f16 d  16 sub-blocks of 16: x = (d*scale)*(q-32)
+  MXFP4 u8 e, u8 qs[16]                                E2M1 codes c in Q4_0's nibble order, x = k[c]*2^(e-128)
+                                                       with k the doubled E2M1 values 0 1 2 3 4 6 8 12 and
+                                                       their negatives (codes 8..15); e 0 and 1 give the
+                                                       subnormal scales 2^-128, 2^-127, e 255 2^127 (no NaN)
 
 The legacy quantizers (Q4_0 ... Q8_0) are GGML's reference ones, operation for operation in
 float32, so they give its bytes where the compiler keeps x*id + 0.5 two roundings (x86-64's
@@ -29,6 +33,12 @@ K-quant quantizers follow the reference's search (a weighted least-squares scale
 sweep of candidate scales per sub-block, then the scales themselves quantized against the
 block's largest) vectorised over all sub-blocks at once; they are not promised to be
 bit-identical to llama-quantize (the sums are added in another order).
+
+MXFP4's quantizer is GGML's reference (quantize_row_mxfp4_ref): e = floor(log2f(max|x|)) - 2 + 127
+(log2f's float32 result, which for a max|x| a few ulps under a power of two is that power's
+exponent), then each value the code nearest it on that scale, the first of equals. Its bytes are
+GGML's, and pert's (src/kernels/quants.cpp); where GGML's cast to uint8 is undefined (max|x| under
+2^-125, or not finite) e is 0, as pert has it.
 """
 import argparse
 import os
@@ -58,6 +68,7 @@ TYPES = {t.name: t for t in (
     BlockType("Q5_K", 13, QK_K, 176),
     BlockType("Q6_K", 14, QK_K, 210),
     BlockType("BF16", 30, 1, 2),
+    BlockType("MXFP4", 39, 32, 17),
 )}
 BY_NUMBER = {t.number: t for t in TYPES.values()}
 
@@ -208,8 +219,25 @@ def _deq_q6_k(b):
     return scale * q.astype(F32)
 
 
+# MXFP4's E2M1 values times 2, by code (GGML's kvalues_mxfp4): its scale is half the E8M0 one
+_E2M1_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.int8)
+
+
+def _e8m0_half(e):
+    """Half of E8M0's 2^(e-127) as float32, as GGML builds it: e 0 and 1 the subnormals 2^-128 and
+    2^-127, e 255 (NaN in the OCP MX spec) 2^127."""
+    e = np.asarray(e, np.uint32)
+    return np.where(e < 2, np.uint32(0x00200000) << e, (e - 1) << 23).astype(np.uint32).view(F32)
+
+
+def _deq_mxfp4(b):
+    with np.errstate(over="ignore"):  # e 254 and 255: the larger codes overflow to inf, as in GGML
+        return _E2M1_DOUBLED[_nibbles(b[:, 1:])].astype(F32) * _e8m0_half(b[:, 0])[:, None]
+
+
 _DEQUANTIZE = {"Q8_0": _deq_q8_0, "Q4_0": _deq_q4_0, "Q4_1": _deq_q4_1, "Q5_0": _deq_q5_0,
-               "Q5_1": _deq_q5_1, "Q4_K": _deq_q4_k, "Q5_K": _deq_q5_k, "Q6_K": _deq_q6_k}
+               "Q5_1": _deq_q5_1, "Q4_K": _deq_q4_k, "Q5_K": _deq_q5_k, "Q6_K": _deq_q6_k,
+               "MXFP4": _deq_mxfp4}
 
 
 def dequantize(type_name, raw, n):
@@ -413,8 +441,24 @@ def _q_q6_k(x):
     return np.concatenate([ql, qh.reshape(-1, 64), sc.view(np.uint8), _f16_bytes(d)], 1)
 
 
+# ----------------------------------------------------------------------------- MXFP4 quantizer
+def _q_mxfp4(x):
+    """GGML's reference: the block's exponent from log2f(max|x|), each value the nearest code."""
+    amax = np.fmax.reduce(np.abs(x), axis=1)  # NaN passed over, as the reference's amax < |v| tests do
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # log2f as float32: float64's log2 rounded (equal to glibc's log2f in its floor, checked on
+        # every float within 3000 ulps under a power of two, where the floor can tell)
+        biased = np.floor(np.log2(amax.astype(np.float64)).astype(F32)) - F32(2) + F32(127)
+    e = np.where((biased > 0) & (biased <= 254), biased, 0).astype(np.uint8)
+    levels = _E2M1_DOUBLED.astype(F32)[None, :] * _e8m0_half(e)[:, None]  # (B, 16), exact
+    with np.errstate(invalid="ignore", over="ignore"):  # inf or NaN values (or near FLT_MAX): errors inf or NaN, code 0
+        err = np.abs(levels[:, None, :] - x[:, :, None])  # (B, 32, 16): float32, as the reference
+    q = err.argmin(2).astype(np.uint8)  # the first of equals (+0 before -0, the smaller magnitude at a midpoint)
+    return np.concatenate([e[:, None], _pack_nibbles(q)], 1)
+
+
 _QUANTIZE = {"Q8_0": _q_q8_0, "Q4_0": _q_q4_0, "Q4_1": _q_q4_1, "Q5_0": _q_q5_0,
-             "Q5_1": _q_q5_1, "Q4_K": _q_q4_k, "Q5_K": _q_q5_k, "Q6_K": _q_q6_k}
+             "Q5_1": _q_q5_1, "Q4_K": _q_q4_k, "Q5_K": _q_q5_k, "Q6_K": _q_q6_k, "MXFP4": _q_mxfp4}
 
 
 def quantize(type_name, values):

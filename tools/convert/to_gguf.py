@@ -77,7 +77,6 @@ holds (dequantized to F32, q/k back in HF order) with config.json and the tokeni
 copied, so that the float64 reference (tools/reference/reference.py) computes the GGUF's model.
 """
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -108,24 +107,6 @@ GEMMA = ("gemma2", "gemma3")
 EXPERT_WEIGHTS_NORM = {"llama": True, "qwen2moe": False, "qwen3moe": True, "olmoe": False}
 VISION_LANGUAGE = ("qwen2vl", "qwen3vl")  # their language model's tensors, under these prefixes; the vision tower's left out
 LANGUAGE_MODEL, VISION_TOWER = "model.language_model.", ("visual.", "model.visual.")
-# GGML's MXFP4 (type 39): blocks of 32, an E8M0 scale byte then 16 bytes of E2M1 codes. Carried as
-# stored, never quantized here: ggml_quants.py has no quantizer for it, so it is made known to the
-# GGUF writer and reader only while with_mxfp4() holds (ggml_quants.TYPES lists what it quantizes).
-MXFP4 = ggml_quants.BlockType("MXFP4", 39, 32, 17)
-
-
-@contextlib.contextmanager
-def with_mxfp4():
-    """ggml_quants' tables with MXFP4 in them, for gguf.write_gguf / read_gguf of a file that holds it."""
-    added = "MXFP4" not in ggml_quants.TYPES
-    if added:
-        ggml_quants.TYPES["MXFP4"], ggml_quants.BY_NUMBER[MXFP4.number] = MXFP4, MXFP4
-    try:
-        yield
-    finally:
-        if added:
-            del ggml_quants.TYPES["MXFP4"], ggml_quants.BY_NUMBER[MXFP4.number]
-
 # --type: (llama.cpp's general.file_type, the matrices' type, llama-quantize's mix or None)
 TYPES = {
     "F32": (0, "F32", None), "F16": (1, "F16", None), "BF16": (32, "BF16", None),
@@ -718,9 +699,8 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
         ids = ids[0] if isinstance(ids, list) and ids else ids
         if isinstance(ids, int) and f"tokenizer.ggml.{kind}_token_id" not in have:
             metadata.append((f"tokenizer.ggml.{kind}_token_id", "u32", ids))
-    with with_mxfp4():
-        gguf.write_gguf(out_path, metadata, [(g, types[g], shapes[g], raw[g]) for g in names],
-                        version=version, alignment=alignment)
+    gguf.write_gguf(out_path, metadata, [(g, types[g], shapes[g], raw[g]) for g in names],
+                    version=version, alignment=alignment)
 
     if dequantized_dir is not None:
         os.makedirs(dequantized_dir, exist_ok=True)
