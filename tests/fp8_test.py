@@ -11,6 +11,14 @@ float32) as F32. pert's logits on the FP8 directory: within 1e-4 of the referenc
 twin, in one prefill and token by token, and equal bit for bit to pert's on the twin (F32, and
 --dtype bf16 / q8 / q4_0, which quantize the same floats).
 
+tools/convert/to_gguf.py on the same FP8 checkpoints (each with a tokenizer, so vocab 306):
+tools/lib/safetensors_io.py decodes the 256 E4M3 codes as pert's fp8.hpp (bit for bit, -0 and NaN
+included), the --type F32 file pert runs to the FP8 directory's logits bit for bit (prefill and
+decode), and the converter refuses, naming the key or tensor, what pert refuses: no
+quantization_config, quant_method / activation_scheme / fmt other than pert reads, no or a bad
+weight_block_size, a NaN code, a missing, misshapen or zero _scale_inv, a _scale_inv beside a
+BF16 tensor.
+
     fp8_test.py PERT_LOGITS
 """
 import json
@@ -24,6 +32,7 @@ import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(here), "tools"))
+from convert import to_gguf, tokenizer_json  # noqa: E402
 from lib import safetensors_io  # noqa: E402
 from reference import deepseek, reference  # noqa: E402
 from logits_check import pert_logits  # noqa: E402
@@ -104,7 +113,8 @@ def is_fp8(name, shape):
 
 def write_fp8_twin(src, fp8_dir, twin_dir, block, scale_dtype):
     """src (a tiny F32 checkpoint) as a published FP8 checkpoint in fp8_dir, and the values it
-    holds as F32 in twin_dir. Returns how many matrices are FP8."""
+    holds as F32 in twin_dir. Returns how many matrices are FP8, and the FP8 directory's tensors
+    {name: (dtype, array)}."""
     with open(os.path.join(src, "config.json")) as f:
         config = json.load(f)
     stored, twin = {}, {}
@@ -126,30 +136,120 @@ def write_fp8_twin(src, fp8_dir, twin_dir, block, scale_dtype):
                                         "weight_block_size": list(block)}
         with open(os.path.join(out, "config.json"), "w") as f:
             json.dump(c, f, indent=2)
-    return sum(1 for n, (d, _) in stored.items() if d == "F8_E4M3")
+    return sum(1 for n, (d, _) in stored.items() if d == "F8_E4M3"), stored
 
 
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "rope_theta": 1000000.0, "attention_bias": False,
          "use_sliding_window": False}
 
-# case: (maker, FP8 weight_block_size, scale dtype)
+# case: (maker(out_dir, **options such as vocab), FP8 weight_block_size, scale dtype)
 CASES = {
-    "llama_blocks_16x48": (lambda d: reference.make_model(d, None, seed=11, hidden=64, ffn=128), (16, 48), "F32"),
-    "qwen3_blocks_128_bf16_scales": (lambda d: reference.make_model(d, None, seed=12, hidden=64, ffn=128, qk_norm=True,
-                                                                    head_dim=24, extra_config=QWEN3), (128, 128), "BF16"),
-    "deepseek_v3_blocks_128": (lambda d: deepseek.make_deepseek_model(d, "v3", seed=13), (128, 128), "F32"),
-    "deepseek_v3_blocks_8x24": (lambda d: deepseek.make_deepseek_model(d, "v3", seed=14), (8, 24), "F32"),
+    "llama_blocks_16x48": (lambda d, **kw: reference.make_model(d, None, seed=11, hidden=64, ffn=128, **kw), (16, 48), "F32"),
+    "qwen3_blocks_128_bf16_scales": (lambda d, **kw: reference.make_model(d, None, seed=12, hidden=64, ffn=128, qk_norm=True,
+                                                                          head_dim=24, extra_config=QWEN3, **kw),
+                                     (128, 128), "BF16"),
+    "deepseek_v3_blocks_128": (lambda d, **kw: deepseek.make_deepseek_model(d, "v3", seed=13, **kw), (128, 128), "F32"),
+    "deepseek_v3_blocks_8x24": (lambda d, **kw: deepseek.make_deepseek_model(d, "v3", seed=14, **kw), (8, 24), "F32"),
 }
+
+
+def check_e4m3_decoding(failures):
+    """safetensors_io's E4M3 values, bit for bit, against this file's (written from the definition)."""
+    same = np.array_equal(safetensors_io.E4M3.view(np.uint32), E4M3.view(np.uint32))
+    print(f"safetensors_io decodes the 256 E4M3 codes as fp8.hpp, bit for bit: {same}")
+    if not same:
+        failures.append("safetensors_io E4M3 decoding")
+
+
+def with_config(fp8_dir, out, config=None):
+    """A directory `out` with fp8_dir's tokenizer (linked) and config.json, the keys `config` set
+    (a value None: the key removed); its weights are the caller's to write."""
+    os.makedirs(out)
+    os.link(os.path.join(fp8_dir, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
+    with open(os.path.join(fp8_dir, "config.json")) as f:
+        c = json.load(f)
+    for key, value in (config or {}).items():
+        if value is None:
+            c.pop(key, None)
+        else:
+            c[key] = value
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(c, f)
+    return out
+
+
+def check_gguf(binary, case, make, block, scale_dtype, work, failures):
+    """The case's FP8 checkpoint (with a tokenizer) through to_gguf.py --type F32: pert's logits on the
+    file are its logits on the FP8 directory, bit for bit; then the refusals (on the first case only)."""
+    src, fp8, twin = (os.path.join(work, case, n) for n in ("gguf_src", "gguf_fp8", "gguf_twin"))
+    os.makedirs(src)
+    tokenizer, vocab = to_gguf.tiny_tokenizer()
+    make(src, vocab=vocab)
+    _, stored = write_fp8_twin(src, fp8, twin, block, scale_dtype)
+    tokenizer_json.write(tokenizer, os.path.join(fp8, "tokenizer.json"))
+    path = os.path.join(work, case, "fp8.gguf")
+    types = to_gguf.convert(fp8, path, "F32")
+    ids = list(np.random.default_rng(4).integers(3, vocab, size=20))
+    for chunk in (None, 1):
+        same = np.array_equal(pert_logits(binary, path, ids, work, chunk=chunk), pert_logits(binary, fp8, ids, work, chunk=chunk))
+        what = f"{case} to_gguf.py --type F32 ({len(types)} tensors) {'decode' if chunk else 'prefill'}"
+        print(f"{what:70s} = the FP8 directory bit for bit: {same}")
+        if not same:
+            failures.append(what)
+    return fp8, stored
+
+
+def check_gguf_refusals(fp8, stored, work, failures):
+    """to_gguf.py refuses what pert refuses, naming the key or tensor."""
+    matrix = sorted(n for n, (d, _) in stored.items() if d == "F8_E4M3")[0]
+    scale = matrix + "_scale_inv"
+    norm = sorted(n for n, (d, _) in stored.items() if d == "BF16" and n.endswith("norm.weight"))[0]
+    with open(os.path.join(fp8, "config.json")) as f:
+        q = json.load(f)["quantization_config"]
+    zero = stored[scale][1].copy()
+    zero[0, 0] = 0
+    nan = stored[matrix][1].copy()
+    nan[1, 2] = 0xFF  # S.1111.111
+    cases = {
+        "no quantization_config": ({"quantization_config": None}, {}, (), "has no quantization_config"),
+        "quant_method bitsandbytes": ({"quantization_config": dict(q, quant_method="bitsandbytes")}, {}, (),
+                                      "quantization_config.quant_method is \"bitsandbytes\""),
+        "activation_scheme static": ({"quantization_config": dict(q, activation_scheme="static")}, {}, (),
+                                     "quantization_config.activation_scheme is \"static\""),
+        "fmt e5m2": ({"quantization_config": dict(q, fmt="e5m2")}, {}, (), "quantization_config.fmt"),
+        "no weight_block_size": ({"quantization_config": {k: v for k, v in q.items() if k != "weight_block_size"}},
+                                 {}, (), "has no weight_block_size"),
+        "weight_block_size [0, 128]": ({"quantization_config": dict(q, weight_block_size=[0, 128])}, {}, (),
+                                       "weight_block_size must be 2 positive integers"),
+        "no _scale_inv": ({}, {}, (scale,), f"missing tensor '{scale}'"),
+        "a NaN code": ({}, {matrix: ("F8_E4M3", nan)}, (), f"'{matrix}' has 1 non-finite values"),
+        "a zero _scale_inv": ({}, {scale: (stored[scale][0], zero)}, (), f"'{scale}' [0][0] is 0.0"),
+        "a misshapen _scale_inv": ({}, {scale: (stored[scale][0], stored[scale][1][:, :1])}, (), f"'{scale}' is"),
+        "a _scale_inv beside BF16": ({}, {norm + "_scale_inv": ("F32", np.ones((1, 1), np.float32))}, (),
+                                     "which is BF16, not F8_E4M3"),
+    }
+    for what, (config, tensors, drop, message) in cases.items():
+        out = with_config(fp8, os.path.join(work, "refused", what.replace(" ", "_")), config)
+        save(os.path.join(out, "model.safetensors"), {n: t for n, t in dict(stored, **tensors).items() if n not in drop})
+        try:
+            to_gguf.convert(out, os.path.join(out, "out.gguf"), "F32")
+            ok, said = False, "converted"
+        except ValueError as e:
+            ok, said = message in str(e), str(e)
+        print(f"to_gguf.py refuses {what}: {ok} ({said})")
+        if not ok:
+            failures.append(f"to_gguf.py {what}")
 
 
 def main():
     binary = sys.argv[1]
     failures = []
+    check_e4m3_decoding(failures)
     with tempfile.TemporaryDirectory() as work:
         for case, (make, block, scale_dtype) in CASES.items():
             src, fp8, twin = (os.path.join(work, case, n) for n in ("src", "fp8", "twin"))
             make(src)
-            n = write_fp8_twin(src, fp8, twin, block, scale_dtype)
+            n, _ = write_fp8_twin(src, fp8, twin, block, scale_dtype)
             config, W = reference.load_model_dir(twin)
             ids = list(np.random.default_rng(3).integers(0, config["vocab_size"], size=20))
             with torch.no_grad():
@@ -166,6 +266,9 @@ def main():
                 print(f"{case:36s} --dtype {dtype:5s} FP8 = its F32 twin bit for bit: {same}")
                 if not same:
                     failures.append(f"{case} --dtype {dtype}")
+            fp8_dir, stored = check_gguf(binary, case, make, block, scale_dtype, work, failures)
+            if case == "llama_blocks_16x48":
+                check_gguf_refusals(fp8_dir, stored, work, failures)
     if failures:
         print("fp8_vs_reference: FAILED:", ", ".join(failures))
     return 1 if failures else 0

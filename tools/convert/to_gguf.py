@@ -9,9 +9,12 @@ llama-quantize lays it out, so that pert's GGUF reader is tested on the files us
                                                         # smollm3; MoE: mixtral, qwen2moe, qwen3moe, olmoe) there
 
 MODEL_DIR holds config.json, model.safetensors (or its index and shards), tokenizer.json and
-optionally tokenizer_config.json. A pert "position" block is written when it is plain RoPE (the
-family's models/rope: base and rotary_dim as rope_theta and the rope dimensions); any other
-scheme, RoPE layout or xPos has no GGUF form and is refused. Architectures: LlamaForCausalLM and MistralForCausalLM ->
+optionally tokenizer_config.json. Block-scaled FP8 checkpoints (DeepSeek-V3/R1, Qwen3-*-FP8: F8_E4M3
+matrices with <name>_scale_inv under quantization_config "fp8") are read as pert reads them, each
+value code * scale_inv in float32 (tools/lib/safetensors_io.py dequantize_fp8), then typed by
+--type. A pert "position" block is written when it is plain RoPE (the family's models/rope: base
+and rotary_dim as rope_theta and the rope dimensions); any other scheme, RoPE layout or xPos has no
+GGUF form and is refused. Architectures: LlamaForCausalLM and MistralForCausalLM ->
 "llama", Qwen2ForCausalLM -> "qwen2", Qwen3ForCausalLM -> "qwen3", Phi3ForCausalLM -> "phi3",
 Gemma2ForCausalLM -> "gemma2", Gemma3ForCausalLM -> "gemma3", Cohere2ForCausalLM -> "cohere2",
 SmolLM3ForCausalLM -> "smollm3" (q/k permuted as llama's; its NoPE step of 4 is llama.cpp's, not written),
@@ -532,16 +535,20 @@ def plain_rope(config, model_dir):
     return config
 
 
-def load_weights(model_dir):
+def load_weights(model_dir, config):
+    """{name: array} of the checkpoint (one file, or the shards its index names), block-scaled FP8
+    matrices multiplied by their scales under config's quantization_config as pert reads them."""
     single = os.path.join(model_dir, "model.safetensors")
     if os.path.exists(single):
-        return safetensors_io.load(single)
-    with open(os.path.join(model_dir, "model.safetensors.index.json")) as f:
-        shards = sorted(set(json.load(f)["weight_map"].values()))
-    out = {}
-    for shard in shards:
-        out.update(safetensors_io.load(os.path.join(model_dir, shard)))
-    return out
+        files = [single]
+    else:
+        with open(os.path.join(model_dir, "model.safetensors.index.json")) as f:
+            files = [os.path.join(model_dir, shard) for shard in sorted(set(json.load(f)["weight_map"].values()))]
+    out, dtypes = {}, {}
+    for path in files:
+        out.update(safetensors_io.load(path))
+        dtypes.update(safetensors_io.read_dtypes(path))
+    return safetensors_io.dequantize_fp8(out, dtypes, config, model_dir)
 
 
 def language_model(weights):
@@ -645,7 +652,7 @@ def convert(model_dir, out_path, type_name="F16", version=3, alignment=32, dequa
     """Writes OUT.gguf for MODEL_DIR (see the module's docstring); returns {gguf name: GGML type}.
     mla_split: DeepSeek's kv_b_proj as attn_k_b / attn_v_b (llama.cpp since its MLA split)."""
     config, arch = read_config(model_dir)
-    weights = load_weights(model_dir)
+    weights = load_weights(model_dir, config)
     if mla_split and (arch != "deepseek2" or dequantized_dir is not None):
         raise ValueError(f"{model_dir}: --mla-split is DeepSeek's (deepseek2) and writes no --dequantized-dir")
     if arch == "deepseek2":  # the multi-token-prediction layers (V3's model.layers.61.*): the converter skips them
