@@ -82,6 +82,13 @@ QWEN3_VL = {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": 
 GEMMA3_V5 = dict(GEMMA3, rope_theta=None, rope_scaling=None, rope_local_base_freq=None,
                  rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
                                   "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})
+# Gemma 3's VL checkpoints (google/gemma-3-4b-it's config, shrunk): text_config as sparse as the
+# published (None: left out, Gemma3TextConfig's default: 8 heads, 4 KV heads, head_dim 256,
+# query_pre_attn_scalar 256, every 6th layer global, rope_theta 1e6, local base 1e4, tied)
+GEMMA3_VL = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "eos_token_id": [1, 2],
+             "num_attention_heads": None, "num_key_value_heads": None, "head_dim": None, "max_position_embeddings": None,
+             "tie_word_embeddings": None, "bos_token_id": None, "rms_norm_eps": None, "sliding_window": 8,
+             "rope_scaling": {"factor": 4.0, "rope_type": "linear"}}
 # name: (position block or None for HF keys, make_model options, length-dependent)
 CASES = {
     "none": ({"type": "none"}, {}, False),
@@ -190,6 +197,17 @@ CASES = {
         rope_theta=None, rope_parameters={"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 5000.0},
         use_sliding_window=True, sliding_window=24, max_window_layers=1)}, False),
     "qwen3_vl_interleaved": (None, {"qk_norm": True, "vl": "v5", "tie": True, "extra_config": QWEN3_VL}, False),
+    # Gemma3ForConditionalGeneration's language model (Gemma 3 4B/12B/27B): as published (v4:
+    # language_model.model.*, vision_tower.*, multi_modal_projector.*; text_config's defaults) and
+    # as transformers v5 writes it (model.language_model.*, lm_head.*, rope_parameters per layer type)
+    "gemma3_vl_published_defaults": (None, {"layers": 6, "heads": 8, "kv_heads": 4, "head_dim": 256, "tie": True,
+                                            "gemma": True, "qk_norm": True, "vl": "gemma3_v4",
+                                            "extra_config": GEMMA3_VL}, False),
+    "gemma3_vl_v5_untied": (None, {"layers": 4, "gemma": True, "qk_norm": True, "head_dim": 16, "vl": "gemma3_v5",
+                                   "extra_config": dict(GEMMA3_V5, architectures=["Gemma3ForConditionalGeneration"],
+                                                        model_type="gemma3", tie_word_embeddings=False,
+                                                        layer_types=["sliding_attention", "full_attention",
+                                                                     "sliding_attention", "sliding_attention"])}, False),
     # Command R7B (HF cohere2, shrunk): LayerNorm, a parallel block, interleaved RoPE only in the
     # sliding-window layers, global layers without positions, logits × logit_scale
     "cohere2_rnope_swa": (None, {"layers": 4, "tie": True, "parallel": True, "extra_config": COHERE2}, False),

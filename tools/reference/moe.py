@@ -20,6 +20,8 @@ pert's C++. The architecture is config["architectures"][0]:
                        routed_scaling_factor; shared experts always; layers < first_k_dense_replace dense
   DeepseekV2ForCausalLM  softmax scores, topk_method greedy or group_limited_greedy (a group's
                        score: its best), times routed_scaling_factor
+  Qwen3VLMoeForConditionalGeneration  its language model: Qwen3-MoE's layers (the router always
+                       renormalised), Qwen3-VL's attention (reference.py reads its VL checkpoint)
   GptOssForCausalLM    top-k of the router logits (with bias), softmax over the k chosen; experts:
                        interleaved gate/up columns with biases, gate clamped above at swiglu_limit,
                        up to ±limit, (up + 1)·gate·σ(α·gate), then down + bias
@@ -44,7 +46,8 @@ from lib import safetensors_io  # noqa: E402
 
 MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE = "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM"
 DEEPSEEK_V2, DEEPSEEK_V3, GPT_OSS = "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM"
-MOE_ARCHS = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, DEEPSEEK_V2, DEEPSEEK_V3, GPT_OSS)
+QWEN3_VL_MOE = "Qwen3VLMoeForConditionalGeneration"  # its language model: Qwen3-MoE's blocks in Qwen3-VL's
+MOE_ARCHS = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, DEEPSEEK_V2, DEEPSEEK_V3, GPT_OSS, QWEN3_VL_MOE)
 
 
 def arch_of(config):
@@ -69,6 +72,8 @@ def settings(config):
         if arch == QWEN2_MOE:
             out["shared"] = True
         return out
+    if arch == QWEN3_VL_MOE:  # Qwen3VLMoeTextConfig's defaults; its router renormalises whatever norm_topk_prob says
+        return {"experts": c("num_experts", 60), "top_k": c("num_experts_per_tok", 4), "norm": True}
     if arch == OLMOE:
         return {"experts": c("num_experts", 64), "top_k": c("num_experts_per_tok", 8),
                 "norm": bool(c("norm_topk_prob", False))}
@@ -91,7 +96,7 @@ def sparse_layer(config, i):
     """Whether layer i is a MoE block (else the dense MLP of intermediate_size), as the HF
     decoder layer decides."""
     arch = arch_of(config)
-    if arch in (QWEN2_MOE, QWEN3_MOE):
+    if arch in (QWEN2_MOE, QWEN3_MOE, QWEN3_VL_MOE):
         return (i not in (config.get("mlp_only_layers") or [])
                 and settings(config)["experts"] > 0 and (i + 1) % config.get("decoder_sparse_step", 1) == 0)
     if arch in (DEEPSEEK_V2, DEEPSEEK_V3):  # DeepSeek's own code also asks i % moe_layer_freq == 0 (1 when released)
@@ -123,7 +128,7 @@ def route(config, logits, correction_bias=None):
     (x·W_rᵀ, plus gpt-oss's router bias) and DeepSeek V3's e_score_correction_bias [E]."""
     arch, s = arch_of(config), settings(config)
     k = s["top_k"]
-    if arch in (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE):
+    if arch in (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, QWEN3_VL_MOE):
         return topk_softmax(logits, k, s["norm"])
     if arch == GPT_OSS:  # top-k of the logits themselves, softmax over the k chosen
         top, index = torch.topk(logits, k, dim=-1)

@@ -61,26 +61,54 @@ def load_model_dir(model_dir):
     return config, {k: torch.tensor(v, dtype=DT) for k, v in tensors.items()}
 
 
-VL = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration")
-VISION_PREFIXES = ("visual.", "model.visual.")
+VL = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+      moe.QWEN3_VL_MOE, "Gemma3ForConditionalGeneration")
+# Qwen's vision tower (v4, v5); Gemma 3's SigLIP tower and projector (v4 as published, v5)
+VISION_PREFIXES = ("visual.", "model.visual.", "vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                   "model.multi_modal_projector.")
+# The language model's names: v5's model.language_model.*, Gemma 3's v4 language_model.model.* and
+# language_model.lm_head.* (Gemma3ForConditionalGeneration's _checkpoint_conversion_mapping)
+LANGUAGE_MODEL_PREFIXES = {"model.language_model.": "model.", "language_model.model.": "model.",
+                           "language_model.lm_head.": "lm_head."}
+# Gemma3TextConfig's defaults (configuration_gemma3.py): the published Gemma 3 VL text_configs omit most
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072,
+                        "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "query_pre_attn_scalar": 256,
+                        "sliding_window": 4096, "sliding_window_pattern": 6, "bos_token_id": 2, "eos_token_id": 1}
 
 
 def language_model(config, tensors):
-    """A vision-language checkpoint's language model (HF Qwen2/2.5/3-VL): text_config's keys at the
-    top level (those already there win: v4 writes them there), the tensors under
-    model.language_model. (transformers v5) named model., the vision tower's dropped."""
-    if (config.get("architectures") or [""])[0] not in VL:
+    """A vision-language checkpoint's language model (HF Qwen2/2.5/3-VL, Qwen3-VL-MoE, Gemma 3):
+    text_config's keys at the top level (those already there win: v4 writes them there), the
+    tensors under model.language_model. (transformers v5) or language_model.model. (Gemma 3 v4)
+    named model., the vision tower's dropped. Gemma 3's language model is Gemma3ForCausalLM with
+    Gemma3TextConfig's defaults; Qwen3-VL-MoE's input-first experts transposed as transformers v5
+    loads them."""
+    arch = (config.get("architectures") or [""])[0]
+    if arch not in VL:
         return config, tensors
     text = config.get("text_config") or {}
     config = {k: v for k, v in config.items() if k != "text_config"}
     for key, value in text.items():
         if key not in ("model_type", "architectures") and config.get(key) is None:
             config[key] = value
-    lm = "model.language_model."
+    if arch == "Gemma3ForConditionalGeneration":  # (Gemma3ForCausalLM's rope_theta 1e6 and local base 1e4 below)
+        config = dict(GEMMA3_TEXT_DEFAULTS, **config)
+        config["architectures"] = ["Gemma3ForCausalLM"]
     out = {}
     for name, value in tensors.items():
-        if not name.startswith(VISION_PREFIXES):
-            out["model." + name[len(lm):] if name.startswith(lm) else name] = value
+        if name.startswith(VISION_PREFIXES):
+            continue
+        stored = next((p for p in LANGUAGE_MODEL_PREFIXES if name.startswith(p)), None)
+        out[LANGUAGE_MODEL_PREFIXES[stored] + name[len(stored):] if stored else name] = value
+    if arch == moe.QWEN3_VL_MOE:  # published [E, d, 2ff] / [E, ff, d]: v5's Transpose(1, 2) at load
+        d = config["hidden_size"]
+        for name in [n for n in out if n.endswith(("mlp.experts.gate_up_proj", "mlp.experts.down_proj"))]:
+            w = out[name]
+            input_first = w.shape[1] == d if name.endswith("gate_up_proj") else w.shape[2] == d
+            if input_first:
+                out[name] = np.ascontiguousarray(w.transpose(0, 2, 1))
     return config, out
 
 
@@ -100,9 +128,10 @@ def position_block(config):
                 config[key] = rp.pop(key)
     arch = (config.get("architectures") or [""])[0]
     default_theta = {"Gemma3ForCausalLM": 1e6, "Qwen2VLForConditionalGeneration": 1e6,  # the HF configs' defaults
-                     "Qwen2_5_VLForConditionalGeneration": 1e6, "Qwen3VLForConditionalGeneration": 5e5}.get(arch, 10000.0)
+                     "Qwen2_5_VLForConditionalGeneration": 1e6, "Qwen3VLForConditionalGeneration": 5e5,
+                     moe.QWEN3_VL_MOE: 5e6}.get(arch, 10000.0)
     pos = {"type": "rope", "base": config.get("rope_theta") or default_theta}
-    if arch == "Qwen3VLForConditionalGeneration":  # modeling_qwen3_vl: interleaved whatever the key says
+    if arch in ("Qwen3VLForConditionalGeneration", moe.QWEN3_VL_MOE):  # modeling_qwen3_vl: interleaved whatever the key says
         pos.update(mrope_section=[24, 20, 20], mrope_interleaved=True)
     if arch == "Cohere2ForCausalLM":  # modeling_cohere2: rotate_half pairs (2j, 2j + 1)
         pos["layout"] = "interleaved"
@@ -284,7 +313,7 @@ def layer_windows(config):
     window = config.get("sliding_window") or 0
     if arch in ("", "LlamaForCausalLM"):
         return [0] * n
-    if arch == "Qwen3VLForConditionalGeneration":  # Qwen3VLTextConfig: no window
+    if arch in ("Qwen3VLForConditionalGeneration", moe.QWEN3_VL_MOE):  # Qwen3VLTextConfig, Qwen3VLMoeTextConfig: no window
         return [0] * n
     if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen2VLForConditionalGeneration",
                 "Qwen2_5_VLForConditionalGeneration"):  # off unless use_sliding_window; then layers >= max_window_layers
@@ -790,7 +819,10 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
     as w around 0 (applied as 1 + w); parallel leaves out post_attention_layernorm (Cohere).
     vl lays it out as a vision-language checkpoint with a few random vision tensors: "v4" (Qwen2-VL
     as published: model.layers.*, visual.*) or "v5" (transformers v5, Qwen3-VL: the language model
-    under model.language_model., model.visual.*, its config keys under text_config)."""
+    under model.language_model., model.visual.*, its config keys under text_config); "gemma3_v4"
+    (Gemma 3 as published: language_model.model.*, language_model.lm_head.*, vision_tower.*,
+    multi_modal_projector.*) or "gemma3_v5" (model.language_model.*, lm_head.*, model.vision_tower.*,
+    model.multi_modal_projector.*), the language model's keys under text_config."""
     g = torch.Generator().manual_seed(seed)
     hd = head_dim or hidden // heads
 
@@ -849,7 +881,22 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
     if extend is not None:
         config["extend"] = extend
     config.update(extra_config or {})
-    if vl:  # the vision tower's tensors (skipped by pert), and v5's names and text_config
+    if vl in ("gemma3_v4", "gemma3_v5"):  # Gemma 3's SigLIP tower and projector; v4's language_model.model.*
+        v5 = vl == "gemma3_v5"
+        tower, projector = ("model." if v5 else "") + "vision_tower.", ("model." if v5 else "") + "multi_modal_projector."
+        lm = {} if tie else {"lm_head.weight" if v5 else "language_model.lm_head.weight": t.pop("lm_head.weight")}
+        t = {("model.language_model." if v5 else "language_model.model.") + k[len("model."):]: v for k, v in t.items()}
+        t.update(lm)
+        t.update({tower + "vision_model.embeddings.patch_embedding.weight": randn(32, 3, 2, 2),
+                  tower + "vision_model.post_layernorm.weight": randn(32),
+                  projector + "mm_input_projection_weight": randn(32, hidden), projector + "mm_soft_emb_norm.weight": randn(32)})
+        top = ("architectures", "model_type", "position", "extend", "eos_token_id")
+        config = dict({k: v for k, v in config.items() if k in top}, boi_token_index=90, eoi_token_index=91,
+                      image_token_index=92, mm_tokens_per_image=4, initializer_range=0.02,
+                      text_config=dict({k: v for k, v in config.items() if k not in top and v is not None},
+                                       model_type="gemma3_text"))  # (None: left out, as the published are sparse)
+        config["vision_config"] = {"hidden_size": 32, "image_size": 4, "patch_size": 2, "model_type": "siglip_vision_model"}
+    elif vl:  # the vision tower's tensors (skipped by pert), and v5's names and text_config
         vision = "visual." if vl == "v4" else "model.visual."
         t.update({vision + "patch_embed.proj.weight": randn(32, 24), vision + "blocks.0.attn.qkv.weight": randn(96, 32),
                   vision + "merger.mlp.0.weight": randn(hidden, 32)})

@@ -5,6 +5,7 @@
 // The forward pass itself is one for all: an architecture is llama's block plus the ModelConfig
 // flags it sets (biases, norms, fused projections, windows, ...).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ namespace pert {
 
 class GgufFile;
 class Checkpoint;  // safetensors.hpp
+struct VisionLanguageLayout;  // below
 
 // A GGUF layer part ("ffn_up") and the HF part it holds in this architecture, where that differs
 // from llama's table (registry.cpp) or the part exists only here (Gemma's post norms).
@@ -65,10 +67,25 @@ struct ArchitectureSpec {
   Checkpoint (*checkpoint)(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) = nullptr;
   // A vision-language checkpoint (HF *ForConditionalGeneration), whose language model pert runs:
   // its vision tower's tensor-name prefixes, space-separated, skipped at load; its config keys
-  // may sit under text_config, its tensors under model.language_model. (vision_language.cpp).
-  // Null: a text model.
+  // may sit under text_config, its tensors under the names of `language_model`
+  // (vision_language.cpp). Null: a text model.
   const char* vision_tensors = nullptr;
+  const VisionLanguageLayout* language_model = nullptr;
 };
+
+// Where a vision-language checkpoint keeps its parts (one table per family, vision_language()).
+struct VisionLanguageLayout {
+  const char* vision;  // the vision tower's and projector's tensor-name prefixes, space-separated
+  // The ways the language model's tensors are named, each "stored=pert" prefix renames,
+  // space-separated (an identity marks pert's own names); a checkpoint holds one of them.
+  const char* language_model[3];
+  // text_config's keys as the HF text config class defaults them (JSON), set where config.json
+  // leaves them out; null: none beyond the architecture's own.
+  const char* text_defaults;
+};
+// Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE: visual.* (v4) / model.visual.* (v5); the
+// language model under model.language_model. (v5, Qwen3-VL as published) or model. (v4).
+extern const VisionLanguageLayout kQwenVisionLanguage;
 
 // The registry (registry.cpp).
 const std::vector<const ArchitectureSpec*>& architectures();
@@ -107,7 +124,13 @@ std::vector<bool> qwen_moe(Fields& f, ModelConfig& mc, int& window, int experts,
 Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes);
 // A checkpoint of `views` (renamed, split, some left out) into `from`'s tensors, which it keeps
 // alive; its storage() null or not as `from`'s (rows read in place only from a GGUF file's).
-Checkpoint checkpoint_views(Checkpoint from, std::vector<TensorView> views);
+// `buffers` hold the bytes of views made at open (transposed copies), kept with them.
+Checkpoint checkpoint_views(Checkpoint from, std::vector<TensorView> views, std::vector<std::vector<uint8_t>> buffers = {});
+// fused_experts_checkpoint's layout, or the fused experts input-first, as Qwen3-VL-MoE's
+// checkpoints are published (gate_up_proj [E][d][2·ff], gate columns first; down_proj [E][ff][d];
+// transformers v5 transposes them at load): read as per-expert matrices, transposed copies in the
+// stored dtype (F32, F16, BF16).
+Checkpoint input_first_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes);
 // GGUF: {arch}.expert_count and expert_used_count into `count_key` and num_experts_per_tok; the
 // renormalisation from {arch}.expert_weights_norm into `norm_key` (norm_default, llama.cpp's fixed
 // choice, when absent); with `dense_layers`, the layers without blk.N.ffn_gate_inp in mlp_only_layers.
@@ -145,14 +168,18 @@ bool gguf_window(const GgufFile& f, const std::string& prefix, nlohmann::json& c
 // attention_bias / mlp_bias from the tensors the file has.
 void gguf_biases(const GgufFile& f, nlohmann::json& c, bool attention, bool mlp);
 
-// Vision-language models (vision_language.cpp): `spec` marked as one (vision_tensors); config.json
-// with text_config's keys at the top level (the top level's win; unchanged for a text model);
-// the language model's tensors under pert's names (model.language_model.X read as model.X), the
-// vision tower's left out and counted in `skipped` (ConfigError when no language model is there);
-// M-RoPE as the HF class computes it (`interleaved`: Qwen3-VL's), a config saying otherwise refused.
-ArchitectureSpec vision_language(ArchitectureSpec spec);
+// Vision-language models (vision_language.cpp): `spec` marked as one, laid out as `layout` says;
+// config.json with text_config's keys at the top level (the top level's win; unchanged for a text
+// model) and the layout's text defaults where both leave a key out; the language model's tensors
+// under pert's names (model.language_model.X read as model.X, ...), the vision tower's left out
+// and counted in `skipped` (ConfigError when no language model is there, or two layouts are);
+// language_model_named renames alone, the vision tensors kept (a checkpoint hook that needs pert's
+// names runs before model_dir leaves them out); M-RoPE as the HF class computes it
+// (`interleaved`: Qwen3-VL's), a config saying otherwise refused.
+ArchitectureSpec vision_language(ArchitectureSpec spec, const VisionLanguageLayout& layout = kQwenVisionLanguage);
 nlohmann::json language_model_config(const nlohmann::json& config, const std::string& source);
 Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spec, int& skipped);
+Checkpoint language_model_named(Checkpoint all, const ArchitectureSpec& spec);
 void check_mrope(Fields& f, bool interleaved);
 // GGUF qwen2vl / qwen3vl: {arch}.rope.dimension_sections (llama.cpp's four, the fourth 0 for text)
 // as rope_scaling's mrope_section; {arch}.n_deepstack_layers checked, which text alone leaves unused.
@@ -164,6 +191,8 @@ extern const ArchitectureSpec kLlamaArchitecture, kMistralArchitecture, kQwen2Ar
     kMixtralArchitecture, kQwen2MoeArchitecture, kQwen3MoeArchitecture, kOlmoeArchitecture, kGptOssArchitecture;
 
 extern const ArchitectureSpec kQwen2VlArchitecture, kQwen25VlArchitecture, kQwen3VlArchitecture;
+extern const ArchitectureSpec kGemma3VlArchitecture;     // gemma3.cpp
+extern const ArchitectureSpec kQwen3VlMoeArchitecture;   // qwen3_vl.cpp
 extern const ArchitectureSpec kDeepseekV2Architecture, kDeepseekV3Architecture;  // deepseek_v3.cpp
 
 }  // namespace pert

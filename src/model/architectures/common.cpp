@@ -1,7 +1,9 @@
 // What several architecture files share: window layouts, Gemma's block, reading GGUF keys, and
 // transformers v5's fused experts.
+#include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "architecture.hpp"
@@ -140,18 +142,43 @@ void check_fused(const TensorView& t, const std::vector<int64_t>& shape, const c
     throw ConfigError(t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) + " " + dtype_name(t.dtype) +
                       ", but transformers v5's fused experts need " + shape_str(shape) + " (" + dims + ") in F32, F16 or BF16");
 }
-}  // namespace
 
-Checkpoint checkpoint_views(Checkpoint from, std::vector<TensorView> views) {
-  std::string source = from.source();
-  const bool in_place = from.storage() != nullptr;
-  auto owner = std::make_shared<const Checkpoint>(std::move(from));  // the views point into its mapped files
-  return Checkpoint::of_views(std::move(views), std::move(source), std::shared_ptr<const void>(owner, in_place ? owner.get() : nullptr));
+// Columns [col0, col0 + rows) of expert e's [K][C] slice of an input-first [E][K][C] tensor, as
+// a [rows][K] matrix `name` in the stored dtype, copied into a new buffer; in tiles, so that
+// both sides are read and written a cache line at a time.
+template <class Element>
+TensorView transposed_rows(const TensorView& fused, int64_t e, int64_t col0, int64_t rows, const std::string& name,
+                           std::vector<std::vector<uint8_t>>& buffers) {
+  const int64_t K = fused.shape[1], C = fused.shape[2], tile = 64;
+  std::vector<uint8_t>& bytes = buffers.emplace_back(size_t(rows * K) * sizeof(Element));
+  const uint8_t* src = fused.data + size_t(e * K * C) * sizeof(Element);
+  Element* out = reinterpret_cast<Element*>(bytes.data());
+  for (int64_t k0 = 0; k0 < K; k0 += tile)
+    for (int64_t r0 = 0; r0 < rows; r0 += tile)
+      for (int64_t k = k0; k < std::min(K, k0 + tile); ++k)
+        for (int64_t r = r0; r < std::min(rows, r0 + tile); ++r)
+          std::memcpy(&out[r * K + k], src + size_t(k * C + col0 + r) * sizeof(Element), sizeof(Element));  // (unaligned maps)
+  TensorView v = fused;
+  v.name = name;
+  v.shape = {rows, K};
+  v.numel = rows * K;
+  v.nbytes = bytes.size();
+  v.data = bytes.data();
+  v.offset = 0;
+  return v;
 }
 
-Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) {
+TensorView input_first_rows(const TensorView& fused, int64_t e, int64_t col0, int64_t rows, const std::string& name,
+                            std::vector<std::vector<uint8_t>>& buffers) {
+  return dtype_size(fused.dtype) == 4 ? transposed_rows<uint32_t>(fused, e, col0, rows, name, buffers)
+                                      : transposed_rows<uint16_t>(fused, e, col0, rows, name, buffers);
+}
+
+// fused_experts_checkpoint, and with `input_first` also Qwen3-VL-MoE's published layout.
+Checkpoint split_fused_experts(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes, bool input_first) {
   const int64_t E = c.moe.n_experts, ff = c.moe.expert_ffn, d = c.hidden_size;
   std::vector<TensorView> views;   // the per-expert views and renamed routers
+  std::vector<std::vector<uint8_t>> buffers;  // the transposed copies of input-first experts
   std::set<std::string> replaced;  // the stored tensors they stand for
   for (int i = 0; i < c.n_layers; ++i) {
     if (!c.moe.sparse_layer(i)) continue;
@@ -171,8 +198,17 @@ Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std
     if (!gate_up || !down)
       throw ConfigError(stored.source() + ": missing tensor '" + v5 + "experts." + (gate_up ? "down_proj" : "gate_up_proj") +
                         "' beside '" + (gate_up ? gate_up : down)->name + "' (transformers v5's fused experts come in pairs)");
-    check_fused(*gate_up, {E, 2 * ff, d}, "experts, gate rows then up rows, hidden");
-    check_fused(*down, {E, d, ff}, "experts, hidden, expert width");
+    // (the shapes tell the layouts apart: equal, they would need ff = 0)
+    const bool transposed = input_first && gate_up->shape == std::vector<int64_t>{E, d, 2 * ff} &&
+                            down->shape == std::vector<int64_t>{E, ff, d};
+    if (transposed) {
+      check_fused(*gate_up, {E, d, 2 * ff}, "experts, hidden, gate columns then up columns");
+      check_fused(*down, {E, ff, d}, "experts, expert width, hidden");
+    } else {
+      const char* also = input_first ? " or input-first [E][d][2·ff]" : "";
+      check_fused(*gate_up, {E, 2 * ff, d}, (std::string("experts, gate rows then up rows, hidden") + also).c_str());
+      check_fused(*down, {E, d, ff}, input_first ? "experts, hidden, expert width; or input-first [E][ff][d]" : "experts, hidden, expert width");
+    }
     for (int64_t e = 0; e < E; ++e) {
       const std::string gate = expert_tensor(c, i, int(e), ExpertPart::Gate), up = expert_tensor(c, i, int(e), ExpertPart::Up),
                         down_e = expert_tensor(c, i, int(e), ExpertPart::Down);
@@ -180,17 +216,46 @@ Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std
         if (const TensorView* t = stored.find(*name))
           throw ConfigError(t->file + ": tensors '" + *name + "' and '" + gate_up->name + "' are both there: layer " +
                             std::to_string(i) + "'s experts stored per expert and fused (transformers v5)");
-      views.push_back(expert_rows(*gate_up, e, 0, ff, gate));
-      views.push_back(expert_rows(*gate_up, e, ff, ff, up));
-      views.push_back(expert_rows(*down, e, 0, d, down_e));
+      if (transposed) {
+        views.push_back(input_first_rows(*gate_up, e, 0, ff, gate, buffers));
+        views.push_back(input_first_rows(*gate_up, e, ff, ff, up, buffers));
+        views.push_back(input_first_rows(*down, e, 0, d, down_e, buffers));
+      } else {
+        views.push_back(expert_rows(*gate_up, e, 0, ff, gate));
+        views.push_back(expert_rows(*gate_up, e, ff, ff, up));
+        views.push_back(expert_rows(*down, e, 0, d, down_e));
+      }
     }
     replaced.insert({gate_up->name, down->name});
   }
   if (replaced.empty()) return stored;
   for (const auto& [name, t] : stored.tensors())
     if (!replaced.count(name)) views.push_back(*t);
-  notes.push_back("transformers v5's fused experts (mlp.experts.gate_up_proj, down_proj) read as per-expert views");
-  return checkpoint_views(std::move(stored), std::move(views));
+  notes.push_back(buffers.empty() ? "transformers v5's fused experts (mlp.experts.gate_up_proj, down_proj) read as per-expert views"
+                                  : "fused input-first experts (mlp.experts.gate_up_proj [E][d][2ff], down_proj [E][ff][d]) read as "
+                                    "per-expert matrices, transposed in their stored dtype");
+  return checkpoint_views(std::move(stored), std::move(views), std::move(buffers));
+}
+}  // namespace
+
+// The views and the bytes of those made here, kept with the checkpoint they point into.
+Checkpoint checkpoint_views(Checkpoint from, std::vector<TensorView> views, std::vector<std::vector<uint8_t>> buffers) {
+  struct Kept {
+    Checkpoint from;
+    std::vector<std::vector<uint8_t>> buffers;
+  };
+  std::string source = from.source();
+  const bool in_place = from.storage() != nullptr;
+  auto owner = std::make_shared<const Kept>(Kept{std::move(from), std::move(buffers)});  // the views point into both
+  return Checkpoint::of_views(std::move(views), std::move(source), std::shared_ptr<const void>(owner, in_place ? owner.get() : nullptr));
+}
+
+Checkpoint fused_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) {
+  return split_fused_experts(std::move(stored), c, notes, false);
+}
+
+Checkpoint input_first_experts_checkpoint(Checkpoint stored, const ModelConfig& c, std::vector<std::string>& notes) {
+  return split_fused_experts(std::move(stored), c, notes, true);
 }
 
 int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {

@@ -14,7 +14,7 @@ const std::vector<const ArchitectureSpec*> kRegistry = {
     &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture,  &kQwen3Architecture,  &kPhi3Architecture,
     &kSmolLM3Architecture, &kGemma2Architecture, &kGemma3Architecture, &kCohere2Architecture,
     &kMixtralArchitecture, &kQwen2MoeArchitecture, &kQwen3MoeArchitecture, &kOlmoeArchitecture,  &kGptOssArchitecture,
-    &kQwen2VlArchitecture, &kQwen25VlArchitecture, &kQwen3VlArchitecture,
+    &kQwen2VlArchitecture, &kQwen25VlArchitecture, &kQwen3VlArchitecture, &kQwen3VlMoeArchitecture, &kGemma3VlArchitecture,
     &kDeepseekV2Architecture, &kDeepseekV3Architecture,
 };
 

@@ -1,8 +1,10 @@
-// What the vision-language architectures share (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): pert runs
-// their language model. Its config keys may sit under text_config (transformers v5, Qwen3-VL) or
-// at the top level (v4's Qwen2-VL); its tensors under model.language_model. (v5) or model. (v4);
-// the vision tower's tensors are left out. M-RoPE is checked here against the HF class's own rule.
+// What the vision-language architectures share (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE,
+// Gemma 3): pert runs their language model. Its config keys may sit under text_config
+// (transformers v5, Qwen3-VL, Gemma 3) or at the top level (v4's Qwen2-VL); its tensors under the
+// names of its family's layouts (VisionLanguageLayout); the vision tower's tensors are left out.
+// M-RoPE is checked here against the HF class's own rule.
 #include <algorithm>
+#include <map>
 
 #include "architecture.hpp"
 #include "pert/error.hpp"
@@ -12,14 +14,18 @@
 
 namespace pert {
 
+// (constant-initialized: the specs built from it at start-up read it)
+const VisionLanguageLayout kQwenVisionLanguage = {
+    "visual. model.visual.", {"model.language_model.=model.", "model.layers.=model.layers."}, nullptr};
+
 namespace {
 // A string prefix test.
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
-// The vision prefixes of a spec, split.
-std::vector<std::string> vision_prefixes(const ArchitectureSpec& spec) {
+// The space-separated words of `list`.
+std::vector<std::string> words(const char* list) {
   std::vector<std::string> out;
-  for (const char* p = spec.vision_tensors; p && *p;) {
+  for (const char* p = list; p && *p;) {
     const char* end = p;
     while (*end && *end != ' ') ++end;
     if (end > p) out.emplace_back(p, size_t(end - p));
@@ -28,55 +34,123 @@ std::vector<std::string> vision_prefixes(const ArchitectureSpec& spec) {
   return out;
 }
 
-const char kLanguageModel[] = "model.language_model.";
-}  // namespace
+struct PrefixRename {
+  std::string stored, pert;
+  int layout;  // its index in VisionLanguageLayout::language_model
+};
 
-ArchitectureSpec vision_language(ArchitectureSpec spec) {
-  spec.vision_tensors = "visual. model.visual.";  // v4's and v5's names of the vision tower
-  return spec;
-}
-
-nlohmann::json language_model_config(const nlohmann::json& config, const std::string& source) {
-  using nlohmann::json;
-  if (!config.is_object() || !config.contains("text_config") || config["text_config"].is_null()) return config;
-  const json a = config.value("architectures", json());
-  const ArchitectureSpec* spec = find_architecture(a.is_array() && a.size() == 1 && a[0].is_string() ? a[0].get<std::string>() : "",
-                                                   config.value("model_type", json()).is_string() ? config["model_type"].get<std::string>() : "");
-  if (!spec || !spec->vision_tensors) return config;  // (another's text_config stays an ignored key)
-  const json& text = config["text_config"];
-  if (!text.is_object()) throw ConfigError(source + ": text_config must be an object, got " + json_brief(text));
-  // The top level's keys win (v4 writes them there, an override sets them there); text_config's
-  // own model_type ("qwen3_vl_text") names the sub-config, not the model.
-  json out = config;
-  out.erase("text_config");
-  for (const auto& [key, value] : text.items())
-    if (key != "model_type" && key != "architectures" && (!out.contains(key) || out[key].is_null())) out[key] = value;
+// The layout's renames, longest stored prefix first (model.language_model. before model.).
+std::vector<PrefixRename> renames(const VisionLanguageLayout& layout) {
+  std::vector<PrefixRename> out;
+  for (int i = 0; i < 3 && layout.language_model[i]; ++i)
+    for (const std::string& rule : words(layout.language_model[i])) {
+      const size_t eq = rule.find('=');
+      out.push_back({rule.substr(0, eq), rule.substr(eq + 1), i});
+    }
+  std::stable_sort(out.begin(), out.end(), [](const PrefixRename& a, const PrefixRename& b) { return a.stored.size() > b.stored.size(); });
   return out;
 }
 
-Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spec, int& skipped) {
-  const std::vector<std::string> vision = vision_prefixes(spec);
+// "model.language_model.* or model.layers.*": the layouts' first prefixes.
+std::string layout_names(const VisionLanguageLayout& layout) {
+  std::string s;
+  for (int i = 0; i < 3 && layout.language_model[i]; ++i) {
+    const std::string first = words(layout.language_model[i]).at(0);
+    s += (s.empty() ? "" : " or ") + first.substr(0, first.find('=')) + "*";
+  }
+  return s;
+}
+
+const ArchitectureSpec* spec_of(const nlohmann::json& config) {
+  using nlohmann::json;
+  const json a = config.value("architectures", json());
+  return find_architecture(a.is_array() && a.size() == 1 && a[0].is_string() ? a[0].get<std::string>() : "",
+                           config.value("model_type", json()).is_string() ? config["model_type"].get<std::string>() : "");
+}
+
+// The checkpoint's tensors under pert's names (the vision tower's left out and counted in
+// `skipped`, or kept as stored with keep_vision).
+Checkpoint rename_language_model(Checkpoint all, const ArchitectureSpec& spec, int& skipped, bool keep_vision) {
+  const VisionLanguageLayout& layout = *spec.language_model;
+  const std::vector<std::string> vision = words(layout.vision);
+  const std::vector<PrefixRename> rules = renames(layout);
   std::vector<TensorView> views;
-  bool nested = false, plain = false;  // model.language_model.* (v5) or model.layers.* (v4)
+  const TensorView* first_of[3] = {nullptr, nullptr, nullptr};  // a stored tensor of each layout found
+  std::map<std::string, const TensorView*> named;               // pert's name: the stored tensor
   skipped = 0;
   for (const auto& [name, t] : all.tensors()) {
     const std::string& tensor = name;  // (a structured binding is not captured before C++20)
     if (std::any_of(vision.begin(), vision.end(), [&](const std::string& p) { return starts_with(tensor, p); })) {
       ++skipped;
+      if (keep_vision) views.push_back(*t);
       continue;
     }
     TensorView v = *t;
-    if (starts_with(name, kLanguageModel)) v.name = "model." + name.substr(sizeof(kLanguageModel) - 1), nested = true;
-    else plain = plain || starts_with(name, "model.layers.");
+    for (const PrefixRename& r : rules)
+      if (starts_with(name, r.stored)) {
+        v.name = r.pert + name.substr(r.stored.size());
+        if (!first_of[r.layout]) first_of[r.layout] = t;
+        break;
+      }
+    if (const auto [at, fresh] = named.emplace(v.name, t); !fresh)
+      throw ConfigError(all.source() + ": tensors '" + at->second->name + "' and '" + name + "' are both " + spec.hf_name +
+                        "'s '" + v.name + "': one language model, please");
     views.push_back(std::move(v));
   }
-  if (!nested && !plain)
-    throw ConfigError(all.source() + ": no language model tensors (" + kLanguageModel + "layers.* or model.layers.*): pert runs " +
-                      spec.hf_name + "'s language model, and this checkpoint holds " + std::to_string(skipped) +
-                      " vision tensors and " + std::to_string(views.size()) + " others");
-  if (nested && plain)
-    throw ConfigError(all.source() + ": holds both " + kLanguageModel + "layers.* and model.layers.*: one language model, please");
+  const int found = int(std::count_if(std::begin(first_of), std::end(first_of), [](const TensorView* t) { return t; }));
+  if (found == 0)
+    throw ConfigError(all.source() + ": no language model tensors (" + layout_names(layout) + "): pert runs " + spec.hf_name +
+                      "'s language model, and this checkpoint holds " + std::to_string(skipped) + " vision tensors and " +
+                      std::to_string(views.size() - (keep_vision ? size_t(skipped) : 0)) + " others");
+  if (found > 1) {
+    std::string both;
+    for (const TensorView* t : first_of)
+      if (t) both += (both.empty() ? "'" : "' and '") + t->name;
+    throw ConfigError(all.source() + ": holds both " + both + "', two namings of " + spec.hf_name +
+                      "'s language model (" + layout_names(layout) + "): one language model, please");
+  }
   return checkpoint_views(std::move(all), std::move(views));
+}
+}  // namespace
+
+ArchitectureSpec vision_language(ArchitectureSpec spec, const VisionLanguageLayout& layout) {
+  spec.vision_tensors = layout.vision;
+  spec.language_model = &layout;
+  return spec;
+}
+
+nlohmann::json language_model_config(const nlohmann::json& config, const std::string& source) {
+  using nlohmann::json;
+  if (!config.is_object()) return config;
+  const ArchitectureSpec* spec = spec_of(config);
+  const bool has_text = config.contains("text_config") && !config["text_config"].is_null();
+  if (!spec || !spec->language_model) return config;  // (another's text_config stays an ignored key)
+  json out = config;
+  if (has_text) {
+    const json& text = config["text_config"];
+    if (!text.is_object()) throw ConfigError(source + ": text_config must be an object, got " + json_brief(text));
+    // The top level's keys win (v4 writes them there, an override sets them there); text_config's
+    // own model_type ("qwen3_vl_text") names the sub-config, not the model.
+    out.erase("text_config");
+    for (const auto& [key, value] : text.items())
+      if (key != "model_type" && key != "architectures" && (!out.contains(key) || out[key].is_null())) out[key] = value;
+  }
+  // What the HF text config class fills in where the published text_config is sparse (Gemma 3's)
+  if (const char* text_defaults = spec->language_model->text_defaults) {
+    const json defaults = parse_json(text_defaults, std::string(spec->hf_name) + "'s text defaults");
+    for (const auto& [key, value] : defaults.items())
+      if (!out.contains(key)) out[key] = value;
+  }
+  return out;
+}
+
+Checkpoint language_model_checkpoint(Checkpoint all, const ArchitectureSpec& spec, int& skipped) {
+  return rename_language_model(std::move(all), spec, skipped, false);
+}
+
+Checkpoint language_model_named(Checkpoint all, const ArchitectureSpec& spec) {
+  int vision = 0;
+  return rename_language_model(std::move(all), spec, vision, true);
 }
 
 void check_mrope(Fields& f, bool interleaved) {
