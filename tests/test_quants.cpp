@@ -331,7 +331,7 @@ TEST_CASE("quants: panels hold the rows' bytes and give their floats bit for bit
     const bool second_scale = type == BlockType::Q4_K || type == BlockType::Q5_K || type == BlockType::Q4_1 ||
                               type == BlockType::Q5_1;  // dmin or m at byte 2
     for (const int K : {256, 1280}) {
-      const int N = K == 256 ? 8 : 24;
+      const int N = K == 256 ? 16 : 24;  // two panels (avx512vnni's pair kernels); at 1280 a pair and an odd one
       const size_t row = block_row_bytes(type, K), prow = panel_row_bytes(type, K);
       for (int pattern = 0; pattern < 3; ++pattern) {
         std::vector<uint8_t> w(row * size_t(N));

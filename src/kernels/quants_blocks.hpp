@@ -132,4 +132,12 @@ void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, siz
 KernelSet plain_panel_kernels(int ggml_type);
 KernelSet avx2_panel_kernels(int ggml_type);  // quants_panels_avx2.cpp
 
+// Two panels at once (16 rows: a's 8 then b's 8), where wider registers hold both:
+// out[r·2·kPanelRows + i], the same floats as two calls of a panel kernel.
+using PairKernel = void (*)(const uint8_t* a, const uint8_t* b, const QuantizedX& x, int t0, float* out);
+struct PairKernelSet {
+  PairKernel rows[kMaxRows] = {};
+};
+PairKernelSet avx512vnni_panel_pair_kernels(int ggml_type);  // quants_panels_avx512.cpp
+
 }  // namespace pert::quants

@@ -15,7 +15,8 @@
 // Kernels: "avx2" (src/kernels/quants_avx2.cpp) where the CPU has it, else "plain" (here), which gives
 // the same integers and the same float result (quants_blocks.hpp: Lanes). Matrices repacked
 // into panels of 8 rows (quants_panels.cpp) run the panel kernels, 8 rows a call, with the same
-// float again.
+// float again; "avx512vnni" runs two panels a call (quants_panels_avx512.cpp), its rows and any
+// odd panel on avx2's kernels.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -230,9 +231,10 @@ struct Selection {
   std::string name;
   KernelSet sets[64];        // by ggml_type number; a family's gaps filled with plain
   KernelSet panel_sets[64];  // the same for panels (quants_blocks.hpp: kPanelRows)
+  PairKernelSet pair_sets[64];  // two panels a call, where the family has them (else null)
 };
 Selection make_selection(const std::string& name) {
-  Selection s{name, {}, {}};
+  Selection s{name, {}, {}, {}};
   for (const BlockType t : {BlockType::F32, BlockType::F16, BlockType::BF16, BlockType::Q8_0, BlockType::Q4_0,
                             BlockType::Q4_1, BlockType::Q5_0, BlockType::Q5_1, BlockType::Q4_K, BlockType::Q5_K,
                             BlockType::Q6_K, BlockType::MXFP4}) {
@@ -241,7 +243,7 @@ Selection make_selection(const std::string& name) {
     set = plain_kernels(int(t));
     panels = plain_panel_kernels(int(t));
 #if defined(__x86_64__)
-    if (name == "avx2") {
+    if (name == "avx2" || name == "avx512vnni") {
       const KernelSet fast = avx2_kernels(int(t));
       const KernelSet fast_panels = avx2_panel_kernels(int(t));
       for (int r = 0; r < kMaxRows; ++r) {
@@ -249,6 +251,7 @@ Selection make_selection(const std::string& name) {
         if (fast_panels.rows[r]) panels.rows[r] = fast_panels.rows[r];
       }
     }
+    if (name == "avx512vnni") s.pair_sets[int(t)] = avx512vnni_panel_pair_kernels(int(t));
 #endif
   }
   return s;
@@ -289,6 +292,7 @@ std::vector<std::string> block_kernels() {
   std::vector<std::string> names;
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  if (cpu_supports("avx512vnni")) names.push_back("avx512vnni");
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     names.push_back("avx2");
 #endif
@@ -340,15 +344,19 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
     const int local = item - first_item[i], n0 = local / chunks * kRowsPerItem, c = local % chunks;
     const int n1 = std::min(p.N, n0 + kRowsPerItem), t_end = std::min(T, (c + 1) * kChunk);
     const QuantizedX& xq = is_k_quant(p.w->type) ? x_k : x_legacy;
-    // A kernel call covers one weight row, or one panel of kPanelRows (kRowsPerItem is whole panels).
-    const int width = p.w->panels ? kPanelRows : 1;
+    // A kernel call covers one weight row, one panel of kPanelRows, or two panels where the path
+    // has pair kernels (kRowsPerItem is whole panels).
     const KernelSet& set = (p.w->panels ? sel.panel_sets : sel.sets)[int(p.w->type)];
-    float out[kMaxRows * kPanelRows];
-    for (int n = n0; n < n1; n += width) {
+    const PairKernelSet& pair = sel.pair_sets[int(p.w->type)];
+    float out[kMaxRows * 2 * kPanelRows];
+    for (int n = n0, width = 1; n < n1; n += width) {
+      const bool two = p.w->panels && pair.rows[0] && n + 2 * kPanelRows <= n1;
+      width = two ? 2 * kPanelRows : p.w->panels ? kPanelRows : 1;
       const uint8_t* w = p.w->data + size_t(n) * p.w->row_stride;
       for (int t0 = c * kChunk; t0 < t_end; t0 += kMaxRows) {
         const int rows = std::min(kMaxRows, t_end - t0);
-        set.rows[rows - 1](w, xq, t0, out);
+        if (two) pair.rows[rows - 1](w, w + kPanelRows * p.w->row_stride, xq, t0, out);
+        else set.rows[rows - 1](w, xq, t0, out);
         for (int r = 0; r < rows; ++r)
           for (int j = 0; j < width; ++j) {
             float& y = p.y[size_t(t0 + r) * p.N + size_t(n + j)];
