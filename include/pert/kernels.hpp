@@ -15,8 +15,13 @@ namespace pert {
 //   avx512      AVX-512 F, BW, VL, DQ (and avx2's)
 //   avx512vnni  avx512 and AVX-512 VNNI (vpdpbusd)
 //   avx512bf16  avx512vnni and AVX-512 BF16 (vdpbf16ps)
+//   amx         avx512bf16, AMX-TILE, AMX-BF16 and AMX-INT8 (tdpbf16ps, tdpbusd), and the OS's
+//               permission for the tile data (Linux 5.16+, asked once: arch_prctl)
 const std::vector<std::string>& kernel_levels();
 bool cpu_supports(const std::string& level);  // false for a name not in kernel_levels()
+// Why the amx level is not supported here ("" when it is): no AMX in cpuid, or the OS refused
+// the tile data (cpu_info().features then says "(amx off: ...)").
+const std::string& amx_unavailable_reason();
 
 // What a speed figure names: the model as /proc/cpuinfo gives it ("AMD EPYC 7B13", or the
 // vendor when none), its vendor ("AMD", "Intel", ...) and the instructions that choose paths

@@ -13,13 +13,14 @@
 #include <stdexcept>
 
 #include "pert/error.hpp"
+#include "amx_gemm.hpp"
 #include "ops.hpp"
 #include "quants.hpp"
 
 namespace pert {
 
 const std::vector<std::string>& kernel_levels() {
-  static const std::vector<std::string> levels = {"plain", "avx2", "avx512", "avx512vnni", "avx512bf16"};
+  static const std::vector<std::string> levels = {"plain", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx"};
   return levels;
 }
 
@@ -40,6 +41,19 @@ int level_rank(const std::string& level) {
 // __builtin_cpu_supports takes string literals only.
 #define has(feature) __builtin_cpu_supports(feature)
 
+// Why AMX does not run here ("" when it does): asked of cpuid and the OS once.
+const std::string& amx_refusal_here() {
+  static const std::string why = [] {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return amx_refusal(has("amx-tile"), has("amx-bf16"), has("amx-int8"), request_tile_permission);
+#else
+    return std::string("no AMX off x86-64");
+#endif
+  }();
+  return why;
+}
+
 // The highest level this CPU runs.
 int cpu_rank() {
   static const int rank = [] {
@@ -54,6 +68,8 @@ int cpu_rank() {
     r = 3;
     if (!has("avx512bf16")) return r;
     r = 4;
+    if (!amx_refusal_here().empty()) return r;
+    r = 5;
 #endif
     return r;
   }();
@@ -91,6 +107,7 @@ std::string features() {
       {has("amx-tile"), "AMX"}};
   for (const auto& [present, name] : flags)
     if (present) out += (out.empty() ? "" : " ") + std::string(name);
+  if (has("amx-tile") && !amx_refusal_here().empty()) out += " (amx off: " + amx_refusal_here() + ")";
 #endif
   return out.empty() ? "no SIMD paths" : out;
 }
@@ -98,6 +115,8 @@ std::string features() {
 #undef has
 
 }  // namespace
+
+const std::string& amx_unavailable_reason() { return amx_refusal_here(); }
 
 bool cpu_supports(const std::string& level) {
   const int r = level_rank(level);

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "amx_gemm.hpp"
 #include "dispatch.hpp"
 #include "ops_f32.hpp"
 #include "parallel.hpp"
@@ -203,6 +204,7 @@ struct Bf16Kernels {
 KernelChoice<Bf16Kernels>& choice() {
   static KernelChoice<Bf16Kernels> c("bf16", {
 #if defined(__x86_64__)
+                                                 {"amx", {pick<Avx512Bf16>, nullptr}},  // prefill: amx_gemm.cpp
                                                  {"avx512bf16", {pick<Avx512Bf16>, nullptr}},
                                                  {"avx512", {pick<Avx2>, widen_avx2}},
                                                  {"avx2", {pick<Avx2>, widen_avx2}},
@@ -262,6 +264,7 @@ void matmul_widened(const float* x, int T, int K, const Projection* products, si
 }
 
 void matmul_bf16(float* y, const float* x, const uint16_t* packed, int T, int K, int N, bool accumulate) {
+  if (T > 1 && choice().name() == "amx") return amx_matmul_bf16(TileImpl::instructions, y, x, packed, T, K, N, accumulate);
   const Bf16Kernels& path = choice().table();
   if (T > 1 && path.widen) {
     const Weight w{nullptr, packed};

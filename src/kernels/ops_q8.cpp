@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "amx_gemm.hpp"
 #include "parallel.hpp"
 #include "fp16.hpp"
 #include "pert/kernels.hpp"
@@ -280,7 +281,7 @@ template <int R, int P> struct Avx2 { static void run(const Tile& t) { kernel_av
 using Picker = Kernel (*)(int r, int p);
 Picker picker_for(const std::string& name) {
 #if defined(__x86_64__)
-  if (name == "avx512vnni") return pick<Avx512Vnni>;
+  if (name == "avx512vnni" || name == "amx") return pick<Avx512Vnni>;  // amx: decoding (T = 1)
   if (name == "avx2") return pick<Avx2>;
 #endif
   return pick<Plain>;
@@ -304,6 +305,7 @@ std::vector<std::string> q8_kernels() {
   std::vector<std::string> names;
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  if (cpu_supports("amx")) names.push_back("amx");  // prefill on tiles (amx_gemm.cpp)
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
     names.push_back("avx512vnni");
@@ -324,6 +326,7 @@ void select_q8_kernel(const std::string& name) {
 }
 
 void matmul_q8(const float* x, int T, int K, const Projection* products, size_t count) {
+  if (T > 1 && selected().name == "amx") return amx_matmul_q8(TileImpl::instructions, x, T, K, products, count);
   static thread_local QuantizedRows xq;  // grows once, then reused
   xq.fill(x, T, K);
   const QuantizedRows* const xs = &xq;  // this thread's: thread_local names another inside the loops
