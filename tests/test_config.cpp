@@ -271,7 +271,7 @@ TEST_CASE("config: bad values are refused with the file and the key named", "[co
     c = tiny_config();
     c["final_logit_softcapping"] = 30.0;
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "final_logit_softcapping is not read by LlamaForCausalLM",
-                          "Gemma2ForCausalLM and Gemma3ForCausalLM read it");
+                          "Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration read it");
     c = tiny_config();
     c["sliding_window"] = 8;  // HF's Llama ignores it: refused rather than silently full attention
     REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "sliding_window is not read by LlamaForCausalLM");

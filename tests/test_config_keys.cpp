@@ -70,11 +70,11 @@ TEST_CASE("config keys: another architecture's key is refused or listed as ignor
   json c = config_of("Gemma2ForCausalLM");  // Gemma 2
   c["rope_local_base_freq"] = 100.0;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError,
-                        "rope_local_base_freq is not read by Gemma2ForCausalLM (Gemma3ForCausalLM reads it,");
+                        "rope_local_base_freq is not read by Gemma2ForCausalLM (Gemma3ForCausalLM and Gemma3ForConditionalGeneration read it,");
   c.erase("rope_local_base_freq");
   c["sliding_window_pattern"] = 3;
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError,
-                        "sliding_window_pattern is not read by Gemma2ForCausalLM (Gemma3ForCausalLM and Cohere2ForCausalLM read it");
+                        "sliding_window_pattern is not read by Gemma2ForCausalLM (Gemma3ForCausalLM, Cohere2ForCausalLM and Gemma3ForConditionalGeneration read it");
   c.erase("sliding_window_pattern");
   c["use_sliding_window"] = false;  // false too: Gemma 2 windows its even layers whatever it says
   REQUIRE_THROWS_NAMING(parse_model_config(c, kKeysSource), ConfigError, "use_sliding_window is not read by Gemma2ForCausalLM");
