@@ -191,7 +191,8 @@ TEST_CASE("cli: generate with no -m runs the model models/default names", "[cli]
 
 // pert bench --roof: a read-bandwidth probe, and for each tg row the bytes a token reads (every
 // matrix as kept, counted here from inspect's tensor table; the KV cache at its depth), that
-// times t/s, and the share of the probe; prompt rows have none.
+// times t/s, and the share of the probe; and a compute probe per multiplying path, and for each
+// pp row its multiply-adds a token, that times t/s, and the share of the peaks' time.
 TEST_CASE("cli: bench --roof gives each tg row its bytes a token, GB/s and share of the read probe", "[cli]") {
   const Run info = run_pert({"inspect", kRope, "--json"});  // the default model (models/default names rope)
   REQUIRE(info.exit_code == 0);
@@ -214,12 +215,30 @@ TEST_CASE("cli: bench --roof gives each tg row its bytes a token, GB/s and share
     const double roof = j["roof"][0]["read_bytes_per_second"].get<double>();
     CHECK(roof > 1e8);
     CHECK(j["matrix_bytes"].get<double>() == matrix_values * per_value);
+    // the compute roof: the matrices' family and F32's for attention, each its path's instruction peak
+    const json& compute = j["roof"][0]["compute"];
+    CHECK(compute["matrices"]["family"] == (dtype == "f32" ? "f32" : dtype));
+    CHECK(compute["attention"]["family"] == "f32");
+    CHECK(j["matrix_macs"].get<double>() == matrix_values);
     for (const json& t : j["results"]) {
       INFO(t["test"]);
       if (t["test"].get<std::string>().rfind("pp", 0) == 0) {
         CHECK_FALSE(t.contains("bytes_per_token"));
+        // the matrices' MACs a token (the output's once a prompt) and attention's: q·k and p·v per key seen
+        const double n = 8, depth = t["depth"].get<double>(), lm_head = c["vocab_size"].get<double>() * c["hidden_size"].get<double>();
+        const double keys = c["num_hidden_layers"].get<double>() * (depth + (n + 1) / 2);
+        CHECK(t["matrix_macs_per_token"].get<double>() == Approx(matrix_values - lm_head * (1 - 1 / n)));
+        CHECK(t["attention_macs_per_token"].get<double>() ==
+              Approx(keys * c["num_attention_heads"].get<double>() * 2 * c["head_dim"].get<double>()));
+        CHECK(t["macs_per_second"].get<double>() == Approx(t["macs_per_token"].get<double>() * t["tokens_per_second"].get<double>()));
+        const double peak_m = compute["matrices"]["macs_per_second"], peak_a = compute["attention"]["macs_per_second"];
+        if (peak_m > 0 && peak_a > 0)  // (a plain path has no probe: no share)
+          CHECK(t["percent_of_compute_roof"].get<double>() ==
+                Approx(100 * t["tokens_per_second"].get<double>() *
+                       (t["matrix_macs_per_token"].get<double>() / peak_m + t["attention_macs_per_token"].get<double>() / peak_a)));
         continue;
       }
+      CHECK_FALSE(t.contains("macs_per_token"));
       const double context = t["depth"].get<double>() + (4 + 1) / 2.0;  // tg4's mean: 2.5 positions past the depth
       CHECK(t["bytes_per_token"].get<double>() == Approx(matrix_values * per_value + kv_per_position * 4.0 * context));
       CHECK(t["read_bytes_per_second"].get<double>() == Approx(t["bytes_per_token"].get<double>() * t["tokens_per_second"].get<double>()));
@@ -237,13 +256,16 @@ TEST_CASE("cli: bench --roof gives each tg row its bytes a token, GB/s and share
   const Run md = run_pert({"bench", "-p", "8", "-n", "4", "-r", "1", "-t", "1", "--roof"});
   REQUIRE(md.exit_code == 0);
   CHECK_THAT(md.out, Catch::Matchers::StartsWith("memory roof at 1 thread: "));
-  CHECK_THAT(md.out, Catch::Matchers::Contains("| t/s | MB/token | GB/s | % of roof |"));
-  CHECK_THAT(md.out, Catch::Matchers::Contains(" | | |\n"));
-  CHECK_THAT(md.out, Catch::Matchers::Contains("% |\n"));
+  CHECK_THAT(md.out, Catch::Matchers::Contains("\ncompute roof at 1 thread: matrices f32 "));
+  CHECK_THAT(md.out, Catch::Matchers::Contains("| t/s | MB/token | GB/s | % of roof | GMAC/s | % of compute |"));
+  CHECK_THAT(md.out, Catch::Matchers::Contains("% | | |\n"));  // the tg row: the compute columns empty
+  CHECK_THAT(md.out, Catch::Matchers::Contains("| | | |"));    // the pp row: the memory columns empty
   const Run csv = run_pert({"bench", "-p", "8", "-n", "4", "-r", "1", "-t", "1", "--roof", "-o", "csv"});
   REQUIRE(csv.exit_code == 0);
-  CHECK_THAT(csv.out, Catch::Matchers::Contains(",stddev_ts,bytes_per_token,read_bytes_per_second,roof_bytes_per_second,percent_of_roof\n"));
-  CHECK_THAT(csv.out, Catch::Matchers::Contains(",,,,\n"));  // the pp row
+  CHECK_THAT(csv.out, Catch::Matchers::Contains(",stddev_ts,bytes_per_token,read_bytes_per_second,roof_bytes_per_second,percent_of_roof,"
+                                                "macs_per_token,macs_per_second,percent_of_compute_roof\n"));
+  CHECK_THAT(csv.out, Catch::Matchers::Contains(",,,,,"));  // the pp row: the memory fields empty
+  CHECK_THAT(csv.out, Catch::Matchers::Contains(",,,\n"));  // the tg row: the compute fields empty
 }
 
 // pert bench: every test at every depth, llama-bench's names, one sample per repetition.

@@ -53,6 +53,10 @@ class Model {
   // of experts, the router and the n_used experts a token reads, at the mean expert's size) and
   // the output's (the embedding's one row, norms and biases are left out: a few kilobytes).
   size_t matrix_bytes() const;
+  // The multiply-adds of those matrices for one token: N·K each (pert bench --roof's prompt rows).
+  double matrix_macs() const;
+  // The kernel family ("f32", "bf16", "q8" or "blocks") that does most of those multiply-adds.
+  std::string matrix_family() const;
 
   // The matrices and vectors as the forward pass reads them (src/model/weights.hpp: the
   // library's own, complete only there).

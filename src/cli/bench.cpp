@@ -4,7 +4,11 @@
 // (untimed), which is where long-context decoding spends its time: attention over the cache.
 // `--roof` measures how fast the machine reads memory (a probe per thread count) and gives each
 // tg row the bytes a token reads (the matrices as kept, the KV cache at its type and depth),
-// that times t/s, and the share of the probe: how close decoding is to the memory roof.
+// that times t/s, and the share of the probe: how close decoding is to the memory roof. It also
+// measures the compute roof of the paths that multiply (the matrices' family, F32 for attention:
+// compute_roof.hpp) and gives each pp row its multiply-adds a token, that times t/s, and its
+// share of the roof: the time the peaks would take (matrices' MACs at theirs, attention's at
+// F32's) over the time taken.
 #include <cblas.h>
 #include <omp.h>
 
@@ -19,6 +23,8 @@
 
 #include "evaluate.hpp"
 #include "pert/bandwidth.hpp"
+#include "pert/compute_roof.hpp"
+#include "pert/kernels.hpp"
 #include "pert/error.hpp"
 #include "pert/gguf_model.hpp"
 #include "pert/model_dir.hpp"
@@ -84,13 +90,10 @@ long long parameter_count(const ModelConfig& c) {
   return n;
 }
 
-// Bytes one generated token reads on average over a tg test: every matrix once, and the K and V
-// of every cached position each layer attends to (a sliding window's layer, its window; a
-// chunked layer, its chunk so far).
-double decode_bytes(const Model& model, CacheType cache, const Test& t) {
-  const ModelConfig& c = model.config();
-  const double per_value = cache_bytes_per_value(cache, c.head_dim);
-  double keys = 0;  // Σ over layers of the keys a token sees, averaged over the test's tokens
+// Σ over layers of the keys a token of a test sees, averaged over its tokens (a sliding window's
+// layer, its window; a chunked layer, its chunk so far).
+double mean_keys_seen(const ModelConfig& c, const Test& t) {
+  double keys = 0;
   for (const LayerAttention& l : c.layers)
     for (int p = t.depth; p < t.depth + t.n; ++p) {
       int seen = p + 1;
@@ -98,7 +101,47 @@ double decode_bytes(const Model& model, CacheType cache, const Test& t) {
       if (l.chunk > 0) seen = std::min(seen, p % l.chunk + 1);
       keys += double(seen) / t.n;
     }
-  return double(model.matrix_bytes()) + cached_values_per_position(c) * per_value * keys;
+  return keys;
+}
+
+// Bytes one generated token reads on average over a tg test: every matrix once, and the K and V
+// of every cached position each layer attends to.
+double decode_bytes(const Model& model, CacheType cache, const Test& t) {
+  const ModelConfig& c = model.config();
+  return double(model.matrix_bytes()) + cached_values_per_position(c) * cache_bytes_per_value(cache, c.head_dim) * mean_keys_seen(c, t);
+}
+
+// A pp row's multiply-adds a token: the matrices' (the output's once a prompt: logits of its last
+// token only) and attention's, q·k and p·v over the keys it sees in every head.
+struct PromptMacs {
+  double matrices, attention;
+};
+PromptMacs prompt_macs(const Model& model, const Test& t) {
+  const ModelConfig& c = model.config();
+  const double lm_head = double(c.vocab_size) * c.hidden_size;
+  return {model.matrix_macs() - lm_head * (1.0 - 1.0 / t.n), mean_keys_seen(c, t) * c.n_heads * 2.0 * c.head_dim};
+}
+
+// The compute roof at a thread count: the peak of the instruction behind each family that a
+// prompt's products run on (0: a path with no probe).
+struct ComputeRoof {
+  std::string family, path, instruction;
+  double macs_per_second = 0;
+  nlohmann::json to_json() const {
+    return {{"family", family}, {"path", path}, {"instruction", instruction}, {"macs_per_second", macs_per_second}};
+  }
+  std::string text() const {
+    char peak[64] = "no probe";
+    if (macs_per_second > 0) std::snprintf(peak, sizeof peak, "%.1f GMAC/s", macs_per_second / 1e9);
+    return family + " " + path + (instruction.empty() ? "" : " (" + instruction + ")") + " " + peak;
+  }
+};
+ComputeRoof compute_roof(const std::string& family, int threads) {
+  std::string path;
+  for (const KernelFamily& f : kernel_families())
+    if (f.name == family) path = f.selected;
+  const ProductInstruction i = product_instruction(family, path);
+  return {family, path, i.name, i.name.empty() ? 0.0 : product_peak(i.name, threads)};
 }
 
 // Every test fits the model before anything is printed: a learned position table ends where it ends.
@@ -136,10 +179,13 @@ void run(const BenchArgs& a) {
   const char* kv = cache_type_name(cache);
 
   std::map<int, double> roof;  // threads -> bytes/s read
+  std::map<int, std::pair<ComputeRoof, ComputeRoof>> compute;  // threads -> the matrices' and attention's
+  const std::string matrices = model->matrix_family();
   if (a.roof) {
-    Progress bar("bench: read-bandwidth probe", "thread counts", a.quiet);
+    Progress bar("bench: read-bandwidth and compute probes", "thread counts", a.quiet);
     for (int threads : thread_counts) {
       roof[threads] = read_bandwidth(threads);
+      compute[threads] = {compute_roof(matrices, threads), compute_roof("f32", threads)};
       bar.update(int(roof.size()), int(thread_counts.size()));
     }
     bar.finish();
@@ -148,15 +194,19 @@ void run(const BenchArgs& a) {
   std::mt19937 rng(1234);
   nlohmann::json results = nlohmann::json::array();
   if (format == "md") {
-    for (const auto& [threads, bytes_per_s] : roof)
-      std::printf("memory roof at %d thread%s: %.1f GB/s read (best of 5 passes over 1 GiB)\n", threads,
-                  threads == 1 ? "" : "s", bytes_per_s / 1e9);
+    for (const auto& [threads, bytes_per_s] : roof) {
+      const char* s = threads == 1 ? "" : "s";
+      std::printf("memory roof at %d thread%s: %.1f GB/s read (best of 5 passes over 1 GiB)\n", threads, s, bytes_per_s / 1e9);
+      std::printf("compute roof at %d thread%s: matrices %s; attention %s\n", threads, s, compute[threads].first.text().c_str(),
+                  compute[threads].second.text().c_str());
+    }
     if (a.roof) std::printf("\n");
     std::printf("| model | params | precision | kv cache | threads | test | t/s |%s\n|---|---:|---|---|---:|---|---:|%s\n",
-                a.roof ? " MB/token | GB/s | % of roof |" : "", a.roof ? "---:|---:|---:|" : "");
+                a.roof ? " MB/token | GB/s | % of roof | GMAC/s | % of compute |" : "", a.roof ? "---:|---:|---:|---:|---:|" : "");
   } else if (format == "csv") {
     std::printf("model,params,precision,cache_type,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts%s\n",
-                a.roof ? ",bytes_per_token,read_bytes_per_second,roof_bytes_per_second,percent_of_roof" : "");
+                a.roof ? ",bytes_per_token,read_bytes_per_second,roof_bytes_per_second,percent_of_roof,macs_per_token,"
+                         "macs_per_second,percent_of_compute_roof" : "");
   }
   std::fflush(stdout);
   if (stdout_failed()) finish_stdout();  // nowhere to write the rows: stop before the first test
@@ -191,18 +241,33 @@ void run(const BenchArgs& a) {
       if (roofed)
         result.update({{"bytes_per_token", bytes}, {"read_bytes_per_second", read},
                        {"roof_bytes_per_second", roof[threads]}, {"percent_of_roof", percent}});
+      // The compute roof's: prompt rows (a generated token's products wait on memory, not on the ports).
+      const bool computed = a.roof && t.prompt;
+      const PromptMacs macs = computed ? prompt_macs(*model, t) : PromptMacs{0, 0};
+      const auto& [on_matrices, on_attention] = compute[threads];
+      const bool peaks = on_matrices.macs_per_second > 0 && on_attention.macs_per_second > 0;
+      const double per_second = (macs.matrices + macs.attention) * mean,
+                   share = computed && peaks ? 100.0 * mean * (macs.matrices / on_matrices.macs_per_second +
+                                                               macs.attention / on_attention.macs_per_second) : 0;
+      if (computed) {
+        result.update({{"macs_per_token", macs.matrices + macs.attention}, {"matrix_macs_per_token", macs.matrices},
+                       {"attention_macs_per_token", macs.attention}, {"macs_per_second", per_second}});
+        if (peaks) result["percent_of_compute_roof"] = share;
+      }
       results.push_back(result);
       if (format == "md") {
         std::printf("| %s | %.1fM | %s | %s | %d | %s | %.2f ± %.2f |", model_name.c_str(), params / 1e6,
                     precision.c_str(), kv, threads, test.c_str(), mean, sd);
-        if (roofed) std::printf(" %.0f | %.1f | %.0f%% |", bytes / 1e6, read / 1e9, percent);
-        else if (a.roof) std::printf(" | | |");
+        if (roofed) std::printf(" %.0f | %.1f | %.0f%% | | |", bytes / 1e6, read / 1e9, percent);
+        else if (computed && peaks) std::printf(" | | | %.1f | %.0f%% |", per_second / 1e9, share);
+        else if (computed) std::printf(" | | | %.1f | |", per_second / 1e9);
         std::printf("\n");
       } else if (format == "csv") {
         std::printf("%s,%lld,%s,%s,%d,%s,%d,%d,%d,%.6f,%.6f", csv_field(model_name).c_str(), params, precision.c_str(),
                     kv, threads, test.c_str(), t.prompt ? t.n : 0, t.prompt ? 0 : t.n, t.depth, mean, sd);
-        if (roofed) std::printf(",%.0f,%.6g,%.6g,%.4f", bytes, read, roof[threads], percent);
-        else if (a.roof) std::printf(",,,,");
+        if (roofed) std::printf(",%.0f,%.6g,%.6g,%.4f,,,", bytes, read, roof[threads], percent);
+        else if (computed && peaks) std::printf(",,,,,%.0f,%.6g,%.4f", macs.matrices + macs.attention, per_second, share);
+        else if (computed) std::printf(",,,,,%.0f,%.6g,", macs.matrices + macs.attention, per_second);
         std::printf("\n");
       }
       std::fflush(stdout);
@@ -217,8 +282,11 @@ void run(const BenchArgs& a) {
     out.update(cpu_json());
     if (a.roof) {
       out["matrix_bytes"] = model->matrix_bytes();
+      out["matrix_macs"] = model->matrix_macs();
       for (const auto& [threads, bytes_per_s] : roof)
-        out["roof"].push_back({{"threads", threads}, {"read_bytes_per_second", bytes_per_s}});
+        out["roof"].push_back({{"threads", threads}, {"read_bytes_per_second", bytes_per_s},
+                               {"compute", {{"matrices", compute[threads].first.to_json()},
+                                            {"attention", compute[threads].second.to_json()}}}});
     }
     write_json("-", out);
   }
@@ -256,8 +324,9 @@ void add_bench(CLI::App& app) {
                             ->capture_default_str();
   cmd->add_flag("--json", a->json, "The same as -o json")->excludes(output);
   cmd->add_flag("--roof", a->roof,
-                "Measure the memory's read bandwidth first and give each generation test the bytes a token reads "
-                "(matrices as kept, KV cache at its type and depth), GB/s and % of that roof");
+                "Measure the memory's read bandwidth and the peak of each multiplying path first; give each generation "
+                "test the bytes a token reads (matrices as kept, KV cache at its type and depth), GB/s and % of the "
+                "read roof, and each prompt test its multiply-adds a token, GMAC/s and % of the compute roof");
   add_quiet(*cmd, a->quiet);
   cmd->callback([a] { run(*a); });
 }

@@ -81,14 +81,18 @@ const float* MlaBlock::expand(const MlaWeights& w, const float* att, int rows) {
   return out_.data();
 }
 
-size_t mla_weight_bytes(const MlaWeights& w, const ModelConfig& c) {
+void mla_matrices(const MlaWeights& w, const ModelConfig& c, const std::function<void(const Weight&, int, int)>& f) {
   const MlaConfig& m = c.mla;
   const int d = c.hidden_size, H = c.n_heads, qk = m.qk_head_dim();
-  size_t bytes = m.q_lora_rank > 0 ? weight_bytes(w.q_a, m.q_lora_rank, d) + weight_bytes(w.q_b, H * qk, m.q_lora_rank)
-                                   : weight_bytes(w.q, H * qk, d);
-  // kv_b in F32: its v rows and, transposed, its k_nope rows
-  const size_t kv_b = size_t(H) * size_t(m.qk_nope_head_dim + m.v_head_dim) * size_t(m.kv_lora_rank) * sizeof(float);
-  return bytes + weight_bytes(w.kv_a, m.kv_lora_rank + m.qk_rope_head_dim, d) + kv_b;
+  if (m.q_lora_rank > 0) {
+    f(w.q_a, m.q_lora_rank, d);
+    f(w.q_b, H * qk, m.q_lora_rank);
+  } else {
+    f(w.q, H * qk, d);
+  }
+  f(w.kv_a, m.kv_lora_rank + m.qk_rope_head_dim, d);
+  f(Weight{w.k_absorb}, H * m.kv_lora_rank, m.qk_nope_head_dim);  // per head [latent][nope]
+  f(Weight{w.kv_b}, H * m.v_head_dim, m.kv_lora_rank);            // per head its v rows (the k_nope rows not read)
 }
 
 }  // namespace pert

@@ -9,6 +9,7 @@
 // first qk_rope_head_dim values are a sum of rope keys, dropped. RoPE turns the rope dims, which
 // pert keeps first (rotary_dim = qk_rope_head_dim).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,8 @@ class MlaBlock {
   std::vector<float> out_;             // [rows][n_heads·v_head_dim]
 };
 
-// The layer's MLA matrices and norms (model.cpp).
-size_t mla_weight_bytes(const MlaWeights& w, const ModelConfig& c);
+// The layer's MLA matrices one token multiplies, each as f(weight, N, K) (model.cpp's counts):
+// q's, kv_a, and kv_b's F32 parts (k_nope rows transposed, v rows).
+void mla_matrices(const MlaWeights& w, const ModelConfig& c, const std::function<void(const Weight&, int, int)>& f);
 
 }  // namespace pert

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "pert/error.hpp"
@@ -310,29 +312,54 @@ Weight ModelWeights::weight(const std::string& name) const {
   return {tensor(name), nullptr};
 }
 
-size_t Model::matrix_bytes() const {
-  const ModelConfig& c = config_;
+namespace {
+// Calls f(weight, N, K, share) for every matrix a decode step multiplies: share 1, and for a
+// mixture's experts n_used / n_experts each (a token reads n_used of them: the mean expert's).
+void each_token_matrix(const ModelConfig& c, const ModelWeights& weights,
+                       const std::function<void(const Weight&, int, int, double)>& f) {
   const int d = c.hidden_size, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim, ff = c.intermediate_size;
-  size_t bytes = weight_bytes(weights_->lm_head, c.vocab_size, d);
-  auto mlp_bytes = [&](const ExpertWeights& e, int width) {
-    return weight_bytes(e.gate, width, d) + weight_bytes(e.up, width, d) + weight_bytes(e.down, d, width);
+  f(weights.lm_head, c.vocab_size, d, 1.0);
+  auto mlp = [&](const ExpertWeights& e, int width, double share) {
+    f(e.gate, width, d, share), f(e.up, width, d, share), f(e.down, d, width, share);
   };
-  for (const LayerWeights& w : weights_->layers) {
-    if (c.mla.enabled())  // DeepSeek's latent attention: its own matrices, o_proj from the heads' values
-      bytes += mla_weight_bytes(w.mla, c) + weight_bytes(w.wo, d, c.n_heads * c.mla.v_head_dim);
-    else
-      bytes += weight_bytes(w.wq, q, d) + weight_bytes(w.wk, kv, d) + weight_bytes(w.wv, kv, d) + weight_bytes(w.wo, d, q);
+  for (const LayerWeights& w : weights.layers) {
+    if (c.mla.enabled()) {  // DeepSeek's latent attention: its own matrices, o_proj from the heads' values
+      mla_matrices(w.mla, c, [&](const Weight& m, int N, int K) { f(m, N, K, 1.0); });
+      f(w.wo, d, c.n_heads * c.mla.v_head_dim, 1.0);
+    } else {
+      f(w.wq, q, d, 1.0), f(w.wk, kv, d, 1.0), f(w.wv, kv, d, 1.0), f(w.wo, d, q, 1.0);
+    }
     if (w.moe.experts.empty()) {
-      bytes += mlp_bytes({w.w_gate, w.w_up, w.w_down}, ff);
+      mlp({w.w_gate, w.w_up, w.w_down}, ff, 1.0);
       continue;
     }
-    // A token reads the router, its n_used experts (the mean expert's bytes each) and the shared one.
-    size_t experts = 0;
-    for (const ExpertWeights& e : w.moe.experts) experts += mlp_bytes(e, c.moe.expert_ffn);
-    bytes += size_t(c.moe.n_experts) * size_t(d) * 4 + experts / w.moe.experts.size() * size_t(c.moe.n_used);
-    if (c.moe.shared_ffn) bytes += mlp_bytes(w.moe.shared, c.moe.shared_ffn) + (w.moe.shared_gate ? size_t(d) * 4 : 0);
+    // A token reads the router (F32), its n_used experts and the shared one.
+    f(Weight{w.moe.router}, c.moe.n_experts, d, 1.0);
+    for (const ExpertWeights& e : w.moe.experts) mlp(e, c.moe.expert_ffn, double(c.moe.n_used) / double(w.moe.experts.size()));
+    if (c.moe.shared_ffn) mlp(w.moe.shared, c.moe.shared_ffn, 1.0);
+    if (w.moe.shared_gate) f(Weight{w.moe.shared_gate}, 1, d, 1.0);
   }
-  return bytes;
+}
+}  // namespace
+
+size_t Model::matrix_bytes() const {
+  double bytes = 0;
+  each_token_matrix(config_, *weights_, [&](const Weight& w, int N, int K, double share) { bytes += double(weight_bytes(w, N, K)) * share; });
+  return size_t(std::llround(bytes));
+}
+
+std::string Model::matrix_family() const {
+  std::map<std::string, double> macs;  // (a Q4_K_M file mixes blocks with Q8_0, repacked for q8)
+  each_token_matrix(config_, *weights_, [&](const Weight& w, int N, int K, double share) {
+    macs[w.blocks.data ? "blocks" : w.q8 ? "q8" : w.bf16 ? "bf16" : "f32"] += double(N) * K * share;
+  });
+  return std::max_element(macs.begin(), macs.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+}
+
+double Model::matrix_macs() const {
+  double macs = 0;
+  each_token_matrix(config_, *weights_, [&](const Weight&, int N, int K, double share) { macs += double(N) * K * share; });
+  return macs;
 }
 
 void Model::embedding(int token, float* out) const {

@@ -1,0 +1,160 @@
+// The compute roof's probes (pert/compute_roof.hpp): per instruction, a loop of it on independent
+// accumulators held in registers (16 for AVX-512, 12 for AVX2: more than latency × ports, so
+// the loop runs at the instruction's throughput), the results summed once so that none is dead.
+// Each probe is compiled for its own instructions (`target` attribute) and run only where the
+// CPU has them.
+#include "pert/compute_roof.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "pert/kernels.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace pert {
+
+namespace {
+
+constexpr int64_t kSteps = int64_t(1) << 20;  // a pass: kSteps × accumulators instructions per thread
+
+#if defined(__x86_64__)
+// N chains of `step`, chain i from seed(i) (distinct, or the compiler keeps one chain for all),
+// kSteps each, joined by `join` (so that no chain is dead code).
+template <class V, int N, class Seed, class Step, class Join>
+inline V run_chains(Seed seed, Step step, Join join) {
+  V acc[N];
+#pragma GCC unroll 16
+  for (int i = 0; i < N; ++i) acc[i] = seed(i);
+  for (int64_t s = 0; s < kSteps; ++s) {
+#pragma GCC unroll 16
+    for (int i = 0; i < N; ++i) acc[i] = step(acc[i]);
+  }
+#pragma GCC unroll 16
+  for (int i = 1; i < N; ++i) acc[0] = join(acc[0], acc[i]);
+  return acc[0];
+}
+
+__attribute__((target("avx512f"))) double fma512() {
+  const __m512 b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
+  const __m512 r = run_chains<__m512, 16>([](int i) { return _mm512_set1_ps(1.0f + float(i)); }, [&](__m512 a) { return _mm512_fmadd_ps(a, b, c); }, _mm512_add_ps);
+  float out[16];
+  _mm512_storeu_ps(out, r);
+  return out[0] + out[15];
+}
+
+__attribute__((target("avx2,fma"))) double fma256() {
+  const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
+  const __m256 r = run_chains<__m256, 12>([](int i) { return _mm256_set1_ps(1.0f + float(i)); }, [&](__m256 a) { return _mm256_fmadd_ps(a, b, c); }, _mm256_add_ps);
+  float out[8];
+  _mm256_storeu_ps(out, r);
+  return out[0] + out[7];
+}
+
+__attribute__((target("avx512f,avx512bf16"))) double dpbf16_512() {
+  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x3c003c00);  // 1.0, 2^-7
+  const __m512 r = run_chains<__m512, 16>([](int i) { return _mm512_set1_ps(float(i)); }, [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); }, _mm512_add_ps);
+  float out[16];
+  _mm512_storeu_ps(out, r);
+  return out[0] + out[15];
+}
+
+__attribute__((target("avx512f,avx512vnni"))) double dpbusd512() {
+  const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-2);
+  const __m512i r = run_chains<__m512i, 16>([](int i) { return _mm512_set1_epi32(i); }, [&](__m512i a) { return _mm512_dpbusd_epi32(a, x, y); }, _mm512_add_epi32);
+  int32_t out[16];
+  _mm512_storeu_si512(out, r);
+  return double(out[0]) + out[15];
+}
+
+__attribute__((target("avx2,avxvnni"))) double dpbusd256() {
+  const __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(-2);
+  const __m256i r = run_chains<__m256i, 12>([](int i) { return _mm256_set1_epi32(i); }, [&](__m256i a) { return _mm256_dpbusd_avx_epi32(a, x, y); }, _mm256_add_epi32);
+  return double(_mm256_extract_epi32(r, 0));
+}
+
+// AVX2's int8 product as pert's kernels run it: vpmaddubsw (32 u8 × s8, pairs summed in int16),
+// vpmaddwd by ones (to int32), vpaddd; the chain's own value as the bytes (constant operands
+// would be multiplied once, outside the loop).
+__attribute__((target("avx2"))) double maddubs256() {
+  const __m256i y = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  const __m256i r = run_chains<__m256i, 12>([](int i) { return _mm256_set1_epi32(i); }, [&](__m256i a) {
+    return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(a, y), ones));
+  }, _mm256_add_epi32);
+  return double(_mm256_extract_epi32(r, 0));
+}
+#endif
+
+struct Probe {
+  const char* name;
+  int macs;              // per instruction (per chain step)
+  int chains;            // accumulators per thread
+  const char* requires;  // a kernel_levels() name, or a cpuid feature
+  double (*run)();
+};
+
+const Probe* find_probe(const std::string& name) {
+#if defined(__x86_64__)
+  static const Probe probes[] = {
+      {"vfmadd231ps zmm", 16, 16, "avx512", fma512},      {"vfmadd231ps ymm", 8, 12, "avx2", fma256},
+      {"vdpbf16ps zmm", 32, 16, "avx512bf16", dpbf16_512}, {"vpdpbusd zmm", 64, 16, "avx512vnni", dpbusd512},
+      {"vpdpbusd ymm", 32, 12, "avxvnni", dpbusd256},      {"vpmaddubsw+vpmaddwd ymm", 32, 12, "avx2", maddubs256},
+  };
+  for (const Probe& p : probes)
+    if (name == p.name) return &p;
+#else
+  (void)name;
+#endif
+  return nullptr;
+}
+
+bool runs_here(const Probe& p) {
+#if defined(__x86_64__)
+  if (std::string(p.requires) == "avxvnni") return __builtin_cpu_supports("avxvnni") && cpu_supports("avx2");
+#endif
+  return cpu_supports(p.requires);
+}
+
+}  // namespace
+
+ProductInstruction product_instruction(const std::string& family, const std::string& path) {
+  if (path == "avx512bf16" && family == "bf16") return {"vdpbf16ps zmm", 32};
+  if (path == "avx512vnni" && (family == "q8" || family == "blocks")) return {"vpdpbusd zmm", 64};
+  if (path == "avxvnni" && (family == "q8" || family == "blocks")) return {"vpdpbusd ymm", 32};
+  if (path == "avx2" && (family == "q8" || family == "blocks")) return {"vpmaddubsw+vpmaddwd ymm", 32};
+  if (family == "f32" || family == "bf16") {  // (BF16 without vdpbf16ps widens its weights for F32's products)
+    if (path == "avx512" || path == "avx512vnni" || path == "avx512bf16") return {"vfmadd231ps zmm", 16};
+    if (path == "avx2") return {"vfmadd231ps ymm", 8};
+  }
+  return {};
+}
+
+double product_peak(const std::string& instruction, int threads, int passes) {
+  const Probe* p = find_probe(instruction);
+  if (!p || !runs_here(*p)) return 0.0;
+  threads = std::max(1, threads);
+  double best = 0.0;
+  volatile double sink = 0.0;  // the results are used, so the loops run
+  for (int pass = 0; pass < std::max(1, passes); ++pass) {
+    double total = 0.0;
+    int team = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      total += p->run();
+#pragma omp single
+      team = omp_get_num_threads();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sink = sink + total;
+    best = std::max(best, double(team) * double(kSteps) * p->chains * p->macs / std::max(seconds, 1e-9));
+  }
+  return best;
+}
+
+}  // namespace pert
