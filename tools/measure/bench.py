@@ -12,7 +12,9 @@ under every --cache-types entry. Checkpoints are made on first use by tools/meas
 build/models/bench-* (the tinyllama shape's, F32 only, by tools/measure/bench_gguf.py). --sgemm also times numpy's OpenBLAS sgemm at 2048³ at the start of every round
 and gives each F32 prompt test's matrix products (projections and MLP: 2 · their parameters per
 token) as GFLOP/s and as a fraction of that round's sgemm, the median of the rounds' fractions.
---roof passes `pert bench --roof`: each tg row gets the bytes a token reads, GB/s at the median t/s,
+--roof passes `pert bench --roof`: each pp row gets its GMAC/s at the median t/s and its share of the compute
+roof (the probes' peaks for the matrices' path and for attention's F32, medians of the runs'); each tg row
+gets the bytes a token reads, GB/s at the median t/s,
 and its share of the median of the runs' read-bandwidth probes.
 --llama-bench PATH runs llama.cpp's llama-bench beside pert in every round, on GGUF files of the
 same weights (tools/measure/bench_gguf.py's conversion of the shape's F32 checkpoint, seed 0 as here: F32
@@ -150,6 +152,11 @@ def table(report):
                      f"GB/s ({min(roof) / 1e9:.1f}–{max(roof) / 1e9:.1f})")
         lines[2] += " MB/token | GB/s | % of roof |"
         lines[3] += "---:|---:|---:|"
+    compute = any("matrix_macs_per_token" in r for r in results)  # --roof: prompt rows against the compute probes
+    if compute:
+        lines[0] += "; compute roof (pert bench --roof's probes of the matrices' path and F32's for attention, medians)"
+        lines[2] += " GMAC/s | % of compute |"
+        lines[3] += "---:|---:|"
     kv = any("kv_cache_bytes" in r for r in results)  # --configs: layouts beside each other
     if kv:
         lines[2] += " KV cache MiB |"
@@ -164,6 +171,11 @@ def table(report):
             per_token = r.get("bytes_per_token")
             cells += ([f"{per_token / 1e6:.0f}", f"{per_token * r['median'] / 1e9:.1f}",
                        f"{100 * per_token * r['median'] / statistics.median(roof):.0f}%"] if per_token else ["", "", ""])
+        if compute:  # the peaks' time for a token's MACs (matrices at theirs, attention at F32's) over the time taken
+            m, att = r.get("matrix_macs_per_token", 0), r.get("attention_macs_per_token", 0)
+            pm, pa = r.get("compute_peaks_macs_per_second", (0, 0))
+            cells += [f"{(m + att) * r['median'] / 1e9:.1f}" if m else "",
+                      f"{100 * r['median'] * (m / pm + att / pa):.0f}%" if m and pm else ""]
         if kv:
             cells.append(f"{r['kv_cache_bytes'] / 2**20:.1f}" if "kv_cache_bytes" in r else "")
         lines.append(f"| {r['shape']} | {r['precision']} | {r['cache_type']} | {r['test']} | "
@@ -242,6 +254,8 @@ def main():
     sgemm = []  # GFLOP/s, a round each
     roof = []  # --roof: read bytes/s, a run each
     bytes_per_token = {}  # --roof: (shape, dtype, cache type, tg test) -> bytes a token reads
+    prompt_macs = {}  # --roof: (shape, dtype, cache type, pp test) -> (matrices', attention's) multiply-adds a token
+    peaks = {}  # --roof: (shape, dtype, cache type) -> [(matrices' path, attention's) MAC/s peaks, a run each]
     kv_bytes = {}  # (shape, dtype, cache type, test) -> the KV cache's bytes at the test's end
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     machine = {}  # pert's report of the CPU and the kernel paths it ran
@@ -265,12 +279,17 @@ def main():
             machine = {k: report[k] for k in ("cpu_features", "kernels", "f32_prefetch")  # --prefetch: the rows say
                        if k in report and not (a.prefetch and k == "f32_prefetch")}
             roof += [p["read_bytes_per_second"] for p in report.get("roof", [])]
+            peaks.setdefault((shape, label, cache), []).extend(
+                (p["compute"]["matrices"]["macs_per_second"], p["compute"]["attention"]["macs_per_second"])
+                for p in report.get("roof", []) if "compute" in p)
             for res in report["results"]:
                 samples.setdefault((shape, label, cache, res["test"]), []).extend(res["samples"])
                 if "kv_cache_bytes" in res:
                     kv_bytes[(shape, label, cache, res["test"])] = res["kv_cache_bytes"]
                 if "bytes_per_token" in res:
                     bytes_per_token[(shape, label, cache, res["test"])] = res["bytes_per_token"]
+                if "matrix_macs_per_token" in res:
+                    prompt_macs[(shape, label, cache, res["test"])] = (res["matrix_macs_per_token"], res["attention_macs_per_token"])
                 if a.sgemm and dtype == "F32" and res["test"].startswith("pp"):
                     rate = statistics.median(res["samples"]) * flops[path] / 1e9
                     of_sgemm.setdefault((shape, cache, res["test"]), []).append(rate / sgemm[-1])
@@ -285,6 +304,12 @@ def main():
     for row in rows:
         if (row["shape"], row["precision"], row["cache_type"], row["test"]) in bytes_per_token:
             row["bytes_per_token"] = bytes_per_token[(row["shape"], row["precision"], row["cache_type"], row["test"])]
+        if (row["shape"], row["precision"], row["cache_type"], row["test"]) in prompt_macs:
+            row["matrix_macs_per_token"], row["attention_macs_per_token"] = prompt_macs[
+                (row["shape"], row["precision"], row["cache_type"], row["test"])]
+            runs = peaks.get((row["shape"], row["precision"], row["cache_type"]), [])
+            if runs and all(m > 0 and a > 0 for m, a in runs):  # (a plain path has no probe)
+                row["compute_peaks_macs_per_second"] = [statistics.median(m for m, _ in runs), statistics.median(a for _, a in runs)]
         if a.configs:
             row["layout"] = row["precision"].rsplit(" ", 1)[1]
         if a.configs and (row["shape"], row["precision"], row["cache_type"], row["test"]) in kv_bytes:
