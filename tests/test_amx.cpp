@@ -214,7 +214,10 @@ struct AmxRestoreQ8 {  // leaves the q8 kernel as it found it
 };
 
 // Products of one x through amx_matmul_q8 against the same products on `path` (matmul_shared).
-void amx_check_q8(TileImpl impl, const std::string& path, int T, int K, const std::vector<int>& Ns, uint32_t seed) {
+// from_q8_0: the weights written as GGML's Q8_0 rows (F16 d, 32 int8 a block) and repacked as a
+// GGUF file's are (K a multiple of 32).
+void amx_check_q8(TileImpl impl, const std::string& path, int T, int K, const std::vector<int>& Ns, uint32_t seed,
+                  bool from_q8_0 = false) {
   AmxRestoreQ8 restore;
   std::vector<std::vector<uint8_t>> packed;
   std::vector<std::vector<uint16_t>> scales;
@@ -223,7 +226,21 @@ void amx_check_q8(TileImpl impl, const std::string& path, int T, int K, const st
     const std::vector<float> w = random_floats(size_t(Ns[i]) * K, seed + 1 + uint32_t(i));
     packed.emplace_back(q8_packed_size(Ns[i], K));
     scales.emplace_back(q8_scales_size(Ns[i], K));
-    quantize_q8(packed[i].data(), scales[i].data(), w.data(), Ns[i], K);
+    if (from_q8_0) {
+      const size_t row_stride = size_t(K / 32) * 34;
+      std::vector<uint8_t> rows(size_t(Ns[i]) * row_stride);
+      for (int n = 0; n < Ns[i]; ++n)
+        for (int b = 0; b < K / 32; ++b) {
+          uint8_t* block = rows.data() + size_t(n) * row_stride + size_t(b) * 34;
+          int8_t q[32];
+          const uint16_t d = f32_to_f16(quantize_q8_block(w.data() + size_t(n) * K + b * 32, 32, q) * 1.01f);
+          std::memcpy(block, &d, 2);
+          std::memcpy(block + 2, q, 32);
+        }
+      repack_q8_0(packed[i].data(), scales[i].data(), rows.data(), row_stride, Ns[i], K);
+    } else {
+      quantize_q8(packed[i].data(), scales[i].data(), w.data(), Ns[i], K);
+    }
     weights.push_back(Weight{nullptr, nullptr, packed[i].data(), scales[i].data()});
   }
   std::vector<float> x = random_floats(size_t(T) * K, seed, 3.0f);
@@ -299,6 +316,8 @@ TEST_CASE("amx GEMM (model): Q8 through tdpbusd gives every q8 path's floats bit
       INFO("path " << path << ", T " << T << ", K " << K);
       amx_check_q8(TileImpl::model, path, T, K, {41, 100, 16}, uint32_t(T * 7 + K));
     }
+    INFO("path " << path << ", GGML Q8_0 rows");
+    amx_check_q8(TileImpl::model, path, 37, 96, {40, 17}, 77, true);
   }
 }
 
