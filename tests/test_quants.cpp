@@ -355,7 +355,7 @@ TEST_CASE("quants: panels hold the rows' bytes and give their floats bit for bit
         for (int n = 0; n < N; n += 8)  // every byte back where it was
           quants::unpack_panel(int(type), panels.data() + size_t(n) * prow, K, back.data() + size_t(n) * row, row);
         REQUIRE(back == w);
-        for (const int T : {1, 3, 70}) {  // 70: a second chunk of x, and 2 rows left over
+        for (const int T : {1, 3, 5, 70}) {  // 5: 4 rows and 1 (pairs run from 2 rows); 70: a second chunk of x, and 2 rows left over
           std::vector<float> x = gaussian(size_t(T) * K, uint32_t(T + pattern), 2.0f);
           if (pattern == 2)
             for (size_t i = 0; i < x.size(); ++i) x[i] = i / size_t(K) % 2 ? -1.0f : 1.0f;

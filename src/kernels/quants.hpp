@@ -62,9 +62,10 @@ struct BlockProduct {
 };
 void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, size_t count);
 
-// The kernel families this CPU can run, best first ("avx2", then "plain": the same integer sums
-// and the same float result in plain C++); select_block_kernel picks one (tests compare them),
-// throwing std::invalid_argument for a name not available.
+// The kernel families this CPU can run, best first ("avx512vnni": the panels two at a time with
+// vpdpbusd, the rest as avx2; "avx2"; then "plain": the same integer sums and the same float
+// result in plain C++); select_block_kernel picks one (tests compare them), throwing
+// std::invalid_argument for a name not available.
 std::vector<std::string> block_kernels();
 const std::string& block_kernel();
 void select_block_kernel(const std::string& name);

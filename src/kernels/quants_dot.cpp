@@ -345,12 +345,15 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
     const int n1 = std::min(p.N, n0 + kRowsPerItem), t_end = std::min(T, (c + 1) * kChunk);
     const QuantizedX& xq = is_k_quant(p.w->type) ? x_k : x_legacy;
     // A kernel call covers one weight row, one panel of kPanelRows, or two panels where the path
-    // has pair kernels (kRowsPerItem is whole panels).
+    // has pair kernels and the chunk has rows of x to reuse them on (kRowsPerItem is whole
+    // panels). Decoding streams one panel at a time: two panels' streams at once read slower
+    // (Zen 5: stories110M Q4_K_M tg128 about 350 t/s against 550 one panel at a time).
     const KernelSet& set = (p.w->panels ? sel.panel_sets : sel.sets)[int(p.w->type)];
     const PairKernelSet& pair = sel.pair_sets[int(p.w->type)];
+    const bool pairs = p.w->panels && pair.rows[0] && t_end - c * kChunk >= 2;
     float out[kMaxRows * 2 * kPanelRows];
     for (int n = n0, width = 1; n < n1; n += width) {
-      const bool two = p.w->panels && pair.rows[0] && n + 2 * kPanelRows <= n1;
+      const bool two = pairs && n + 2 * kPanelRows <= n1;
       width = two ? 2 * kPanelRows : p.w->panels ? kPanelRows : 1;
       const uint8_t* w = p.w->data + size_t(n) * p.w->row_stride;
       for (int t0 = c * kChunk; t0 < t_end; t0 += kMaxRows) {
