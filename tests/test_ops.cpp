@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -206,6 +207,63 @@ TEST_CASE("ops: matmul_shared with BF16 weights matches a triple loop per produc
       kept.bf16 = packed.data();
       return kept;
     }, to_bf16);
+  });
+}
+
+// BF16 prefill through matmul and matmul_shared at model-like sizes: odd K = 601 (a padded last
+// pair), T = 13 (two 6-row steps and one row), products of 140 (9 blocks, the last 12 wide: even
+// panels of 3), 300 and 16 rows, one accumulating. Row 10 of x holds rounding ties (to even, down
+// and up) and values rounding up to the next power of two, row 11 one rounding to infinity, row
+// 12 a signalling NaN. Each path
+// against a double loop over the rounded values; on vdpbf16ps each row bit for bit what decoding
+// that row alone gives (one sum per output, pair after pair), x's 16-wide rounding included.
+TEST_CASE("ops: BF16 prefill at model sizes, on vdpbf16ps each row with decoding's bits", "[ops]") {
+  const int T = 13, K = 601;
+  const int Ns[3] = {140, 300, 16};
+  const bool accumulate[3] = {false, true, false};
+  std::vector<float> x = random_floats(size_t(T * K), 71);
+  const float ties[] = {1.00390625f, 1.01171875f, -1.00390625f, -1.01171875f, 0.99999994f, 1.9999999f, -3.9999998f};
+  for (int k = 0; k < K; ++k) x[size_t(10 * K + k)] = ties[k % 7] * (k % 3 == 0 ? 0.25f : 1.0f);
+  x[size_t(11 * K + 5)] = std::nextafter(std::numeric_limits<float>::max(), 0.0f);  // rounds to infinity
+  const uint32_t nan_bits = 0x7f800001u;  // a NaN that the rounding's carry alone would make infinite
+  std::memcpy(&x[size_t(12 * K + 9)], &nan_bits, sizeof nan_bits);
+  std::vector<std::vector<float>> w(3), y0(3);
+  std::vector<std::vector<uint16_t>> packed(3);
+  std::vector<Weight> weights(3);
+  for (int i = 0; i < 3; ++i) {
+    w[size_t(i)] = random_floats(size_t(Ns[i] * K), 72 + uint32_t(i));
+    std::vector<uint16_t> rows(w[size_t(i)].size());
+    for (size_t j = 0; j < rows.size(); ++j) rows[j] = f32_to_bf16(w[size_t(i)][j]), w[size_t(i)][j] = bf16_to_f32_value(rows[j]);
+    packed[size_t(i)].resize(bf16_packed_size(Ns[i], K));
+    pack_bf16(packed[size_t(i)].data(), rows.data(), Ns[i], K);
+    weights[size_t(i)].bf16 = packed[size_t(i)].data();
+    y0[size_t(i)] = random_floats(size_t(T * Ns[i]), 75 + uint32_t(i));
+  }
+  on_each_path("bf16", bf16_kernels, bf16_kernel, select_bf16_kernel, [&] {
+    std::vector<std::vector<float>> shared = y0, single = y0, decoded = y0;
+    matmul_shared(x.data(), T, K, {{shared[0].data(), &weights[0], Ns[0], accumulate[0]},
+                                   {shared[1].data(), &weights[1], Ns[1], accumulate[1]},
+                                   {shared[2].data(), &weights[2], Ns[2], accumulate[2]}});
+    for (int i = 0; i < 3; ++i) {
+      matmul(single[size_t(i)].data(), x.data(), weights[size_t(i)], T, K, Ns[i], accumulate[i]);
+      for (int t = 0; t < T; ++t)
+        matmul(decoded[size_t(i)].data() + size_t(t * Ns[i]), x.data() + size_t(t * K), weights[size_t(i)], 1, K, Ns[i],
+               accumulate[i]);
+    }
+    for (int i = 0; i < 3; ++i) {
+      INFO("product " << i);
+      CHECK(std::memcmp(shared[size_t(i)].data(), single[size_t(i)].data(), single[size_t(i)].size() * sizeof(float)) == 0);
+      if (bf16_kernel() == "avx512bf16")
+        CHECK(std::memcmp(single[size_t(i)].data(), decoded[size_t(i)].data(), single[size_t(i)].size() * sizeof(float)) == 0);
+      for (int t = 0; t < 11; ++t)  // not rows 11 and 12 (infinities, NaN): bit for bit only
+        for (int n = 0; n < Ns[i]; ++n) {
+          double want = accumulate[i] ? y0[size_t(i)][size_t(t * Ns[i] + n)] : 0.0;
+          for (int k = 0; k < K; ++k) want += double(to_bf16(x[size_t(t * K + k)])) * w[size_t(i)][size_t(n * K + k)];
+          CHECK(single[size_t(i)][size_t(t * Ns[i] + n)] == Approx(want).margin(1e-4));
+        }
+    }
+    CHECK(std::isinf(single[0][size_t(11 * Ns[0])]));
+    CHECK(std::isnan(single[0][size_t(12 * Ns[0])]));
   });
 }
 

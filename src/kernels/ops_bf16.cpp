@@ -2,7 +2,9 @@
 // time:
 //   avx512bf16  one vdpbf16ps multiplies 16 rows' column pairs by one pair of x broadcast to every
 //               lane, so a 16-row block accumulates in one register; the GEMM kernel holds R rows
-//               of x × P blocks of 16 outputs in R·P registers, prefill and decoding alike;
+//               of x × P blocks of 16 outputs in R·P registers, prefill and decoding alike (so
+//               prefill's rows are decoding's bits); prefill rounds x 16 values a step, once for
+//               all the products of one x, in one parallel region (matmul_dpbf16);
 //   avx512      decoding as avx2; prefill widens 64 rows at a time into the F32 panels of pert's
 //               own AVX-512 GEMM (src/kernels/ops_f32_avx512.cpp) and multiplies them there;
 //   avx2        decoding widens each pair word in registers (a BF16 is the top half of an F32: a
@@ -163,6 +165,30 @@ void kernel_avx512bf16(float* y, int ldy, const uint32_t* xp, int ldx, const uin
     }
 }
 
+// x's rows as f32_to_bf16 rounds them (nearest even, a NaN kept and made quiet), 16 values a
+// step, into pairs words [T][ldx] (a zero pads odd K). Full-mask forms of the shift and the
+// narrowing: GCC 12 warns that the plain forms' undefined pass-through may be used uninitialized.
+void round_rows_avx512(uint32_t* xp, int ldx, const float* x, int T, int K) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+  const __mmask16 all = 0xffff;
+  for (int t = 0; t < T; ++t) {
+    uint16_t* out = reinterpret_cast<uint16_t*>(xp + size_t(t) * ldx);
+    const float* row = x + size_t(t) * K;
+    for (int k = 0; k < K; k += 16) {
+      const __mmask16 m = K - k >= 16 ? all : __mmask16((1u << (K - k)) - 1);
+      const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, row + k));
+      const __m512i high = _mm512_maskz_srli_epi32(all, u, 16);
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+      const __m512i lsb = _mm512_and_si512(high, one);
+      const __m512i rounded = _mm512_maskz_srli_epi32(all, _mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
+      const __m512i r = _mm512_mask_or_epi32(rounded, nan, high, quiet);
+      _mm256_mask_storeu_epi16(out + k, m, _mm512_maskz_cvtepi32_epi16(all, r));
+    }
+    if (K % 2) out[K] = 0;
+  }
+}
+
 #pragma GCC pop_options
 #endif
 
@@ -263,13 +289,52 @@ void matmul_widened(const float* x, int T, int K, const Projection* products, si
   }
 }
 
+#if defined(__x86_64__)
+// Prefill on vdpbf16ps: x rounded once for all the products, then each thread its slice of their
+// columns (thread_share), cut into panels of up to kBlocks blocks as even as the slice allows (9
+// blocks are 3 panels of 3, not 4 + 4 + 1: a 1-block panel loads a row of x for each 16 products);
+// every 6 rows of x pass a panel's weights, which stay in L2. Each output is decoding's sum.
+void matmul_dpbf16(const float* x, int T, int K, const Projection* products, size_t count) {
+  const int pairs = (K + 1) / 2;
+  static thread_local std::vector<uint32_t> xb;  // x rounded to BF16, as pairs: [T][pairs]
+  xb.resize(size_t(T) * pairs);
+  round_rows_avx512(xb.data(), pairs, x, T, K);
+  const uint32_t* const xp = xb.data();  // this thread's: thread_local names another inside the region
+  const size_t block_stride = size_t(pairs) * 32;
+  size_t work = 0;
+  for (size_t i = 0; i < count; ++i) work += size_t(T) * size_t(products[i].N) * size_t(K);
+  auto body = [&](int threads, int me) {
+    thread_share(products, count, 16, threads, me, [&](const Projection& p, int n0, int n1) {
+      const int blocks = (n1 - n0 + 15) / 16, panels = (blocks + kBlocks - 1) / kBlocks;
+      for (int i = 0, b0 = n0 / 16; i < panels; ++i) {
+        const int nb = blocks / panels + (i < blocks % panels ? 1 : 0);
+        const int valid_last = std::min(16, p.N - (b0 + nb - 1) * 16);
+        for (int t0 = 0; t0 < T; t0 += kRows)
+          pick<Avx512Bf16>(std::min(kRows, T - t0), nb)(p.y + size_t(t0) * p.N + size_t(b0) * 16, p.N,
+                                                        xp + size_t(t0) * pairs, pairs,
+                                                        p.w->bf16 + size_t(b0) * block_stride, block_stride, pairs,
+                                                        valid_last, p.accumulate);
+        b0 += nb;
+      }
+    });
+  };
+  if (work > 32768)
+    on_each_thread(body);
+  else
+    body(1, 0);
+}
+#endif
+
 void matmul_bf16(float* y, const float* x, const uint16_t* packed, int T, int K, int N, bool accumulate) {
   if (T > 1 && choice().name() == "amx") return amx_matmul_bf16(TileImpl::instructions, y, x, packed, T, K, N, accumulate);
   const Bf16Kernels& path = choice().table();
-  if (T > 1 && path.widen) {
+  if (T > 1) {
     const Weight w{nullptr, packed};
     const Projection product{y, &w, N, accumulate};
-    return matmul_widened(x, T, K, &product, 1, path.widen);
+    if (path.widen) return matmul_widened(x, T, K, &product, 1, path.widen);
+#if defined(__x86_64__)
+    return matmul_dpbf16(x, T, K, &product, 1);
+#endif
   }
   const int pairs = (K + 1) / 2, n_blocks = (N + 15) / 16;
   const size_t block_stride = size_t(pairs) * 32;
@@ -316,6 +381,10 @@ void matmul_shared(const float* x, int T, int K, std::initializer_list<Projectio
   if (all_f32) return matmul_f32(x, T, K, products.begin(), products.size());
   const Bf16Kernels& path = choice().table();
   if (all_bf16 && T > 1 && path.widen) return matmul_widened(x, T, K, products.begin(), products.size(), path.widen);
+#if defined(__x86_64__)
+  // vdpbf16ps: x rounded once for all of them (amx: each product its tiles, through matmul_bf16)
+  if (all_bf16 && T > 1 && choice().name() == "avx512bf16") return matmul_dpbf16(x, T, K, products.begin(), products.size());
+#endif
   for (const Projection& p : products) matmul(p.y, x, *p.w, T, K, p.N, p.accumulate);
 }
 
