@@ -12,6 +12,8 @@ namespace pert {
 // Path names, lowest first: what each needs of the CPU.
 //   plain       nothing (C++ the compiler vectorizes as the build allows)
 //   avx2        AVX2, FMA, F16C
+//   avxvnni     avx2 and AVX-VNNI (VEX vpdpbusd); beside avx512 rather than under it: a CPU
+//               may have either without the other (cpu_supports asks for it by name)
 //   avx512      AVX-512 F, BW, VL, DQ (and avx2's)
 //   avx512vnni  avx512 and AVX-512 VNNI (vpdpbusd)
 //   avx512bf16  avx512vnni and AVX-512 BF16 (vdpbf16ps)

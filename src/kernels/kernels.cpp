@@ -20,7 +20,7 @@
 namespace pert {
 
 const std::vector<std::string>& kernel_levels() {
-  static const std::vector<std::string> levels = {"plain", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx"};
+  static const std::vector<std::string> levels = {"plain", "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx"};
   return levels;
 }
 
@@ -54,24 +54,35 @@ const std::string& amx_refusal_here() {
   return why;
 }
 
+// AVX-VNNI (VEX vpdpbusd) with avx2's instructions. It sits beside AVX-512 rather than under it:
+// Zen 4 and the Xeons before Sapphire Rapids have AVX-512 VNNI without it.
+bool cpu_has_avxvnni() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return has("avxvnni") && has("avx2") && has("fma") && has("f16c");
+#else
+  return false;
+#endif
+}
+
 // The highest level this CPU runs.
 int cpu_rank() {
   static const int rank = [] {
-    int r = 0;
+    std::string level = "plain";
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (!(has("avx2") && has("fma") && has("f16c"))) return r;
-    r = 1;
-    if (!(has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq"))) return r;
-    r = 2;
-    if (!has("avx512vnni")) return r;
-    r = 3;
-    if (!has("avx512bf16")) return r;
-    r = 4;
-    if (!amx_refusal_here().empty()) return r;
-    r = 5;
+    if (!(has("avx2") && has("fma") && has("f16c"))) return level_rank(level);
+    level = cpu_has_avxvnni() ? "avxvnni" : "avx2";
+    if (!(has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq"))) return level_rank(level);
+    level = "avx512";
+    if (!has("avx512vnni")) return level_rank(level);
+    level = "avx512vnni";
+    if (!has("avx512bf16")) return level_rank(level);
+    level = "avx512bf16";
+    if (!amx_refusal_here().empty()) return level_rank(level);
+    level = "amx";
 #endif
-    return r;
+    return level_rank(level);
   }();
   return rank;
 }
@@ -120,6 +131,7 @@ const std::string& amx_unavailable_reason() { return amx_refusal_here(); }
 
 bool cpu_supports(const std::string& level) {
   const int r = level_rank(level);
+  if (level == "avxvnni") return cpu_has_avxvnni();
   return r >= 0 && r <= cpu_rank();
 }
 

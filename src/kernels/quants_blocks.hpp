@@ -131,6 +131,7 @@ constexpr PanelLayout panel_layout(BlockType type) {
 void unpack_panel(int ggml_type, const uint8_t* panel, int K, uint8_t* rows, size_t row_bytes);
 KernelSet plain_panel_kernels(int ggml_type);
 KernelSet avx2_panel_kernels(int ggml_type);  // quants_panels_avx2.cpp
+KernelSet avxvnni_panel_kernels(int ggml_type);  // quants_panels_avxvnni.cpp
 
 // Two panels at once (16 rows: a's 8 then b's 8), where wider registers hold both:
 // out[r·2·kPanelRows + i], the same floats as two calls of a panel kernel.

@@ -16,7 +16,8 @@
 // the same integers and the same float result (quants_blocks.hpp: Lanes). Matrices repacked
 // into panels of 8 rows (quants_panels.cpp) run the panel kernels, 8 rows a call, with the same
 // float again; "avx512vnni" runs two panels a call (quants_panels_avx512.cpp), its rows and any
-// odd panel on avx2's kernels.
+// odd panel on avx2's kernels; "avxvnni" its panels one at a time (quants_panels_avxvnni.cpp),
+// its rows on avx2's.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -243,9 +244,9 @@ Selection make_selection(const std::string& name) {
     set = plain_kernels(int(t));
     panels = plain_panel_kernels(int(t));
 #if defined(__x86_64__)
-    if (name == "avx2" || name == "avx512vnni") {
+    if (name == "avx2" || name == "avx512vnni" || name == "avxvnni") {
       const KernelSet fast = avx2_kernels(int(t));
-      const KernelSet fast_panels = avx2_panel_kernels(int(t));
+      const KernelSet fast_panels = name == "avxvnni" ? avxvnni_panel_kernels(int(t)) : avx2_panel_kernels(int(t));
       for (int r = 0; r < kMaxRows; ++r) {
         if (fast.rows[r]) set.rows[r] = fast.rows[r];
         if (fast_panels.rows[r]) panels.rows[r] = fast_panels.rows[r];
@@ -293,6 +294,7 @@ std::vector<std::string> block_kernels() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (cpu_supports("avx512vnni")) names.push_back("avx512vnni");
+  if (cpu_supports("avxvnni")) names.push_back("avxvnni");
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     names.push_back("avx2");
 #endif
