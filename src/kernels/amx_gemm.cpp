@@ -94,7 +94,7 @@ void add_results(float* y, int ldy, int T, int N, int t0, int n0, int MT, int NB
       }
 }
 
-// Calls step.template operator()<MT, NB>() with the step's shape as template arguments.
+// step.run<MT, NB>() for a step of mt row tiles and nb weight blocks (1 or 2 each).
 template <class Step>
 void with_shape(int mt, int nb, Step& step) {
   if (mt > 1 && nb > 1) return step.template run<2, 2>();
