@@ -94,7 +94,7 @@ struct Probe {
   const char* name;
   int macs;              // per instruction (per chain step)
   int chains;            // accumulators per thread
-  const char* requires;  // a kernel_levels() name, or a cpuid feature
+  const char* requires;  // the kernel_levels() name whose instructions it needs
   double (*run)();
 };
 
@@ -113,12 +113,6 @@ const Probe* find_probe(const std::string& name) {
   return nullptr;
 }
 
-bool runs_here(const Probe& p) {
-#if defined(__x86_64__)
-  if (std::string(p.requires) == "avxvnni") return __builtin_cpu_supports("avxvnni") && cpu_supports("avx2");
-#endif
-  return cpu_supports(p.requires);
-}
 
 }  // namespace
 
@@ -136,7 +130,7 @@ ProductInstruction product_instruction(const std::string& family, const std::str
 
 double product_peak(const std::string& instruction, int threads, int passes) {
   const Probe* p = find_probe(instruction);
-  if (!p || !runs_here(*p)) return 0.0;
+  if (!p || !cpu_supports(p->requires)) return 0.0;
   threads = std::max(1, threads);
   double best = 0.0;
   volatile double sink = 0.0;  // the results are used, so the loops run
