@@ -24,58 +24,54 @@ namespace {
 constexpr int64_t kSteps = int64_t(1) << 20;  // a pass: kSteps × accumulators instructions per thread
 
 #if defined(__x86_64__)
-// N chains of `step`, chain i from seed(i) (distinct, or the compiler keeps one chain for all),
-// kSteps each, joined by `join` (so that no chain is dead code).
-template <class V, int N, class Seed, class Step, class Join>
-inline V run_chains(Seed seed, Step step, Join join) {
-  V acc[N];
-#pragma GCC unroll 16
-  for (int i = 0; i < N; ++i) acc[i] = seed(i);
-  for (int64_t s = 0; s < kSteps; ++s) {
-#pragma GCC unroll 16
-    for (int i = 0; i < N; ++i) acc[i] = step(acc[i]);
-  }
-#pragma GCC unroll 16
-  for (int i = 1; i < N; ++i) acc[0] = join(acc[0], acc[i]);
-  return acc[0];
-}
+// N chains `acc[i] = STEP` from `acc[i] = SEED` (distinct seeds: equal chains would be kept as
+// one), kSteps each, then joined into acc[0] by `acc[0] = JOIN` (so that no chain is dead code).
+// A macro, so that every line lies in its probe's body, under the probe's target attribute (a
+// lambda's or a template's code would not be).
+#define PERT_CHAINS(V, N, SEED, STEP, JOIN)                               \
+  V acc[N];                                                               \
+  _Pragma("GCC unroll 16") for (int i = 0; i < N; ++i) acc[i] = SEED;     \
+  for (int64_t s = 0; s < kSteps; ++s) {                                  \
+    _Pragma("GCC unroll 16") for (int i = 0; i < N; ++i) acc[i] = STEP;   \
+  }                                                                       \
+  _Pragma("GCC unroll 16") for (int i = 1; i < N; ++i) acc[0] = JOIN
 
 __attribute__((target("avx512f"))) double fma512() {
   const __m512 b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
-  const __m512 r = run_chains<__m512, 16>([](int i) { return _mm512_set1_ps(1.0f + float(i)); }, [&](__m512 a) { return _mm512_fmadd_ps(a, b, c); }, _mm512_add_ps);
+  PERT_CHAINS(__m512, 16, _mm512_set1_ps(1.0f + float(i)), _mm512_fmadd_ps(acc[i], b, c), _mm512_add_ps(acc[0], acc[i]));
   float out[16];
-  _mm512_storeu_ps(out, r);
+  _mm512_storeu_ps(out, acc[0]);
   return out[0] + out[15];
 }
 
 __attribute__((target("avx2,fma"))) double fma256() {
   const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
-  const __m256 r = run_chains<__m256, 12>([](int i) { return _mm256_set1_ps(1.0f + float(i)); }, [&](__m256 a) { return _mm256_fmadd_ps(a, b, c); }, _mm256_add_ps);
+  PERT_CHAINS(__m256, 12, _mm256_set1_ps(1.0f + float(i)), _mm256_fmadd_ps(acc[i], b, c), _mm256_add_ps(acc[0], acc[i]));
   float out[8];
-  _mm256_storeu_ps(out, r);
+  _mm256_storeu_ps(out, acc[0]);
   return out[0] + out[7];
 }
 
 __attribute__((target("avx512f,avx512bf16"))) double dpbf16_512() {
   const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x3c003c00);  // 1.0, 2^-7
-  const __m512 r = run_chains<__m512, 16>([](int i) { return _mm512_set1_ps(float(i)); }, [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); }, _mm512_add_ps);
+  PERT_CHAINS(__m512, 16, _mm512_set1_ps(float(i)), _mm512_dpbf16_ps(acc[i], x, y), _mm512_add_ps(acc[0], acc[i]));
   float out[16];
-  _mm512_storeu_ps(out, r);
+  _mm512_storeu_ps(out, acc[0]);
   return out[0] + out[15];
 }
 
 __attribute__((target("avx512f,avx512vnni"))) double dpbusd512() {
   const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-2);
-  const __m512i r = run_chains<__m512i, 16>([](int i) { return _mm512_set1_epi32(i); }, [&](__m512i a) { return _mm512_dpbusd_epi32(a, x, y); }, _mm512_add_epi32);
+  PERT_CHAINS(__m512i, 16, _mm512_set1_epi32(i), _mm512_dpbusd_epi32(acc[i], x, y), _mm512_add_epi32(acc[0], acc[i]));
   int32_t out[16];
-  _mm512_storeu_si512(out, r);
+  _mm512_storeu_si512(out, acc[0]);
   return double(out[0]) + out[15];
 }
 
 __attribute__((target("avx2,avxvnni"))) double dpbusd256() {
   const __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(-2);
-  const __m256i r = run_chains<__m256i, 12>([](int i) { return _mm256_set1_epi32(i); }, [&](__m256i a) { return _mm256_dpbusd_avx_epi32(a, x, y); }, _mm256_add_epi32);
-  return double(_mm256_extract_epi32(r, 0));
+  PERT_CHAINS(__m256i, 12, _mm256_set1_epi32(i), _mm256_dpbusd_avx_epi32(acc[i], x, y), _mm256_add_epi32(acc[0], acc[i]));
+  return double(_mm256_extract_epi32(acc[0], 0));
 }
 
 // AVX2's int8 product as pert's kernels run it: vpmaddubsw (32 u8 × s8, pairs summed in int16),
@@ -83,11 +79,12 @@ __attribute__((target("avx2,avxvnni"))) double dpbusd256() {
 // would be multiplied once, outside the loop).
 __attribute__((target("avx2"))) double maddubs256() {
   const __m256i y = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
-  const __m256i r = run_chains<__m256i, 12>([](int i) { return _mm256_set1_epi32(i); }, [&](__m256i a) {
-    return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(a, y), ones));
-  }, _mm256_add_epi32);
-  return double(_mm256_extract_epi32(r, 0));
+  PERT_CHAINS(__m256i, 12, _mm256_set1_epi32(i),
+              _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(acc[i], y), ones)),
+              _mm256_add_epi32(acc[0], acc[i]));
+  return double(_mm256_extract_epi32(acc[0], 0));
 }
+#undef PERT_CHAINS
 #endif
 
 struct Probe {
