@@ -258,6 +258,14 @@ void amx_check_q8(TileImpl impl, const std::string& path, int T, int K, const st
   amx_matmul_q8(impl, x.data(), T, K, on_tiles.data(), on_tiles.size());
   for (size_t i = 0; i < Ns.size(); ++i) {
     INFO("product " << i << " (N " << Ns[i] << ")");
+#if !defined(__FMA__)
+    // A build without FMA (the sanitizers', no -march=native) rounds the plain kernel's
+    // float(dot)·(dw·dx) + acc twice where every other path fuses it: within a rounding, not bit for bit.
+    if (path == "plain") {
+      for (size_t k = 0; k < got[i].size(); ++k) CHECK(got[i][k] == Approx(want[i][k]).epsilon(1e-5).margin(1e-5));
+      continue;
+    }
+#endif
     REQUIRE(got[i] == want[i]);
   }
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -224,7 +225,9 @@ struct Q8Step {
       load_b<Tiles, NB>(blocks_b, 64);
       multiply_step<Tiles, true, MT, NB>();
       store_results<Tiles, MT, NB>(dots);
-      // The plain kernel's float step: its expression, block after block.
+      // The q8 kernels' float step, block after block: one fused multiply-add, as the SIMD paths
+      // write it (_mm512_fmadd_ps) and the plain kernel's expression contracts to where FMA is
+      // compiled in; std::fma, so that a build without FMA gives the SIMD paths' floats too.
       for (int i = 0; i < MT; ++i)
         for (int j = 0; j < NB; ++j)
           for (int r = 0; r < kTileRows; ++r) {
@@ -233,7 +236,7 @@ struct Q8Step {
             const float* dw = w[j]->d.data() + size_t(b) * 16;
             float* out = acc[2 * i + j][r];
             const int32_t* dot = dots[2 * i + j][r];
-            for (int c = 0; c < 16; ++c) out[c] += float(dot[c] - off[c]) * (dw[c] * dx);
+            for (int c = 0; c < 16; ++c) out[c] = std::fma(float(dot[c] - off[c]), dw[c] * dx, out[c]);
           }
     }
   }
