@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "amx_blocks.hpp"
 #include "parallel.hpp"
 #include "pert/error.hpp"
 #include "pert/kernels.hpp"
@@ -244,7 +245,7 @@ Selection make_selection(const std::string& name) {
     set = plain_kernels(int(t));
     panels = plain_panel_kernels(int(t));
 #if defined(__x86_64__)
-    if (name == "avx2" || name == "avx512vnni" || name == "avxvnni") {
+    if (name == "avx2" || name == "avx512vnni" || name == "avxvnni" || name == "amx") {
       const KernelSet fast = avx2_kernels(int(t));
       const KernelSet fast_panels = name == "avxvnni" ? avxvnni_panel_kernels(int(t)) : avx2_panel_kernels(int(t));
       for (int r = 0; r < kMaxRows; ++r) {
@@ -252,7 +253,7 @@ Selection make_selection(const std::string& name) {
         if (fast_panels.rows[r]) panels.rows[r] = fast_panels.rows[r];
       }
     }
-    if (name == "avx512vnni") s.pair_sets[int(t)] = avx512vnni_panel_pair_kernels(int(t));
+    if (name == "avx512vnni" || name == "amx") s.pair_sets[int(t)] = avx512vnni_panel_pair_kernels(int(t));  // amx: decoding, rows
 #endif
   }
   return s;
@@ -293,6 +294,7 @@ std::vector<std::string> block_kernels() {
   std::vector<std::string> names;
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  if (cpu_supports("amx")) names.push_back("amx");  // prefill on panels on tiles (amx_blocks.cpp)
   if (cpu_supports("avx512vnni")) names.push_back("avx512vnni");
   if (cpu_supports("avxvnni")) names.push_back("avxvnni");
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
@@ -313,7 +315,7 @@ void select_block_kernel(const std::string& name) {
 
 void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, size_t count) {
   if (count > kMaxProducts) throw std::invalid_argument("matmul_blocks: more products than kMaxProducts");
-  bool legacy = false, k_quant = false;
+  bool legacy = false, k_quant = false, all_panels = true;
   for (size_t i = 0; i < count; ++i) {
     const BlockMatrix& w = *products[i].w;
     if (w.row_stride < (w.panels ? panel_row_bytes(w.type, K) : block_row_bytes(w.type, K)))  // throws for a K that is not whole blocks
@@ -322,6 +324,7 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
     if (w.panels && products[i].N % kPanelRows != 0)
       throw Error("matmul_blocks: " + std::to_string(products[i].N) + " rows are not whole panels of 8");
     k_quant = k_quant || is_k_quant(w.type);
+    all_panels = all_panels && w.panels;
     legacy = legacy || !(is_k_quant(w.type) || is_float(w.type));
   }
   if (T <= 0 || K <= 0) return;
@@ -331,6 +334,8 @@ void matmul_blocks(const float* x, int T, int K, const BlockProduct* products, s
   const QuantizedX x_legacy{buffers.q32.data(), buffers.d32.data(), buffers.sum32.data(), nullptr, nullptr, x, K};
   const QuantizedX x_k{buffers.q256.data(), buffers.d256.data(), nullptr, buffers.bsum16.data(), buffers.bsum32.data(), x, K};
   const Selection& sel = selected();
+  if (T > 1 && all_panels && sel.name == "amx")
+    return amx_matmul_blocks(TileImpl::instructions, x_legacy, x_k, T, products, count);
 
   const int chunks = (T + kChunk - 1) / kChunk;
   int first_item[kMaxProducts + 1] = {};  // product i's items: [first_item[i], first_item[i + 1])
