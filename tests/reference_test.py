@@ -126,6 +126,16 @@ CASES = {
     "deberta_attention_bias": ({"type": "deberta", "max_relative_positions": 8},
                                {"qkv_bias": True, "o_bias": True, "extra_config": {"attention_bias": True}}, False),
     "fire_narrow": ({"type": "fire", "width": 8, "eps": 0.01}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3}, False),
+    # Content-dependent positions (issue 69): FoX's forget gates (their running sums cached beside
+    # the keys; a window's ring reuses their rows), stick-breaking's weights (no softmax; masked
+    # keys skipped by the sticks)
+    "fox": ({"type": "fox"}, {}, False),
+    "fox_window": ({"type": "fox"}, {"layers": 3, "extra_config": MISTRAL}, False),
+    "fox_streaming": ({"type": "fox"}, {"extend": {"streaming": {"sinks": 4, "window": 16}}}, False),
+    "stick_breaking": ({"type": "stick_breaking"}, {}, False),
+    "stick_breaking_window": ({"type": "stick_breaking"}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3,
+                                                           "extra_config": MISTRAL}, False),
+    "stick_breaking_streaming": ({"type": "stick_breaking"}, {"extend": {"streaming": {"sinks": 4, "window": 16}}}, False),
     "rope_block_hf_yarn": ({"type": "rope", "base": 500.0}, {"extra_config": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}},
                            False),
     "hf_yarn_partial": (None, {"extra_config": {"rope_theta": 5000.0, "partial_rotary_factor": 0.5,
@@ -452,6 +462,7 @@ def sanity(reference, np, Checker):
                     bad.append((i, j))
         none_differ(f"dca cs={cs} ls={ls}: distances vs vLLM's three parts and rope tables", bad)
     relative_loops(reference, np, check)
+    content_loops(reference, np, check)
     return check.exit_code()
 
 
@@ -490,6 +501,39 @@ def relative_loops(reference, np, check):
     for kind, want in (("xl", xl), ("deberta", deb)):
         got = reference.relative_terms({"type": kind, "max_relative_positions": k}, W, 0, q, key, dist, hd, 32).numpy()
         check(f"{kind}: relative terms vs a loop over pairs", np.where(causal, got, 0.0), want)
+
+
+def content_loops(reference, np, check):
+    """FoX's decay and stick-breaking's weights, reference.py's cumulative sums and matrix
+    products, against one loop per (m, n) pair over the papers' formulas: sum over n < l <= m of
+    ln f_l (Lin et al. eq. 5); beta_mn times prod over n < k < m of (1 - beta_mk), the query's own
+    key the rest (Tan et al. eq. 2, the authors' attend_current=False and remainder)."""
+    torch = reference.torch
+    g = torch.Generator().manual_seed(5)
+    H, d, T_ = 3, 8, 10
+    h = torch.randn(T_, d, generator=g, dtype=torch.float64)
+    W = {"model.layers.0.self_attn.fgate_proj.weight": torch.randn(H, d, generator=g, dtype=torch.float64),
+         "model.layers.0.self_attn.fgate_proj.bias": torch.randn(H, generator=g, dtype=torch.float64)}
+    f = 1 / (1 + torch.exp(-(h @ W["model.layers.0.self_attn.fgate_proj.weight"].T
+                              + W["model.layers.0.self_attn.fgate_proj.bias"])))  # [T, H]
+    fox = np.zeros((H, T_, T_))
+    for a in range(H):
+        for m in range(T_):
+            for n in range(m + 1):
+                fox[a, m, n] = sum(math.log(float(f[l, a])) for l in range(n + 1, m + 1))
+    causal = np.tril(np.ones((T_, T_), dtype=bool))
+    check("fox: decay vs a loop over pairs", np.where(causal, reference.fox_decay(W, 0, h).numpy(), 0.0), fox)
+    z = torch.randn(H, T_, T_, generator=g, dtype=torch.float64) * 2
+    z[:, 7, 2:5] = float("-inf")  # keys a query does not see (a window, a pattern's hole)
+    z = z.masked_fill(~torch.tensor(causal), float("-inf"))
+    sb = np.zeros((H, T_, T_))
+    for a in range(H):
+        for m in range(T_):
+            beta = [1 / (1 + math.exp(-float(z[a, m, n]))) for n in range(m)]
+            for n in range(m):
+                sb[a, m, n] = beta[n] * math.prod(1 - beta[k] for k in range(n + 1, m))
+            sb[a, m, m] = math.prod(1 - b for b in beta)
+    check("stick-breaking: weights vs a loop over pairs", reference.stick_breaking(z).numpy(), sb)
 
 
 def check_case(case, binary, prepared, np, Checker, pert_logits, pert_attention):

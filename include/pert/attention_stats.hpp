@@ -11,6 +11,8 @@
 //                  takes, which no key gets; reported only for models with them (0 without)
 // With a sink logit the weights sum to less than 1: the entropy is still −Σ p(n)·ln p(n) over the
 // keys alone, and the buckets hold 1 − the sink logit mass.
+// Stick-breaking attention (no softmax) reports the weights it uses: key n < m its stick, the
+// query's own key (distance 0) what the sticks leave, so they sum to 1; the sink logit mass is 0.
 // Queries fall in two ranges by position: [0, L) and [L, ∞), L the model's trained length.
 #pragma once
 #include <cstddef>
@@ -59,6 +61,10 @@ class AttentionStats {
   void softmax(int layer, int head, int m, float* row, int seen, int sinks, int lo,
                float sink_logit = -std::numeric_limits<float>::infinity());
 
+  // The same for stick-breaking's weights (attention.hpp: stick_breaking_weights), which it
+  // writes into `row` as the kernel does.
+  void stick_breaking(int layer, int head, int m, float* row, int seen, int sinks, int lo);
+
   // The means over every query added so far, the threads' sums joined.
   AttentionMeans means(QueryRange range) const;
   // Whether some query's scores were not finite (overflowing weights or config values): its
@@ -70,6 +76,9 @@ class AttentionStats {
 
  private:
   enum Field { kQueries, kEntropy, kSink, kDistance, kMax, kSinkLogit, kMass };  // kMass: the first of `buckets_`
+  // One query's weights, row[j] · inv, written back and summed with its entropy and sink logit mass.
+  void add_query(int layer, int head, int m, float* row, int seen, int sinks, int lo, float inv, double entropy,
+                 double sink_logit_mass);
   __extension__ typedef __int128 Fixed;
   Fixed* sums(int thread, int layer, int head, int range) {
     return &sums_[size_t(thread)][((size_t(layer) * size_t(heads_) + size_t(head)) * 2 + size_t(range)) * fields_];

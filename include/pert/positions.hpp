@@ -3,6 +3,8 @@
 //   2. rotate queries and keys                         (rope family, xPos)
 //   3. add a bias to attention scores by (query, key, head)   (alibi, t5, and per layer kerple, fire)
 //   4. add terms that read the query and key vectors as well  (Transformer-XL, DeBERTa)
+//   5. forget gates read from each token's layer input, their running sum a bias   (FoX)
+//   6. weights by stick-breaking instead of a softmax                             (stick-breaking)
 // The model and the attention kernel call these hooks and never name a scheme. Each scheme
 // lives in its own file under src/attention/positions/ and has one entry in the registry (registry.cpp).
 #pragma once
@@ -136,6 +138,18 @@ class PositionEncoding {
   }
   // The terms a score sums: the kernel's scale is 1/sqrt(score_terms() · head_dim) (DeBERTa's 3).
   virtual int score_terms() const { return 1; }
+
+  // Hook 5. Forget gates (FoX): out[t][h] = ln f of head h for each of n tokens, from x [n][hidden],
+  // the layer's normed input (what q, k and v are projected from). The attention keeps their
+  // running sum c_n beside each cached key and adds c_m − c_n to the score of query m, key n.
+  virtual bool has_forget_gates() const { return false; }
+  virtual void log_forget_gates(float* out, const float* x, int n, int layer) const {
+    (void)out, (void)x, (void)n, (void)layer;
+  }
+
+  // Hook 6. The weights come from stick-breaking (attention.hpp: stick_breaking_weights), not a
+  // softmax of the scores.
+  virtual bool stick_breaking() const { return false; }
 };
 
 // The factor on q·k (and on hook 4's terms): 1/sqrt(score_terms · head_dim).

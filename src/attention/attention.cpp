@@ -7,6 +7,8 @@
 //                             on the length (dynamic NTK, LongRoPE): keys are then cached
 //                             unrotated and rotated for this step when read (5)
 //   3. store                  k and v join the cache (rounded there when it is narrower)
+//   3b. forget gates          FoX: ln f of each new token and head from the layer's normed input,
+//                             summed on from the last cached position's sum, kept beside the keys
 //   4. scale queries          log-n's factor on query m's scores, on q (and q_far)
 //   5. keys for the step      the cache's keys, or those rotated for this length (decoding:
 //                             by the kernel, block by block as it reads them, far keys too; a step over
@@ -60,7 +62,9 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
                               threads * kQueryBlock * (1 + far_ + farther_) +                // scores
                               (narrow_ ? (threads * (2.0 + far_) + 1.0) * c_.head_dim : 0.0);  // rows widened, shifted
   const double far_buffers = far_ ? double(n_batch) * double((1 + farther_) * q_dim + kv_dim) : 0.0;
-  require_memory(4.0 * (cache_floats + per_position * n_ctx + far_buffers),
+  const bool gates = position_.has_forget_gates();
+  const double decay_floats = gates ? 2.0 * n_seq * double(n_local_) * c_.n_heads * rows_ : 0.0;  // (doubles)
+  require_memory(4.0 * (cache_floats + decay_floats + per_position * n_ctx + far_buffers),
                  "a context of " + (n_seq > 1 ? std::to_string(n_seq) + " × " : "") + std::to_string(n_ctx) +
                      " positions",
                  " (the KV cache grows with it); pass a smaller `n_ctx`");
@@ -74,6 +78,10 @@ Attention::Attention(const ModelConfig& config, PositionEncoding& position, std:
                 " MiB, more than is free; pass a smaller `n_ctx`");
   }
   position_.reserve(n_ctx);
+  if (gates) {
+    decay_.assign(size_t(n_seq) * size_t(n_local_) * size_t(c_.n_heads) * size_t(rows_), 0.0);
+    log_gates_.resize(size_t(n_batch) * size_t(c_.n_heads));
+  }
   if (keys_read) keys_read_.assign(kv_dim * size_t(n_ctx), 0.0f);
   if (narrow_ && position_.can_shift()) shift_rows_.assign(size_t(n_ctx) * hd, 0.0f);
   if (far_) {
@@ -125,7 +133,8 @@ void Attention::begin(int pos0, int n, bool prepare_position) {
   for (int t = 0; farther_ && t < n; ++t) farther_query_pos_[size_t(t)] = extend_.pattern->farther_query(pos0 + t);
 }
 
-void Attention::layer(int seq, int layer, float* q, float* k, const float* v, float* out, const float* sink_logits) {
+void Attention::layer(int seq, int layer, float* q, float* k, const float* v, float* out, const float* sink_logits,
+                      const float* x) {
   const int hd = c_.head_dim, q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
   const ptrdiff_t kv_head_stride = ptrdiff_t(rows_) * hd;
   const size_t row0 = layer_row(seq, layer);  // this layer's cache rows: [kv_head][rows_]
@@ -143,6 +152,7 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
     if (!position_.rotates_keys_on_read()) position_.rotate(k, pos0_, n_, c_.n_kv_heads, kv_dim, hd, false);
   }
   store(k, v, row0);  // 3.
+  const double* decay = position_.has_forget_gates() ? forget_gates(x, seq, layer) : nullptr;  // 3b.
   scale_queries(q, q_far, q_farther, layer);  // 4.
 
   AttentionShape shape{n_, pos0_, c_.n_heads, c_.n_kv_heads, hd, kv_head_stride};
@@ -158,6 +168,10 @@ void Attention::layer(int seq, int layer, float* q, float* k, const float* v, fl
   shape.rotate_keys = position_.rotates_keys_on_read() && n_ == 1 && (!far_ || far_keys_whole_) && !stats_;
   shape.turn_per_query = mixed_;  // (by the kernel, each query at its own class)
   shape.stats = stats_;
+  shape.decay = decay;
+  shape.decay_stride = rows_;
+  if (position_.stick_breaking() && sink_logits)
+    throw Error("layer " + std::to_string(layer) + ": stick-breaking attention has no softmax for the learned sink logits (self_attn.sinks) to join");
   const KvRows keys = position_.rotates_keys_on_read() && !shape.rotate_keys && !mixed_
                           ? keys_for_step(row0, keys_read_, k_cache_, nullptr)
                           : k_cache_.rows(row0);
@@ -191,6 +205,23 @@ void Attention::far_queries_and_keys(float* q, const float* k, float* q_far, flo
   for (int t = 0; t < n_; ++t)
     for (int h = 0; h < c_.n_kv_heads; ++h)
       k_far_cache_.store(row0 + size_t(h) * rows_ + size_t(pos0_ + t), k_far + size_t(t) * kv_dim + size_t(h) * hd);
+}
+
+// Step 3b: FoX's running sums c_n = c_(n−1) + ln f_n of each head for the step's positions, at
+// their cache rows beside the keys (c_(pos0−1) read before any row is written: a short ring may
+// reuse its row). Returns this (seq, layer)'s [n_heads][rows_].
+const double* Attention::forget_gates(const float* x, int seq, int layer) {
+  if (!x) throw Error("layer " + std::to_string(layer) + ": the forget gates need the layer's normed input");
+  const int H = c_.n_heads;
+  position_.log_forget_gates(log_gates_.data(), x, n_, layer);
+  double* c = &decay_[(size_t(seq) * size_t(n_local_) + size_t(local_[size_t(layer)])) * size_t(H) * size_t(rows_)];
+  auto row = [&](int p) { return size_t(ring_ ? p % ring_ : p); };
+  for (int h = 0; h < H; ++h) {
+    double* ch = c + size_t(h) * size_t(rows_);
+    double sum = pos0_ > 0 ? ch[row(pos0_ - 1)] : 0.0;
+    for (int t = 0; t < n_; ++t) ch[row(pos0_ + t)] = sum += double(log_gates_[size_t(t) * H + size_t(h)]);
+  }
+  return c;
 }
 
 // Step 3: rows (h, pos0 + t) of the layer's K and V caches.

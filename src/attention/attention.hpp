@@ -59,6 +59,12 @@ struct AttentionShape {
   // Statistics of every query's weights (attention_stats.hpp), summed as the kernel goes; null:
   // none. Only the prefill path sums them (a single query too), so never with turn_per_query.
   AttentionStats* stats = nullptr;
+  // FoX's forget gates (PositionEncoding hook 5): the running sums c of their logs for this
+  // sequence and layer, [n_heads][decay_stride] by cache row (as the keys: n mod ring in a
+  // ring); the kernel adds c_m − c_n to the score of query m, key n, where the scheme's bias
+  // goes. Null: none.
+  const double* decay = nullptr;
+  ptrdiff_t decay_stride = 0;
 };
 // q, out: [T][n_heads][head_dim]; keys, values: [n_kv_heads][capacity][head_dim] rows in any
 // CacheType: prefill widens a narrower cache's rows of each block's key ranges, decoding reads
@@ -93,6 +99,9 @@ struct AttentionScratch {
 };
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& shape,
                float scale, const PositionEncoding& position, AttentionScratch& scratch);
+// Stick-breaking's weights (PositionEncoding hook 6, positions/stick_breaking.cpp) in place of a
+// softmax: `row` holds one query's scores over `seen` keys, −inf where masked, its own key last.
+void stick_breaking_weights(float* row, int seen);
 
 
 // The attention of the layers of one inference state (model.hpp) that share one scheme
@@ -120,7 +129,9 @@ class Attention {
   // the keys and values join the cache, and out [n][n_heads·head_dim] gets each query's mix of
   // the values it sees.
   // `sink_logits`: the layer's learned sink logit per head (AttentionShape::sink_logits), or null.
-  void layer(int seq, int layer, float* q, float* k, const float* v, float* out, const float* sink_logits = nullptr);
+  // `x` [n][hidden]: the layer's normed input, which a scheme with forget gates reads (hook 5).
+  void layer(int seq, int layer, float* q, float* k, const float* v, float* out, const float* sink_logits = nullptr,
+             const float* x = nullptr);
 
   // The first key the query at m reads in this unit's layers (the lowest over them): m − W + 1
   // with a window W, ⌊m/C⌋·C with a chunk C (the later of the two with both); 0 for every key.
@@ -153,6 +164,7 @@ class Attention {
   void far_queries_and_keys(float* q, const float* k, float* q_far, float* q_farther, size_t row0);
   void store(const float* k, const float* v, size_t row0);
   void scale_queries(float* q, float* q_far, float* q_farther, int layer) const;
+  const double* forget_gates(const float* x, int seq, int layer);
   KvRows keys_for_step(size_t row0, std::vector<float>& buffer, const KvCache& cache, const double* far_positions);
 
   const ModelConfig& c_;
@@ -191,6 +203,10 @@ class Attention {
   std::vector<float> q_farther_;       // [n_batch][n_heads·head_dim]: queries at farther_query(m)
   std::vector<double> farther_query_pos_;  // [n_batch]
   std::vector<double> far_key_pos_;    // [n_ctx]: far_key(n) for every slot
+  // FoX (hook 5; empty otherwise): beside each cached key, the running sum of its head's log
+  // forget gates, c_n = Σ_{l<=n} ln f_l, in double (it only falls, and c_m − c_n must stay exact far on)
+  std::vector<double> decay_;          // [seq][local layer][n_heads][rows_]
+  std::vector<float> log_gates_;       // [n_batch][n_heads]: this step's ln f
   std::unique_ptr<AttentionScratch> scratch_;
 };
 

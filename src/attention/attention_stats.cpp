@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention.hpp"
 #include "kernels/ops.hpp"
 
 namespace pert {
@@ -54,13 +55,30 @@ void AttentionStats::softmax(int layer, int head, int m, float* row, int seen, i
     nonfinite_[size_t(omp_get_thread_num())] = 1;
     return;
   }
+  const double entropy = std::max(0.0, std::log(double(z)) * (double(sum) / double(z)) - a / double(z));
+  add_query(layer, head, m, row, seen, sinks, lo, inv, entropy, double(sink_term) / double(z));
+}
 
+void AttentionStats::stick_breaking(int layer, int head, int m, float* row, int seen, int sinks, int lo) {
+  stick_breaking_weights(row, seen);  // the kernel's weights, its own key's the remainder: they sum to 1
+  double entropy = 0;
+  for (int j = 0; j < seen; ++j)
+    if (row[j] > 0) entropy -= double(row[j]) * std::log(double(row[j]));
+  if (!std::isfinite(entropy) || !std::isfinite(row[seen - 1])) {  // NaN scores (the remainder carries them): no statistics
+    nonfinite_[size_t(omp_get_thread_num())] = 1;
+    return;
+  }
+  add_query(layer, head, m, row, seen, sinks, lo, 1.0f, entropy, 0.0);  // (× 1.0f leaves each weight as it is)
+}
+
+void AttentionStats::add_query(int layer, int head, int m, float* row, int seen, int sinks, int lo, float inv,
+                               double entropy, double sink_logit_mass) {
   // 2. the weights written, and as they are, each distance bucket's mass, Σ p·distance and the
   //    largest weight. Key of column j: j below `sinks`, else lo + j − sinks; distance m − key.
   double q[kMass + 32] = {};  // this query's fields (buckets_ <= 32: distances below 2^31)
   q[kQueries] = 1;
-  q[kEntropy] = std::max(0.0, std::log(double(z)) * (double(sum) / double(z)) - a / double(z));
-  q[kSinkLogit] = double(sink_term) / double(z);
+  q[kEntropy] = entropy;
+  q[kSinkLogit] = sink_logit_mass;
   double dist = 0, sink = 0;
   float top = 0.0f;
   for (int j = 0; j < sinks; ++j) {

@@ -1,9 +1,12 @@
 // The attention kernel (attention.hpp), as the formula reads, in four named steps:
 //   1. scores       q·k · scale over the keys a query sees; pairs the "extend" pattern places far
 //                   are scored from the far queries and keys instead (q_far · k_far)
-//   2. mask, bias   keys a query does not see get −inf; the scheme adds its bias and terms
+//   2. mask, bias   keys a query does not see get −inf; the scheme adds its bias and terms (and
+//                   FoX's decay, c_m − c_n from the forget gates' running sums)
 //   3. softmax      per query, over its keys (and the head's learned sink logit: a column that no
-//                   key owns, in the denominator only)
+//                   key owns, in the denominator only); or stick-breaking's weights (hook 6,
+//                   which decoding too takes through the prefill path: the weights of a key
+//                   depend on every nearer one, no per-block partial to merge as a softmax's)
 //   4. weighted sum out = P·V
 // Prefill runs them per (head, block of kQueryBlock queries) as small GEMMs over the block's key
 // columns; decoding (one query) per (head, block of kKeyBlock keys), merging the blocks' softmax
@@ -100,6 +103,15 @@ struct BlockColumns {
 // The cache row of position n (AttentionShape::ring).
 inline int cache_row(int n, int ring) { return ring ? n % ring : n; }
 
+// FoX's decay (AttentionShape::decay) on query m's scores of keys [key0, key0 + n) of head h,
+// whose cache rows follow one another: scores[i] += c_m − c_(key0+i).
+void add_decay(float* scores, const AttentionShape& s, int h, int m, int key0, int n) {
+  const double* c = s.decay + ptrdiff_t(h) * s.decay_stride;
+  const double cm = c[cache_row(m, s.ring)];
+  const double* cn = c + cache_row(key0, s.ring);
+  for (int i = 0; i < n; ++i) scores[i] += float(cm - cn[i]);
+}
+
 // Keys, values or far keys of one kv head as F32 rows: the cache's own, or a narrower cache's
 // rows of the block's ranges widened into a buffer at their columns. Either way row n + 1
 // follows row n within a range, so row(n0) starts a range's GEMM operand.
@@ -156,15 +168,17 @@ struct QueryBlock {
           std::copy(src_row + c.col(v0), src_row + c.col(v0) + n, row + c.col(v0));
           if (terms)
             add_position_terms(position, row + c.col(v0), s.layer, h, query_pos, q_src + q_row, keys_far.row(c, v0), v0, n, scale);
+          if (s.decay) add_decay(row + c.col(v0), s, h, m, v0, n);  // (the tokens' gates: at m, not the far query)
         });
       });
     };
     if (farther > 0) far_pairs(0, farther, farther_row, rule.farther_query(m), s.q_farther);
     if (near > farther) far_pairs(farther, near, far_row, rule.far_query(m), s.q_far);
-    if (terms)
+    if (terms || s.decay)
       c.ranges(near, m + 1, [&](int n0, int count) {
         seen(n0, count, [&](int v0, int n) {
-          add_position_terms(position, row + c.col(v0), s.layer, h, m, q + q_row, keys.row(c, v0), v0, n, scale);
+          if (terms) add_position_terms(position, row + c.col(v0), s.layer, h, m, q + q_row, keys.row(c, v0), v0, n, scale);
+          if (s.decay) add_decay(row + c.col(v0), s, h, m, v0, n);
         });
       });
   }
@@ -220,7 +234,11 @@ void attention_prefill(float* out, const float* q, const KvRows& key_rows, const
       block.mask_and_bias(row, far ? far + size_t(i) * c.cols : nullptr, farther ? farther + size_t(i) * c.cols : nullptr,
                           i, q);  // 2.
       const int seen = c.col(p0 + i) + 1;
-      if (s.stats)  // 3., the weights' statistics summed
+      if (position.stick_breaking() && s.stats)  // 3. without a softmax, the statistics summed
+        s.stats->stick_breaking(s.layer, h, p0 + i, row, seen, c.sinks, c.lo);
+      else if (position.stick_breaking())
+        stick_breaking_weights(row, seen);  // 3.
+      else if (s.stats)  // 3., the weights' statistics summed
         s.stats->softmax(s.layer, h, p0 + i, row, seen, c.sinks, c.lo, sink_logit(s, h));
       else if (s.sink_logits)
         softmax_with_sink_logit(row, seen, s.sink_logits[h]);  // 3.
@@ -295,6 +313,7 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
         if (terms)
           add_position_terms(position, scores + from, s.layer, h, query_pos, qf + size_t(h) * hd, kb + size_t(from) * hd,
                              key0 + from, count, scale);
+        if (s.decay) add_decay(scores + from, s, h, pos, key0 + from, count);
       };
       if (n_farther > 0) far_scores(0, n_farther, s.q_farther, rule.farther_query(pos));
       far_scores(n_farther, n_far - n_farther, s.q_far, rule.far_query(pos));
@@ -303,6 +322,7 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
       keys.at(head + row0 + n_far).dot(q + size_t(h) * hd, n_near, scale, scores + n_far);
       if (s.softcap > 0) softcap(scores + n_far, size_t(n_near), s.softcap);
       if (terms) add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, nullptr, split, n_near, scale);
+      if (s.decay) add_decay(scores + n_far, s, h, pos, split, n_near);
     } else if (n_near > 0) {
       const float* kb = keys.at(head + row0 + n_far).read(n_near, wk);
       if (s.rotate_keys) {  // in the thread's slot, at positions split.. (the block stays in cache)
@@ -314,6 +334,7 @@ void attention_decode(float* out, const float* q, const KvRows& keys, const KvRo
       if (s.softcap > 0) softcap(scores + n_far, size_t(n_near), s.softcap);
       if (terms)
         add_position_terms(position, scores + n_far, s.layer, h, pos, q + size_t(h) * hd, kb, split, n_near, scale);
+      if (s.decay) add_decay(scores + n_far, s, h, pos, split, n_near);
     }
     // 3. the block's softmax, unnormalised
     const float max = *std::max_element(scores, scores + nk);
@@ -430,7 +451,7 @@ void attention_turning(float* out, const float* q, const KvRows& key_rows, const
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
                float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   if (s.turn_per_query) return attention_turning(out, q, keys, values, s, scale, position, scratch);
-  if (s.T == 1 && !s.stats) return attention_decode(out, q, keys, values, s, scale, position, scratch);
+  if (s.T == 1 && !s.stats && !position.stick_breaking()) return attention_decode(out, q, keys, values, s, scale, position, scratch);
   attention_prefill(out, q, keys, values, s, scale, position, scratch);
 }
 

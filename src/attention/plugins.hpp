@@ -32,6 +32,8 @@ std::shared_ptr<const SchemeConfig> parse_kerple(Fields& f, const PluginContext&
 std::shared_ptr<const SchemeConfig> parse_fire(Fields& f, const PluginContext& context);
 std::shared_ptr<const SchemeConfig> parse_xl(Fields& f, const PluginContext& context);
 std::shared_ptr<const SchemeConfig> parse_deberta(Fields& f, const PluginContext& context);
+std::shared_ptr<const SchemeConfig> parse_fox(Fields& f, const PluginContext& context);
+std::shared_ptr<const SchemeConfig> parse_stick_breaking(Fields& f, const PluginContext& context);
 
 // extend/
 std::shared_ptr<const ExtensionConfig> parse_self_extend(Fields& f, const PluginContext& context);

@@ -12,7 +12,7 @@ const std::pair<const char*, ParseScheme> kSchemes[] = {
     {"none", parse_none}, {"learned", parse_learned}, {"sinusoidal", parse_sinusoidal},
     {"rope", parse_rope}, {"alibi", parse_alibi},     {"t5", parse_t5},
     {"kerple", parse_kerple}, {"fire", parse_fire},   {"xl", parse_xl},
-    {"deberta", parse_deberta},
+    {"deberta", parse_deberta}, {"fox", parse_fox},   {"stick_breaking", parse_stick_breaking},
 };
 
 const std::pair<const char*, ParseExtension> kMethods[] = {

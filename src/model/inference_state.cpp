@@ -260,7 +260,7 @@ void InferenceState::forward_chunk(const int* tokens, int stride, int n, int pos
     }
     for (int s = 0; s < S; ++s)
       u.of_layer[size_t(l)]->layer(s, l, &q_[size_t(s) * n * q_dim], &k_[size_t(s) * n * kv_dim], &v_[size_t(s) * n * kv_dim],
-                        &att_[size_t(s) * n * q_dim], w.sink_logits);
+                        &att_[size_t(s) * n * q_dim], w.sink_logits, &xb_[size_t(s) * n * d]);
     // (DeepSeek: each head's weighted latent expanded to its values)
     const float* att = u.mla ? u.mla->expand(w.mla, att_.data(), rows) : att_.data();
     const int o_in = u.mla ? u.mla->output_width() : q_dim;

@@ -419,6 +419,9 @@ def position_tensor_shapes(position, hidden, heads, trained, layers, head_dim=No
         return {"model.relative_attention_bias.weight": (position.get("num_buckets", 32), heads)}
     if kind == "kerple":
         return {f"model.layers.{i}.self_attn.kerple_{r}": (heads,) for i in range(layers) for r in ("r1", "r2")}
+    if kind == "fox":  # FoX's forget gate per layer: one logit per head from the layer's normed input
+        return {f"model.layers.{i}.self_attn.fgate_proj.{part}": shape for i in range(layers)
+                for part, shape in (("weight", (heads, hidden)), ("bias", (heads,)))}
     if kind == "fire":
         w = position.get("width", 32)
         return {f"model.layers.{i}.self_attn.fire.{name}": shape for i in range(layers)
@@ -429,10 +432,13 @@ def position_tensor_shapes(position, hidden, heads, trained, layers, head_dim=No
 
 def position_tensor_init(position, name, shape, generator):
     """A scheme tensor's initial value for training: KERPLE's r1 ~ 2·U[0, 1) and r2 ~ U[0, 1)
-    as in the paper's code; FIRE's c, L and MLP as a public implementation starts them; the
-    others N(0, 0.02²)."""
+    as in the paper's code; FIRE's c, L and MLP as a public implementation starts them; FoX's
+    gate bias 0 (its weight N(0, 0.02²), as the authors' code starts every Linear); the others
+    N(0, 0.02²)."""
     if ".kerple_r" in name:
         return torch.rand(*shape, generator=generator) * (2.0 if name.endswith("r1") else 1.0)
+    if name.endswith(".fgate_proj.bias"):  # FoX: as the authors' _init_weights starts a Linear's bias
+        return torch.zeros(shape)
     if name.endswith(".fire.c"):  # FIRE: c = 0.1 and L = 512 at the start (mcleish7/arithmetic's FIRE)
         return torch.full(shape, 0.1)
     if name.endswith(".fire.threshold"):
@@ -515,6 +521,31 @@ def kerple_bias(pos, W, layer, dist):
     eps = pos.get("eps", 0.01)
     r1, r2 = (W[f"model.layers.{layer}.self_attn.kerple_{r}"].clamp(min=eps)[:, None, None] for r in ("r1", "r2"))
     return -r1 * torch.log1p(r2 * dist[None].to(r1.dtype))
+
+
+def fox_decay(W, layer, h):
+    """FoX (Lin et al. 2025): the bias c_m - c_n [..., H, m, n] of layer `layer`, c_m the sum over
+    l <= m of ln sigmoid(w_h . h_l + b_h), h [..., T, d] the layer's normed input (as it is: a
+    runtime keeps the gate in F32, whatever it rounds the matrices' inputs to)."""
+    p = f"model.layers.{layer}.self_attn.fgate_proj."
+    log_f = torch.nn.functional.logsigmoid(h @ W[p + "weight"].T + W[p + "bias"])  # [..., T, H]
+    c = torch.cumsum(log_f, dim=-2).transpose(-1, -2)  # [..., H, T]
+    return c[..., :, None] - c[..., None, :]
+
+
+def stick_breaking(scores):
+    """Stick-breaking attention's weights (Tan et al. 2025) from scores [..., m, n] (scaled, -inf where
+    masked): key n < m gets sigmoid(z_mn) times prod over n < k < m of (1 - sigmoid(z_mk)), the query's
+    own key m the rest, prod over k < m of (1 - sigmoid(z_mk)) (the authors' attend_current=False,
+    the remainder on the query's own value). Each row sums to 1."""
+    T = scores.shape[-1]
+    earlier = torch.ones(T, T, dtype=torch.bool).tril(-1)  # [m, n]: n < m
+    log_beta = torch.nn.functional.logsigmoid(scores)
+    log_rest = torch.where(earlier, torch.nn.functional.logsigmoid(-scores), torch.zeros((), dtype=scores.dtype))
+    # between[m, n] = sum over k of log_rest[m, k]·[k > n]: the sticks of the keys nearer than n
+    between = log_rest @ earlier.to(scores.dtype)
+    w = torch.where(earlier, torch.exp(log_beta + between), torch.zeros((), dtype=scores.dtype))
+    return w + torch.diag_embed(torch.exp(log_rest.sum(-1)))
 
 
 def rmsnorm_llama(x, w, eps):
@@ -717,8 +748,13 @@ def forward(config, W, ids, inputs=None, observe=None, axis_positions=None):
                 if plan.near is not None:  # far pairs are encoded at the far query position
                     query = torch.where(plan.near, query, plan.q_far[:, None].expand(T, T).floor().long())
                 bias = fire_bias(lpos, W, i, dist.clamp(min=0), query)
+            elif lkind == "fox":
+                bias = fox_decay(W, i, h)
             scores = scores + bias + mask
-            probs = softmax_with_sink_logits(scores, W.get(p + "self_attn.sinks"))  # [..., H, query m, key n]
+            if lkind == "stick_breaking":
+                probs = stick_breaking(scores)
+            else:
+                probs = softmax_with_sink_logits(scores, W.get(p + "self_attn.sinks"))  # [..., H, query m, key n]
             if observe:
                 observe(i, probs)
             att = probs @ v  # [..., H, T, hd]
@@ -870,6 +906,10 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
             t[name] = np.full(shape, 40.0)
         if name.endswith(("r_net.weight", "pos_key_proj.weight", "pos_query_proj.weight")):  # as q_proj
             t[name] = randn(*shape, std=hidden ** -0.5 * 2)
+        if name.endswith(".fgate_proj.weight"):  # FoX: gate logits ~ 2 + N(0, 1), forget gates mostly 0.7-0.95
+            t[name] = randn(*shape, std=hidden ** -0.5)
+        if name.endswith(".fgate_proj.bias"):
+            t[name] = 2.0 + randn(*shape)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
               "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
               "num_attention_heads": heads, "num_key_value_heads": kv_heads, "max_position_embeddings": trained,
