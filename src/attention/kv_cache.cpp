@@ -5,6 +5,7 @@
 
 #include "pert/error.hpp"
 #include "kernels/fp16.hpp"
+#include "kernels/lane_sums.hpp"
 #include "kernels/ops.hpp"
 
 #if defined(__x86_64__)
@@ -16,9 +17,9 @@
 
 namespace pert {
 
-// Decoding's products over a BF16, F16 or Q8 cache read each row widened in registers. Two paths
+// Decoding's products over a BF16, F16 or Q8 cache read each row widened in registers. Three paths
 // (kernels.hpp): avx2 (AVX2, FMA and F16C: 4 keys' dot products at a time, 64 outputs of P·V
-// held across the rows) and plain C++.
+// held across the rows), avx512 (the same on 16 lanes: 128 outputs) and plain C++.
 namespace {
 
 int q8_blocks(int width) { return (width + 31) / 32; }
@@ -113,12 +114,6 @@ inline __m256 load8(const KvRows& v, size_t row, int i) {
   if constexpr (T == CacheType::F32) return _mm256_loadu_ps(v.f32 + at);
 }
 
-inline float hsum(__m256 x) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-
 template <CacheType T>
 void dot_avx2(const KvRows& v, const float* q, int n, float scale, float* scores) {
   const int width = v.width, full = width - width % 8;
@@ -129,10 +124,11 @@ void dot_avx2(const KvRows& v, const float* q, int n, float scale, float* scores
       const __m256 qv = _mm256_loadu_ps(q + i);
       for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(qv, load8<T>(v, size_t(j + r), i), acc[r]);
     }
+    float sums[4];
+    sum_lanes4(acc, sums);
     for (int r = 0; r < 4; ++r) {
-      float s = hsum(acc[r]);
-      for (int i = full; i < width; ++i) s += q[i] * value_at<T>(v, size_t(j + r), i);
-      scores[j + r] = scale * s;
+      for (int i = full; i < width; ++i) sums[r] += q[i] * value_at<T>(v, size_t(j + r), i);
+      scores[j + r] = scale * sums[r];
     }
   }
   dot_rows_plain<T>(v, q, j, n, scale, scores);
@@ -155,6 +151,64 @@ void weighted_avx2(const KvRows& v, const float* p, int n, float* out) {
 }
 
 #pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+
+// avx512: the avx2 kernels' steps on 16 lanes, so a row of 64 is 4 registers and the 128 outputs
+// of P·V stay in 8. Values [i, i + 16) of row `row` widened (i + 16 <= width, i a multiple of 16).
+template <CacheType T>
+inline __m512 load16(const KvRows& v, size_t row, int i) {
+  const size_t at = row * size_t(v.width) + size_t(i);
+  if constexpr (T == CacheType::BF16)
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v.half + at))), 16));
+  if constexpr (T == CacheType::F16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v.half + at)));
+  if constexpr (T == CacheType::Q8) {
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v.q8 + at))));
+    const uint16_t d = v.scales[row * size_t(q8_blocks(v.width)) + size_t(i / 32)];
+    return _mm512_mul_ps(q, _mm512_cvtph_ps(_mm256_set1_epi16(short(d))));  // the scale widened in every lane
+  }
+  if constexpr (T == CacheType::F32) return _mm512_loadu_ps(v.f32 + at);
+}
+
+template <CacheType T>
+void dot_avx512(const KvRows& v, const float* q, int n, float scale, float* scores) {
+  const int width = v.width, full = width - width % 16;
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {  // 4 rows at a time, one accumulator each
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int i = 0; i < full; i += 16) {
+      const __m512 qv = _mm512_loadu_ps(q + i);
+      for (int r = 0; r < 4; ++r) acc[r] = _mm512_fmadd_ps(qv, load16<T>(v, size_t(j + r), i), acc[r]);
+    }
+    float sums[4];
+    sum_lanes4(acc, sums);
+    for (int r = 0; r < 4; ++r) {
+      for (int i = full; i < width; ++i) sums[r] += q[i] * value_at<T>(v, size_t(j + r), i);
+      scores[j + r] = scale * sums[r];
+    }
+  }
+  dot_rows_plain<T>(v, q, j, n, scale, scores);
+}
+
+template <CacheType T>
+void weighted_avx512(const KvRows& v, const float* p, int n, float* out) {
+  const int full = v.width - v.width % 16;
+  for (int i0 = 0; i0 < full; i0 += 128) {  // up to 128 outputs held in 8 registers over all rows
+    const int chunks = std::min(8, (full - i0) / 16);
+    __m512 acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = _mm512_setzero_ps();
+    for (int j = 0; j < n; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      for (int c = 0; c < chunks; ++c) acc[c] = _mm512_fmadd_ps(pj, load16<T>(v, size_t(j), i0 + 16 * c), acc[c]);
+    }
+    for (int c = 0; c < chunks; ++c) _mm512_storeu_ps(out + i0 + 16 * c, acc[c]);
+  }
+  weighted_sum_plain<T>(v, p, n, full, out);
+}
+
+#pragma GCC pop_options
 #endif
 
 // A path's products, by CacheType.
@@ -169,6 +223,10 @@ KernelChoice<CacheKernels>& choice() {
   static KernelChoice<CacheKernels> c(
       "cache", {
 #if defined(__x86_64__)
+                   {"avx512",
+                    {{dot_avx512<C::F32>, dot_avx512<C::BF16>, dot_avx512<C::F16>, dot_avx512<C::Q8>},
+                     {weighted_avx512<C::F32>, weighted_avx512<C::BF16>, weighted_avx512<C::F16>, weighted_avx512<C::Q8>},
+                     widen_f16_avx2}},
                    {"avx2",
                     {{dot_avx2<C::F32>, dot_avx2<C::BF16>, dot_avx2<C::F16>, dot_avx2<C::Q8>},
                      {weighted_avx2<C::F32>, weighted_avx2<C::BF16>, weighted_avx2<C::F16>, weighted_avx2<C::Q8>},

@@ -19,6 +19,7 @@
 #endif
 
 #include "dispatch.hpp"
+#include "lane_sums.hpp"
 #include "ops_f32.hpp"
 #include "parallel.hpp"
 #include "pert/error.hpp"

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "lane_sums.hpp"
+
 namespace pert {
 
 #pragma GCC push_options
