@@ -18,8 +18,11 @@ gets the bytes a token reads, GB/s at the median t/s,
 and its share of the median of the runs' read-bandwidth probes.
 --llama-bench PATH runs llama.cpp's llama-bench beside pert in every round, on GGUF files of the
 same weights (tools/measure/bench_gguf.py's conversion of the shape's F32 checkpoint, seed 0 as here: F32
-for F32, BF16 for BF16, Q8_0 for Q8), the same -p, -n, -r and -t; depth-0 tests only (llama-bench
-b4748 has no depth option). Its rows get llama.cpp's median and pert ÷ llama.cpp.
+for F32, BF16 for BF16, Q8_0 for Q8), the same -p, -n, -r and -t. Its rows get llama.cpp's median and
+pert ÷ llama.cpp. Tests at a depth (-d above 0) run llama.cpp's llama-batched-bench instead (beside
+llama-bench; --llama-batched-bench names another), as llama-bench b4748 has no depth option: each of its
+-r runs prefills the depth, then decodes -n tokens, with the KV cache of the row's --cache-types
+entry (f16 against F16, q8 against q8_0; bench_gguf.run_llama_depth).
 A --dtypes entry with an underscore (Q8_0, Q4_K_M) is a GGUF file type: pert and llama.cpp both run
 tools/measure/bench_gguf.py's file of that type (pert with --dtype auto, as the file holds it).
 Mixture-of-experts shapes (MOE_SHAPES: mixtral-1.3b, Mixtral's layout with 32 experts of which 4 run
@@ -131,7 +134,8 @@ def table(report):
                                                       lambda r: (r["shape"], r["precision"][:-len(r["layout"])] + layouts[0],
                                                                  r["cache_type"], r["test"]), layouts),
                                                      ("vs f32 cache", lambda r: (r["shape"], r["precision"], "f32", r["test"]),
-                                                      {r["cache_type"] for r in results}))
+                                                      {r["cache_type"] for r in results} if any(
+                                                          r["cache_type"] == "f32" for r in results) else ()))
               if len(kinds) > 1]
     cpu = report["cpu"] + (f" ({report['cpu_features']})" if "cpu_features" in report else "")
     kernels = (f", kernels {', '.join(f'{k} {v}' for k, v in report['kernels'].items())}" if "kernels" in report else "")
@@ -141,7 +145,8 @@ def table(report):
              f"{report['repetitions']} runs", "",
              "| shape | precision | kv cache | test | t/s |" + "".join(f" {n} |" for n, _ in ratios),
              "|---|---|---|---|---:|" + "---:|" * len(ratios)]
-    llama = {(r["shape"], r["precision"], r["test"]): r for r in report.get("llama_cpp", [])}
+    # llama.cpp's rows: at a depth, the same KV cache type's; at depth 0 (llama-bench, its F16 cache) any row's
+    llama = {(r["shape"], r["precision"], r.get("cache_type"), r["test"]): r for r in report.get("llama_cpp", [])}
     if llama:
         lines[0] += f"; llama.cpp: {report['llama_cpp_build']} on GGUF files of the same weights"
         lines[2] += " llama.cpp t/s | pert ÷ llama.cpp |"
@@ -164,7 +169,8 @@ def table(report):
     for r in results:
         cells = [f"{r['median'] / median[base(r)]:.2f}×" if base(r) in median else "" for _, base in ratios]
         if llama:
-            other = llama.get((r["shape"], r["precision"], r["test"]))
+            other = llama.get((r["shape"], r["precision"], r["cache_type"], r["test"]),
+                              llama.get((r["shape"], r["precision"], None, r["test"])))
             cells += ([f"{other['median']:.1f} ({other['min']:.0f}–{other['max']:.0f})", f"{r['median'] / other['median']:.2f}×"]
                       if other else ["", ""])
         if roof:
@@ -224,6 +230,8 @@ def main():
     ap.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside pert on GGUF files of the same weights")
     ap.add_argument("--llama-quantize", help="llama.cpp's llama-quantize, which makes the MoE shapes' quantized GGUF files "
                                              "(default: beside --llama-bench)")
+    ap.add_argument("--llama-batched-bench", help="llama.cpp's llama-batched-bench, which runs the tests at a depth "
+                                                  "(default: beside --llama-bench)")
     ap.add_argument("--llama-version", help="what to call that llama.cpp in the table (default: the commit its JSON names)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "bench.json"), help="JSON file for every sample (default build/bench/bench.json)")
     a = ap.parse_args()
@@ -238,6 +246,8 @@ def main():
     def label(d, h, c):  # "F32", "F32 prefetch t0", "F32 gemma3-5to1"
         return " ".join([d] + ([f"prefetch {h}"] if h else []) +
                         ([os.path.splitext(os.path.basename(c))[0] if c else "none"] if a.configs else []))
+    batched = a.llama_batched_bench or (os.path.join(os.path.dirname(a.llama_bench), "llama-batched-bench")
+                                        if a.llama_bench else None)
     quantize = a.llama_quantize or (os.path.join(os.path.dirname(a.llama_bench), "llama-quantize") if a.llama_bench else None)
 
     def model_file(s, d):  # a MoE shape: its GGUF file of type d whatever d is
@@ -259,10 +269,15 @@ def main():
     kv_bytes = {}  # (shape, dtype, cache type, test) -> the KV cache's bytes at the test's end
     blas_core = "?"  # OpenBLAS's kernels, as pert reports them (OPENBLAS_CORETYPE picks them where set)
     machine = {}  # pert's report of the CPU and the kernel paths it ran
-    llama = {}  # --llama-bench: (shape, dtype, test) -> [t/s of every run]
+    llama = {}  # --llama-bench: (shape, dtype, cache type or None at depth 0, test) -> [t/s of every run]
+    llama_build = "?"  # its commit and build number, as its output names them
     llama_files = ({(s, label): path if is_gguf(d) or s in MOE_SHAPES else bench_gguf.gguf_file(s, GGUF_TYPE[d])
                     for s, label, d, _, _, path, _ in models} if a.llama_bench else {})
     depth0 = any(int(d) == 0 for d in a.d.split(","))
+    deep = any(int(d) > 0 for d in a.d.split(","))
+    if a.llama_bench and deep and not os.path.isfile(batched):
+        sys.exit(f"bench.py: error: tests at a depth run llama.cpp's llama-batched-bench: {batched} is not a file "
+                 "(--llama-batched-bench PATH)")
     for r in range(a.rounds):
         if a.sgemm:
             sgemm.append(perplexity_rate.sgemm_gflops())
@@ -297,7 +312,13 @@ def main():
                 runs, llama_build = bench_gguf.run_llama_samples(a.llama_bench, llama_files[(shape, label)], a.p, a.n,
                                                                  a.repetitions, a.threads)
                 for test, v in runs.items():
-                    llama.setdefault((shape, label, test), []).extend(v)
+                    llama.setdefault((shape, label, None, test), []).extend(v)
+            if a.llama_bench and deep:
+                for n in a.n.split(","):
+                    runs, llama_build = bench_gguf.run_llama_depth(batched, llama_files[(shape, label)], a.d, n,
+                                                                   a.repetitions, a.threads, cache)
+                    for test, v in runs.items():
+                        llama.setdefault((shape, label, cache, test), []).extend(v)
             print(f"round {r + 1}/{a.rounds}: {shape} {label} cache {cache} done", file=sys.stderr)
     rows = [{"shape": shape, "precision": dtype, "cache_type": cache, "test": test, "median": statistics.median(v),
              "min": min(v), "max": max(v), "samples": v} for (shape, dtype, cache, test), v in samples.items()]
@@ -315,8 +336,9 @@ def main():
         if a.configs and (row["shape"], row["precision"], row["cache_type"], row["test"]) in kv_bytes:
             row["kv_cache_bytes"] = kv_bytes[(row["shape"], row["precision"], row["cache_type"], row["test"])]
     if llama:
-        machine["llama_cpp"] = [{"shape": shape, "precision": dtype, "test": test, "median": statistics.median(v),
-                                 "min": min(v), "max": max(v), "samples": v} for (shape, dtype, test), v in llama.items()]
+        machine["llama_cpp"] = [{"shape": shape, "precision": dtype, **({"cache_type": cache} if cache else {}), "test": test,
+                                 "median": statistics.median(v), "min": min(v), "max": max(v), "samples": v}
+                                for (shape, dtype, cache, test), v in llama.items()]
         machine["llama_cpp_build"] = a.llama_version or llama_build
     report = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cores": os.cpu_count(), **machine,
               "blas_core": blas_core, "threads": a.threads, "rounds": a.rounds, "repetitions": a.repetitions,
