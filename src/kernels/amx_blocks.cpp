@@ -108,7 +108,8 @@ struct ItemWeights {
       if (is_k_quant(type))
         for (int j = 0; j < subs; ++j) {  // [pair][row][2]
           const size_t pair_at = size_t(j / 2) * 16 + size_t(2 * i + j % 2);
-          scales[slot * size_t(subs) + size_t(j)] = type == BlockType::Q6_K ? int8_t(p[at.scales + pair_at]) : p[at.scales + pair_at];
+          const uint8_t scale = p[at.scales + pair_at];
+          scales[slot * size_t(subs) + size_t(j)] = type == BlockType::Q6_K ? int8_t(scale) : scale;
           if (type != BlockType::Q6_K) mins[slot * 8 + size_t(j)] = p[at.mins + pair_at];
         }
     }
@@ -190,7 +191,8 @@ void run_step(const Item& item, int x0, float (*out)[2 * kTileRows]) {
       sub_block_products<Tiles, NB, MT>(a + j * sub, unit, item.xt->at(x0, value), item.xt->at(x0 + MT - 1, value), part);
       for (int i = 0; i < NB; ++i)  // Σ_j s_j·(the sub-block's sum) in int32, as the plain kernel (legacy: s_0 = 1)
         for (int r = 0; r < kTileRows; ++r) {
-          const int32_t scale = subs == 1 ? 1 : item.w->scales[(size_t(s) * kItemRows + size_t(kTileRows * i + r)) * subs + size_t(j)];
+          const size_t slot = size_t(s) * kItemRows + size_t(kTileRows * i + r);
+          const int32_t scale = subs == 1 ? 1 : item.w->scales[slot * subs + size_t(j)];
           for (int c = 0; c < MT; ++c)
             for (int n = 0; n < kTileRows; ++n)
               dot[2 * i + c][r][n] = (j ? dot[2 * i + c][r][n] : 0) + scale * part[2 * i + c][r][n];
