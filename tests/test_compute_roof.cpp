@@ -15,6 +15,8 @@ TEST_CASE("compute roof: each family's path names its product instruction, and e
       {"bf16", "avx2", "vfmadd231ps ymm", 8},          {"q8", "avx512vnni", "vpdpbusd zmm", 64},
       {"q8", "avx2", "vpmaddubsw+vpmaddwd ymm", 32},   {"blocks", "avx512vnni", "vpdpbusd zmm", 64},
       {"blocks", "avxvnni", "vpdpbusd ymm", 32},       {"blocks", "avx2", "vpmaddubsw+vpmaddwd ymm", 32},
+      {"bf16", "amx", "tdpbf16ps tile", 8192},         {"q8", "amx", "tdpbusd tile", 16384},
+      {"blocks", "amx", "tdpbusd tile", 16384},
   };
   for (const auto& [family, path, name, macs] : paths) {
     INFO(family << " " << path);
@@ -25,6 +27,7 @@ TEST_CASE("compute roof: each family's path names its product instruction, and e
   CHECK(product_instruction("f32", "plain").name.empty());  // plain C++: no probe
   CHECK(product_instruction("cache", "avx2").name.empty());
   CHECK(product_peak("no such instruction", 1) == 0.0);
+  if (!cpu_supports("amx")) CHECK(product_peak("tdpbusd tile", 1, 1) == 0.0);  // not run where AMX is not usable
   // every probe behind a path this CPU runs gives a peak (one short pass each)
   for (const KernelFamily& f : kernel_families())
     for (const std::string& path : f.available) {

@@ -11,7 +11,8 @@ namespace pert {
 // The instruction a family's path multiplies with and how many multiply-adds one does:
 // ("f32", "avx512") -> {"vfmadd231ps zmm", 16}; ("bf16", "avx512bf16") -> {"vdpbf16ps zmm", 32};
 // ("q8" or "blocks", "avx512vnni") -> {"vpdpbusd zmm", 64}; avx2's int8 path -> {"vpmaddubsw+vpmaddwd
-// ymm", 32}. name "" for a path with no probe (plain C++, or one this build cannot time).
+// ymm", 32}; the amx paths -> {"tdpbf16ps tile", 8192}, {"tdpbusd tile", 16384}. name "" for a path
+// with no probe (plain C++, or one this build cannot time).
 struct ProductInstruction {
   std::string name;
   int macs = 0;  // multiply-adds per instruction

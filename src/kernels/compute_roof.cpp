@@ -14,6 +14,10 @@
 #include "pert/kernels.hpp"
 
 #if defined(__x86_64__)
+#include "amx_tiles.hpp"
+#endif
+
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -22,6 +26,8 @@ namespace pert {
 namespace {
 
 constexpr int64_t kSteps = int64_t(1) << 20;  // a pass: kSteps × accumulators instructions per thread
+// A tile product takes 16 cycles or more where a vector one takes 1: a tile pass has 1/16 the steps.
+constexpr int64_t kTileStepsDivisor = 16;
 
 #if defined(__x86_64__)
 // N chains `acc[i] = STEP` from `acc[i] = SEED` (distinct seeds: equal chains would be kept as
@@ -85,12 +91,45 @@ __attribute__((target("avx2"))) double maddubs256() {
   return double(_mm256_extract_epi32(acc[0], 0));
 }
 #undef PERT_CHAINS
+
+// AMX: the tile GEMMs' step (amx_gemm.cpp, amx_blocks.cpp) repeated: 2 A and 2 B tiles of 16 rows
+// × 64 bytes into 4 result tiles, 4 products a step (a chain is a result tile). Run only where
+// cpu_supports("amx"), which includes the OS's permission for the tile data.
+template <bool Int8>
+double tile_steps() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) config.set(t, 16, 64);
+  alignas(64) uint8_t bytes[16 * 64];
+  // int8: 3 (u8) and -2 (s8) in every byte; BF16: pairs of 1.0 and 2^-7, sums far below overflow
+  for (int i = 0; i < 16 * 64; i += 2) {
+    bytes[i] = Int8 ? 3 : 0x80, bytes[i + 1] = Int8 ? 0xfe : 0x3f;
+    if (!Int8 && i % 4 == 2) bytes[i] = 0x00, bytes[i + 1] = 0x3c;
+  }
+  using T = TileIntrinsics;
+  T::configure(config);
+  T::load<4>(bytes, 64), T::load<5>(bytes, 64), T::load<6>(bytes, 64), T::load<7>(bytes, 64);
+  T::zero<0>(), T::zero<1>(), T::zero<2>(), T::zero<3>();
+  for (int64_t s = 0; s < kSteps / kTileStepsDivisor; ++s) {
+    if constexpr (Int8) {
+      T::dpbusd<0, 4, 6>(), T::dpbusd<1, 4, 7>(), T::dpbusd<2, 5, 6>(), T::dpbusd<3, 5, 7>();
+    } else {
+      T::dpbf16ps<0, 4, 6>(), T::dpbf16ps<1, 4, 7>(), T::dpbf16ps<2, 5, 6>(), T::dpbf16ps<3, 5, 7>();
+    }
+  }
+  alignas(64) int32_t out[16 * 16];
+  T::store<3>(out, 64);
+  T::release();
+  return double(out[0]);
+}
+double tdpbf16ps_tiles() { return tile_steps<false>(); }
+double tdpbusd_tiles() { return tile_steps<true>(); }
 #endif
 
 struct Probe {
   const char* name;
   int macs;              // per instruction (per chain step)
   int chains;            // accumulators per thread
+  int64_t steps;         // per chain and pass
   const char* requires;  // the kernel_levels() name whose instructions it needs
   double (*run)();
 };
@@ -98,9 +137,15 @@ struct Probe {
 const Probe* find_probe(const std::string& name) {
 #if defined(__x86_64__)
   static const Probe probes[] = {
-      {"vfmadd231ps zmm", 16, 16, "avx512", fma512},      {"vfmadd231ps ymm", 8, 12, "avx2", fma256},
-      {"vdpbf16ps zmm", 32, 16, "avx512bf16", dpbf16_512}, {"vpdpbusd zmm", 64, 16, "avx512vnni", dpbusd512},
-      {"vpdpbusd ymm", 32, 12, "avxvnni", dpbusd256},      {"vpmaddubsw+vpmaddwd ymm", 32, 12, "avx2", maddubs256},
+      {"vfmadd231ps zmm", 16, 16, kSteps, "avx512", fma512},
+      {"vfmadd231ps ymm", 8, 12, kSteps, "avx2", fma256},
+      {"vdpbf16ps zmm", 32, 16, kSteps, "avx512bf16", dpbf16_512},
+      {"vpdpbusd zmm", 64, 16, kSteps, "avx512vnni", dpbusd512},
+      {"vpdpbusd ymm", 32, 12, kSteps, "avxvnni", dpbusd256},
+      {"vpmaddubsw+vpmaddwd ymm", 32, 12, kSteps, "avx2", maddubs256},
+      // a tile product: 16 × 16 results, each a sum over 32 BF16 pairs' halves or 64 int8 bytes
+      {"tdpbf16ps tile", 16 * 16 * 32, 4, kSteps / kTileStepsDivisor, "amx", tdpbf16ps_tiles},
+      {"tdpbusd tile", 16 * 16 * 64, 4, kSteps / kTileStepsDivisor, "amx", tdpbusd_tiles},
   };
   for (const Probe& p : probes)
     if (name == p.name) return &p;
@@ -114,6 +159,8 @@ const Probe* find_probe(const std::string& name) {
 }  // namespace
 
 ProductInstruction product_instruction(const std::string& family, const std::string& path) {
+  if (path == "amx" && family == "bf16") return {"tdpbf16ps tile", 16 * 16 * 32};  // prefill's path (decoding: avx512bf16's)
+  if (path == "amx" && (family == "q8" || family == "blocks")) return {"tdpbusd tile", 16 * 16 * 64};
   if (path == "avx512bf16" && family == "bf16") return {"vdpbf16ps zmm", 32};
   if (path == "avx512vnni" && (family == "q8" || family == "blocks")) return {"vpdpbusd zmm", 64};
   if (path == "avxvnni" && (family == "q8" || family == "blocks")) return {"vpdpbusd ymm", 32};
@@ -143,7 +190,7 @@ double product_peak(const std::string& instruction, int threads, int passes) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
-    best = std::max(best, double(team) * double(kSteps) * p->chains * p->macs / std::max(seconds, 1e-9));
+    best = std::max(best, double(team) * double(p->steps) * p->chains * p->macs / std::max(seconds, 1e-9));
   }
   return best;
 }
