@@ -136,6 +136,13 @@ CASES = {
     "stick_breaking_window": ({"type": "stick_breaking"}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3,
                                                            "extra_config": MISTRAL}, False),
     "stick_breaking_streaming": ({"type": "stick_breaking"}, {"extend": {"streaming": {"sinks": 4, "window": 16}}}, False),
+    # CoPE: positions counted by gates on each row's scores (L + 1 = 33 positions, reached within
+    # T; a cap of 5, and log-n's factor on the queries that read the positions; a window's ring,
+    # whose masked keys count nothing; streaming's sinks and window, its mask alone)
+    "cope": ({"type": "cope"}, {}, False),
+    "cope_cap_logn": ({"type": "cope", "npos_max": 6}, {"extend": {"logn": {}}}, False),
+    "cope_window": ({"type": "cope"}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3, "extra_config": MISTRAL}, False),
+    "cope_streaming": ({"type": "cope"}, {"extend": {"streaming": {"sinks": 4, "window": 16, "positions": "original"}}}, False),
     "rope_block_hf_yarn": ({"type": "rope", "base": 500.0}, {"extra_config": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}},
                            False),
     "hf_yarn_partial": (None, {"extra_config": {"rope_theta": 5000.0, "partial_rotary_factor": 0.5,
@@ -463,6 +470,7 @@ def sanity(reference, np, Checker):
         none_differ(f"dca cs={cs} ls={ls}: distances vs vLLM's three parts and rope tables", bad)
     relative_loops(reference, np, check)
     content_loops(reference, np, check)
+    cope_loops(reference, np, check)
     return check.exit_code()
 
 
@@ -534,6 +542,35 @@ def content_loops(reference, np, check):
                 sb[a, m, n] = beta[n] * math.prod(1 - beta[k] for k in range(n + 1, m))
             sb[a, m, m] = math.prod(1 - b for b in beta)
     check("stick-breaking: weights vs a loop over pairs", reference.stick_breaking(z).numpy(), sb)
+
+
+def cope_loops(reference, np, check):
+    """CoPE's term, reference.py's reversed cumulative sums and gathers, against one loop per (m, n)
+    pair over the paper's formulas (Golovneva et al. eqs. 3-5): p_mn = sum over n <= k <= m of
+    sigmoid(z_mk), capped at npos_max - 1; e(p) = (ceil p - p) e[floor p] + (p - floor p) e[ceil p]
+    (e[p] at an integer p); the term q_m . e(p_mn)."""
+    torch = reference.torch
+    g = torch.Generator().manual_seed(6)
+    H, d, T_ = 2, 4, 12
+    for npos in (4, 20):
+        E = torch.randn(npos, d, generator=g, dtype=torch.float64)
+        W = {"model.layers.0.self_attn.cope_pos_emb": E}
+        q = torch.randn(H, T_, d, generator=g, dtype=torch.float64)
+        z = torch.randn(H, T_, T_, generator=g, dtype=torch.float64) * 2
+        z[:, 9, 3:6] = float("-inf")  # keys a query does not see count nothing
+        z[:, 10, 10] = 60.0  # a gate of 1 on the query's own key: p = 1, an integer position
+        causal = np.tril(np.ones((T_, T_), dtype=bool))
+        z = z.masked_fill(~torch.tensor(causal), float("-inf"))
+        want = np.zeros((H, T_, T_))
+        for a in range(H):
+            for m in range(T_):
+                for n in range(m + 1):
+                    p = min(sum(1 / (1 + math.exp(-float(z[a, m, k]))) for k in range(n, m + 1)), npos - 1)
+                    lo, hi = math.floor(p), math.ceil(p)
+                    e = E[lo] if lo == hi else (hi - p) * E[lo] + (p - lo) * E[hi]
+                    want[a, m, n] = float(q[a, m] @ e)
+        got = reference.cope_bias({"type": "cope", "npos_max": npos}, W, 0, z, q, 32).numpy()
+        check(f"cope (npos_max {npos}): position term vs a loop over pairs", np.where(causal, got, 0.0), want)
 
 
 def check_case(case, binary, prepared, np, Checker, pert_logits, pert_attention):

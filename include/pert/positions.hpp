@@ -5,6 +5,7 @@
 //   4. add terms that read the query and key vectors as well  (Transformer-XL, DeBERTa)
 //   5. forget gates read from each token's layer input, their running sum a bias   (FoX)
 //   6. weights by stick-breaking instead of a softmax                             (stick-breaking)
+//   7. positions counted by gates on each query's scores, their embeddings a bias (CoPE)
 // The model and the attention kernel call these hooks and never name a scheme. Each scheme
 // lives in its own file under src/attention/positions/ and has one entry in the registry (registry.cpp).
 #pragma once
@@ -150,6 +151,16 @@ class PositionEncoding {
   // Hook 6. The weights come from stick-breaking (attention.hpp: stick_breaking_weights), not a
   // softmax of the scores.
   virtual bool stick_breaking() const { return false; }
+
+  // Hook 7. Contextual positions (CoPE): `row` holds one query's scores (q·k · scale, −inf where
+  // it does not see the key) over `seen` keys in key order, its own key last; the scheme counts
+  // positions from the query back with gates read from those scores and adds each key's
+  // position term to its score. q: the query's head as the kernel read it (log-n's factor on it).
+  // The kernel calls it once the row is whole (decoding takes the prefill path).
+  virtual bool has_contextual_positions() const { return false; }
+  virtual void add_contextual_positions(float* row, int seen, int layer, const float* q, float scale) const {
+    (void)row, (void)seen, (void)layer, (void)q, (void)scale;
+  }
 };
 
 // The factor on q·k (and on hook 4's terms): 1/sqrt(score_terms · head_dim).
@@ -191,6 +202,8 @@ class SchemeConfig {
   // What the weights were trained to depend on: a config override may rescale or extend a
   // scheme but not change this (unless asked to), e.g. "rope", "rope+xpos", "alibi".
   virtual std::string identity() const { return type(); }
+  // Positions counted from the content (CoPE): there are none for an "extend" method to move.
+  virtual bool positions_from_content() const { return false; }
   // A short name for tables and plots: the identity and any scaling, e.g. "rope ntk x4".
   virtual std::string label() const { return identity(); }
   virtual std::vector<ExpectedTensor> tensors(const ModelConfig& c) const { (void)c; return {}; }

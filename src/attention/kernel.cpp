@@ -3,6 +3,9 @@
 //                   are scored from the far queries and keys instead (q_far · k_far)
 //   2. mask, bias   keys a query does not see get −inf; the scheme adds its bias and terms (and
 //                   FoX's decay, c_m − c_n from the forget gates' running sums)
+//   2b. contextual  CoPE (hook 7) on each query's whole row: positions counted from the query
+//       positions   back by gates σ(score), each score gaining its position's term; decoding too
+//                   takes the prefill path (a key's position depends on every nearer key's score)
 //   3. softmax      per query, over its keys (and the head's learned sink logit: a column that no
 //                   key owns, in the denominator only); or stick-breaking's weights (hook 6,
 //                   which decoding too takes through the prefill path: the weights of a key
@@ -150,7 +153,7 @@ struct QueryBlock {
 
   // Step 2 for query i (position m): its row of scores masked to the keys it sees, far pairs
   // taken from the far scores (the farther ones from the farther scores), and the scheme's bias
-  // and terms added.
+  // and terms added; then 2b, CoPE's positions over the whole row.
   void mask_and_bias(float* row, const float* far_row, const float* farther_row, int i, const float* q) const {
     const int m = p0 + i, near = rule.near(m), farther = rule.farther(m);
     const bool terms = position.has_bias() || position.has_relative_terms();
@@ -181,6 +184,8 @@ struct QueryBlock {
           if (s.decay) add_decay(row + c.col(v0), s, h, m, v0, n);
         });
       });
+    if (position.has_contextual_positions())  // 2b., over the row as masked: its own key, col(m), last
+      position.add_contextual_positions(row, c.col(m) + 1, s.layer, q + q_row, scale);
   }
 
   // Step 4: out (the block's rows) = P·V over the same columns, the sinks' GEMM first.
@@ -451,7 +456,8 @@ void attention_turning(float* out, const float* q, const KvRows& key_rows, const
 void attention(float* out, const float* q, const KvRows& keys, const KvRows& values, const AttentionShape& s,
                float scale, const PositionEncoding& position, AttentionScratch& scratch) {
   if (s.turn_per_query) return attention_turning(out, q, keys, values, s, scale, position, scratch);
-  if (s.T == 1 && !s.stats && !position.stick_breaking()) return attention_decode(out, q, keys, values, s, scale, position, scratch);
+  if (s.T == 1 && !s.stats && !position.stick_breaking() && !position.has_contextual_positions())
+    return attention_decode(out, q, keys, values, s, scale, position, scratch);
   attention_prefill(out, q, keys, values, s, scale, position, scratch);
 }
 

@@ -34,6 +34,7 @@ std::shared_ptr<const SchemeConfig> parse_xl(Fields& f, const PluginContext& con
 std::shared_ptr<const SchemeConfig> parse_deberta(Fields& f, const PluginContext& context);
 std::shared_ptr<const SchemeConfig> parse_fox(Fields& f, const PluginContext& context);
 std::shared_ptr<const SchemeConfig> parse_stick_breaking(Fields& f, const PluginContext& context);
+std::shared_ptr<const SchemeConfig> parse_cope(Fields& f, const PluginContext& context);
 
 // extend/
 std::shared_ptr<const ExtensionConfig> parse_self_extend(Fields& f, const PluginContext& context);

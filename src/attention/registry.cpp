@@ -13,6 +13,7 @@ const std::pair<const char*, ParseScheme> kSchemes[] = {
     {"rope", parse_rope}, {"alibi", parse_alibi},     {"t5", parse_t5},
     {"kerple", parse_kerple}, {"fire", parse_fire},   {"xl", parse_xl},
     {"deberta", parse_deberta}, {"fox", parse_fox},   {"stick_breaking", parse_stick_breaking},
+    {"cope", parse_cope},
 };
 
 const std::pair<const char*, ParseExtension> kMethods[] = {
@@ -96,6 +97,10 @@ std::vector<std::shared_ptr<const ExtensionConfig>> parse_extend(const json& blo
     for (const SchemeConfig* scheme : schemes_to_check(context.model)) {
       const SchemeKind kind = scheme->kind();
       const bool moves_keys = method->remaps() && !method->far_keys_are_keys();
+      if (method->remaps() && scheme->positions_from_content())
+        throw ConfigError(source + ": " + key + " re-encodes positions, but '" + scheme->type() +
+                          "' counts them from the content: there are none to move" +
+                          (method->masks() ? "; for its mask alone use \"positions\": \"original\"" : ""));
       if (moves_keys && kind != SchemeKind::Rotary)
         throw ConfigError(source + ": " + key + " re-encodes key positions, which needs a rotary scheme (position.type rope), not '" +
                           scheme->type() + "'");

@@ -422,6 +422,9 @@ def position_tensor_shapes(position, hidden, heads, trained, layers, head_dim=No
     if kind == "fox":  # FoX's forget gate per layer: one logit per head from the layer's normed input
         return {f"model.layers.{i}.self_attn.fgate_proj.{part}": shape for i in range(layers)
                 for part, shape in (("weight", (heads, hidden)), ("bias", (heads,)))}
+    if kind == "cope":  # CoPE's learned positions e[0..npos_max - 1] per layer, shared by the heads
+        return {f"model.layers.{i}.self_attn.cope_pos_emb": (position.get("npos_max", trained + 1), hd)
+                for i in range(layers)}
     if kind == "fire":
         w = position.get("width", 32)
         return {f"model.layers.{i}.self_attn.fire.{name}": shape for i in range(layers)
@@ -433,12 +436,12 @@ def position_tensor_shapes(position, hidden, heads, trained, layers, head_dim=No
 def position_tensor_init(position, name, shape, generator):
     """A scheme tensor's initial value for training: KERPLE's r1 ~ 2·U[0, 1) and r2 ~ U[0, 1)
     as in the paper's code; FIRE's c, L and MLP as a public implementation starts them; FoX's
-    gate bias 0 (its weight N(0, 0.02²), as the authors' code starts every Linear); the others
-    N(0, 0.02²)."""
+    gate bias 0 (its weight N(0, 0.02²), as the authors' code starts every Linear); CoPE's
+    positions 0 (the authors' pos_emb starts at zeros); the others N(0, 0.02²)."""
     if ".kerple_r" in name:
         return torch.rand(*shape, generator=generator) * (2.0 if name.endswith("r1") else 1.0)
-    if name.endswith(".fgate_proj.bias"):  # FoX: as the authors' _init_weights starts a Linear's bias
-        return torch.zeros(shape)
+    if name.endswith((".fgate_proj.bias", ".cope_pos_emb")):  # FoX: as the authors' _init_weights starts a
+        return torch.zeros(shape)                              # Linear's bias; CoPE: as its authors' pos_emb
     if name.endswith(".fire.c"):  # FIRE: c = 0.1 and L = 512 at the start (mcleish7/arithmetic's FIRE)
         return torch.full(shape, 0.1)
     if name.endswith(".fire.threshold"):
@@ -531,6 +534,24 @@ def fox_decay(W, layer, h):
     log_f = torch.nn.functional.logsigmoid(h @ W[p + "weight"].T + W[p + "bias"])  # [..., T, H]
     c = torch.cumsum(log_f, dim=-2).transpose(-1, -2)  # [..., H, T]
     return c[..., :, None] - c[..., None, :]
+
+
+def cope_bias(pos, W, layer, scores, q, trained):
+    """CoPE (Golovneva et al. 2024): the term q_m . e(p_mn) [..., H, m, n] of layer `layer`, before the
+    score's scale. scores [..., H, m, n]: q.k scaled and masked (-inf where m does not see n), whose
+    sigmoids are the gates; p_mn = the sum of the gates of keys n..m (counted from the query back),
+    capped at npos_max - 1; e(p) = (1 - w) e[floor p] + w e[ceil p], w = p - floor p, e the layer's
+    cope_pos_emb rows. q [..., H, T, hd] as the scores read it (log-n's factor on it). The
+    interpolation weight carries the gradient to the gates (floor and ceil do not)."""
+    npos = pos.get("npos_max", trained + 1)
+    gates = torch.sigmoid(scores)  # 0 where masked
+    p = torch.flip(torch.cumsum(torch.flip(gates, [-1]), -1), [-1]).clamp(max=npos - 1)  # sums over keys n..T-1
+    at_integer = q @ W[f"model.layers.{layer}.self_attn.cope_pos_emb"].T  # [..., H, T, npos]: q_m . e[t]
+    below = p.detach().floor()
+    w = p - below
+    lo = at_integer.gather(-1, below.long())
+    hi = at_integer.gather(-1, p.detach().ceil().long())
+    return lo + w * (hi - lo)
 
 
 def stick_breaking(scores):
@@ -750,6 +771,9 @@ def forward(config, W, ids, inputs=None, observe=None, axis_positions=None):
                 bias = fire_bias(lpos, W, i, dist.clamp(min=0), query)
             elif lkind == "fox":
                 bias = fox_decay(W, i, h)
+            elif lkind == "cope":  # gates from the scores as masked; the position term scaled as q.k
+                qs = q if row is None else q * row[:, None].to(dt)
+                bias = cope_bias(lpos, W, i, scores + mask, qs, trained) * scale
             scores = scores + bias + mask
             if lkind == "stick_breaking":
                 probs = stick_breaking(scores)
@@ -910,6 +934,8 @@ def make_model(out_dir, position, seed=0, dtype="F32", hidden=64, heads=4, kv_he
             t[name] = randn(*shape, std=hidden ** -0.5)
         if name.endswith(".fgate_proj.bias"):
             t[name] = 2.0 + randn(*shape)
+        if name.endswith(".cope_pos_emb"):  # CoPE: position terms of O(1) beside scores of a few units
+            t[name] = randn(*shape, std=0.5)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
               "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
               "num_attention_heads": heads, "num_key_value_heads": kv_heads, "max_position_embeddings": trained,
