@@ -426,3 +426,126 @@ TEST_CASE("perplexity: llama mode by hand on a next-token-is-t+1 model", "[perpl
   }
   for (double p : r.running_ppl) CHECK(p == Approx(ppl).epsilon(1e-5));  // every chunk alike
 }
+
+namespace {
+
+// -ln p(ids[n - 1] | ids[0 .. n - 1)) from one fresh forward, in double.
+double last_token_nll(const Model& model, const std::vector<int>& ids) {
+  const int n = int(ids.size());
+  std::vector<float> logits(size_t(n - 1) * kVocab);
+  InferenceState state(model, n - 1);
+  state.forward(ids.data(), n - 1, 0, logits.data(), true);
+  const float* row = &logits[size_t(n - 2) * kVocab];
+  double z = 0;
+  for (int i = 0; i < kVocab; ++i) z += std::exp(double(row[i]));
+  return std::log(z) - double(row[ids.back()]);
+}
+
+// LongPPL's key tokens by hand (perplexity.hpp, KeyTokenOptions), every token its own passes: the
+// long context is the window before it; the short one, for q past q_first = h + N + 1, [BOS where
+// h] + the window's text from q0 - N to q, q0 = q_first + S * ((q - q_first) / S). Returns the key
+// tokens' stream indices and, in `near`, those whose LSD or LCL lies within 1e-4 of a threshold.
+std::set<long long> key_tokens_by_hand(const Model& model, const std::vector<int>& tokens, const PerplexityOptions& o,
+                                       std::set<long long>& near) {
+  const bool llama = o.mode == PerplexityMode::Llama;
+  const int has_bos = o.bos >= 0 && !llama, h = o.bos >= 0, per = o.n_ctx - has_bos;
+  const int S = o.mode == PerplexityMode::Sliding ? o.stride : per, N = o.key.short_len, step = o.key.step;
+  std::set<long long> key;
+  int w = 0;
+  for (size_t start = 0; start + size_t(per) <= tokens.size(); start += size_t(S), ++w) {
+    std::vector<int> win(tokens.begin() + ptrdiff_t(start), tokens.begin() + ptrdiff_t(start) + per);
+    if (has_bos) win.insert(win.begin(), o.bos);
+    if (llama && o.bos >= 0) win[0] = o.bos;
+    const int first = llama ? o.n_ctx / 2 + 1 : (o.mode == PerplexityMode::Chunks || w == 0) ? 1 : o.n_ctx - S;
+    for (int q = first; q < o.n_ctx; ++q) {
+      const double lcl = -last_token_nll(model, std::vector<int>(win.begin(), win.begin() + q + 1));
+      double lsd = 0;
+      if (q - h > N) {
+        const int q_first = h + N + 1, q0 = q_first + step * ((q - q_first) / step);
+        std::vector<int> short_ids(win.begin(), win.begin() + h);
+        short_ids.insert(short_ids.end(), win.begin() + (q0 - N), win.begin() + q + 1);
+        lsd = lcl + last_token_nll(model, short_ids);
+      }
+      const long long index = (long long)start + q - has_bos;
+      if (std::abs(lsd - o.key.alpha) < 1e-4 || std::abs(lcl - o.key.beta) < 1e-4) near.insert(index);
+      if (lsd > o.key.alpha && lcl > o.key.beta) key.insert(index);
+    }
+  }
+  return key;
+}
+
+}  // namespace
+
+TEST_CASE("perplexity: key tokens (LongPPL) as chosen by hand, in every mode", "[perplexity][longppl]") {
+  Threads one(1);
+  TempDir tmp;
+  const auto model = small_model(tmp);
+  const std::vector<int> tokens = text(260);
+  struct Case {
+    PerplexityMode mode;
+    int stride, bos, step;
+  };
+  for (const Case& c : {Case{PerplexityMode::Chunks, 0, 1, 3}, Case{PerplexityMode::Chunks, 0, -1, 1},
+                        Case{PerplexityMode::Sliding, 12, 1, 4}, Case{PerplexityMode::Llama, 0, 1, 2}}) {
+    PerplexityOptions o = opts(40, c.mode, c.stride, c.bos);
+    o.key.enabled = true;
+    o.key.short_len = 8;
+    o.key.step = c.step;
+    o.key.alpha = 0.2;
+    o.key.beta = -4.0;
+    INFO("mode " << perplexity_mode_name(c.mode) << " bos " << c.bos << " step " << c.step);
+    const PerplexityResult r = evaluate_perplexity(*model, tokens, o);
+    std::set<long long> near;
+    const std::set<long long> want = key_tokens_by_hand(*model, tokens, o, near);
+    REQUIRE(r.has_key);
+    CHECK(r.key.tokens > 0);
+    CHECK(r.key.tokens == (long long)r.key.indices.size());
+    CHECK(std::is_sorted(r.key.indices.begin(), r.key.indices.end()));
+    std::set<long long> got(r.key.indices.begin(), r.key.indices.end());
+    for (long long i : near) got.erase(i);
+    std::set<long long> want_far = want;
+    for (long long i : near) want_far.erase(i);
+    CHECK(got == want_far);
+
+    // The evaluator given as a model of its own (its own long pass) chooses the same tokens.
+    PerplexityOptions same = o;
+    same.key.evaluator = model.get();
+    const PerplexityResult s = evaluate_perplexity(*model, tokens, same);
+    CHECK(s.key.indices == r.key.indices);
+    CHECK(s.key.ppl == Approx(r.key.ppl).epsilon(1e-6));
+    // Batches, threads: the same choice.
+    PerplexityOptions batched = o;
+    batched.n_batch = 7;
+    Threads two(2);
+    CHECK(evaluate_perplexity(*model, tokens, batched).key.indices == r.key.indices);
+  }
+}
+
+TEST_CASE("perplexity: every scored token key at thresholds far below, none past the short context",
+          "[perplexity][longppl]") {
+  Threads one(1);
+  TempDir tmp;
+  const auto model = small_model(tmp);
+  const std::vector<int> tokens = text(200);
+  PerplexityOptions o = opts(32, PerplexityMode::Chunks, 0, 1);
+  o.key.enabled = true;
+  o.key.short_len = 6;  // step 0: 6 / 4 = 1
+  o.key.alpha = o.key.beta = -1e30;
+  const PerplexityResult all = evaluate_perplexity(*model, tokens, o);
+  CHECK(all.key.step == 1);
+  CHECK(all.key.tokens == all.tokens);
+  CHECK(all.key.candidates == (long long)all.windows * (32 - 1 - 7));  // positions 8 .. 31 of each window
+  CHECK(all.key.ppl == Approx(all.ppl).epsilon(1e-9));
+  CHECK(all.key.ppl_stderr == Approx(all.ppl_stderr).epsilon(1e-6));
+  o.key.short_len = 30;  // BOS + 31 text tokens: the last has 30 before it, no more
+  o.key.alpha = 0;
+  const PerplexityResult none = evaluate_perplexity(*model, tokens, o);
+  CHECK(none.key.candidates == 0);
+  CHECK(none.key.tokens == 0);
+  CHECK(std::isnan(none.key.ppl));
+  o.key.short_len = 0;
+  CHECK_THROWS_WITH(evaluate_perplexity(*model, tokens, o), Catch::Contains("key_short"));
+  o.key.short_len = 4;
+  o.key.step = -1;
+  CHECK_THROWS_WITH(evaluate_perplexity(*model, tokens, o), Catch::Contains("key_step"));
+}

@@ -2,6 +2,8 @@
 // Python module's perplexity() and sweep()): the text, the mode and its settings, turned into
 // tokens and PerplexityOptions, and the result as JSON.
 #pragma once
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pert/config.hpp"
+#include "pert/loaded_model.hpp"
 #include "pert/perplexity.hpp"
 #include "pert/tokenizer.hpp"
 
@@ -23,6 +26,11 @@ struct EvalSpec {
   int stride = 0, max_windows = 0;
   int buckets = kLogBuckets;      // NLL by position: kLogBuckets (written "log"), or a count
   bool split_docs = false;
+  // Key tokens (LongPPL; perplexity.hpp, KeyTokenOptions): scored beside the plain perplexity.
+  bool key_tokens = false;
+  int key_short = 4096, key_step = 0;  // the short context's text tokens; tokens sharing one (0: key_short / 4)
+  double key_alpha = 2.0, key_beta = -2.0;
+  std::string key_model;               // the evaluator ("": each scored model chooses its own)
 
   // The BOS the mode puts in each window: `config_bos`, or for llama the tokenizer's (the
   // token its post-processor puts first; -1 when it adds none, as llama's add_bos).
@@ -34,9 +42,23 @@ struct EvalSpec {
   // Every setting in range and the combinations that make sense, pert::Error worded by field
   // (error.hpp) otherwise; options() checks it first.
   void validate() const;
+  // (options.key.evaluator stays null: KeyEvaluator gives --key-model's.)
   PerplexityOptions options(int n_ctx, int bos) const;
   // The settings a result depends on (besides model, config and length), as JSON.
   nlohmann::json settings() const;
+};
+
+// The model that chooses the key tokens when the spec names one (`key_model`), loaded once.
+class KeyEvaluator {
+ public:
+  // Null when the spec names no key model or wants no key tokens (the scored model chooses);
+  // else the evaluator, once its tokenizer has read the spec's text as `tokens` (with `bos`):
+  // the evaluator must see the same tokens, pert::Error otherwise.
+  const Model* get(const EvalSpec& spec, const std::vector<int>& tokens, int bos);
+
+ private:
+  std::shared_ptr<LoadedModel> loaded_;
+  std::map<int, std::vector<int>> tokens_;  // BOS -> the evaluator's tokens of the text
 };
 
 // `buckets` as settings() writes it ("log" or a count) back into EvalSpec::buckets; pert::Error
@@ -51,7 +73,7 @@ PerplexityResult run_perplexity(const Model& model, const std::vector<int>& toke
 // "PPL = 19.3912 ± 0.12340" as llama-perplexity prints it.
 std::string ppl_text(double ppl, double stderr_);
 
-// The result as JSON; llama mode adds running_ppl.
+// The result as JSON; llama mode adds running_ppl, key tokens their count and perplexity.
 nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode);
 
 // What `pert perplexity --json` and the module's perplexity() report: the model, its positions,

@@ -124,6 +124,7 @@ class PerplexityMeasure : public Measure {
  private:
   EvalSpec& spec_;
   std::function<bool()> buckets_given_;
+  mutable KeyEvaluator key_evaluator_;  // the spec's key_model, loaded for the first cell
 };
 
 // The CSV beside the JSON: `csv`, or `out` with .csv.

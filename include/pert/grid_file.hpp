@@ -72,8 +72,9 @@ std::string cell_name(const nlohmann::json& cell);
 // Rows grouped by model and config (in order of first appearance), lengths ascending.
 void order_cells(nlohmann::json& cells);
 
-// Rows model + config label + the positions actually run, columns the lengths.
-std::string markdown_table(const nlohmann::json& cells);
+// Rows model + config label + the positions actually run, columns the lengths; the cells' `value`
+// ("ppl", or "key_ppl" with each cell's key-token count in brackets).
+std::string markdown_table(const nlohmann::json& cells, const std::string& value = "ppl");
 std::string csv_text(const nlohmann::json& sweep);
 // A CSV field, quoted when it holds a comma, a quote or a line break (bench -o csv too).
 std::string csv_field(const std::string& s);

@@ -11,6 +11,7 @@
 //           tools/perplexity/perplexity.cpp, function perplexity() (its n_seq batching only
 //           groups chunks), which also needs at least 2 * n_ctx tokens.
 // Besides PPL it keeps the mean NLL by position within the window: the extrapolation curve.
+// With key tokens (KeyTokenOptions) it also scores only the tokens that need the long context.
 #pragma once
 #include <functional>
 #include <string>
@@ -30,6 +31,29 @@ const char* perplexity_mode_name(PerplexityMode mode);
 constexpr int kLogBuckets = 0;
 constexpr int kMaxBuckets = 1 << 20;  // the most equal-width buckets one may ask for
 
+// Key-token perplexity, LongPPL (Fang et al., ICLR 2025, "What is Wrong with Perplexity for
+// Long-context Language Modeling?"; github.com/PKU-ML/LongPPL, longppl/longppl.py): an evaluator
+// scores each scored token x with its window's context (long) and with a short one; with
+// LSD = ln p(x | long) - ln p(x | short) and LCL = ln p(x | long), x is a key token when
+// LSD > alpha and LCL > beta, and LongPPL is the scored model's perplexity over key tokens only.
+// The short contexts are as the paper's code forms them: the scored tokens after the first
+// `short_len` text tokens of a window go in runs of `step`, and each run shares one short context,
+// the `short_len` text tokens before the run's first token (BOS first where the window has it).
+// So a token's short context holds short_len to short_len + step - 1 text tokens; step 1: exactly
+// short_len. Tokens with at most short_len text tokens before them have short = long (LSD = 0).
+// Cost: each run is one pass of short_len + step positions (runs batched as sequences), about
+// (short_len + step) / step positions per candidate token; a separate evaluator adds one pass
+// over every window.
+struct KeyTokenOptions {
+  bool enabled = false;
+  int short_len = 4096;            // text tokens of the short context (the paper's trunc_len)
+  int step = 0;                    // scored tokens sharing one short context; 0: short_len / 4
+                                   // (the paper's sliding_window 1024 for trunc_len 4096)
+  double alpha = 2.0, beta = -2.0; // the paper's thresholds
+  const Model* evaluator = nullptr;  // chooses the key tokens (same tokens, same vocabulary);
+                                     // null: the scored model itself
+};
+
 struct PerplexityOptions {
   int n_ctx = 0;                 // positions per window, BOS included
   PerplexityMode mode = PerplexityMode::Chunks;
@@ -41,12 +65,24 @@ struct PerplexityOptions {
   int n_batch = 0;               // rows per forward pass (all windows' positions together); 0:
                                  // 2048, fewer when the logits [rows][vocab] would pass 64 MiB
   CacheType cache_type = CacheType::F32;  // the KV cache's storage (--cache-type)
+  KeyTokenOptions key;           // key-token perplexity (LongPPL), when key.enabled
 };
 
 struct PositionBucket {
   int first = 0, last = 0;       // window positions [first, last] of the scored tokens
   long long tokens = 0;
   double nll = 0;                // mean NLL of the tokens scored there
+};
+
+struct KeyTokenResult {
+  int short_len = 0, step = 0;     // resolved
+  long long candidates = 0;        // scored tokens with more than short_len text tokens before
+                                   // them in their window (the others have LSD = 0)
+  long long tokens = 0;            // key tokens among the scored
+  double ppl = 0, ppl_stderr = 0;  // the scored model's over key tokens (NaN when there are none)
+  double nll = 0;
+  std::vector<long long> indices;  // each key token's index in the token stream, ascending
+  double seconds = 0;              // the evaluator's passes (within PerplexityResult::seconds)
 };
 
 struct PerplexityResult {
@@ -59,6 +95,8 @@ struct PerplexityResult {
                                    // (llama-perplexity's running "[i]ppl" figures)
   double seconds = 0;
   std::vector<PositionBucket> buckets;
+  bool has_key = false;            // key tokens were chosen (options.key.enabled)
+  KeyTokenResult key;
 };
 
 // The first window position of each NLL-by-position bucket, ascending from 0: log-spaced for

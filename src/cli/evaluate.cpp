@@ -30,7 +30,36 @@ void EvalFlags::add_to(CLI::App& app) {
   app.add_flag("--split-docs", split_docs,
                "Documents are separated by blank lines; each is encoded on its own with BOS before it "
                "(as the family was trained)");
-  app.parse_complete_callback([this, stride_flag] {
+  // Key tokens (LongPPL, Fang et al., ICLR 2025): include/pert/perplexity.hpp, KeyTokenOptions.
+  app.add_flag("--key-tokens", key_tokens,
+               "Also score only the key tokens (LongPPL): those whose log-probability with the window's context "
+               "is above --key-beta and beats a short context's by more than --key-alpha");
+  std::vector<CLI::Option*> key_flags;
+  key_flags.push_back(app.add_option("--key-short", key_short,
+                                     "With --key-tokens: the short context, in text tokens (the paper's 4096)")
+                          ->check(int_in(1))
+                          ->capture_default_str());
+  key_flags.push_back(app.add_option("--key-step", key_step,
+                                     "With --key-tokens: scored tokens that share one short context, so that each "
+                                     "has --key-short to --key-short + step - 1 tokens of it (1: exactly --key-short; "
+                                     "default: --key-short / 4, as the paper's 1024 for 4096)")
+                          ->check(int_in(1)));
+  key_flags.push_back(app.add_option("--key-alpha", key_alpha,
+                                     "With --key-tokens: least gain ln p(long) - ln p(short) of a key token (paper: 2)")
+                          ->check(real_in(-kFloatMax))
+                          ->capture_default_str());
+  key_flags.push_back(app.add_option("--key-beta", key_beta,
+                                     "With --key-tokens: least ln p(long) of a key token (paper: -2)")
+                          ->check(real_in(-kFloatMax))
+                          ->capture_default_str());
+  key_flags.push_back(app.add_option("--key-model", key_model,
+                                     "With --key-tokens: the model that chooses the key tokens, with the scored "
+                                     "model's tokenizer (default: the scored model itself)")
+                          ->check(not_empty()));
+  app.parse_complete_callback([this, stride_flag, key_flags] {
+    for (CLI::Option* flag : key_flags)  // not ignored silently
+      if (flag->count() > 0 && !key_tokens)
+        throw CLI::ValidationError(flag->get_name(), "only with --key-tokens");
     if (stride_flag->count() > 0 && mode != "sliding")  // not ignored silently: chunks and llama have no stride
       throw CLI::ValidationError("--stride", "only with --mode sliding (the mode is " + mode + ")");
     if (split_docs && mode == "llama")

@@ -20,6 +20,22 @@ struct PerplexityArgs {
   ConfigFlags config;
 };
 
+// The key tokens' line (LongPPL): their count, their perplexity and how they were chosen.
+void print_key_tokens(const PerplexityResult& r, const EvalSpec& e, int n_ctx, int has_bos) {
+  const std::string evaluator = e.key_model.empty() ? "the model itself" : e.key_model;
+  std::printf("key tokens (LongPPL; short context %d-%d tokens, alpha %g, beta %g, chosen by %s): %lld of %lld scored "
+              "(%lld with more context than the short), %.2f s to choose\n",
+              r.key.short_len, r.key.short_len + r.key.step - 1, e.key_alpha, e.key_beta, evaluator.c_str(), r.key.tokens,
+              r.tokens, r.key.candidates, r.key.seconds);
+  if (r.key.tokens > 0)
+    std::printf("key-token %s\n", ppl_text(r.key.ppl, r.key.ppl_stderr).c_str());
+  else if (r.key.candidates == 0)
+    std::printf("no key tokens: no scored token has more than %d text tokens before it (at most %d at -c %d); lower "
+                "--key-short\n", r.key.short_len, n_ctx - 1 - has_bos, n_ctx);
+  else
+    std::printf("no key tokens: no perplexity over them\n");
+}
+
 void run(const PerplexityArgs& a) {
   check_distinct_paths({{"--json-out", a.json.file}}, run_inputs({a.model_dir}, a.config.files, a.eval.text_file));
   use_threads(a.threads);
@@ -32,6 +48,8 @@ void run(const PerplexityArgs& a) {
   note_dropped(m.tokenizer, dropped, a.eval.text_file);
   PerplexityOptions o = a.eval.options(n_ctx, bos);
   o.cache_type = a.config.kv_type();
+  KeyEvaluator key_evaluator;  // --key-model's
+  o.key.evaluator = key_evaluator.get(a.eval, tokens, bos);
   const PerplexityResult r = run_perplexity(*m.model, tokens, o, "perplexity", a.quiet);
 
   const double tps = double(r.tokens) / std::max(r.seconds, 1e-9);
@@ -52,6 +70,7 @@ void run(const PerplexityArgs& a) {
   }
   std::printf("%lld tokens scored in %d windows (stride %d), %.2f s, %.1f tokens/s\n", r.tokens, r.windows, r.stride,
               r.seconds, tps);
+  if (r.has_key) print_key_tokens(r, a.eval, n_ctx, o.bos >= 0 ? 1 : 0);
   std::printf("\nNLL by position in the window:\n\n| positions | tokens | NLL | PPL |\n|---|---:|---:|---:|\n");
   for (const PositionBucket& b : r.buckets) {
     if (!b.tokens) continue;

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "pert/error.hpp"
@@ -51,6 +52,10 @@ void EvalSpec::validate() const {
   if (max_windows < 0) fail("`max_windows` must be >= 0, got " + std::to_string(max_windows));
   if (buckets != kLogBuckets && !bucket_count_in_range(buckets)) fail("`buckets` " + buckets_rule() + std::to_string(buckets));
   if (split_docs && mode == "llama") fail("`split_docs` not with `mode` llama, which tokenizes the whole text once");
+  if (key_short < 1) fail("`key_short` (the key tokens' short context) must be >= 1 token, got " + std::to_string(key_short));
+  if (key_step < 0) fail("`key_step` must be >= 0 (0: key_short / 4), got " + std::to_string(key_step));
+  if (!std::isfinite(key_alpha) || !std::isfinite(key_beta)) fail("`key_alpha` and `key_beta` must be finite");
+  if (!key_tokens && !key_model.empty()) fail("`key_model` only with `key_tokens`");
 }
 
 PerplexityOptions EvalSpec::options(int n_ctx, int bos) const {
@@ -62,13 +67,46 @@ PerplexityOptions EvalSpec::options(int n_ctx, int bos) const {
   o.max_windows = max_windows;
   o.n_buckets = buckets;
   o.bos = bos;
+  o.key.enabled = key_tokens;
+  o.key.short_len = key_short;
+  o.key.step = key_step;
+  o.key.alpha = key_alpha;
+  o.key.beta = key_beta;
   return o;
 }
 
 nlohmann::json EvalSpec::settings() const {
-  return {{"text", text_file}, {"mode", mode},         {"stride", stride},
-          {"chunks", max_windows}, {"buckets", buckets == kLogBuckets ? nlohmann::json("log") : nlohmann::json(buckets)},
-          {"split_docs", split_docs}};
+  nlohmann::json j = {{"text", text_file},
+                      {"mode", mode},
+                      {"stride", stride},
+                      {"chunks", max_windows},
+                      {"buckets", buckets == kLogBuckets ? nlohmann::json("log") : nlohmann::json(buckets)},
+                      {"split_docs", split_docs}};
+  if (key_tokens)  // (only then: the files of plain sweeps keep their settings)
+    j.update({{"key_tokens", true},
+              {"key_short", key_short},
+              {"key_step", key_step > 0 ? key_step : std::max(1, key_short / 4)},
+              {"key_alpha", key_alpha},
+              {"key_beta", key_beta},
+              {"key_model", key_model}});
+  return j;
+}
+
+const Model* KeyEvaluator::get(const EvalSpec& spec, const std::vector<int>& tokens, int bos) {
+  if (!spec.key_tokens || spec.key_model.empty()) return nullptr;
+  if (spec.text_file.empty())
+    throw Error("perplexity: `key_model` needs the text as a file, to read it with the evaluator's tokenizer");
+  if (!loaded_) loaded_ = std::make_shared<LoadedModel>(load_model(spec.key_model, ConfigOverrides{}));
+  auto it = tokens_.find(bos);
+  if (it == tokens_.end()) it = tokens_.emplace(bos, spec.tokenize(loaded_->tokenizer, bos)).first;
+  if (it->second != tokens) {
+    const auto diff = std::mismatch(tokens.begin(), tokens.end(), it->second.begin(), it->second.end());
+    throw Error("perplexity: the key tokens' evaluator " + spec.key_model + " reads " + spec.text_file +
+                " as other tokens (" + std::to_string(it->second.size()) + " against " + std::to_string(tokens.size()) +
+                ", the first difference at " + std::to_string(diff.first - tokens.begin()) +
+                "): it needs the scored model's tokenizer");
+  }
+  return loaded_->model.get();
 }
 
 int buckets_from_json(const nlohmann::json& value, const std::string& where) {
@@ -88,6 +126,15 @@ nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode) {
                       {"seconds", r.seconds}, {"tokens_per_second", double(r.tokens) / std::max(r.seconds, 1e-9)},
                       {"nll_by_position", buckets}};
   if (mode == PerplexityMode::Llama) j["running_ppl"] = r.running_ppl;  // llama-perplexity's [i] figures
+  if (r.has_key) {
+    const bool any = r.key.tokens > 0;  // (no key token: no perplexity, null)
+    j.update({{"key_tokens", r.key.tokens},
+              {"key_candidates", r.key.candidates},
+              {"key_ppl", any ? nlohmann::json(r.key.ppl) : nlohmann::json()},
+              {"key_ppl_stderr", any ? nlohmann::json(r.key.ppl_stderr) : nlohmann::json()},
+              {"key_nll", any ? nlohmann::json(r.key.nll) : nlohmann::json()},
+              {"key_seconds", r.key.seconds}});
+  }
   return j;
 }
 
@@ -105,6 +152,7 @@ nlohmann::json perplexity_report(const std::string& model_dir, const ModelConfig
                       {"cache_type", cache_type}};
   j.update(spec.settings());
   j.update(perplexity_json(result, options.mode));
+  if (result.has_key) j["key_token_indices"] = result.key.indices;  // (a sweep's cells keep only the count)
   return j;
 }
 

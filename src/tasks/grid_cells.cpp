@@ -137,11 +137,25 @@ json PerplexityMeasure::run(const Model& model, const std::vector<int>& tokens, 
                             const std::string& label, bool quiet) const {
   PerplexityOptions o = spec_.options(length, bos);
   o.cache_type = cache;
+  o.key.evaluator = key_evaluator_.get(spec_, tokens, bos);
   return perplexity_json(run_perplexity(model, tokens, o, label, quiet), o.mode);
 }
 
-std::string PerplexityMeasure::summary(const json& c) const { return ppl_text(c["ppl"], c["ppl_stderr"]); }
-std::string PerplexityMeasure::table(const json& cells) const { return markdown_table(cells); }
+std::string PerplexityMeasure::summary(const json& c) const {
+  std::string line = ppl_text(c["ppl"], c["ppl_stderr"]);
+  if (c.contains("key_tokens"))
+    line += "; " + std::to_string(c["key_tokens"].get<long long>()) + " key tokens" +
+            (c["key_ppl"].is_number() ? ", key-token " + ppl_text(c["key_ppl"], c["key_ppl_stderr"]) : "");
+  return line;
+}
+
+std::string PerplexityMeasure::table(const json& cells) const {
+  bool keys = false;  // key-token perplexity (LongPPL) beside the plain: its own table after the first
+  for (const json& c : cells) keys |= c.contains("key_tokens");
+  if (!keys) return markdown_table(cells);
+  return markdown_table(cells) + "\nKey-token perplexity (LongPPL; in brackets the key tokens):\n\n" +
+         markdown_table(cells, "key_ppl");
+}
 std::string PerplexityMeasure::csv(const json& sweep) const { return csv_text(sweep); }
 
 }  // namespace pert

@@ -371,7 +371,7 @@ void order_cells(json& cells) {
   cells = std::move(sorted);
 }
 
-std::string markdown_table(const json& cells) {
+std::string markdown_table(const json& cells, const std::string& value) {
   struct Row {
     std::string model, label, positions;
     int trained = 0;
@@ -410,13 +410,15 @@ std::string markdown_table(const json& cells) {
     any_trained |= row.trained > 0;
     for (int n : lengths) {
       auto it = row.at.find(n);
+      const json* c = it == row.at.end() ? nullptr : it->second;
       char v[64] = "";
-      if (it != row.at.end() && it->second->contains("ppl"))
-        std::snprintf(v, sizeof v, shared_L == 0 && row.trained == n ? "**%.2f**" : "%.2f",
-                      (*it->second)["ppl"].get<double>());
-      else if (it != row.at.end())
+      if (c && c->contains(value) && (*c)[value].is_number())
+        std::snprintf(v, sizeof v, shared_L == 0 && row.trained == n ? "**%.2f**" : "%.2f", (*c)[value].get<double>());
+      else if (c)
         std::snprintf(v, sizeof v, "—");
-      o << ' ' << v << " |";
+      o << ' ' << v;
+      if (c && value != "ppl" && c->contains("key_tokens")) o << " (" << (*c)["key_tokens"].get<long long>() << ")";
+      o << " |";
     }
     o << '\n';
   }
@@ -436,15 +438,32 @@ std::string csv_text(const json& sweep) {
   const std::string shared = csv_field(s.value("mode", "chunks")) + ',' + (s.value("split_docs", false) ? "true" : "false") +
                              ',' + csv_field(s.value("dtype", "f32")) + ',' + csv_field(s.value("cache_type", "f32"));
   std::ostringstream o;
+  // Key tokens (LongPPL), where the sweep chose them: their settings and results after the rest.
+  const bool keys = s.value("key_tokens", false);
+  const char* key_fields[] = {"key_tokens", "key_candidates", "key_ppl", "key_ppl_stderr", "key_nll"};
+  std::string key_shared;
+  if (keys)
+    key_shared = ',' + csv_number(s.value("key_short", json())) + ',' + csv_number(s.value("key_step", json())) + ',' +
+                 csv_number(s.value("key_alpha", json())) + ',' + csv_number(s.value("key_beta", json())) + ',' +
+                 csv_field(s.value("key_model", ""));
   o << "model,config,label,positions,length,trained_length,mode,split_docs,dtype,cache_type,ppl,ppl_stderr,nll,tokens,windows,"
-       "seconds,tokens_per_second,pert_version,error\n";
+       "seconds,tokens_per_second,pert_version,error"
+    << (keys ? ",key_short,key_step,key_alpha,key_beta,key_model,key_tokens,key_candidates,key_ppl,key_ppl_stderr,"
+               "key_nll"
+             : "")
+    << '\n';
   for (const json& c : sweep["cells"]) {
     o << csv_field(c["model"]) << ',' << csv_field(c["config"]) << ',' << csv_field(c["label"]) << ','
       << csv_field(c.value("position_label", "")) << ',' << c["length"] << ',' << csv_number(c.value("trained_length", json()))
       << ',' << shared;
     for (const char* key : {"ppl", "ppl_stderr", "nll", "tokens", "windows", "seconds", "tokens_per_second"})
       o << ',' << csv_number(c.value(key, json()));
-    o << ',' << csv_field(c.value("pert_version", "")) << ',' << csv_field(c.value("error", "")) << '\n';
+    o << ',' << csv_field(c.value("pert_version", "")) << ',' << csv_field(c.value("error", ""));
+    if (keys) {
+      o << key_shared;
+      for (const char* key : key_fields) o << ',' << csv_number(c.value(key, json()));
+    }
+    o << '\n';
   }
   return o.str();
 }

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 
 #include "pert/error.hpp"
@@ -59,6 +60,13 @@ void validate(const PerplexityOptions& o) {
   if (o.n_buckets < 0)
     throw Error("perplexity: `n_buckets` must be kLogBuckets (0) or >= 1, got " + std::to_string(o.n_buckets));
   if (o.n_batch < 0) throw Error("perplexity: batch size must be >= 0, got " + std::to_string(o.n_batch));
+  if (o.key.enabled && o.key.short_len < 1)
+    throw Error("perplexity: the key tokens' short context (`key_short`) must be at least 1 token, got " +
+                std::to_string(o.key.short_len));
+  if (o.key.enabled && o.key.step < 0)
+    throw Error("perplexity: `key_step` must be >= 0 (0: key_short / 4), got " + std::to_string(o.key.step));
+  if (o.key.enabled && (!std::isfinite(o.key.alpha) || !std::isfinite(o.key.beta)))
+    throw Error("perplexity: `key_alpha` and `key_beta` must be finite numbers");
 }
 
 // -log softmax(row)[target]; the sum of exponentials in double.
@@ -68,6 +76,104 @@ double token_nll(const float* row, int vocab, int target) {
 #pragma omp simd reduction(+ : sum)
   for (int i = 0; i < vocab; ++i) sum += double(exp_nonpositive(row[i] - mx));
   return std::log(sum) + mx - row[target];
+}
+
+// Runs g sequences of n tokens ([g][n], in step, each from an empty cache) through a model and
+// writes -ln p(ids[s][q] | ids[s][0..q)) for q in [first, n) to nll [g][n]: the key tokens'
+// long and short passes. The state is kept while the shape repeats.
+class SequenceScorer {
+ public:
+  SequenceScorer(const Model& model, CacheType cache, int rows) : model_(model), cache_(cache), rows_(rows) {}
+  // Sequences of n tokens that one call runs together: about `rows` logits rows, as the windows.
+  int group(int n) const { return std::max(1, rows_ / std::max(1, n - 1)); }
+
+  void score(const int* ids, int g, int n, int first, double* nll) {
+    const int n_run = n - 1, n_batch = std::min(rows_, n_run), vocab = model_.config().vocab_size;
+    if (!state_ || state_->n_seq() != g || state_->n_ctx() != n_run || state_->n_batch() != n_batch)
+      state_ = std::make_unique<InferenceState>(model_, n_run, n_batch, g, cache_);
+    run_.resize(size_t(g) * n_batch);
+    logits_.resize(size_t(g) * n_batch * size_t(vocab));
+    for (int b = 0; b < n_run; b += n_batch) {
+      const int nb = std::min(n_batch, n_run - b);
+      for (int s = 0; s < g; ++s) std::copy_n(ids + size_t(s) * n + size_t(b), nb, &run_[size_t(s) * nb]);
+      state_->forward(run_.data(), nb, b, logits_.data(), /*all_logits=*/true);
+#pragma omp parallel for collapse(2) schedule(static)
+      for (int s = 0; s < g; ++s)
+        for (int r = 0; r < nb; ++r) {
+          const int q = b + r + 1;
+          const size_t at = size_t(s) * n + size_t(q);
+          if (q >= first) nll[at] = token_nll(&logits_[(size_t(s) * nb + r) * vocab], vocab, ids[at]);
+        }
+    }
+    for (int s = 0; s < g; ++s)
+      for (int q = std::max(first, 1); q < n; ++q)
+        if (!std::isfinite(nll[size_t(s) * n + size_t(q)]))
+          throw Error("perplexity: non-finite logits of the key tokens' evaluator at position " + std::to_string(q - 1) +
+                      " (the weights or config values overflow float)");
+  }
+
+ private:
+  const Model& model_;
+  CacheType cache_;
+  int rows_;
+  std::unique_ptr<InferenceState> state_;
+  std::vector<int> run_;
+  std::vector<float> logits_;
+};
+
+// A run of scored tokens [q0, q1) of window `seq` that share one short context: the window's
+// text tokens [q0 - short_len, q1), after its BOS where it has one.
+struct ShortRun {
+  int seq, q0, q1;
+};
+
+// LongPPL's selection (perplexity.hpp) for g windows [g][n_ctx] scored from first[s]: key[s][q] = 1
+// for each key token. long_nll [g][n_ctx]: the evaluator's NLL with the whole window; h: 1 where
+// position 0 is BOS (not text). Returns the candidates (tokens with more than short_len text
+// tokens before them).
+long long choose_key_tokens(SequenceScorer& evaluator, const int* ids, int g, int n_ctx, const std::vector<int>& first,
+                            int h, const KeyTokenOptions& k, const double* long_nll, char* key) {
+  const int N = k.short_len, S = k.step, q_first = h + N + 1;  // q_first: the first token with N + 1 before it
+  std::fill(key, key + size_t(g) * n_ctx, 0);
+  long long candidates = 0;
+  std::map<int, std::vector<ShortRun>> runs;  // by their sequences' length, so that equal ones run together
+  for (int s = 0; s < g; ++s) {
+    for (int q = first[size_t(s)]; q < std::min(q_first, n_ctx); ++q)  // short = long: LSD = 0
+      key[size_t(s) * n_ctx + q] = 0.0 > k.alpha && -long_nll[size_t(s) * n_ctx + q] > k.beta;
+    for (int q0 = q_first; q0 < n_ctx; q0 += S) {
+      const int q1 = std::min(q0 + S, n_ctx);
+      if (q1 <= first[size_t(s)]) continue;  // no scored token in it
+      candidates += q1 - std::max(q0, first[size_t(s)]);
+      runs[h + N + (q1 - q0)].push_back({s, q0, q1});
+    }
+  }
+  std::vector<int> seqs;
+  std::vector<double> short_nll;
+  for (const auto& [n, list] : runs) {
+    const int group = evaluator.group(n);
+    for (size_t i0 = 0; i0 < list.size(); i0 += size_t(group)) {
+      const int gs = int(std::min(list.size() - i0, size_t(group)));
+      seqs.resize(size_t(gs) * n);
+      short_nll.assign(size_t(gs) * n, 0.0);
+      for (int j = 0; j < gs; ++j) {
+        const ShortRun& r = list[i0 + size_t(j)];
+        const int* win = ids + size_t(r.seq) * n_ctx;
+        int* seq = &seqs[size_t(j) * n];
+        if (h) seq[0] = win[0];
+        std::copy(win + (r.q0 - N), win + r.q1, seq + h);
+      }
+      evaluator.score(seqs.data(), gs, n, h + N, short_nll.data());  // the run's first token is at h + N
+      for (int j = 0; j < gs; ++j) {
+        const ShortRun& r = list[i0 + size_t(j)];
+        for (int q = std::max(r.q0, first[size_t(r.seq)]); q < r.q1; ++q) {
+          const double long_v = long_nll[size_t(r.seq) * n_ctx + q];
+          const double lsd = short_nll[size_t(j) * n + size_t(h + N + q - r.q0)] - long_v;  // ln p(long) - ln p(short)
+          key[size_t(r.seq) * n_ctx + q] = lsd > k.alpha && -long_v > k.beta;
+        }
+      }
+    }
+  }
+  return candidates;
 }
 
 }  // namespace
@@ -137,6 +243,35 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   double sum = 0, sum2 = 0, running_sum = 0;
   long long count = 0, running_count = 0;
   PerplexityResult r;
+  // The first position window w scores. llama: llama-perplexity's `first` is n_ctx/2, the first
+  // logits row it reads; that row predicts position n_ctx/2 + 1, so it scores n_ctx - 1 - n_ctx/2
+  // tokens a chunk.
+  auto first_position = [&](int w) {
+    if (llama) return n_ctx / 2 + 1;
+    return (o.mode == PerplexityMode::Chunks || w == 0) ? 1 : n_ctx - stride;
+  };
+
+  // Key tokens: the window's NLLs kept whole, the evaluator's passes, a flag per position.
+  KeyTokenOptions key = o.key;
+  if (key.enabled && key.step == 0) key.step = std::max(1, key.short_len / 4);
+  const Model& evaluator_model = key.evaluator ? *key.evaluator : model;
+  std::unique_ptr<SequenceScorer> evaluator, evaluator_long;  // short passes; a separate evaluator's long one
+  std::vector<double> window_nll, evaluator_nll;  // [group][n_ctx] by scored position
+  std::vector<char> is_key;                       // [group][n_ctx]
+  std::vector<int> first_scored(static_cast<size_t>(group));
+  double key_sum = 0, key_sum2 = 0;
+  if (key.enabled) {
+    evaluator = std::make_unique<SequenceScorer>(evaluator_model, o.cache_type, rows);
+    window_nll.assign(size_t(group) * n_ctx, 0.0);
+    if (key.evaluator) {
+      evaluator_long = std::make_unique<SequenceScorer>(evaluator_model, o.cache_type, rows);
+      evaluator_nll.assign(size_t(group) * n_ctx, 0.0);
+    }
+    is_key.assign(size_t(group) * n_ctx, 0);
+    r.has_key = true;
+    r.key.short_len = key.short_len;
+    r.key.step = key.step;
+  }
 
   for (int w0 = 0; w0 < windows; w0 += group) {
     const int g = std::min(group, windows - w0);
@@ -155,13 +290,7 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
         std::copy_n(&ids[size_t(s) * n_ctx + size_t(b)], n, &run[size_t(s) * n]);
       state->forward(run.data(), n, b, logits.data(), /*all_logits=*/true);
       // Window w scores positions q >= first (predicted by the logits at q - 1): rows r >= first - 1 - b.
-      // llama: llama-perplexity's `first` is n_ctx/2, the first logits row it reads; that row
-      // predicts position n_ctx/2 + 1, so it scores n_ctx - 1 - n_ctx/2 tokens a chunk.
-      auto first_row = [&](int s) {
-        if (llama) return std::max(0, n_ctx / 2 - b);
-        const int first = (o.mode == PerplexityMode::Chunks || w0 + s == 0) ? 1 : n_ctx - stride;
-        return std::max(0, first - 1 - b);
-      };
+      auto first_row = [&](int s) { return std::max(0, first_position(w0 + s) - 1 - b); };
 #pragma omp parallel for collapse(2) schedule(static)
       for (int s = 0; s < g; ++s)
         for (int r = 0; r < n; ++r) {
@@ -176,6 +305,7 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
           if (!std::isfinite(v))  // overflowing weights or config values: no perplexity to report
             throw Error("perplexity: non-finite logits at position " + std::to_string(q - 1) + " of window " +
                         std::to_string(w0 + s + 1) + " (the weights or config values overflow float)");
+          if (key.enabled) window_nll[size_t(s) * n_ctx + size_t(q)] = v;
           sum += v;
           sum2 += v * v;
           ++count;
@@ -188,6 +318,28 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
       if (progress)  // after the batch is scored: an error in it comes before any progress line
         progress({(long long)w0 * n_run + (long long)g * (b + n), (long long)windows * n_run, w0, windows,
                   running_count ? std::exp(running_sum / double(running_count)) : std::nan(""), false});
+    }
+    if (key.enabled) {  // the group's key tokens, then their NLLs summed in order
+      const auto k0 = std::chrono::steady_clock::now();
+      for (int s = 0; s < g; ++s) first_scored[size_t(s)] = first_position(w0 + s);
+      const double* long_nll = window_nll.data();
+      if (key.evaluator) {  // its own pass over the windows
+        const int min_first = *std::min_element(first_scored.begin(), first_scored.begin() + g);
+        evaluator_long->score(ids.data(), g, n_ctx, min_first, evaluator_nll.data());
+        long_nll = evaluator_nll.data();
+      }
+      r.key.candidates += choose_key_tokens(*evaluator, ids.data(), g, n_ctx, first_scored, o.bos >= 0 ? 1 : 0, key,
+                                            long_nll, is_key.data());
+      for (int s = 0; s < g; ++s)
+        for (int q = first_scored[size_t(s)]; q < n_ctx; ++q) {
+          if (!is_key[size_t(s) * n_ctx + size_t(q)]) continue;
+          const double v = window_nll[size_t(s) * n_ctx + size_t(q)];
+          key_sum += v;
+          key_sum2 += v * v;
+          ++r.key.tokens;
+          r.key.indices.push_back((long long)(w0 + s) * stride + q - has_bos);  // its index in `tokens`
+        }
+      r.key.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
     }
     for (int s = 0; s < g; ++s) {
       running_sum += window_sum[size_t(s)];
@@ -206,6 +358,13 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   // llama-perplexity's estimate: the NLL's standard deviation over sqrt(count - 1), times PPL.
   const double var = sum2 / double(count) - r.nll * r.nll;
   r.ppl_stderr = var > 0 && count > 1 ? r.ppl * std::sqrt(var / double(count - 1)) : 0.0;
+  if (key.enabled) {  // the same estimate over the key tokens; NaN without any
+    const long long n = r.key.tokens;
+    r.key.nll = n ? key_sum / double(n) : std::numeric_limits<double>::quiet_NaN();
+    r.key.ppl = std::exp(r.key.nll);
+    const double key_var = n ? key_sum2 / double(n) - r.key.nll * r.key.nll : 0.0;
+    r.key.ppl_stderr = key_var > 0 && n > 1 ? r.key.ppl * std::sqrt(key_var / double(n - 1)) : 0.0;
+  }
   for (int b = 0; b < n_buckets; ++b) {
     PositionBucket pb;
     pb.first = starts[size_t(b)];
