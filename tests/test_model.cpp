@@ -168,8 +168,12 @@ TEST_CASE("model: a prefill over several length classes equals decoding token by
       float largest = 0.0f;
       for (float x : prefill) largest = std::max(largest, std::fabs(x));
       REQUIRE(std::isfinite(largest));
-      CHECK(max_abs_diff(prefill.data(), decoded.data(), prefill.size()) <= 1e-5f * largest);
-      CHECK(max_abs_diff(chunks.data(), decoded.data(), chunks.size()) <= 1e-5f * largest);
+      // The same cached values, summed in another order: decoding's q8 rows 16 lanes at a time
+      // (the avx512 cache path) against prefill's widened rows; a build without FMA contraction
+      // (the sanitizers') lands just past 1e-5 there.
+      const float tolerance = (cache == CacheType::Q8 ? 2e-5f : 1e-5f) * largest;
+      CHECK(max_abs_diff(prefill.data(), decoded.data(), prefill.size()) <= tolerance);
+      CHECK(max_abs_diff(chunks.data(), decoded.data(), chunks.size()) <= tolerance);
     }
 }
 
