@@ -27,43 +27,41 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from perplexity_test import BOS, held_out_text  # noqa: E402  (exits 77 when the data is missing)
 from reference import longppl_reference  # noqa: E402
+from checklist import check, close, finish  # noqa: E402
 
 BORDER = 1e-4
-# (scored model, evaluator or None, mode, n_ctx, stride, --chunks, key_short, key_step, alpha, beta)
+# (scored model, evaluator or None, mode, n_ctx, stride, --chunks, key_short, key_step, alpha, beta,
+#  --key-config or None)
+LINEAR_X2 = os.path.join(ROOT, "configs", "rope", "linear-x2.json")
 CASES = [
-    ("rope", None, "chunks", 128, 0, 0, 16, 4, 2.0, -2.0),     # the paper's thresholds, within L
-    ("rope", None, "chunks", 128, 0, 4, 32, 1, 0.5, -3.0),     # exactly the last 32 tokens
-    ("rope", None, "sliding", 256, 64, 3, 48, 16, 1.0, -2.0),  # past L, the last 64 of each window
-    ("alibi", "rope", "chunks", 128, 0, 4, 24, 8, 1.0, -2.0),  # another model chooses
-    ("rope", None, "llama", 128, 0, 2, 16, 0, 1.0, -2.0),      # llama-perplexity's chunks, step 16 / 4
+    ("rope", None, "chunks", 128, 0, 0, 16, 4, 2.0, -2.0, None),     # the paper's thresholds, within L
+    ("rope", None, "chunks", 128, 0, 4, 32, 1, 0.5, -3.0, None),     # exactly the last 32 tokens
+    ("rope", None, "sliding", 256, 64, 3, 48, 16, 1.0, -2.0, None),  # past L, the last 64 of each window
+    ("alibi", "rope", "chunks", 128, 0, 4, 24, 8, 1.0, -2.0, None),  # another model chooses
+    ("alibi", "rope", "chunks", 256, 0, 3, 48, 16, 1.0, -2.0, LINEAR_X2),  # ... under a config of its own
+    ("rope", None, "llama", 128, 0, 2, 16, 0, 1.0, -2.0, None),      # llama-perplexity's chunks, step 16 / 4
 ]
 
 
 def main():
     binary = sys.argv[1]
     text, ids, stream = held_out_text()
-    failures = []
-
-    def check(what, ok):
-        if not ok:
-            failures.append(what)
-            print(f"  FAILED: {what}")
-
-    def close(a, b, rel):
-        return a is not None and b is not None and abs(a - b) <= rel * max(1.0, abs(b))
-
     logp = {}
 
-    def model_logp(name):
-        if name not in logp:
-            logp[name] = longppl_reference.log_probs(os.path.join(ROOT, "models", name))
-        return logp[name]
+    def model_logp(name, config=None):
+        if (name, config) not in logp:
+            patch = None
+            if config:
+                with open(config) as f:
+                    patch = json.load(f)
+            logp[name, config] = longppl_reference.log_probs(os.path.join(ROOT, "models", name), patch)
+        return logp[name, config]
 
     with tempfile.TemporaryDirectory() as tmp:
         text_file = os.path.join(tmp, "heldout.txt")
         with open(text_file, "w", encoding="utf-8") as f:
             f.write(text)
-        for name, evaluator, mode, n_ctx, stride, chunks, short, step, alpha, beta in CASES:
+        for name, evaluator, mode, n_ctx, stride, chunks, short, step, alpha, beta, key_config in CASES:
             cmd = [binary, "perplexity", "-m", os.path.join(ROOT, "models", name), "-f", text_file, "-c", str(n_ctx),
                    "--mode", mode, "--chunks", str(chunks), "-t", "1", "--json", "--key-tokens", "--key-short", str(short),
                    "--key-alpha", str(alpha), "--key-beta", str(beta)]
@@ -71,15 +69,16 @@ def main():
             cmd += ["--split-docs"] if mode != "llama" else []
             cmd += ["--stride", str(stride)] if stride else []
             cmd += ["--key-model", os.path.join(ROOT, "models", evaluator)] if evaluator else []
+            cmd += ["--key-config", key_config] if key_config else []
             run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if run.returncode != 0:
                 sys.exit(f"{' '.join(cmd)}: exit {run.returncode}\n{run.stderr}")
             got = json.loads(run.stdout)
             tokens = stream if mode == "llama" else ids
             want = longppl_reference.longppl(tokens, mode, n_ctx, stride, chunks, BOS, model_logp(name),
-                                             model_logp(evaluator or name), short, step, alpha, beta)
+                                             model_logp(evaluator or name, key_config), short, step, alpha, beta)
             label = f"{name} {mode} -c {n_ctx} short {short} step {want['key_step']} alpha {alpha} beta {beta}" + (
-                f" chosen by {evaluator}" if evaluator else "")
+                f" chosen by {evaluator}" if evaluator else "") + (f" under {os.path.basename(key_config)}" if key_config else "")
             border = {c["index"] for c in want["choices"]
                       if abs(c["lsd"] - alpha) < BORDER or abs(c["lcl"] - beta) < BORDER}
             nearest = min(min(abs(c["lsd"] - alpha), abs(c["lcl"] - beta)) for c in want["choices"])
@@ -92,6 +91,7 @@ def main():
                   got["key_candidates"] == want["key_candidates"])
             check(f"{label}: key_step {got['key_step'] if 'key_step' in got else None}",
                   got.get("key_step") == want["key_step"] and got.get("key_short") == short)
+            check(f"{label}: key_config {got.get('key_config')}", got.get("key_config") == ([key_config] if key_config else None))
             got_set = set(got["key_token_indices"]) - border
             want_set = set(want["key_token_indices"]) - border
             check(f"{label}: key token indices not ascending", got["key_token_indices"] == sorted(got["key_token_indices"]))
@@ -131,7 +131,8 @@ def main():
         with open(os.path.splitext(out)[0] + ".csv") as f:
             rows = list(csv.DictReader(f))
         check(f"sweep CSV: {rows[0].keys() if rows else None}",
-              len(rows) == 2 and all(r["key_short"] == "16" and r["key_step"] == "4" and r["key_tokens"] != "" for r in rows))
+              len(rows) == 2 and all(r["key_short"] == "16" and r["key_step"] == "4" and r["key_tokens"] != ""
+                                     and r["key_config"] == "" for r in rows))
         # resumed with other key settings: refused, naming the setting
         other = [("20" if a == "16" else a) for a in key]
         run = subprocess.run(sweep[:-len(key)] + other, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -144,11 +145,12 @@ def main():
                                  stderr=subprocess.PIPE, text=True)
             check(f"{flag} without --key-tokens: exit {run.returncode}, {run.stderr!r}",
                   run.returncode == 2 and flag in run.stderr and "--key-tokens" in run.stderr)
-    if failures:
-        print(f"longppl_test: {len(failures)} FAILED")
-        return 1
-    print("longppl_test: all passed")
-    return 0
+        # the evaluator's config without an evaluator: the scored model chooses under its own --config
+        run = subprocess.run([binary, "perplexity", "-m", rope, "-f", text_file, "--key-tokens", "--key-config", LINEAR_X2],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(f"--key-config without --key-model: exit {run.returncode}, {run.stderr!r}",
+              run.returncode == 2 and "--key-config" in run.stderr and "--key-model" in run.stderr)
+    return finish("longppl_test")
 
 
 if __name__ == "__main__":

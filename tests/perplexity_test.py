@@ -35,6 +35,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from reference import reference  # noqa: E402
 from train import train_data  # noqa: E402
+from checklist import check, close, finish  # noqa: E402
 
 SKIP = 77  # CTest SKIP_RETURN_CODE
 N_STORIES = 12
@@ -111,16 +112,6 @@ def main():
     binary = sys.argv[1]
     models = sys.argv[2:] or ["rope", "alibi", "t5"]
     text, ids, stream = held_out_text()
-    failures = []
-
-    def check(what, ok):
-        if not ok:
-            failures.append(what)
-            print(f"  FAILED: {what}")
-
-    def close(a, b, rel):
-        return a is not None and b is not None and abs(a - b) <= rel * max(1.0, abs(b))
-
     with tempfile.TemporaryDirectory() as tmp:
         text_file = os.path.join(tmp, "heldout.txt")
         with open(text_file, "w", encoding="utf-8") as f:
@@ -191,11 +182,7 @@ def main():
         check(f"llama --split-docs: exit {run.returncode}, {run.stderr!r}",
               run.returncode == 2 and run.stdout == "" and run.stderr.count("\n") == 1
               and "--split-docs" in run.stderr and "--mode llama" in run.stderr)
-    if failures:
-        print(f"perplexity_test: {len(failures)} FAILED")
-        return 1
-    print("perplexity_test: all passed")
-    return 0
+    return finish("perplexity_test")
 
 
 if __name__ == "__main__":

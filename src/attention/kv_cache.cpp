@@ -110,9 +110,18 @@ void widen_f16_avx2(float* out, const uint16_t* in, size_t n) {
   widen_f16_plain(out + i, in + i, n - i);
 }
 
+namespace avx2 {
+using Vec = __m256;
+constexpr int kLanes = 8;
+inline Vec vzero() { return _mm256_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vbroadcast(float x) { return _mm256_set1_ps(x); }
+inline void vstore(float* p, Vec x) { _mm256_storeu_ps(p, x); }
+
 // Values [i, i + 8) of row `row` widened into a register (i + 8 <= width, i a multiple of 8).
 template <CacheType T>
-inline __m256 load8(const KvRows& v, size_t row, int i) {
+inline Vec load_values(const KvRows& v, size_t row, int i) {
   const size_t at = row * size_t(v.width) + size_t(i);
   if constexpr (T == CacheType::BF16)
     return _mm256_castsi256_ps(
@@ -126,53 +135,28 @@ inline __m256 load8(const KvRows& v, size_t row, int i) {
   if constexpr (T == CacheType::F32) return _mm256_loadu_ps(v.f32 + at);
 }
 
-template <CacheType T>
-void dot_avx2(const KvRows& v, const float* q, int n, float scale, float* scores) {
-  const int width = v.width, full = width - width % 8;
-  int j = 0;
-  for (; j + 4 <= n; j += 4) {  // 4 rows at a time, one accumulator each
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    if (j + kAheadRows + 4 <= n) prefetch_rows<T>(v, size_t(j + kAheadRows), 4);
-    for (int i = 0; i < full; i += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + i);
-      for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(qv, load8<T>(v, size_t(j + r), i), acc[r]);
-    }
-    float sums[4];
-    sum_lanes4(acc, sums);
-    for (int r = 0; r < 4; ++r) {
-      for (int i = full; i < width; ++i) sums[r] += q[i] * value_at<T>(v, size_t(j + r), i);
-      scores[j + r] = scale * sums[r];
-    }
-  }
-  dot_rows_plain<T>(v, q, j, n, scale, scores);
-}
-
-template <CacheType T>
-void weighted_avx2(const KvRows& v, const float* p, int n, float* out) {
-  const int full = v.width - v.width % 8;
-  for (int i0 = 0; i0 < full; i0 += 64) {  // up to 64 outputs held in 8 registers over all rows
-    const int chunks = std::min(8, (full - i0) / 8);
-    __m256 acc[8];
-    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
-    for (int j = 0; j < n; ++j) {
-      const __m256 pj = _mm256_set1_ps(p[j]);
-      if (i0 == 0 && j + kAheadRows < n) prefetch_rows<T>(v, size_t(j + kAheadRows), 1);
-      for (int c = 0; c < chunks; ++c) acc[c] = _mm256_fmadd_ps(pj, load8<T>(v, size_t(j), i0 + 8 * c), acc[c]);
-    }
-    for (int c = 0; c < chunks; ++c) _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
-  }
-  weighted_sum_plain<T>(v, p, n, full, out);
-}
+#include "kv_cache_simd.inc"
+}  // namespace avx2
 
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 
-// avx512: the avx2 kernels' steps on 16 lanes, so a row of 64 is 4 registers and the 128 outputs
-// of P·V stay in 8. Values [i, i + 16) of row `row` widened (i + 16 <= width, i a multiple of 16).
+// avx512: the same steps on 16 lanes, so a row of 64 is 4 registers and the 128 outputs of P·V
+// stay in 8.
+namespace avx512 {
+using Vec = __m512;
+constexpr int kLanes = 16;
+inline Vec vzero() { return _mm512_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vbroadcast(float x) { return _mm512_set1_ps(x); }
+inline void vstore(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+
+// Values [i, i + 16) of row `row` widened (i + 16 <= width, i a multiple of 16).
 template <CacheType T>
-inline __m512 load16(const KvRows& v, size_t row, int i) {
+inline Vec load_values(const KvRows& v, size_t row, int i) {
   const size_t at = row * size_t(v.width) + size_t(i);
   if constexpr (T == CacheType::BF16)
     return _mm512_castsi512_ps(
@@ -186,43 +170,8 @@ inline __m512 load16(const KvRows& v, size_t row, int i) {
   if constexpr (T == CacheType::F32) return _mm512_loadu_ps(v.f32 + at);
 }
 
-template <CacheType T>
-void dot_avx512(const KvRows& v, const float* q, int n, float scale, float* scores) {
-  const int width = v.width, full = width - width % 16;
-  int j = 0;
-  for (; j + 4 <= n; j += 4) {  // 4 rows at a time, one accumulator each
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    if (j + kAheadRows + 4 <= n) prefetch_rows<T>(v, size_t(j + kAheadRows), 4);
-    for (int i = 0; i < full; i += 16) {
-      const __m512 qv = _mm512_loadu_ps(q + i);
-      for (int r = 0; r < 4; ++r) acc[r] = _mm512_fmadd_ps(qv, load16<T>(v, size_t(j + r), i), acc[r]);
-    }
-    float sums[4];
-    sum_lanes4(acc, sums);
-    for (int r = 0; r < 4; ++r) {
-      for (int i = full; i < width; ++i) sums[r] += q[i] * value_at<T>(v, size_t(j + r), i);
-      scores[j + r] = scale * sums[r];
-    }
-  }
-  dot_rows_plain<T>(v, q, j, n, scale, scores);
-}
-
-template <CacheType T>
-void weighted_avx512(const KvRows& v, const float* p, int n, float* out) {
-  const int full = v.width - v.width % 16;
-  for (int i0 = 0; i0 < full; i0 += 128) {  // up to 128 outputs held in 8 registers over all rows
-    const int chunks = std::min(8, (full - i0) / 16);
-    __m512 acc[8];
-    for (int c = 0; c < 8; ++c) acc[c] = _mm512_setzero_ps();
-    for (int j = 0; j < n; ++j) {
-      const __m512 pj = _mm512_set1_ps(p[j]);
-      if (i0 == 0 && j + kAheadRows < n) prefetch_rows<T>(v, size_t(j + kAheadRows), 1);
-      for (int c = 0; c < chunks; ++c) acc[c] = _mm512_fmadd_ps(pj, load16<T>(v, size_t(j), i0 + 16 * c), acc[c]);
-    }
-    for (int c = 0; c < chunks; ++c) _mm512_storeu_ps(out + i0 + 16 * c, acc[c]);
-  }
-  weighted_sum_plain<T>(v, p, n, full, out);
-}
+#include "kv_cache_simd.inc"
+}  // namespace avx512
 
 #pragma GCC pop_options
 #endif
@@ -240,12 +189,12 @@ KernelChoice<CacheKernels>& choice() {
       "cache", {
 #if defined(__x86_64__)
                    {"avx512",
-                    {{dot_avx512<C::F32>, dot_avx512<C::BF16>, dot_avx512<C::F16>, dot_avx512<C::Q8>},
-                     {weighted_avx512<C::F32>, weighted_avx512<C::BF16>, weighted_avx512<C::F16>, weighted_avx512<C::Q8>},
+                    {{avx512::dot<C::F32>, avx512::dot<C::BF16>, avx512::dot<C::F16>, avx512::dot<C::Q8>},
+                     {avx512::weighted<C::F32>, avx512::weighted<C::BF16>, avx512::weighted<C::F16>, avx512::weighted<C::Q8>},
                      widen_f16_avx2}},
                    {"avx2",
-                    {{dot_avx2<C::F32>, dot_avx2<C::BF16>, dot_avx2<C::F16>, dot_avx2<C::Q8>},
-                     {weighted_avx2<C::F32>, weighted_avx2<C::BF16>, weighted_avx2<C::F16>, weighted_avx2<C::Q8>},
+                    {{avx2::dot<C::F32>, avx2::dot<C::BF16>, avx2::dot<C::F16>, avx2::dot<C::Q8>},
+                     {avx2::weighted<C::F32>, avx2::weighted<C::BF16>, avx2::weighted<C::F16>, avx2::weighted<C::Q8>},
                      widen_f16_avx2}},
 #endif
                    {"plain",
