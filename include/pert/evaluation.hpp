@@ -31,6 +31,7 @@ struct EvalSpec {
   int key_short = 4096, key_step = 0;  // the short context's text tokens; tokens sharing one (0: key_short / 4)
   double key_alpha = 2.0, key_beta = -2.0;
   std::string key_model;               // the evaluator ("": each scored model chooses its own)
+  std::vector<std::string> key_config; // its config patches (files or inline JSON, as --config), with key_model only
 
   // The BOS the mode puts in each window: `config_bos`, or for llama the tokenizer's (the
   // token its post-processor puts first; -1 when it adds none, as llama's add_bos).
@@ -44,6 +45,8 @@ struct EvalSpec {
   void validate() const;
   // (options.key.evaluator stays null: KeyEvaluator gives --key-model's.)
   PerplexityOptions options(int n_ctx, int bos) const;
+  // Who chooses the key tokens, for a reader: "the model itself", or key_model and its configs.
+  std::string key_evaluator() const;
   // The settings a result depends on (besides model, config and length), as JSON.
   nlohmann::json settings() const;
 };

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "pert/error.hpp"
+#include "pert/model_dir.hpp"
 
 namespace pert::cli {
 
@@ -56,16 +57,33 @@ void EvalFlags::add_to(CLI::App& app) {
                                      "With --key-tokens: the model that chooses the key tokens, with the scored "
                                      "model's tokenizer (default: the scored model itself)")
                           ->check(not_empty()));
-  app.parse_complete_callback([this, stride_flag, key_flags] {
+  CLI::Option* key_config_flag =
+      app.add_option("--key-config", key_config,
+                     "With --key-model: a config merged over the evaluator's config.json, a file or inline JSON as "
+                     "--config (repeatable; e.g. an extension method, so that it reads past its trained length)")
+          ->check(not_empty());
+  key_flags.push_back(key_config_flag);
+  app.parse_complete_callback([this, stride_flag, key_flags, key_config_flag] {
     for (CLI::Option* flag : key_flags)  // not ignored silently
       if (flag->count() > 0 && !key_tokens)
         throw CLI::ValidationError(flag->get_name(), "only with --key-tokens");
+    if (key_config_flag->count() > 0 && key_model.empty())  // the scored model's own config applies when it chooses
+      throw CLI::ValidationError("--key-config", "only with --key-model (the scored model chooses under its own --config)");
     if (stride_flag->count() > 0 && mode != "sliding")  // not ignored silently: chunks and llama have no stride
       throw CLI::ValidationError("--stride", "only with --mode sliding (the mode is " + mode + ")");
     if (split_docs && mode == "llama")
       throw CLI::ValidationError("--split-docs",
                                  "not with --mode llama, which tokenizes the whole text once, as llama-perplexity");
   });
+}
+
+std::vector<NamedPath> key_inputs(const EvalSpec& spec) {
+  std::vector<NamedPath> inputs;
+  if (!spec.key_model.empty())
+    for (const std::filesystem::path& f : model_dir_files(resolve_model_dir(spec.key_model)))
+      inputs.push_back({"--key-model's " + f.filename().string(), f});
+  for (const std::string& c : spec.key_config) inputs.push_back({"--key-config", c});
+  return inputs;
 }
 
 std::string llama_final_text(double ppl, double stderr_) {

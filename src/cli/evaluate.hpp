@@ -18,6 +18,9 @@ struct EvalFlags : EvalSpec {
   CLI::Option* buckets_flag = nullptr;  // given or not (sweep resumes with the file's buckets when not)
 };
 
+// The key tokens' evaluator's files (--key-model's, --key-config), which no output may overwrite.
+std::vector<NamedPath> key_inputs(const EvalSpec& spec);
+
 // llama-perplexity's last line exactly: "Final estimate: PPL = 19.3912 +/- 0.12340" (pert perplexity's last line
 // in every mode).
 std::string llama_final_text(double ppl, double stderr_);

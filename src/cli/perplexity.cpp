@@ -22,7 +22,7 @@ struct PerplexityArgs {
 
 // The key tokens' line (LongPPL): their count, their perplexity and how they were chosen.
 void print_key_tokens(const PerplexityResult& r, const EvalSpec& e, int n_ctx, int has_bos) {
-  const std::string evaluator = e.key_model.empty() ? "the model itself" : e.key_model;
+  const std::string evaluator = e.key_evaluator();
   std::printf("key tokens (LongPPL; short context %d-%d tokens, alpha %g, beta %g, chosen by %s): %lld of %lld scored "
               "(%lld with more context than the short), %.2f s to choose\n",
               r.key.short_len, r.key.short_len + r.key.step - 1, e.key_alpha, e.key_beta, evaluator.c_str(), r.key.tokens,
@@ -37,7 +37,9 @@ void print_key_tokens(const PerplexityResult& r, const EvalSpec& e, int n_ctx, i
 }
 
 void run(const PerplexityArgs& a) {
-  check_distinct_paths({{"--json-out", a.json.file}}, run_inputs({a.model_dir}, a.config.files, a.eval.text_file));
+  std::vector<NamedPath> inputs = run_inputs({a.model_dir}, a.config.files, a.eval.text_file);
+  for (NamedPath& p : key_inputs(a.eval)) inputs.push_back(std::move(p));
+  check_distinct_paths({{"--json-out", a.json.file}}, inputs);
   use_threads(a.threads);
   const LoadedModel m = load_cli_model(resolve_model_dir(a.model_dir), a.config.overrides(), a.config.weight_type());
   const ModelConfig& c = m.model->config();

@@ -102,7 +102,9 @@ void run_sweep(const SweepArgs& a) {
   std::vector<std::string> config_files;
   for (const std::string& c : a.configs)
     if (c != kPlain) config_files.push_back(c);
-  check_outputs(a, run_inputs(a.models, config_files, text));
+  std::vector<NamedPath> inputs = run_inputs(a.models, config_files, text);
+  for (NamedPath& p : key_inputs(a.measure->spec())) inputs.push_back(std::move(p));
+  check_outputs(a, inputs);
   use_threads(a.threads);
   GridOutcome outcome;
   print(a, run_grid(a.request(), *a.measure, &outcome));

@@ -56,6 +56,8 @@ void EvalSpec::validate() const {
   if (key_step < 0) fail("`key_step` must be >= 0 (0: key_short / 4), got " + std::to_string(key_step));
   if (!std::isfinite(key_alpha) || !std::isfinite(key_beta)) fail("`key_alpha` and `key_beta` must be finite");
   if (!key_tokens && !key_model.empty()) fail("`key_model` only with `key_tokens`");
+  if (key_model.empty() && !key_config.empty())  // the scored model choosing runs under its own config
+    fail("`key_config` only with `key_model` (the evaluator it configures)");
 }
 
 PerplexityOptions EvalSpec::options(int n_ctx, int bos) const {
@@ -75,6 +77,13 @@ PerplexityOptions EvalSpec::options(int n_ctx, int bos) const {
   return o;
 }
 
+std::string EvalSpec::key_evaluator() const {
+  if (key_model.empty()) return "the model itself";
+  std::string s = key_model;
+  for (const std::string& c : key_config) s += " --key-config " + c;
+  return s;
+}
+
 nlohmann::json EvalSpec::settings() const {
   nlohmann::json j = {{"text", text_file},
                       {"mode", mode},
@@ -89,6 +98,7 @@ nlohmann::json EvalSpec::settings() const {
               {"key_alpha", key_alpha},
               {"key_beta", key_beta},
               {"key_model", key_model}});
+  if (!key_config.empty()) j["key_config"] = key_config;  // (only then: earlier key sweeps' settings stay equal)
   return j;
 }
 
@@ -96,7 +106,11 @@ const Model* KeyEvaluator::get(const EvalSpec& spec, const std::vector<int>& tok
   if (!spec.key_tokens || spec.key_model.empty()) return nullptr;
   if (spec.text_file.empty())
     throw Error("perplexity: `key_model` needs the text as a file, to read it with the evaluator's tokenizer");
-  if (!loaded_) loaded_ = std::make_shared<LoadedModel>(load_model(spec.key_model, ConfigOverrides{}));
+  if (!loaded_) {
+    ConfigOverrides overrides;
+    overrides.files.assign(spec.key_config.begin(), spec.key_config.end());
+    loaded_ = std::make_shared<LoadedModel>(load_model(spec.key_model, overrides));
+  }
   auto it = tokens_.find(bos);
   if (it == tokens_.end()) it = tokens_.emplace(bos, spec.tokenize(loaded_->tokenizer, bos)).first;
   if (it->second != tokens) {

@@ -153,7 +153,8 @@ std::string PerplexityMeasure::table(const json& cells) const {
   bool keys = false;  // key-token perplexity (LongPPL) beside the plain: its own table after the first
   for (const json& c : cells) keys |= c.contains("key_tokens");
   if (!keys) return markdown_table(cells);
-  return markdown_table(cells) + "\nKey-token perplexity (LongPPL; in brackets the key tokens):\n\n" +
+  return markdown_table(cells) + "\nKey-token perplexity (LongPPL, chosen by " + spec_.key_evaluator() +
+         "; in brackets the key tokens):\n\n" +
          markdown_table(cells, "key_ppl");
 }
 std::string PerplexityMeasure::csv(const json& sweep) const { return csv_text(sweep); }

@@ -246,6 +246,11 @@ json parse_sweep(json j, const std::string& source) {
     if (s.contains(key) && !s[key].is_string()) throw FormatError(where + "settings." + key + " must be a string");
   for (const char* key : {"split_docs", "allow_scheme_change"})
     if (s.contains(key) && !s[key].is_boolean()) throw FormatError(where + "settings." + key + " must be true or false");
+  if (s.contains("key_config")) {
+    bool strings = s["key_config"].is_array();
+    for (const json& c : strings ? s["key_config"] : json::array()) strings &= c.is_string();
+    if (!strings) throw FormatError(where + "settings.key_config must be an array of strings, got " + json_brief(s["key_config"]));
+  }
   if (!s.contains("dtype")) s["dtype"] = "f32";  // files from before --dtype
   if (!s.contains("cache_type")) s["cache_type"] = "f32";  // files from before --cache-type
   if (!s.contains("set")) s["set"] = json::array();  // files from before sweep's --set
@@ -433,6 +438,13 @@ std::string markdown_table(const json& cells, const std::string& value) {
   return o.str();
 }
 
+// The evaluator's configs (settings.key_config) in one CSV field, space-separated as on the command line.
+std::string key_configs(const json& settings) {
+  std::string joined;
+  for (const json& c : settings.value("key_config", json::array())) joined += (joined.empty() ? "" : " ") + c.get<std::string>();
+  return joined;
+}
+
 std::string csv_text(const json& sweep) {
   const json& s = sweep["settings"];
   const std::string shared = csv_field(s.value("mode", "chunks")) + ',' + (s.value("split_docs", false) ? "true" : "false") +
@@ -445,10 +457,10 @@ std::string csv_text(const json& sweep) {
   if (keys)
     key_shared = ',' + csv_number(s.value("key_short", json())) + ',' + csv_number(s.value("key_step", json())) + ',' +
                  csv_number(s.value("key_alpha", json())) + ',' + csv_number(s.value("key_beta", json())) + ',' +
-                 csv_field(s.value("key_model", ""));
+                 csv_field(s.value("key_model", "")) + ',' + csv_field(key_configs(s));
   o << "model,config,label,positions,length,trained_length,mode,split_docs,dtype,cache_type,ppl,ppl_stderr,nll,tokens,windows,"
        "seconds,tokens_per_second,pert_version,error"
-    << (keys ? ",key_short,key_step,key_alpha,key_beta,key_model,key_tokens,key_candidates,key_ppl,key_ppl_stderr,"
+    << (keys ? ",key_short,key_step,key_alpha,key_beta,key_model,key_config,key_tokens,key_candidates,key_ppl,key_ppl_stderr,"
                "key_nll"
              : "")
     << '\n';

@@ -39,11 +39,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder
 from reference import reference  # noqa: E402
+from reference.passkey_reference import merge_patch  # noqa: E402  (RFC 7386, as pert's --config)
 
 
-def log_probs(model_dir):
-    """A function window ids -> float64 log-softmax [len][vocab] of the reference model, memoised."""
+def log_probs(model_dir, patch=None):
+    """A function window ids -> float64 log-softmax [len][vocab] of the reference model, memoised;
+    `patch`: a config merged over the model's (RFC 7386, as pert's --config and --key-config)."""
     config, W = reference.load_model_dir(model_dir)
+    if patch:
+        config = merge_patch(config, patch)
     cache = {}
 
     def logp_of(ids):
