@@ -131,7 +131,8 @@ CASES = {
     # keys skipped by the sticks)
     "fox": ({"type": "fox"}, {}, False),
     "fox_window": ({"type": "fox"}, {"layers": 3, "extra_config": MISTRAL}, False),
-    "fox_streaming": ({"type": "fox"}, {"extend": {"streaming": {"sinks": 4, "window": 16}}}, False),
+    "fox_streaming": ({"type": "fox"}, {"extend": {"streaming": {"sinks": 4, "window": 16, "positions": "original"}}},
+                      False),
     "stick_breaking": ({"type": "stick_breaking"}, {}, False),
     "stick_breaking_window": ({"type": "stick_breaking"}, {"layers": 3, "hidden": 96, "heads": 6, "kv_heads": 3,
                                                            "extra_config": MISTRAL}, False),

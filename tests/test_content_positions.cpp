@@ -172,21 +172,24 @@ TEST_CASE("content positions: cope's refusals name the key", "[positions][conten
     c["layers"] = {{"counted", {{"layers", {1}}, {"position", {{"type", "cope"}}}}}};
     REQUIRE_THROWS_NAMING(parse_model_config(c, kSource), ConfigError, kSource, "'cope'", "weights of its own");
   }
-  SECTION("methods that move positions: there are none to move") {
-    for (const char* method : {"self_extend", "rerope", "leaky_rerope", "dca", "streaming"}) {
-      json c = with_position({{"type", "cope"}});
-      c["extend"] = {{method, json::object()}};  // (streaming: its sinks at cache positions by default)
-      INFO(method);
-      REQUIRE_THROWS_NAMING(parse_model_config(c, kSource), ConfigError, kSource, std::string("extend.") + method,
-                            "'cope'", "none to move");
-    }
+  SECTION("methods that move positions: there are none to move (nor for FoX, whose gates' sums no index moves)") {
+    for (const char* scheme : {"cope", "fox"})
+      for (const char* method : {"self_extend", "rerope", "leaky_rerope", "dca", "streaming"}) {
+        json c = with_position({{"type", scheme}});
+        c["extend"] = {{method, json::object()}};  // (streaming: its sinks at cache positions by default)
+        INFO(scheme << " " << method);
+        REQUIRE_THROWS_NAMING(parse_model_config(c, kSource), ConfigError, kSource, std::string("extend.") + method,
+                              std::string("'") + scheme + "'", "none to move");
+      }
   }
   SECTION("masks and query factors apply: streaming's sinks and window as they stand, blockwise, log-n") {
-    json c = with_position({{"type", "cope"}});
-    c["extend"] = {{"streaming", {{"sinks", 2}, {"window", 8}, {"positions", "original"}}}, {"logn", json::object()}};
-    CHECK_NOTHROW(parse_model_config(c, kSource));
-    c["extend"] = {{"blockwise", {{"block", 8}}}};
-    CHECK_NOTHROW(parse_model_config(c, kSource));
+    for (const char* scheme : {"cope", "fox"}) {
+      json c = with_position({{"type", scheme}});
+      c["extend"] = {{"streaming", {{"sinks", 2}, {"window", 8}, {"positions", "original"}}}, {"logn", json::object()}};
+      CHECK_NOTHROW(parse_model_config(c, kSource));
+      c["extend"] = {{"blockwise", {{"block", 8}}}};
+      CHECK_NOTHROW(parse_model_config(c, kSource));
+    }
   }
 }
 

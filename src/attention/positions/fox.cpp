@@ -59,6 +59,9 @@ class Fox final : public PositionEncoding {
 struct FoxConfig final : SchemeConfig {
   const char* type() const override { return "fox"; }
   SchemeKind kind() const override { return SchemeKind::Bias; }
+  // Its distance is the gates' sum over the tokens between key and query (kept as running sums
+  // over every token seen): a method that re-indexes positions would leave it as it is.
+  bool positions_from_content() const override { return true; }
   nlohmann::json to_json() const override { return {{"type", type()}}; }
   std::string describe(int) const override {
     return "FoX (Lin et al. 2025): forget gates sigmoid(w.x + b) per head and layer; a score gains the sum of the log-gates "
