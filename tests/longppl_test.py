@@ -133,6 +133,29 @@ def main():
         check(f"sweep CSV: {rows[0].keys() if rows else None}",
               len(rows) == 2 and all(r["key_short"] == "16" and r["key_step"] == "4" and r["key_tokens"] != ""
                                      and r["key_config"] == "" for r in rows))
+        # one evaluator for two models: the second model's cells reuse the choice of the first's, and
+        # every cell equals pert perplexity's own run
+        shared = os.path.join(tmp, "shared.json")
+        alibi, xl = (os.path.join(ROOT, "models", n) for n in ("alibi", "xl"))
+        evaluated = key + ["--key-model", xl]
+        run = subprocess.run([binary, "sweep", "-m", rope, "-m", alibi, "-f", text_file, "--split-docs", "--lengths",
+                              "128,256", "--chunks", "3", "-t", "1", "-q", "--out", shared] + evaluated,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            sys.exit(f"sweep --key-model: exit {run.returncode}\n{run.stderr}")
+        with open(shared) as f:
+            cells = json.load(f)["cells"]
+        check(f"sweep --key-model: {len(cells)} cells", len(cells) == 4)
+        for cell in cells:
+            single = json.loads(subprocess.run(
+                [binary, "perplexity", "-m", cell["model"], "-f", text_file, "--split-docs", "-c", str(cell["length"]),
+                 "--chunks", "3", "-t", "1", "-q", "--json"] + evaluated, stdout=subprocess.PIPE, check=True,
+                text=True).stdout)
+            check(f"sweep --key-model, {os.path.basename(cell['model'])} @{cell['length']}: key tokens "
+                  f"{cell.get('key_tokens')} / {cell.get('key_candidates')} vs {single['key_tokens']} / "
+                  f"{single['key_candidates']}, LongPPL {cell.get('key_ppl')} vs {single['key_ppl']}",
+                  (cell.get("key_tokens"), cell.get("key_candidates"), cell.get("key_ppl"))
+                  == (single["key_tokens"], single["key_candidates"], single["key_ppl"]) and single["key_tokens"] > 0)
         # resumed with other key settings: refused, naming the setting
         other = [("20" if a == "16" else a) for a in key]
         run = subprocess.run(sweep[:-len(key)] + other, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -58,9 +58,13 @@ class KeyEvaluator {
   // else the evaluator, once its tokenizer has read the spec's text as `tokens` (with `bos`):
   // the evaluator must see the same tokens, pert::Error otherwise.
   const Model* get(const EvalSpec& spec, const std::vector<int>& tokens, int bos);
+  // Its choices so far (KeyTokenOptions::shared): the text is one, each model scored reads it as
+  // the same tokens (get), so a choice on the same windows is the same.
+  KeyChoices* choices() { return &choices_; }
 
  private:
   std::shared_ptr<LoadedModel> loaded_;
+  KeyChoices choices_;
   std::map<int, std::vector<int>> tokens_;  // BOS -> the evaluator's tokens of the text
 };
 

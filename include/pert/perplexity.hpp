@@ -14,6 +14,7 @@
 // With key tokens (KeyTokenOptions) it also scores only the tokens that need the long context.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,15 @@ constexpr int kMaxBuckets = 1 << 20;  // the most equal-width buckets one may as
 // Cost: each run is one pass of short_len + step positions (runs batched as sequences), about
 // (short_len + step) / step positions per candidate token; a separate evaluator adds one pass
 // over every window.
+// An evaluator's choice of key tokens over one text's windows. With an evaluator of its own the
+// choice depends on the windows alone, not on the scored model, so the models a sweep scores
+// with one evaluator share it (KeyEvaluator keeps them) instead of choosing again.
+struct KeyChoice {
+  std::vector<char> is_key;  // [windows][n_ctx]: 1 at each key token's window position
+  long long candidates = 0;
+};
+using KeyChoices = std::map<std::string, KeyChoice>;  // by the windows' layout (key_choice_id)
+
 struct KeyTokenOptions {
   bool enabled = false;
   int short_len = 4096;            // text tokens of the short context (the paper's trunc_len)
@@ -52,6 +62,8 @@ struct KeyTokenOptions {
   double alpha = 2.0, beta = -2.0; // the paper's thresholds
   const Model* evaluator = nullptr;  // chooses the key tokens (same tokens, same vocabulary);
                                      // null: the scored model itself
+  KeyChoices* shared = nullptr;      // with an evaluator: its choices on these tokens, reused and
+                                     // added to (null: chosen afresh)
 };
 
 struct PerplexityOptions {

@@ -138,6 +138,7 @@ json PerplexityMeasure::run(const Model& model, const std::vector<int>& tokens, 
   PerplexityOptions o = spec_.options(length, bos);
   o.cache_type = cache;
   o.key.evaluator = key_evaluator_.get(spec_, tokens, bos);
+  o.key.shared = key_evaluator_.choices();
   return perplexity_json(run_perplexity(model, tokens, o, label, quiet), o.mode);
 }
 

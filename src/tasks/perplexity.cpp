@@ -260,10 +260,23 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   std::vector<char> is_key;                       // [group][n_ctx]
   std::vector<int> first_scored(static_cast<size_t>(group));
   double key_sum = 0, key_sum2 = 0;
+  // An evaluator's choice on these windows made for an earlier model (reused), or kept for the next (made).
+  const KeyChoice* reused = nullptr;
+  KeyChoice made;
+  std::string choice_id;
+  if (key.enabled && key.evaluator && key.shared) {
+    choice_id = std::to_string(n_ctx) + ' ' + std::to_string(int(o.mode)) + ' ' + std::to_string(stride) + ' ' +
+                std::to_string(windows) + ' ' + std::to_string(o.bos) + ' ' + std::to_string(int(o.cache_type));
+    const auto it = key.shared->find(choice_id);
+    if (it != key.shared->end())
+      reused = &it->second;
+    else
+      made.is_key.assign(size_t(windows) * n_ctx, 0);
+  }
   if (key.enabled) {
-    evaluator = std::make_unique<SequenceScorer>(evaluator_model, o.cache_type, rows);
+    if (!reused) evaluator = std::make_unique<SequenceScorer>(evaluator_model, o.cache_type, rows);
     window_nll.assign(size_t(group) * n_ctx, 0.0);
-    if (key.evaluator) {
+    if (key.evaluator && !reused) {
       evaluator_long = std::make_unique<SequenceScorer>(evaluator_model, o.cache_type, rows);
       evaluator_nll.assign(size_t(group) * n_ctx, 0.0);
     }
@@ -323,13 +336,19 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
       const auto k0 = std::chrono::steady_clock::now();
       for (int s = 0; s < g; ++s) first_scored[size_t(s)] = first_position(w0 + s);
       const double* long_nll = window_nll.data();
-      if (key.evaluator) {  // its own pass over the windows
-        const int min_first = *std::min_element(first_scored.begin(), first_scored.begin() + g);
-        evaluator_long->score(ids.data(), g, n_ctx, min_first, evaluator_nll.data());
-        long_nll = evaluator_nll.data();
+      const size_t at = size_t(w0) * n_ctx, span = size_t(g) * n_ctx;
+      if (reused) {
+        std::copy_n(reused->is_key.begin() + ptrdiff_t(at), span, is_key.begin());
+      } else {
+        if (key.evaluator) {  // its own pass over the windows
+          const int min_first = *std::min_element(first_scored.begin(), first_scored.begin() + g);
+          evaluator_long->score(ids.data(), g, n_ctx, min_first, evaluator_nll.data());
+          long_nll = evaluator_nll.data();
+        }
+        r.key.candidates += choose_key_tokens(*evaluator, ids.data(), g, n_ctx, first_scored, o.bos >= 0 ? 1 : 0, key,
+                                              long_nll, is_key.data());
+        if (!made.is_key.empty()) std::copy_n(is_key.begin(), span, made.is_key.begin() + ptrdiff_t(at));
       }
-      r.key.candidates += choose_key_tokens(*evaluator, ids.data(), g, n_ctx, first_scored, o.bos >= 0 ? 1 : 0, key,
-                                            long_nll, is_key.data());
       for (int s = 0; s < g; ++s)
         for (int q = first_scored[size_t(s)]; q < n_ctx; ++q) {
           if (!is_key[size_t(s) * n_ctx + size_t(q)]) continue;
@@ -350,6 +369,11 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
     }
   }
 
+  if (reused) r.key.candidates = reused->candidates;
+  if (!made.is_key.empty()) {  // only a whole choice is kept
+    made.candidates = r.key.candidates;
+    (*key.shared)[choice_id] = std::move(made);
+  }
   r.windows = windows;
   r.stride = stride;
   r.tokens = count;
