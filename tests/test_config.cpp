@@ -385,6 +385,21 @@ TEST_CASE("config overrides: merge-patch files, then --set in order", "[config]"
     const json replaced = apply_overrides(out, {{}, {"position={\"type\":\"alibi\"}"}});
     CHECK(replaced["position"] == json{{"type", "alibi"}});
   }
+  SECTION("HF's rope_theta and partial_rotary_factor set beside a \"position\" block: refused, not ignored") {
+    // (the block decides, so a new base goes into it; without a block the HF keys decide)
+    json block = base;
+    block["position"] = {{"type", "rope"}};
+    REQUIRE_THROWS_NAMING(apply_overrides(block, {{}, {"rope_theta=500"}}), ConfigError, "`set rope_theta`", "position.base");
+    REQUIRE_THROWS_NAMING(apply_overrides(block, {{}, {"partial_rotary_factor=0.5"}}), ConfigError,
+                          "`set partial_rotary_factor`", "\"position\" block");
+    write_file(tmp / "theta.json", R"({"rope_theta": 1e6})");
+    REQUIRE_THROWS_NAMING(apply_overrides(block, {{tmp / "theta.json"}, {}}), ConfigError, "theta.json", "rope_theta");
+    REQUIRE_THROWS_NAMING(apply_overrides(base, {{tmp / "theta.json"}, {"position.type=rope"}}), ConfigError, "rope_theta");
+    CHECK(apply_overrides(block, {{}, {"position.base=500"}})["position"]["base"] == 500);
+    CHECK_NOTHROW(apply_overrides(block, {{}, {"rope_theta=null"}}));                 // removing it changes nothing
+    CHECK_NOTHROW(apply_overrides(block, {{}, {"rope_theta=500", "position=null"}}));  // the HF keys decide
+    CHECK(apply_overrides(base, {{}, {"rope_theta=500"}})["rope_theta"] == 500);
+  }
   SECTION("a --config written inline is merged as a file is, in its place among the files") {
     write_file(tmp / "o.json", R"({"position": {"type": "alibi", "max_bias": 4}})");
     const json out = apply_overrides(base, {{tmp / "o.json", R"( {"position": {"max_bias": 16}})"}, {}});

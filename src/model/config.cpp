@@ -292,13 +292,45 @@ json read_config_patch(const std::filesystem::path& given) {
   return patch;
 }
 
+namespace {
+// HF's RoPE keys that a "position" block supersedes (ignored_config_keys): an override that sets
+// one asks for other math, which a model with the block would not do, silently.
+constexpr const char* kSupersededKeys[] = {"rope_theta", "partial_rotary_factor"};
+
+// The first key of kSupersededKeys that `patch` sets to a value, or "".
+std::string superseded_key_in(const json& patch) {
+  for (const char* key : kSupersededKeys)
+    if (patch.contains(key) && !patch[key].is_null()) return key;
+  return "";
+}
+
+// `--set key.path=value` each, in order (value JSON, else a string; null removes the key); the
+// last that sets one of kSupersededKeys named in `superseded`.
+void apply_sets(json& config, const std::vector<std::string>& sets, std::string& superseded);
+}  // namespace
+
 json apply_overrides(json config, const ConfigOverrides& overrides) {
-  for (const auto& file : overrides.files) config.merge_patch(read_config_patch(file));
-  for (const json& patch : overrides.patches) {
-    if (!patch.is_object()) throw ConfigError("config: a config override must be a JSON object, got " + json_brief(patch));
+  std::string superseded;  // an override setting one of kSupersededKeys, as given
+  for (const auto& file : overrides.files) {
+    const json patch = read_config_patch(file);
+    if (const std::string key = superseded_key_in(patch); !key.empty()) superseded = "`config` " + file.string() + "'s " + key;
     config.merge_patch(patch);
   }
-  for (const std::string& set : overrides.sets) {
+  for (const json& patch : overrides.patches) {
+    if (!patch.is_object()) throw ConfigError("config: a config override must be a JSON object, got " + json_brief(patch));
+    if (const std::string key = superseded_key_in(patch); !key.empty()) superseded = "`config` " + key;
+    config.merge_patch(patch);
+  }
+  apply_sets(config, overrides.sets, superseded);
+  if (!superseded.empty() && config.is_object() && config.contains("position") && !config["position"].is_null())
+    throw ConfigError(superseded + ": the model's positions are set by its \"position\" block, which that key would not "
+                      "change; set the block's field instead (position.base, position.rotary_dim), or null \"position\"");
+  return config;
+}
+
+namespace {
+void apply_sets(json& config, const std::vector<std::string>& sets, std::string& superseded) {
+  for (const std::string& set : sets) {
     const auto eq = set.find('=');
     if (eq == std::string::npos || eq == 0) throw ConfigError("`set` '" + set + "': expected key.path=value");
     const std::string path = set.substr(0, eq), text = set.substr(eq + 1);
@@ -332,9 +364,12 @@ json apply_overrides(json config, const ConfigOverrides& overrides) {
     }
     if (value.is_null()) node->erase(keys.back());
     else (*node)[keys.back()] = value;
+    if (keys.size() == 1 && !value.is_null())
+      for (const char* key : kSupersededKeys)
+        if (keys[0] == key) superseded = "`set " + path + "`";
   }
-  return config;
 }
+}  // namespace
 
 json to_json(const PositionConfig& p) { return p.scheme->to_json(); }
 
