@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every result of the family that the README shows, from the trained models/ (tools/train/train_family.sh):
 #   0. each scheme's attention logit against distance (pert positions), plotted;
-#   1. WikiText-2 test (its first ~150k tokens, tools/train/wikitext_prefix.py) at 1x..32x L, every scheme;
+#   1. WikiText-2 test (its first ~150k tokens, tools/train/wikitext_prefix.py) at 1x..32x L, every scheme,
+#      and again with key-token perplexity (LongPPL) beside it;
 #   2. held-out TinyStories at 1x..16x L, every scheme (and learned with "clamp"); 1 and 2 for the
 #      hybrid members too, beside rope, none and alibi, in files of their own (hybrid_*.json);
 #   3. the rope model under every RoPE scaling and "extend" method, held-out TinyStories, 1x..32x L;
@@ -117,6 +118,7 @@ passkey_tables() {
   for n in "${ELEVEN[@]}"; do [ "$n" = learned ] || family+=($(existing $OUT/passkey/$n.json)); done
   [ ${#family[@]} = 0 ] || $PY tools/plot/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
   [ ! -s $OUT/family_wikitext.json ] || $PY tools/results/paper_shapes.py ratios $OUT/family_wikitext.json
+  [ ! -s $OUT/family_wikitext_key.json ] || $PY tools/results/paper_shapes.py keys $OUT/family_wikitext_key.json
   all=($(existing $OUT/passkey/*.json))
   [ ${#all[@]} = 0 ] || $PY tools/results/paper_shapes.py passkey "${all[@]}"
 }
@@ -159,6 +161,12 @@ body() {
   ! has learned || step 6 "sweep learned clamp, WikiText-2" \
     $PERT sweep "${clamp[@]}" "${W[@]}" --lengths $wiki --out $OUT/family_wikitext.json "${threads[@]}"
   step 0 "plot family_wikitext" plot_sweep family_wikitext "pert's family (trained at L = 128), WikiText-2 test, chunks"
+  # 1b. The same, scored on its key tokens alone too (LongPPL), chosen by one evaluator for every row:
+  # rope read past L by Self-Extend (the family's retrieval furthest past L without training), the
+  # short context L/2, alpha 0.5 (the paper's 2 finds almost none at this size: docs/results/extrapolation.md).
+  local keys=(--key-tokens --key-short 64 --key-alpha 0.5 --key-model models/rope --key-config configs/extend/self-extend.json)
+  [ ${#models[@]} = 0 ] || step $((${#models[@]} / 2 * 6)) "sweep ${NAMES[*]}, WikiText-2 with key tokens" \
+    $PERT sweep "${models[@]}" "${W[@]}" --lengths $wiki "${keys[@]}" --out $OUT/family_wikitext_key.json "${threads[@]}"
 
   # 2. Held-out stories, as the first family was measured.
   [ ${#models[@]} = 0 ] || step $((${#models[@]} / 2 * 5)) "sweep ${NAMES[*]}, held-out stories" \

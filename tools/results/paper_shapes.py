@@ -4,6 +4,7 @@ passkey` files.
 
     paper_shapes.py ratios SWEEP.json          # PPL ÷ PPL(L) per row, beside the ALiBi paper's Table 2
     paper_shapes.py passkey PASSKEY.json ...   # accuracy by prompt length (mean over depths), a row per file
+    paper_shapes.py keys SWEEP.json            # PPL and key-token PPL (LongPPL) per row and length
 
 ratios: each row of the sweep (model × config) as its perplexity at every length divided by its
 perplexity at the trained length L, then the ALiBi paper's Table 2 (Press et al. 2022,
@@ -11,6 +12,10 @@ WikiText-103, 247M parameters, L = 512; docs/design.md) as the same ratios at it
 (L, 2L, 5L, 11L, 30L) for the four schemes it shares with the family. A row with no cell at L is
 left out (its ratios mean nothing). passkey: a row per file (its model, config label and
 scheme), a column per prompt length, each the accuracy over that length's depths and trials.
+keys: a sweep run with --key-tokens, each cell as "PPL / LongPPL" (LongPPL: the perplexity over the
+key tokens alone, Fang et al. 2025), under each length the key tokens chosen there (one count
+where one evaluator chose them for every row, as --key-model does; else each row's in brackets),
+and a line saying who chose them and how.
 """
 import argparse
 import json
@@ -81,15 +86,54 @@ def passkey(paths):
     return "\n".join(out)
 
 
+def keys(path):
+    sweep = load(path)
+    s = sweep.get("settings", {})
+    if not s.get("key_tokens"):
+        sys.exit(f"paper_shapes.py: {path}: a sweep without key tokens (run it with --key-tokens)")
+    rows, counts = {}, {}  # (model, label, positions) -> {length: cell}; length -> {key token counts}
+    for c in sweep.get("cells", []):
+        if c.get("ppl") is None:
+            continue
+        rows.setdefault((c["model"], c["label"], c.get("position_label", "")), {})[c["length"]] = c
+        counts.setdefault(c["length"], set()).add(c.get("key_tokens"))
+    lengths = sorted(counts)
+    shared = all(len(k) == 1 for k in counts.values())  # one evaluator: the same key tokens in every row
+
+    def head(n):
+        return f"{n} (k = {next(iter(counts[n]))})" if shared else str(n)
+
+    def cell(c):
+        if c is None:
+            return "—"
+        key = "—" if c.get("key_ppl") is None else f"{c['key_ppl']:.2f}"
+        return f"{c['ppl']:.2f} / {key}" + ("" if shared else f" [{c.get('key_tokens')}]")
+
+    evaluator = s.get("key_model") or "each row's own model"
+    if s.get("key_config"):
+        evaluator += " under " + ", ".join(os.path.basename(c) for c in s["key_config"])
+    out = [f"PPL / key-token PPL (LongPPL); k: the key tokens, chosen by {evaluator}: log-probability gain over a "
+           f"short context of {s['key_short']}-{s['key_short'] + s['key_step'] - 1} tokens above {s['key_alpha']:g}, "
+           f"log-probability above {s['key_beta']:g}", "",
+           "| model | config | positions | " + " | ".join(head(n) for n in lengths) + " |",
+           "|---|---|---|" + "---:|" * len(lengths)]
+    for (model, label, position), cells in rows.items():
+        out.append(f"| {model.rstrip('/').split('/')[-1]} | {label} | {position} | " +
+                   " | ".join(cell(cells.get(n)) for n in lengths) + " |")
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{ratios,passkey}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{ratios,passkey,keys}")
     r = sub.add_parser("ratios", help="PPL ÷ PPL(L) per sweep row, beside the ALiBi paper's Table 2")
     r.add_argument("sweep", metavar="SWEEP.json", help="a `pert sweep --out` file")
     p = sub.add_parser("passkey", help="pass-key accuracy by length, a row per file")
     p.add_argument("files", metavar="PASSKEY.json", nargs="+", help="`pert passkey --json-out` files")
+    k = sub.add_parser("keys", help="PPL and key-token PPL (LongPPL) per sweep row and length")
+    k.add_argument("sweep", metavar="SWEEP.json", help="a `pert sweep --key-tokens --out` file")
     a = ap.parse_args()
-    print(ratios(a.sweep) if a.cmd == "ratios" else passkey(a.files))
+    print(ratios(a.sweep) if a.cmd == "ratios" else keys(a.sweep) if a.cmd == "keys" else passkey(a.files))
 
 
 if __name__ == "__main__":
