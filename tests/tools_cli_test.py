@@ -4,7 +4,7 @@ stdout and writes no file (each runs in an empty scratch directory); and `refere
 on an ids file with an id outside the vocabulary (and one that is not an integer) exits non-zero
 with a one-line error naming the file, not a traceback; tools/train/passkey_digits.py on models/none
 (every answer token right) and on a missing model (a one-line error); family_acceptance.py's
-bars and two draws' table on made-up reports; paper_shapes.py's ratios of a made-up sweep; and tools/plot/plot.py on the
+bars and two draws' table on made-up reports; paper_shapes.py's ratios and key-token table of made-up sweeps; and tools/plot/plot.py on the
 committed family sweep and on two small profiles writes its files and prints their paths;
 family_names.py's list is the set of the family's run files; and models/README.md holds its
 template's text as family_report.py fills it from the models' train logs; each tools/ folder has a
@@ -294,6 +294,24 @@ def main():
         check("paper_shapes.py ratios: each row over its PPL at L, a row with none at L left out", ratio[:5] == [
             "| model | config | positions | 128 (1×) | 256 (2×) |", "|---|---|---|---:|---:|",
             "| a | plain | a | 1.00 | 1.50 |", "| b | plain | b | 1.00 | — |", ""], ratio)
+        # keys: one evaluator (every row the same key tokens per length) gives k under each length;
+        # a cell without key tokens shows its plain PPL and a dash; a sweep without them is refused
+        keyed = os.path.join(tmp, "k.json")
+        settings = {"key_tokens": True, "key_short": 64, "key_step": 16, "key_alpha": 0.5, "key_beta": -2.0,
+                    "key_model": "models/rope", "key_config": ["configs/extend/self-extend.json"]}
+        with open(keyed, "w") as f:
+            json.dump({"settings": settings, "cells": [
+                {**cell("a", "plain", 128, 20.0), "key_tokens": 9, "key_ppl": 4.0},
+                {**cell("a", "plain", 256, 30.0), "key_tokens": 50, "key_ppl": 6.5},
+                {**cell("b", "plain", 128, 10.0), "key_tokens": 9, "key_ppl": None}]}, f)
+        keys = run([shapes, "keys", keyed], tmp).stdout.splitlines()
+        check("paper_shapes.py keys: PPL / LongPPL, k per length, the evaluator named", keys[2:6] == [
+            "| model | config | positions | 128 (k = 9) | 256 (k = 50) |", "|---|---|---|---:|---:|",
+            "| a | plain | a | 20.00 / 4.00 | 30.00 / 6.50 |", "| b | plain | b | 10.00 / — | — |"]
+              and "models/rope under self-extend.json" in keys[0] and "64-79 tokens" in keys[0], keys)
+        r = run([shapes, "keys", path], tmp)
+        check("paper_shapes.py keys on a sweep without key tokens: one line, exit 1",
+              r.returncode != 0 and "without key tokens" in r.stderr and r.stderr.count("\n") == 1, r.stderr)
 
     plot = os.path.join(TOOLS, "plot", "plot.py")
     family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
