@@ -175,6 +175,30 @@ def test_perplexity_equals_the_cli(stories):
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
+def test_key_tokens_equal_the_cli(tmp_path):
+    """key_tokens= and its keywords: pert.perplexity and pert.sweep choose the key tokens (LongPPL) as
+    pert perplexity --key-tokens and pert sweep do, an evaluator under a config of its own included."""
+    rope, alibi = (os.path.join(ROOT, "models", n) for n in ("rope", "alibi"))
+    if not os.path.isfile(os.path.join(rope, "config.json")):
+        pytest.skip("models/rope is not here")
+    linear = os.path.join(ROOT, "configs", "rope", "linear-x2.json")
+    flags = ["--key-tokens", "--key-short", "48", "--key-step", "16", "--key-alpha", "1", "--key-model", rope,
+             "--key-config", linear]
+    keys = dict(key_tokens=True, key_short=48, key_step=16, key_alpha=1.0, key_model=rope, key_config=linear)
+    want = cli_json("perplexity", "-m", alibi, "-f", TEXT, "--split-docs", "-c", "256", "--chunks", "3", "-t", "1", "-q", *flags)
+    got = pert.perplexity(alibi, file=TEXT, split_docs=True, n_ctx=256, chunks=3, **keys)
+    for key in ("key_tokens", "key_candidates", "key_ppl", "key_token_indices", "key_config", "key_model", "ppl"):
+        assert got[key] == want[key], key
+    assert got["key_tokens"] > 0
+    inline = pert.perplexity(alibi, file=TEXT, split_docs=True, n_ctx=256, chunks=3,
+                             **{**keys, "key_config": [json.load(open(linear))]})
+    assert inline["key_token_indices"] == want["key_token_indices"]  # a dict is the same config written inline
+    cells = pert.sweep([alibi], [256], file=TEXT, split_docs=True, chunks=3, **keys)
+    assert (cells[0]["key_tokens"], cells[0]["key_ppl"]) == (want["key_tokens"], want["key_ppl"])
+    with pytest.raises(pert.Error, match="key_config"):  # the evaluator's config needs an evaluator
+        pert.perplexity(alibi, file=TEXT, n_ctx=256, chunks=1, key_tokens=True, key_config=linear)
+
+
 def test_attention_equals_the_cli(stories, tmp_path):
     """pert.attention's arrays are pert attention's JSON for the same cell, and within L only "all"."""
     out = tmp_path / "attention.json"

@@ -52,6 +52,9 @@ std::vector<std::string> list_arg(py::handle value, const std::string& name, boo
 std::string_view utf8(py::handle str, const std::string& name);
 // Bytes pert made (a message, which may quote a path's undecodable bytes) as a str, those bytes as \x80.
 py::str readable(const std::string& bytes);
+// path_arg's bytes, refused unless UTF-8: a sweep's records and identity, and a result's settings,
+// are JSON, which names each model, config and text by its path.
+std::string grid_path(py::handle value, const std::string& name);
 // A path's bytes as os.fsdecode gives them back: path_arg of the result is those bytes again.
 py::str path_str(const std::string& bytes);
 // A UserWarning with pert's message (readable).
@@ -61,6 +64,10 @@ ConfigOverrides load_overrides(const py::object& config, const py::object& set, 
 // The evaluation's keywords (mode=, stride=, chunks=, buckets=: "log" or a count, split_docs=) as
 // an EvalSpec, checked by field (python_words names the keywords).
 EvalSpec eval_spec(const py::object& mode, int stride, int chunks, const py::object& buckets, bool split_docs);
+// The key-token keywords (key_tokens=, key_short=, key_step=, key_alpha=, key_beta=, key_model=:
+// a path or None, key_config=: a path, a dict or a list of them) into `spec`, checked by field.
+void key_spec(EvalSpec& spec, bool key_tokens, int key_short, int key_step, double key_alpha, double key_beta,
+              const py::object& key_model, const py::object& key_config);
 
 extern unsigned long main_thread;  // Python's main thread (threading.main_thread().ident), set at import
 
@@ -137,7 +144,8 @@ class ProgressOut {
 // The task bindings (tasks.cpp), each as its `pert` command's --json reports it.
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
                       const py::object& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
-                      const py::object& cache_type, py::object progress);
+                      const py::object& cache_type, py::object progress, bool key_tokens, int key_short, int key_step,
+                      double key_alpha, double key_beta, const py::object& key_model, const py::object& key_config);
 py::object attention(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx, int chunks,
                      int sink, bool split_docs, const py::object& cache_type, py::object progress);
 py::object passkey(const PyModel& self, std::vector<int> lengths, std::vector<double> depths, int trials,

@@ -12,10 +12,6 @@
 
 namespace pert::python {
 
-namespace {
-
-// path_arg's bytes, refused unless UTF-8: the grid's records and identity are JSON, which names
-// each model, config and text by its path.
 std::string grid_path(py::handle value, const std::string& name) {
   std::string path = path_arg(value, name);
   if (!py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(path.data(), Py_ssize_t(path.size()), "strict"))) {
@@ -24,6 +20,8 @@ std::string grid_path(py::handle value, const std::string& name) {
   }
   return path;
 }
+
+namespace {
 
 std::vector<std::string> grid_paths(const py::object& value, const std::string& name) {
   std::vector<std::string> out;
@@ -80,11 +78,13 @@ py::list sweep_cells(const py::object& models_in, const py::list& configs, const
                      long long cells, const std::string& grid, const py::object& set, bool allow_scheme_change,
                      const py::object& dtype, const py::object& progress, const py::object& text, const py::object& file,
                      const py::object& tokens, const py::object& mode, int stride, int chunks, const py::object& buckets,
-                     bool split_docs, const py::object& cache_type) {
+                     bool split_docs, const py::object& cache_type, bool key_tokens, int key_short, int key_step,
+                     double key_alpha, double key_beta, const py::object& key_model, const py::object& key_config) {
   require(int(!text.is_none()) + int(!file.is_none()) + int(!tokens.is_none()) == 1,
           "sweep: give exactly one of text=, file= or tokens=");
   const std::vector<std::string> models = grid_paths(models_in, "models"), labels = list_arg(labels_in, "labels", false);
   EvalSpec spec = eval_spec(mode, stride, chunks, buckets, split_docs);
+  key_spec(spec, key_tokens, key_short, key_step, key_alpha, key_beta, key_model, key_config);
   if (!file.is_none()) spec.text_file = grid_path(file, "file");
   const std::string text_str = text.is_none() ? "" : text_arg(text, "text");
   const std::vector<int> ids = tokens.is_none() ? std::vector<int>() : token_ids(tokens, INT32_MAX, "sweep: tokens");
@@ -168,6 +168,8 @@ void add_grid(py::module_& m) {
         py::arg("dtype"), py::arg("progress"), py::kw_only(), py::arg("text") = py::none(), py::arg("file") = py::none(),
         py::arg("tokens") = py::none(), py::arg("mode") = "chunks", py::arg("stride") = 0, py::arg("chunks") = 0,
         py::arg("buckets") = "log", py::arg("split_docs") = false, py::arg("cache_type") = "f32",
+        py::arg("key_tokens") = false, py::arg("key_short") = 4096, py::arg("key_step") = 0, py::arg("key_alpha") = 2.0,
+        py::arg("key_beta") = -2.0, py::arg("key_model") = py::none(), py::arg("key_config") = py::none(),
         "pert.sweep's cells, run as pert sweep runs them, as records");
   m.def("_merge_plan", &merge_plan, py::arg("records"), py::arg("partial"),
         "pert.merge's records to keep, in grid order");

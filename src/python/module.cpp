@@ -288,8 +288,11 @@ PYBIND11_MODULE(_pert, m) {
       .def("perplexity", &perplexity, py::kw_only(), py::arg("text") = py::none(), py::arg("file") = py::none(),
            py::arg("tokens") = py::none(), py::arg("n_ctx") = 0, py::arg("mode") = "chunks", py::arg("stride") = 0,
            py::arg("chunks") = 0, py::arg("buckets") = "log", py::arg("split_docs") = false,
-           py::arg("cache_type") = "f32", py::arg("progress") = false,
-           "Perplexity and NLL by position at one context length, as pert perplexity --json")
+           py::arg("cache_type") = "f32", py::arg("progress") = false, py::arg("key_tokens") = false,
+           py::arg("key_short") = 4096, py::arg("key_step") = 0, py::arg("key_alpha") = 2.0, py::arg("key_beta") = -2.0,
+           py::arg("key_model") = py::none(), py::arg("key_config") = py::none(),
+           "Perplexity and NLL by position at one context length, as pert perplexity --json; key_tokens=True: "
+           "the key-token perplexity (LongPPL) beside it, as --key-tokens and its flags")
       .def("attention", &pert::python::attention, py::kw_only(), py::arg("text") = py::none(), py::arg("file") = py::none(),
            py::arg("tokens") = py::none(), py::arg("n_ctx") = 0, py::arg("chunks") = 0, py::arg("sink") = 1,
            py::arg("split_docs") = false, py::arg("cache_type") = "f32", py::arg("progress") = false,

@@ -50,6 +50,25 @@ EvalSpec eval_spec(const py::object& mode, int stride, int chunks, const py::obj
   return spec;
 }
 
+void key_spec(EvalSpec& spec, bool key_tokens, int key_short, int key_step, double key_alpha, double key_beta,
+              const py::object& key_model, const py::object& key_config) {
+  spec.key_tokens = key_tokens;
+  spec.key_short = key_short;
+  spec.key_step = key_step;
+  spec.key_alpha = key_alpha;
+  spec.key_beta = key_beta;
+  spec.key_model = key_model.is_none() ? "" : grid_path(key_model, "key_model");
+  spec.key_config.clear();
+  if (!key_config.is_none()) {  // one config or a list of them, each a file or a dict (inline JSON)
+    const bool many = py::isinstance<py::list>(key_config) || py::isinstance<py::tuple>(key_config);
+    const py::sequence configs = many ? py::cast<py::sequence>(key_config) : py::sequence(py::make_tuple(key_config));
+    for (const py::handle c : configs)
+      spec.key_config.push_back(py::isinstance<py::dict>(c) ? to_json(py::reinterpret_borrow<py::object>(c), "key_config").dump()
+                                                            : grid_path(py::reinterpret_borrow<py::object>(c), "key_config"));
+  }
+  spec.validate();
+}
+
 // The tokens of a text given as exactly one of a string, a file or token ids, as `spec`'s mode
 // reads it (`call`: the task, for messages); the tokenizer's dropped characters warned about.
 std::vector<int> task_tokens(const PyModel& self, EvalSpec& spec, int bos, py::object text, py::object file,
@@ -75,15 +94,19 @@ std::vector<int> task_tokens(const PyModel& self, EvalSpec& spec, int bos, py::o
 // perplexity --json` reports it.
 py::object perplexity(const PyModel& self, py::object text, py::object file, py::object tokens, int n_ctx,
                       const py::object& mode, int stride, int chunks, const py::object& buckets, bool split_docs,
-                      const py::object& cache_type, py::object progress) {
+                      const py::object& cache_type, py::object progress, bool key_tokens, int key_short, int key_step,
+                      double key_alpha, double key_beta, const py::object& key_model, const py::object& key_config) {
   const ModelConfig& c = self.config();
   EvalSpec spec = eval_spec(mode, stride, chunks, buckets, split_docs);
+  key_spec(spec, key_tokens, key_short, key_step, key_alpha, key_beta, key_model, key_config);
   require(n_ctx >= 0, "n_ctx: must be >= 0 (0: the trained length), got " + std::to_string(n_ctx));
   const int bos = spec.bos(self.m->tokenizer, c.bos_token_id);
   PerplexityOptions o = spec.options(n_ctx > 0 ? n_ctx : c.max_position_embeddings, bos);
   const std::string cache_name = text_arg(cache_type, "cache_type");
   o.cache_type = parse_cache_type(cache_name);
   const std::vector<int> ids = task_tokens(self, spec, bos, text, file, tokens, "perplexity");
+  KeyEvaluator key_evaluator;  // key_model=
+  o.key.evaluator = key_evaluator.get(spec, ids, bos);
   PerplexityResult r;
   {
     const PythonSignals signals;
