@@ -111,13 +111,7 @@ void widen_f16_avx2(float* out, const uint16_t* in, size_t n) {
 }
 
 namespace avx2 {
-using Vec = __m256;
-constexpr int kLanes = 8;
-inline Vec vzero() { return _mm256_setzero_ps(); }
-inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-inline Vec vbroadcast(float x) { return _mm256_set1_ps(x); }
-inline void vstore(float* p, Vec x) { _mm256_storeu_ps(p, x); }
+#include "kernels/lanes_avx2.inc"
 
 // Values [i, i + 8) of row `row` widened into a register (i + 8 <= width, i a multiple of 8).
 template <CacheType T>
@@ -146,13 +140,7 @@ inline Vec load_values(const KvRows& v, size_t row, int i) {
 // avx512: the same steps on 16 lanes, so a row of 64 is 4 registers and the 128 outputs of P·V
 // stay in 8.
 namespace avx512 {
-using Vec = __m512;
-constexpr int kLanes = 16;
-inline Vec vzero() { return _mm512_setzero_ps(); }
-inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-inline Vec vbroadcast(float x) { return _mm512_set1_ps(x); }
-inline void vstore(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+#include "kernels/lanes_avx512.inc"
 
 // Values [i, i + 16) of row `row` widened (i + 16 <= width, i a multiple of 16).
 template <CacheType T>

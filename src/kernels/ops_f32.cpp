@@ -64,13 +64,7 @@ void sgemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const fl
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
-constexpr int kLanes = 8;
-using Vec = __m256;
-inline Vec vzero() { return _mm256_setzero_ps(); }
-inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-inline Vec vbroadcast(float x) { return _mm256_set1_ps(x); }
-inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+#include "lanes_avx2.inc"
 #include "ops_f32_simd.inc"
 
 // y[r][j] (+)= Σ_k x[r][k]·w[k][j] for R rows of x and one block of 16 columns (w [K][16]), the

@@ -157,13 +157,7 @@ void gemm_packed(float* y, int ldy, const float* x, int ldx, int T, const float*
                std::min(16 * kPanelBlocks, cols - n0), 1.0f, accumulate);
 }
 
-constexpr int kLanes = 16;
-using Vec = __m512;
-inline Vec vzero() { return _mm512_setzero_ps(); }
-inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-inline Vec vbroadcast(float x) { return _mm512_set1_ps(x); }
-inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+#include "lanes_avx512.inc"
 #include "ops_f32_simd.inc"
 
 }  // namespace avx512
