@@ -306,29 +306,6 @@ std::string superseded_key_in(const json& patch) {
 
 // `--set key.path=value` each, in order (value JSON, else a string; null removes the key); the
 // last that sets one of kSupersededKeys named in `superseded`.
-void apply_sets(json& config, const std::vector<std::string>& sets, std::string& superseded);
-}  // namespace
-
-json apply_overrides(json config, const ConfigOverrides& overrides) {
-  std::string superseded;  // an override setting one of kSupersededKeys, as given
-  for (const auto& file : overrides.files) {
-    const json patch = read_config_patch(file);
-    if (const std::string key = superseded_key_in(patch); !key.empty()) superseded = "`config` " + file.string() + "'s " + key;
-    config.merge_patch(patch);
-  }
-  for (const json& patch : overrides.patches) {
-    if (!patch.is_object()) throw ConfigError("config: a config override must be a JSON object, got " + json_brief(patch));
-    if (const std::string key = superseded_key_in(patch); !key.empty()) superseded = "`config` " + key;
-    config.merge_patch(patch);
-  }
-  apply_sets(config, overrides.sets, superseded);
-  if (!superseded.empty() && config.is_object() && config.contains("position") && !config["position"].is_null())
-    throw ConfigError(superseded + ": the model's positions are set by its \"position\" block, which that key would not "
-                      "change; set the block's field instead (position.base, position.rotary_dim), or null \"position\"");
-  return config;
-}
-
-namespace {
 void apply_sets(json& config, const std::vector<std::string>& sets, std::string& superseded) {
   for (const std::string& set : sets) {
     const auto eq = set.find('=');
@@ -370,6 +347,25 @@ void apply_sets(json& config, const std::vector<std::string>& sets, std::string&
   }
 }
 }  // namespace
+
+json apply_overrides(json config, const ConfigOverrides& overrides) {
+  std::string superseded;  // an override setting one of kSupersededKeys, as given
+  for (const auto& file : overrides.files) {
+    const json patch = read_config_patch(file);
+    if (const std::string key = superseded_key_in(patch); !key.empty()) superseded = "`config` " + file.string() + "'s " + key;
+    config.merge_patch(patch);
+  }
+  for (const json& patch : overrides.patches) {
+    if (!patch.is_object()) throw ConfigError("config: a config override must be a JSON object, got " + json_brief(patch));
+    if (const std::string key = superseded_key_in(patch); !key.empty()) superseded = "`config` " + key;
+    config.merge_patch(patch);
+  }
+  apply_sets(config, overrides.sets, superseded);
+  if (!superseded.empty() && config.is_object() && config.contains("position") && !config["position"].is_null())
+    throw ConfigError(superseded + ": the model's positions are set by its \"position\" block, which that key would not "
+                      "change; set the block's field instead (position.base, position.rotary_dim), or null \"position\"");
+  return config;
+}
 
 json to_json(const PositionConfig& p) { return p.scheme->to_json(); }
 

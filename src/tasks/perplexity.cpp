@@ -257,7 +257,7 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
   const Model& evaluator_model = key.evaluator ? *key.evaluator : model;
   std::unique_ptr<SequenceScorer> evaluator, evaluator_long;  // short passes; a separate evaluator's long one
   std::vector<double> window_nll, evaluator_nll;  // [group][n_ctx] by scored position
-  std::vector<char> is_key;                       // [group][n_ctx]
+  std::vector<char> is_key;                       // [group][n_ctx] when no choice is kept (below)
   std::vector<int> first_scored(static_cast<size_t>(group));
   double key_sum = 0, key_sum2 = 0;
   // An evaluator's choice on these windows made for an earlier model (reused), or kept for the next (made).
@@ -280,7 +280,7 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
       evaluator_long = std::make_unique<SequenceScorer>(evaluator_model, o.cache_type, rows);
       evaluator_nll.assign(size_t(group) * n_ctx, 0.0);
     }
-    is_key.assign(size_t(group) * n_ctx, 0);
+    if (!reused && made.is_key.empty()) is_key.assign(size_t(group) * n_ctx, 0);
     r.has_key = true;
     r.key.short_len = key.short_len;
     r.key.step = key.step;
@@ -336,22 +336,22 @@ PerplexityResult evaluate_perplexity(const Model& model, const std::vector<int>&
       const auto k0 = std::chrono::steady_clock::now();
       for (int s = 0; s < g; ++s) first_scored[size_t(s)] = first_position(w0 + s);
       const double* long_nll = window_nll.data();
-      const size_t at = size_t(w0) * n_ctx, span = size_t(g) * n_ctx;
-      if (reused) {
-        std::copy_n(reused->is_key.begin() + ptrdiff_t(at), span, is_key.begin());
-      } else {
+      const size_t at = size_t(w0) * n_ctx;  // the group's windows in a kept choice [windows][n_ctx]
+      const char* flags = reused ? reused->is_key.data() + at : nullptr;  // the group's [g][n_ctx]
+      if (!reused) {
         if (key.evaluator) {  // its own pass over the windows
           const int min_first = *std::min_element(first_scored.begin(), first_scored.begin() + g);
           evaluator_long->score(ids.data(), g, n_ctx, min_first, evaluator_nll.data());
           long_nll = evaluator_nll.data();
         }
+        char* chosen = made.is_key.empty() ? is_key.data() : made.is_key.data() + at;
         r.key.candidates += choose_key_tokens(*evaluator, ids.data(), g, n_ctx, first_scored, o.bos >= 0 ? 1 : 0, key,
-                                              long_nll, is_key.data());
-        if (!made.is_key.empty()) std::copy_n(is_key.begin(), span, made.is_key.begin() + ptrdiff_t(at));
+                                              long_nll, chosen);
+        flags = chosen;
       }
       for (int s = 0; s < g; ++s)
         for (int q = first_scored[size_t(s)]; q < n_ctx; ++q) {
-          if (!is_key[size_t(s) * n_ctx + size_t(q)]) continue;
+          if (!flags[size_t(s) * n_ctx + size_t(q)]) continue;
           const double v = window_nll[size_t(s) * n_ctx + size_t(q)];
           key_sum += v;
           key_sum2 += v * v;
