@@ -90,6 +90,49 @@ TEST_CASE("profile: sinusoidal is p(m).p(n)/sqrt(d), one row", "[positions][prof
   }
 }
 
+TEST_CASE("profile: FoX loses delta ln sigma(b_h) a key, its gates reading a zero input", "[positions][profile][fox]") {
+  const ModelConfig c = profile_config({{"type", "fox"}});
+  const std::vector<float> weight(size_t(c.n_heads) * size_t(c.hidden_size), 0.7f);  // read a zero input: no effect
+  const std::vector<float> bias = {3.0f, 1.0f, 0.0f, -2.0f};                          // per head
+  const TensorLookup tensors = [&](const std::string& name) -> const float* {
+    return name.find("fgate_proj.weight") != std::string::npos ? weight.data()
+           : name.find("fgate_proj.bias") != std::string::npos ? bias.data() : nullptr;
+  };
+  const auto p = distance_profile(c, tensors, 40, 40);
+  REQUIRE(p.size() == 4);
+  for (int h = 0; h < 4; ++h)
+    for (int delta = 0; delta <= 40; ++delta)  // 4 / sqrt(4) + delta ln sigma(b)
+      CHECK(p[size_t(h)][size_t(delta)] == Approx(2.0 - delta * std::log1p(std::exp(-double(bias[size_t(h)])))).margin(1e-4));
+}
+
+TEST_CASE("profile: CoPE counts sigma(q.k scale) a key and adds scale q.e(p), interpolated and capped", "[positions][profile][cope]") {
+  const ModelConfig c = profile_config({{"type", "cope"}, {"npos_max", 9}});
+  // e[t][i] = 0.1 t + 0.01 i on every layer: scale q.e(t) = 0.5 (0.4 t + 0.06), linear in t, so
+  // the interpolation at p is the same line at p
+  std::vector<float> table;
+  for (int t = 0; t < 9; ++t)
+    for (int i = 0; i < 4; ++i) table.push_back(0.1f * float(t) + 0.01f * float(i));
+  const TensorLookup tensors = [&](const std::string& name) -> const float* {
+    return name.find("cope_pos_emb") != std::string::npos ? table.data() : nullptr;
+  };
+  const auto p = distance_profile(c, tensors, 30, 30);
+  const double gate = 1.0 / (1.0 + std::exp(-2.0));  // sigma(4 / sqrt(4))
+  for (const auto& head : p)
+    for (int delta = 0; delta <= 30; ++delta) {
+      const double pos = std::min((delta + 1) * gate, 8.0);  // keys delta..0 back, the query's own counted
+      CHECK(head[size_t(delta)] == Approx(2.0 + 0.5 * (0.4 * pos + 0.06)).margin(1e-4));
+    }
+  // with a window of 8 the keys it hides are -inf and count nothing
+  json w = tiny_config();
+  w["position"] = {{"type", "cope"}, {"npos_max", 9}};
+  w["architectures"] = {"MistralForCausalLM"};
+  w["model_type"] = "mistral";
+  w["sliding_window"] = 8;
+  const auto windowed = distance_profile(parse_model_config(w, "test/config.json"), tensors, 30, 30);
+  CHECK(windowed[0][7] == Approx(p[0][7]).margin(1e-6));
+  CHECK(std::isinf(windowed[0][8]));
+}
+
 TEST_CASE("profile: bad distances are errors", "[positions][profile]") {
   CHECK_THROWS_AS(distance_profile(profile_config({{"type", "none"}}), kNoTensors, 10, 11), Error);
   CHECK_THROWS_AS(distance_profile(profile_config({{"type", "none"}}), kNoTensors, 10, -1), Error);

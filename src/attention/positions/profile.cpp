@@ -1,6 +1,9 @@
 // distance_profile: the scheme's own hooks applied to constant vectors, so the picture is
 // drawn by the code that runs the model; an "extend" method's far positions, mask (keys the
-// query does not see: -inf) and query factor included.
+// query does not see: -inf) and query factor included. Where positions come from the content
+// the constant content sets them: FoX's forget gates read a zero input (each gate its bias,
+// σ(b): the decay the gate starts from), CoPE's gates read the constant scores (every key
+// counts σ(q·k · scale)).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -33,12 +36,19 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
   const double query_scale = extend.query_scale(query_pos) * l.query_temperature(query_pos);
   int first_seen = l.window > 0 ? query_pos - l.window + 1 : 0;  // the layer's own span
   if (l.chunk > 0) first_seen = std::max(first_seen, query_pos / l.chunk * l.chunk);
-  auto finish = [&](std::vector<double>& row) {  // row[delta]: the factor, and the mask
+  auto hidden = [&](int n) {  // key n is not seen by the query
+    return (pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos)) || n < first_seen;
+  };
+  // CoPE's gates read the scores as the kernel has them: the query's factor on q (so on both
+  // terms), the mask before the count. Elsewhere the factor and the mask come last.
+  const bool contextual = pe->has_contextual_positions();
+  // row[delta]: the factor, FoX's decay (per delta; after the factor, as the kernel adds it), the mask
+  auto finish = [&](std::vector<double>& row, float log_gate = 0.0f) {
     for (int delta = 0; delta < int(row.size()); ++delta) {
       const int n = query_pos - delta;
-      row[size_t(delta)] *= query_scale * extend.key_scale(n);
-      const bool hidden = pattern && pattern->masks() && n >= pattern->sinks() && n < pattern->first_key(query_pos);
-      if (hidden || n < first_seen) row[size_t(delta)] = -std::numeric_limits<double>::infinity();
+      if (!contextual) row[size_t(delta)] *= query_scale * extend.key_scale(n);
+      row[size_t(delta)] += double(delta) * double(log_gate);
+      if (hidden(n)) row[size_t(delta)] = -std::numeric_limits<double>::infinity();
     }
     for (double v : row)
       if (std::isnan(v) || v == std::numeric_limits<double>::infinity())  // -inf is a masked key
@@ -66,7 +76,8 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
 
   // Hooks 2 and 3: rotated ones, then the bias, per head, exactly as the attention kernel; pairs
   // the pattern places at far positions from ones rotated there.
-  std::vector<float> q(size_t(hd), 1.0f), k(size_t(n_keys) * size_t(hd), 1.0f);  // [hd], [n_keys][hd]
+  std::vector<float> q(size_t(hd), contextual ? float(query_scale) : 1.0f);  // [hd]
+  std::vector<float> k(size_t(n_keys) * size_t(hd), 1.0f);                   // [n_keys][hd]
   std::vector<float> q_far = q, k_far = k, q_farther = q;
   const bool far = pattern && pattern->remaps();
   const int near = far ? std::max(0, pattern->near_first(query_pos)) : 0;  // keys below are far
@@ -86,6 +97,9 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
   }
   std::vector<float> scores(static_cast<size_t>(n_keys));  // [n_keys]
   const float scale = c.attention_scale > 0 ? float(c.attention_scale) : score_scale(*pe, hd);
+  // FoX: ln f per head from a zero input, so a key delta back loses delta · ln σ(b_h)
+  std::vector<float> log_gate(size_t(c.n_heads), 0.0f);  // [n_heads]
+  if (pe->has_forget_gates()) pe->log_forget_gates(log_gate.data(), std::vector<float>(size_t(d), 0.0f).data(), 1, layer);
   for (int h = 0; h < c.n_heads; ++h) {
     for (int j = 0; j < n_keys; ++j) {
       const bool is_far = j < near;
@@ -102,9 +116,14 @@ std::vector<std::vector<double>> distance_profile(const ModelConfig& c, const Te
                          near, scale);
     add_position_terms(*pe, scores.data() + near, layer, h, query_pos, q.data(), k.data() + size_t(near) * hd, near,
                        n_keys - near, scale);
+    if (contextual) {
+      for (int n = 0; n < n_keys; ++n)
+        if (hidden(n)) scores[size_t(n)] = -std::numeric_limits<float>::infinity();
+      pe->add_contextual_positions(scores.data(), n_keys, layer, q.data(), scale);
+    }
     std::vector<double> row;
     for (int delta = 0; delta <= max_distance; ++delta) row.push_back(scores[size_t(query_pos - delta)]);
-    finish(row);
+    finish(row, log_gate[size_t(h)]);
   }
   return out;
 }
