@@ -126,6 +126,31 @@ def copy_rows(base):
     check("copy rows: 1 to 4 numbers an example", counts == {1, 2, 3, 4}, str(counts))
 
 
+def fgate_init(base):
+    """train.fgate_decay_time: FoX's gate biases so that head h's gate forgets by 1/e in t_h tokens,
+    t log-spaced from T_min to T_max, the same in every layer; refused for another scheme or a
+    malformed pair, in one line naming the key."""
+    import math
+    import torch
+    heads = base["model"]["num_attention_heads"]
+    bias = train.fgate_bias({"type": "fox"}, [2, 512], heads)
+    times = [-1 / math.log(torch.sigmoid(b.double()).item()) for b in bias]
+    want = [2 * 256 ** (h / (heads - 1)) for h in range(heads)]
+    check("fgate_decay_time: head h forgets by 1/e in t_h tokens, log-spaced 2..512",
+          all(abs(t - w) < 1e-3 * w for t, w in zip(times, want)), f"{times} against {want}")
+    for position, value, says in (({"type": "rope"}, [2, 512], "is for FoX's gates"),
+                                  ({"type": "fox"}, [512, 2], "0 < T_min <= T_max"),
+                                  ({"type": "fox"}, [0, 5], "0 < T_min <= T_max"),
+                                  ({"type": "fox"}, "long", "0 < T_min <= T_max")):
+        try:
+            train.fgate_bias(position, value, heads)
+            said = "accepted"
+        except SystemExit as e:
+            said = str(e)
+        check(f"fgate_decay_time {value!r} on {position['type']}: refused in one line",
+              says in said and "\n" not in said and said.startswith("train.py: train.fgate_decay_time"), said)
+
+
 def scenario(tmp, data, base, position):
     name = position["type"]
     cfg = dict(base, name=name, position=position)
@@ -207,6 +232,7 @@ def main():
         data = os.path.join(tmp, "data")
         slice_data(base, data)
         copy_rows(base)
+        fgate_init(base)
         family_run_files()
         for position in ({"type": "rope"}, {"type": "kerple"}):
             scenario(tmp, data, base, position)

@@ -38,7 +38,11 @@ whose first answer greedy decoding reproduces exactly (the argmax at every answe
 the true prefix; `pert passkey`'s judge, digits starting with the key, is no stricter).
 
 Model ("model" block): a Llama of the given sizes; "attention_bias": true adds Llama's q/k/v/o
-biases (started at 0, not decayed), which pert reads as LlamaForCausalLM's.
+biases (started at 0, not decayed), which pert reads as LlamaForCausalLM's. Scheme tensors start
+as tools/reference/reference.py's position_tensor_init says; train.fgate_decay_time [T_min, T_max]
+starts FoX's gate biases instead at the decay times its authors give their data-independent
+gates (head h of every layer: σ(b_h) = e^(−1/t_h), t log-spaced from T_min to T_max), so the
+gates start near 1 and a key far back is not discounted to nothing before training begins.
 
 Tokenizer: a SentencePiece BPE (byte fallback) trained on the training stories, kept in
 models/tokenizer/ and shared by every run (trained on first use only). AdamW, linear warm-up then
@@ -171,9 +175,24 @@ def grows(earlier, later, at_step):
                     for s in range(at_step)))
 
 
-def init_weights(hf, vocab, position, seed):
+def fgate_bias(position, decay_time, heads):
+    """FoX's gate biases [heads] for decay times log-spaced in decay_time = [T_min, T_max]
+    (σ(b) = e^(−1/t): a gate that forgets by 1/e in t tokens), as the authors' fgate_bias_init;
+    exits naming the key where it does not apply."""
+    if (position or {}).get("type") != "fox":
+        sys.exit(f"train.py: train.fgate_decay_time is for FoX's gates; the position type is "
+                 f"{(position or {}).get('type', 'none')!r}")
+    if (not isinstance(decay_time, list) or len(decay_time) != 2
+            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < 1e9 for t in decay_time)
+            or decay_time[0] > decay_time[1]):
+        sys.exit(f"train.py: train.fgate_decay_time must be [T_min, T_max] with 0 < T_min <= T_max, got {decay_time!r}")
+    t = torch.exp(torch.linspace(math.log(decay_time[0]), math.log(decay_time[1]), heads, dtype=torch.float64))
+    return (-torch.log(torch.expm1(1.0 / t))).float()
+
+
+def init_weights(hf, vocab, position, seed, fgate_decay_time=None):
     """GPT-2 style: N(0, 0.02), residual projections scaled by 1/sqrt(2·layers), norms at 1, attention
-    biases (model.attention_bias) at 0."""
+    biases (model.attention_bias) at 0; FoX's gate biases at fgate_decay_time's (fgate_bias)."""
     g = torch.Generator().manual_seed(seed)
     d, L, H = hf["hidden_size"], hf["num_hidden_layers"], hf["num_attention_heads"]
     KV, ff = hf["num_key_value_heads"], hf["intermediate_size"]
@@ -199,6 +218,10 @@ def init_weights(hf, vocab, position, seed):
     for name, shape in reference.position_tensor_shapes(position, d, H, hf["max_position_embeddings"],
                                                             hf["num_hidden_layers"]).items():
         W[name] = reference.position_tensor_init(position, name, shape, g)
+    if fgate_decay_time is not None:
+        bias = fgate_bias(position, fgate_decay_time, H)
+        for i in range(L):
+            W[f"model.layers.{i}.self_attn.fgate_proj.bias"] = bias.clone()
     return W
 
 
@@ -323,7 +346,7 @@ def main():
     hf = dict(cfg["model"], vocab_size=sp.get_piece_size(), max_position_embeddings=T, bos_token_id=1,
               eos_token_id=2, hidden_act="silu", architectures=["LlamaForCausalLM"], model_type="llama",
               position=cfg["position"], **({"layers": cfg["layers"]} if cfg.get("layers") else {}))
-    W = init_weights(hf, hf["vocab_size"], cfg["position"], tc["seed"])  # on the CPU, then moved
+    W = init_weights(hf, hf["vocab_size"], cfg["position"], tc["seed"], tc.get("fgate_decay_time"))  # CPU, then moved
     use_device(device)
     W = {k: v.to(device).requires_grad_() for k, v in W.items()}
     n_params = sum(v.numel() for v in W.values())
