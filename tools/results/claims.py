@@ -11,12 +11,16 @@ perplexity and pass-key past L beside rope, none and alibi, and Cohere's RNoPE-S
 retrieval past L on which scheme: methods x schemes, each cell the pass-key and the RULER
 effective lengths; --plot draws it as two heat-maps), grid (every score behind them as CSV: scheme,
 method, task (passkey or a RULER task), length, score out of 100 over depths and trials, trials;
-tasks that cannot be posed at a length left out). The page marks each table
+tasks that cannot be posed at a length left out), content (the schemes whose positions come
+from the content beside rope, learned, none and alibi: WikiText-2 PPL past L, key-token PPL,
+pass-key and RULER effective lengths, then their papers' claims). The page marks each table
 with this command, and tools/lib/results_tables.py --check (CTest docs_tables) holds it to what the
 command prints. Inputs (DATA = --data):
   DATA/extend_family_rope.json   `pert sweep`: the rope model under each config, held-out stories
   DATA/streaming_wikitext.json   `pert sweep`: the rope model with and without sinks, WikiText-2 test
   DATA/hybrid_wikitext.json      `pert sweep`: the hybrid members, rope, none and alibi, WikiText-2 test
+  DATA/family_wikitext.json      `pert sweep`: each scheme's model, WikiText-2 test
+  DATA/family_wikitext_key.json  `pert sweep --key-tokens`: the same, with key-token perplexity
   DATA/extend_stories260K.json   `pert sweep`: stories260K under each config, held-out stories
   DATA/passkey/NAME[+CONFIG].json  `pert passkey`: each scheme's model plain and under CONFIG
   DATA/ruler/NAME[+CONFIG].json    `pert ruler`: the same pairs
@@ -40,8 +44,9 @@ from lib import ROOT  # noqa: E402
 from lib.family_names import FAMILY, HYBRID
 from results.paper_shapes import load
 
-TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept", "grid", "hybrid", "dca")
+TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept", "grid", "hybrid", "dca", "content")
 BESIDE = ["rope", "none", "alibi"]  # the schemes the hybrid layouts are read against
+CONTENT = ["cope", "fox", "stick_breaking"]  # positions from the content, read against rope, learned, none, alibi
 MARGIN, FLOOR = 10.0, 50.0  # the effective length's threshold: score at L − MARGIN, rows below FLOOR at L have none
 
 
@@ -424,6 +429,42 @@ def dca(r):
     out += [f"| {name} | " + " | ".join(fmt(v) if v is not None else ">10²" for v in values) + " |"
             for name, values in p["rows"]]
     out += ["", f"Published pass-key: {p['passkey']}. Defaults: {p['defaults']}."]
+    return "\n".join(out)
+
+
+def plain_cells(path):
+    """{model name: {length: cell}} of a sweep's plain rows, or {} where the file is not there."""
+    cells = {}
+    for c in (load(path)["cells"] if os.path.exists(path) else []):
+        if c.get("ppl") is not None and c["label"] == "plain":
+            cells.setdefault(c["model"].rstrip("/").split("/")[-1], {})[c["length"]] = c
+    return cells
+
+
+def content(r):
+    """The schemes whose positions come from the content beside rope, learned, none and alibi:
+    WikiText-2 PPL at L and its ratio past L, key-token PPL (LongPPL) at L and at the longest
+    length, pass-key and RULER effective lengths; then each paper's claims."""
+    ppl = plain_cells(os.path.join(r.data, "family_wikitext.json"))
+    key = plain_cells(os.path.join(r.data, "family_wikitext_key.json"))
+    _, _, kept_cells = kept_grid(r)
+    names = [n for n in CONTENT + ["rope", "learned", "none", "alibi"] if n in ppl]
+    lengths = sorted({n for v in ppl.values() for n in v})
+    L, longest = lengths[0], lengths[-1]
+    out = ["| pert: WikiText-2 test | PPL at L | " + " | ".join(f"÷ at {n // L}L" for n in lengths[1:]) +
+           f" | LongPPL at L | LongPPL at {longest // L}L | pass-key kept to | RULER kept to |",
+           "|---|---:|" + "---:|" * (len(lengths) + 3)]
+    for name in names:
+        at_L = ppl[name].get(L, {}).get("ppl")
+        ratios = [fmt(ppl[name][n]["ppl"] / at_L) if n in ppl[name] and at_L else "—" for n in lengths[1:]]
+        keys = [fmt(key.get(name, {}).get(n, {}).get("key_ppl")) for n in (L, longest)]
+        kept_at = kept_cells.get(("plain", name), (None, None))[:2]
+        out.append(f"| {name} | {fmt(at_L)} | " + " | ".join(ratios + keys) + " | " +
+                   " | ".join("·" if x is None else "—" if x == 0 else str(x) for x in kept_at) + " |")
+    published = r.published["content"]
+    out += ["", "| published | claim | numbers |", "|---|---|---|"]
+    out += [f"| {scheme} | {c['claim']} | {c['numbers']} |" for scheme in CONTENT for c in published[scheme]["claims"]]
+    out += ["", "Sources: " + "; ".join(f"{scheme}: {published[scheme]['source']}" for scheme in CONTENT) + "."]
     return "\n".join(out)
 
 

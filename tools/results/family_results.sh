@@ -18,7 +18,7 @@
 # the pages' tables and figures from them: tools/lib/results_tables.py --write).
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
-# and tables follow each. The models are the eleven and the hybrid members (tools/lib/family_names.py
+# and tables follow each. The models are the schemes' and the hybrid members (tools/lib/family_names.py
 # --all). NAMES=... (a subset, space-separated) measures only those models: 0, 1, 2, 4 and 5 for
 # them, the learned table's "clamp" rows only with learned, 3 only with rope, the hybrid members
 # beside rope, none and alibi; METHODS=... (config names of 3, e.g. "self-extend dca"; "none":
@@ -39,16 +39,16 @@ while [ $# -gt 0 ]; do
 done
 PY=/usr/bin/python3 PERT=${PERT:-build/pert} OUT=${OUT:-build/results/extrapolation}
 read -r -a ALL <<< "$($PY tools/lib/family_names.py --all)"
-read -r -a ELEVEN <<< "$($PY tools/lib/family_names.py)"
+read -r -a SCHEMES <<< "$($PY tools/lib/family_names.py)"
 read -r -a NAMES <<< "${NAMES:-${ALL[*]}}"
 for n in "${NAMES[@]}"; do
   [[ " ${ALL[*]} " == *" $n "* ]] || { echo "family_results.sh: NAMES: '$n' is not one of: ${ALL[*]}" >&2; exit 2; }
 done
 has() { [[ " ${NAMES[*]} " == *" $1 "* ]]; }
 method() { [ -z "${METHODS:-}" ] || [[ " $METHODS " == *" $(basename "$1" .json) "* ]]; }  # METHODS keeps config $1
-models=() hybrids=()  # -m flags: the eleven's, and the hybrid members' beside rope, none and alibi
+models=() hybrids=()  # -m flags: the schemes', and the hybrid members' beside rope, none and alibi
 for n in "${NAMES[@]}"; do
-  if [[ " ${ELEVEN[*]} " == *" $n "* ]]; then models+=(-m "models/$n"); else hybrids+=(-m "models/$n"); fi
+  if [[ " ${SCHEMES[*]} " == *" $n "* ]]; then models+=(-m "models/$n"); else hybrids+=(-m "models/$n"); fi
 done
 [ ${#hybrids[@]} = 0 ] || hybrids+=(-m models/rope -m models/none -m models/alibi)
 existing() { local f; for f; do [ ! -s "$f" ] || printf '%s\n' "$f"; done; }  # the files of $@ there are
@@ -103,19 +103,19 @@ pair() {  # a run "NAME [CONFIG]": its file's name (NAME or NAME+METHOD) and its
 # Plots and tables of what $OUT holds (those with nothing to show yet left out).
 plot_positions() {
   local P=$OUT/positions panels=() f g files
-  for f in none learned sinusoidal t5 rope+xpos alibi kerple fire xl deberta; do
+  for f in none learned sinusoidal t5 rope+xpos alibi kerple fire xl deberta cope fox; do
     files=()
     for g in ${f//+/ }; do [ ! -s $P/$g.json ] || files+=($P/$g.json); done
     [ ${#files[@]} = 0 ] || panels+=("$(IFS=+; echo "${files[*]}")")
   done
-  [ ${#panels[@]} = 0 ] || $PY tools/plot/plot.py positions "${panels[@]}" --cols 5 --sharey none --out $P
+  [ ${#panels[@]} = 0 ] || $PY tools/plot/plot.py positions "${panels[@]}" --cols 4 --sharey none --out $P
 }
 plot_sweep() {  # FILE TITLE
   [ ! -s $OUT/$1.json ] || $PY tools/plot/plot.py sweep $OUT/$1.json --out $OUT/$1 --title "$2"
 }
 passkey_tables() {
   local family=() all=() n
-  for n in "${ELEVEN[@]}"; do [ "$n" = learned ] || family+=($(existing $OUT/passkey/$n.json)); done
+  for n in "${SCHEMES[@]}"; do [ "$n" = learned ] || family+=($(existing $OUT/passkey/$n.json)); done
   [ ${#family[@]} = 0 ] || $PY tools/plot/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
   [ ! -s $OUT/family_wikitext.json ] || $PY tools/results/paper_shapes.py ratios $OUT/family_wikitext.json
   [ ! -s $OUT/family_wikitext_key.json ] || $PY tools/results/paper_shapes.py keys $OUT/family_wikitext_key.json
@@ -129,7 +129,7 @@ ruler_tables() {
 }
 claims_tables() {  # those of 3 need its sweep (and streaming its WikiText-2 one)
   local t
-  for t in selfextend effective hybrid dca; do $PY tools/results/claims.py $t --data $OUT; done
+  for t in selfextend effective hybrid dca content; do $PY tools/results/claims.py $t --data $OUT; done
   if [ -s $OUT/extend_family_rope.json ]; then
     for t in rerope ntk pi; do $PY tools/results/claims.py $t --data $OUT; done
     [ ! -s $OUT/streaming_wikitext.json ] || $PY tools/results/claims.py streaming --data $OUT
