@@ -11,7 +11,7 @@ and HYBRID, shell scripts read the printed names.
 """
 import argparse
 
-FAMILY = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire", "cope"]
+FAMILY = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire", "cope", "fox"]
 HYBRID = ["rnope_swa", "irope", "local_global"]
 
 if __name__ == "__main__":
