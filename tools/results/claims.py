@@ -389,23 +389,29 @@ def kept_plot(schemes, methods, grid, path):
     print(path, file=sys.stderr)
 
 
+def plain_cells(path):
+    """{model name: {length: cell}} of a sweep's plain rows, or {} where the file is not there."""
+    cells = {}
+    for c in (load(path)["cells"] if os.path.exists(path) else []):
+        if c.get("ppl") is not None and c["label"] == "plain":
+            cells.setdefault(c["model"].rstrip("/").split("/")[-1], {})[c["length"]] = c
+    return cells
+
+
 def hybrid(r):
     path = os.path.join(r.data, "hybrid_wikitext.json")
     if not os.path.exists(path):
         return "(no hybrid results yet: NAMES=\"...\" tools/results/family_results.sh writes them)"
-    ppl = {}  # model name -> {length: ppl} of its plain row
-    for c in load(path)["cells"]:
-        if c.get("ppl") is not None and c["label"] == "plain":
-            ppl.setdefault(c["model"].rstrip("/").split("/")[-1], {})[c["length"]] = (c["ppl"], c["trained_length"])
+    ppl = plain_cells(path)
     names = [n for n in BESIDE + HYBRID if n in ppl]
     lengths = sorted({n for v in ppl.values() for n in v})
     out = ["| pert: WikiText-2 test, PPL at L, then ÷ it | PPL at L | " +
            " | ".join(f"{n}" for n in lengths) + " |", "|---|---:|" + "---:|" * len(lengths)]
     for name in names:
-        L = next(iter(ppl[name].values()))[1]
-        at_L = ppl[name].get(L, (None,))[0]
+        L = next(iter(ppl[name].values()))["trained_length"]
+        at_L = ppl[name].get(L, {}).get("ppl")
         out.append(f"| {name} | {fmt(at_L)} | " + " | ".join(
-            fmt(ppl[name][n][0] / at_L) if n in ppl[name] and at_L else "—" for n in lengths) + " |")
+            fmt(ppl[name][n]["ppl"] / at_L) if n in ppl[name] and at_L else "—" for n in lengths) + " |")
     out += [""] + passkey_table(r, {n: n for n in names}, "pert: pass-key")
     p = r.published["rnope_swa"]
     out += ["", "| published: RULER, 8B (Yang et al. 2025) | " + " | ".join(p["lengths"]) + " |",
@@ -430,15 +436,6 @@ def dca(r):
             for name, values in p["rows"]]
     out += ["", f"Published pass-key: {p['passkey']}. Defaults: {p['defaults']}."]
     return "\n".join(out)
-
-
-def plain_cells(path):
-    """{model name: {length: cell}} of a sweep's plain rows, or {} where the file is not there."""
-    cells = {}
-    for c in (load(path)["cells"] if os.path.exists(path) else []):
-        if c.get("ppl") is not None and c["label"] == "plain":
-            cells.setdefault(c["model"].rstrip("/").split("/")[-1], {})[c["length"]] = c
-    return cells
 
 
 def content(r):

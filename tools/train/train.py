@@ -220,8 +220,9 @@ def init_weights(hf, vocab, position, seed, fgate_decay_time=None):
         W[name] = reference.position_tensor_init(position, name, shape, g)
     if fgate_decay_time is not None:
         bias = fgate_bias(position, fgate_decay_time, H)
-        for i in range(L):
-            W[f"model.layers.{i}.self_attn.fgate_proj.bias"] = bias.clone()
+        for name in W:
+            if name.endswith(".fgate_proj.bias"):
+                W[name] = bias.clone()
     return W
 
 
