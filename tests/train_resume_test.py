@@ -151,6 +151,36 @@ def fgate_init(base):
               says in said and "\n" not in said and said.startswith("train.py: train.fgate_decay_time"), said)
 
 
+def stick_reach_init(base):
+    """train.stick_reach: q and k biases that start head h's scores at -ln(T_h - 1) on any input
+    with zero projections, so each key takes 1/T_h of the stick left (T log-spaced 2..512, every
+    layer); refused without attention biases, for another scheme, or malformed, in one line."""
+    import math
+    import torch
+    hf = dict(base["model"], attention_bias=True, vocab_size=64, max_position_embeddings=128)
+    heads, hd = hf["num_attention_heads"], hf["hidden_size"] // hf["num_attention_heads"]
+    W = train.init_weights(hf, 64, {"type": "stick_breaking"}, 1, stick_reach=[2, 512])
+    want = [2 * 256 ** (h / (heads - 1)) for h in range(heads)]
+    for layer in (0, hf["num_hidden_layers"] - 1):
+        p = f"model.layers.{layer}.self_attn."
+        z = (W[p + "q_proj.bias"].double().view(heads, hd) * W[p + "k_proj.bias"].double().view(heads, hd)).sum(-1)
+        reach = [1 / torch.sigmoid(s / math.sqrt(hd)).item() for s in z]
+        check(f"stick_reach, layer {layer}: head h's keys take 1/T_h of the stick, T log-spaced 2..512",
+              all(abs(r - w) < 1e-3 * w for r, w in zip(reach, want)), f"{reach} against {want}")
+    for position, model, value, says in (({"type": "fox"}, hf, [2, 512], "is for stick-breaking"),
+                                         ({"type": "stick_breaking"}, dict(hf, attention_bias=False), [2, 512],
+                                          "needs model.attention_bias"),
+                                         ({"type": "stick_breaking"}, hf, [1, 5], "1 < T_min <= T_max"),
+                                         ({"type": "stick_breaking"}, hf, [9, 3], "1 < T_min <= T_max")):
+        try:
+            train.stick_reach_bias(position, model, value)
+            said = "accepted"
+        except SystemExit as e:
+            said = str(e)
+        check(f"stick_reach {value!r} on {position['type']}: refused in one line",
+              says in said and "\n" not in said and said.startswith("train.py: train.stick_reach"), said)
+
+
 def scenario(tmp, data, base, position):
     name = position["type"]
     cfg = dict(base, name=name, position=position)
@@ -233,6 +263,7 @@ def main():
         slice_data(base, data)
         copy_rows(base)
         fgate_init(base)
+        stick_reach_init(base)
         family_run_files()
         for position in ({"type": "rope"}, {"type": "kerple"}):
             scenario(tmp, data, base, position)

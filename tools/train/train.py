@@ -43,6 +43,12 @@ as tools/reference/reference.py's position_tensor_init says; train.fgate_decay_t
 starts FoX's gate biases instead at the decay times its authors give their data-independent
 gates (head h of every layer: σ(b_h) = e^(−1/t_h), t log-spaced from T_min to T_max), so the
 gates start near 1 and a key far back is not discounted to nothing before training begins.
+train.stick_reach [T_min, T_max] does the like for stick-breaking, whose scores start near 0, so
+every key takes half of what nearer keys left and a key d back gets 2^−(d+1): with
+model.attention_bias, head h's q and k biases start as b and −b (b along the all-ones direction),
+so its scores start at −c_h with σ(−c_h) = 1/T_h, each key taking 1/T_h of the stick left, which
+then spans about T_h keys (T log-spaced over the heads, the same in every layer). The scheme is
+unchanged; the biases are Llama's own and train as the rest.
 
 Tokenizer: a SentencePiece BPE (byte fallback) trained on the training stories, kept in
 models/tokenizer/ and shared by every run (trained on first use only). AdamW, linear warm-up then
@@ -182,17 +188,43 @@ def fgate_bias(position, decay_time, heads):
     if (position or {}).get("type") != "fox":
         sys.exit(f"train.py: train.fgate_decay_time is for FoX's gates; the position type is "
                  f"{(position or {}).get('type', 'none')!r}")
-    if (not isinstance(decay_time, list) or len(decay_time) != 2
-            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < 1e9 for t in decay_time)
-            or decay_time[0] > decay_time[1]):
-        sys.exit(f"train.py: train.fgate_decay_time must be [T_min, T_max] with 0 < T_min <= T_max, got {decay_time!r}")
-    t = torch.exp(torch.linspace(math.log(decay_time[0]), math.log(decay_time[1]), heads, dtype=torch.float64))
+    t = log_spaced_times("fgate_decay_time", decay_time, heads, 0)
     return (-torch.log(torch.expm1(1.0 / t))).float()
 
 
-def init_weights(hf, vocab, position, seed, fgate_decay_time=None):
+def log_spaced_times(key, times, heads, low):
+    """[heads] times log-spaced over times = [T_min, T_max] (float64); exits naming key where the
+    pair is malformed or T_min is not above low."""
+    if (not isinstance(times, list) or len(times) != 2
+            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and low < t < 1e9 for t in times)
+            or times[0] > times[1]):
+        sys.exit(f"train.py: train.{key} must be [T_min, T_max] with {low} < T_min <= T_max, got {times!r}")
+    return torch.exp(torch.linspace(math.log(times[0]), math.log(times[1]), heads, dtype=torch.float64))
+
+
+def stick_reach_bias(position, hf, reach):
+    """Stick-breaking's start (train.stick_reach): q and k biases [H·hd] whose product puts head h's
+    scaled scores at −c_h, σ(−c_h) = 1/T_h (c_h = ln(T_h − 1)), T log-spaced in reach; exits
+    naming the key where it does not apply."""
+    if (position or {}).get("type") != "stick_breaking":
+        sys.exit(f"train.py: train.stick_reach is for stick-breaking attention; the position type is "
+                 f"{(position or {}).get('type', 'none')!r}")
+    if not hf.get("attention_bias"):
+        sys.exit("train.py: train.stick_reach needs model.attention_bias: true (the q and k biases carry the start)")
+    H, KV = hf["num_attention_heads"], hf["num_key_value_heads"]
+    if KV != H:
+        sys.exit(f"train.py: train.stick_reach needs a key head per query head, got {H} query and {KV} key heads")
+    hd = hf["hidden_size"] // H
+    c = torch.log(log_spaced_times("stick_reach", reach, H, 1) - 1)  # [H]
+    # (b·u)·(−b·u) with u the unit all-ones vector, times the score's 1/sqrt(hd): −c
+    b = torch.sqrt(c * math.sqrt(hd))[:, None] * torch.full((H, hd), hd ** -0.5, dtype=torch.float64)
+    return b.reshape(-1).float(), (-b).reshape(-1).float()
+
+
+def init_weights(hf, vocab, position, seed, fgate_decay_time=None, stick_reach=None):
     """GPT-2 style: N(0, 0.02), residual projections scaled by 1/sqrt(2·layers), norms at 1, attention
-    biases (model.attention_bias) at 0; FoX's gate biases at fgate_decay_time's (fgate_bias)."""
+    biases (model.attention_bias) at 0; FoX's gate biases at fgate_decay_time's (fgate_bias),
+    stick-breaking's q and k biases at stick_reach's (stick_reach_bias)."""
     g = torch.Generator().manual_seed(seed)
     d, L, H = hf["hidden_size"], hf["num_hidden_layers"], hf["num_attention_heads"]
     KV, ff = hf["num_key_value_heads"], hf["intermediate_size"]
@@ -223,6 +255,11 @@ def init_weights(hf, vocab, position, seed, fgate_decay_time=None):
         for name in W:
             if name.endswith(".fgate_proj.bias"):
                 W[name] = bias.clone()
+    if stick_reach is not None:
+        q_bias, k_bias = stick_reach_bias(position, hf, stick_reach)
+        for name in W:
+            if name.endswith(("self_attn.q_proj.bias", "self_attn.k_proj.bias")):
+                W[name] = (q_bias if ".q_proj." in name else k_bias).clone()
     return W
 
 
@@ -347,7 +384,8 @@ def main():
     hf = dict(cfg["model"], vocab_size=sp.get_piece_size(), max_position_embeddings=T, bos_token_id=1,
               eos_token_id=2, hidden_act="silu", architectures=["LlamaForCausalLM"], model_type="llama",
               position=cfg["position"], **({"layers": cfg["layers"]} if cfg.get("layers") else {}))
-    W = init_weights(hf, hf["vocab_size"], cfg["position"], tc["seed"], tc.get("fgate_decay_time"))  # CPU, then moved
+    W = init_weights(hf, hf["vocab_size"], cfg["position"], tc["seed"], tc.get("fgate_decay_time"),
+                     tc.get("stick_reach"))  # CPU, then moved
     use_device(device)
     W = {k: v.to(device).requires_grad_() for k, v in W.items()}
     n_params = sum(v.numel() for v in W.values())
