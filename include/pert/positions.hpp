@@ -204,6 +204,9 @@ class SchemeConfig {
   virtual std::string identity() const { return type(); }
   // Positions counted from the content (CoPE): there are none for an "extend" method to move.
   virtual bool positions_from_content() const { return false; }
+  // For `pert positions`, whose profile feeds the scheme constant q = k = ones: what that constant
+  // input sets where the scheme reads the content (CoPE's gates, FoX's), "" where nothing does.
+  virtual std::string profile_note() const { return ""; }
   // A short name for tables and plots: the identity and any scaling, e.g. "rope ntk x4".
   virtual std::string label() const { return identity(); }
   virtual std::vector<ExpectedTensor> tensors(const ModelConfig& c) const { (void)c; return {}; }

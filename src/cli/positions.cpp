@@ -60,15 +60,11 @@ void run(const PositionsArgs& a) {
     write_file(a.csv_file, out.str());
   }
   if (json_on_stdout) return;
-  // Schemes that read the content: what the constant input sets (distance_profile)
-  const std::string scheme = c.layers[size_t(a.layer)].position.type();
-  const char* content = scheme == "cope" ? "; CoPE's gates read these constant scores, σ(q·k/√d) each"
-                        : scheme == "fox" ? "; FoX's gates read a zero input, σ(bias) each"
-                        : scheme == "stick_breaking" ? "; stick-breaking's weights are not a softmax of these logits"
-                                                     : "";
+  const std::string note = c.layers[size_t(a.layer)].position.scheme->profile_note();
   std::printf("%s: %s\nattention logit (q·k/√d plus the scheme's bias and terms) for q = k = ones, query at position %d (trained length %d)%s%s\n\n", dir.string().c_str(),
               position.c_str(), query_pos, c.max_position_embeddings,
-              profile.size() == 1 && c.n_heads > 1 ? "; p(m)·p(n)/√hidden for positions added to the embeddings" : "", content);
+              profile.size() == 1 && c.n_heads > 1 ? "; p(m)·p(n)/√hidden for positions added to the embeddings" : "",
+              note.empty() ? "" : ("; " + note).c_str());
   const size_t shown = std::min<size_t>(profile.size(), 8);
   std::printf("| distance |");
   for (size_t h = 0; h < shown; ++h)

@@ -82,6 +82,7 @@ struct CopeConfig final : SchemeConfig {
            "interpolated between " + std::to_string(npos) + " learned positions per layer, capped at " +
            std::to_string(npos - 1);
   }
+  std::string profile_note() const override { return "CoPE's gates read these constant scores, σ(q·k/√d) each"; }
   std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override {
     std::vector<ExpectedTensor> out;
     for (int l = 0; l < c.n_layers; ++l) out.push_back({cope_tensor(l), {npos, c.head_dim}});

@@ -67,6 +67,7 @@ struct FoxConfig final : SchemeConfig {
     return "FoX (Lin et al. 2025): forget gates sigmoid(w.x + b) per head and layer; a score gains the sum of the log-gates "
            "between its key and query";
   }
+  std::string profile_note() const override { return "FoX's gates read a zero input, σ(bias) each"; }
   std::vector<ExpectedTensor> tensors(const ModelConfig& c) const override {
     std::vector<ExpectedTensor> out;
     for (int l = 0; l < c.n_layers; ++l) {

@@ -51,6 +51,7 @@ struct StickBreakingConfig final : SchemeConfig {
     return "stick-breaking attention (Tan et al. 2025): key n takes sigmoid(score) of what nearer keys left; the query's "
            "own key takes the rest";
   }
+  std::string profile_note() const override { return "stick-breaking's weights are not a softmax of these logits"; }
   std::unique_ptr<PositionEncoding> make(const ModelConfig&, const TensorLookup&) const override {
     return std::make_unique<StickBreaking>();
   }
