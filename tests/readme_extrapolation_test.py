@@ -4,7 +4,7 @@ the README's quick-start tables are those results.
 
     readme_extrapolation_test.py PERT
 
-For each sweep file under models/extrapolation/ that docs/results/extrapolation.md shows: the
+For each sweep file under docs/results/data/extrapolation/ that docs/results/extrapolation.md shows: the
 Markdown table that `pert sweep --merge FILE` prints must appear verbatim there; then a few cells
 are run again from scratch with the page's flags (its text remade by tools/train/heldout.py or
 tools/train/wikitext_prefix.py) and must give the same perplexity as the file (to 1e-6 relative: same
@@ -33,7 +33,7 @@ def quick_start_failures():
     """README.md's quick-start sweep tables against the committed sweeps' cells."""
     cells = {}
     for name in SWEEPS:
-        for c in json.load(open(os.path.join(ROOT, "models", "extrapolation", name)))["cells"]:
+        for c in json.load(open(os.path.join(ROOT, "docs", "results", "data", "extrapolation", name)))["cells"]:
             if "ppl" in c:
                 cells[(os.path.basename(c["model"]), c["label"], c["length"])] = c["ppl"]
     failures, rows = [], 0
@@ -55,7 +55,7 @@ def quick_start_failures():
                                     f"the committed sweeps {want}")
     if rows == 0:
         failures.append("README.md: no quick-start sweep table found")
-    print(f"README.md quick start: {rows} values checked against models/extrapolation/")
+    print(f"README.md quick start: {rows} values checked against docs/results/data/extrapolation/")
     return failures
 
 
@@ -69,7 +69,7 @@ def main():
             texts[kind] = os.path.join(tmp, kind + ".txt")
             subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "train", script), texts[kind]], check=True)
         for name, (kind, cells) in SWEEPS.items():
-            path = os.path.join(ROOT, "models", "extrapolation", name)
+            path = os.path.join(ROOT, "docs", "results", "data", "extrapolation", name)
             sweep = json.load(open(path))
             merged = os.path.join(tmp, "merged-" + name)  # a fresh file each: --merge adds to --out's cells
             table = subprocess.run([pert, "sweep", "--merge", path, "--out", merged], check=True,

@@ -314,7 +314,7 @@ def main():
               r.returncode != 0 and "without key tokens" in r.stderr and r.stderr.count("\n") == 1, r.stderr)
 
     plot = os.path.join(TOOLS, "plot", "plot.py")
-    family = os.path.join(os.path.dirname(HERE), "models", "extrapolation", "family.json")
+    family = os.path.join(os.path.dirname(HERE), "docs", "results", "data", "extrapolation", "family.json")
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "f")
         with open(family) as f:  # one name per (model, config) row, however many the family has

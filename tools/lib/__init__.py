@@ -5,6 +5,25 @@ tools/ on sys.path and imports by folder, from any working directory:
     from lib import ROOT, outputs
     from reference import reference
 """
+import gzip
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+
+
+# Result files read as written or gzip-compressed. The per-trial records of `pert passkey` and `pert
+# ruler` (every trial's draw, answer ids and verdict) are committed as NAME.json.gz, made by
+# `gzip -9n` (no name, no time: the same bytes every run; a tenth of the size); the sweeps, which
+# `pert sweep --merge` reads back, stay plain. Whatever reads a result opens it through
+# open_result, so either form reads the same.
+RESULT_SUFFIXES = (".json.gz", ".json")
+
+
+def open_result(path):
+    """PATH opened for reading as text: decompressed where it ends in .gz, as it is otherwise."""
+    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
+def result_name(filename):
+    """NAME of NAME.json or NAME.json.gz; None for any other file."""
+    return next((filename[:-len(s)] for s in RESULT_SUFFIXES if filename.endswith(s)), None)

@@ -15,8 +15,8 @@ Debian's Python); the script measured once with --out FILE.json, that file is co
 
 A figure is marked the same way with the command that draws it from committed results:
 
-    <!-- figure: tools/plot/plot.py sweep models/extrapolation/family.json --out models/extrapolation/family -->
-    ![PPL vs length](../../models/extrapolation/family_ppl.png)
+    <!-- figure: tools/plot/plot.py sweep docs/results/data/extrapolation/family.json --out docs/results/data/extrapolation/family -->
+    ![PPL vs length](data/extrapolation/family_ppl.png)
     <!-- /figure -->
 
 --check draws it again into a scratch directory (an argument that is the path of an image linked

@@ -28,13 +28,14 @@ from matplotlib.ticker import PercentFormatter  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
 from lib.outputs import save_figure  # noqa: E402  (whole or not at all, as pert's own outputs)
+from lib import open_result  # noqa: E402  (RESULT.json or RESULT.json.gz)
 
 
 def load(path):
     """The panels of a result: [(result, lengths, depths, grid, title or None)]; `pert ruler`'s
     result gives one panel a task (scores / 100); a skipped cell is NaN."""
     try:
-        with open(path) as f:
+        with open_result(path) as f:
             r = json.load(f)
         cells = r["cells"]
         tasks = r.get("tasks") or [None]

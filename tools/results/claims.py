@@ -3,7 +3,7 @@
 docs/results/claims.md, one per claim, from the files tools/results/family_results.sh writes and the
 papers' numbers in docs/results/data/published_claims.json.
 
-    claims.py [--data models/extrapolation] [--published FILE] TABLE [--plot FILE.png] [--out FILE]
+    claims.py [--data docs/results/data/extrapolation] [--published FILE] TABLE [--plot FILE.png] [--out FILE]
 
 TABLE is one of: selfextend, rerope, streaming, ntk, pi, effective, hybrid (the hybrid layouts'
 perplexity and pass-key past L beside rope, none and alibi, and Cohere's RNoPE-SWA numbers), dca
@@ -22,8 +22,8 @@ command prints. Inputs (DATA = --data):
   DATA/family_wikitext.json      `pert sweep`: each scheme's model, WikiText-2 test
   DATA/family_wikitext_key.json  `pert sweep --key-tokens`: the same, with key-token perplexity
   DATA/extend_stories260K.json   `pert sweep`: stories260K under each config, held-out stories
-  DATA/passkey/NAME[+CONFIG].json  `pert passkey`: each scheme's model plain and under CONFIG
-  DATA/ruler/NAME[+CONFIG].json    `pert ruler`: the same pairs
+  DATA/passkey/NAME[+CONFIG].json.gz  `pert passkey`: each scheme's model plain and under CONFIG (or .json)
+  DATA/ruler/NAME[+CONFIG].json.gz    `pert ruler`: the same pairs (or .json)
 
 Losses are as ReRoPE's author reports them: the mean NLL of the last L tokens of each chunk of
 N tokens (from the sweep's NLL by position), so a longer chunk gives those tokens more context
@@ -42,7 +42,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
 from lib import ROOT  # noqa: E402
 from lib.family_names import FAMILY, HYBRID
-from results.paper_shapes import load
+from lib import result_name  # noqa: E402
+from results.paper_shapes import load  # noqa: E402  (plain or .json.gz)
 
 TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept", "grid", "hybrid", "dca", "content")
 BESIDE = ["rope", "none", "alibi"]  # the schemes the hybrid layouts are read against
@@ -79,8 +80,8 @@ class Results:
         """{NAME: report} of every pass-key file, read once."""
         if self._passkey is None:
             d = os.path.join(self.data, "passkey")
-            self._passkey = {f[:-5]: load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".json")} \
-                if os.path.isdir(d) else {}
+            files = sorted(os.listdir(d)) if os.path.isdir(d) else []
+            self._passkey = {result_name(f): load(os.path.join(d, f)) for f in files if result_name(f)}
         return self._passkey
 
     def passkey_counts(self):
@@ -116,9 +117,9 @@ class Results:
     def ruler(self):
         """[(name, result)] of every ruler file, schemes first, in name order."""
         d = os.path.join(self.data, "ruler")
-        names = sorted(f[:-5] for f in os.listdir(d) if f.endswith(".json")) if os.path.isdir(d) else []
-        names.sort(key=lambda n: ("+" in n, n))
-        return [(n, load(os.path.join(d, n + ".json"))) for n in names]
+        files = {result_name(f): f for f in sorted(os.listdir(d)) if result_name(f)} if os.path.isdir(d) else {}
+        names = sorted(files, key=lambda n: ("+" in n, n))
+        return [(n, load(os.path.join(d, files[n]))) for n in names]
 
 
 def tail_nll(cell, L):
@@ -470,7 +471,7 @@ def main():
     ap.add_argument("table", choices=TABLES, help="the table to print")
     ap.add_argument("--plot", metavar="FILE.png", help="kept: its heat-map too (.png or .svg)")
     ap.add_argument("--out", metavar="FILE", help="the table to FILE, whole or not at all, instead of stdout")
-    ap.add_argument("--data", default=os.path.join(ROOT, "models", "extrapolation"), help="the family's results")
+    ap.add_argument("--data", default=os.path.join(ROOT, "docs", "results", "data", "extrapolation"), help="the family's results")
     ap.add_argument("--published", default=os.path.join(ROOT, "docs", "results", "data", "published_claims.json"))
     a = ap.parse_args()
     if a.plot and a.table != "kept":

@@ -14,7 +14,7 @@
 #   6. docs/results/claims.md's and hybrid.md's tables (tools/results/claims.py): the published
 #      claims beside 3, 4 and 5.
 # Everything goes to $OUT (default build/results/extrapolation, so a run computes it afresh;
-# OUT=models/extrapolation adds to the committed files, as the pages read them, and then writes
+# OUT=docs/results/data/extrapolation adds to the committed files, as the pages read them, and then writes
 # the pages' tables and figures from them: tools/lib/results_tables.py --write).
 # Sweeps resume (cells already in a file are skipped) and a pass-key file newer than its model
 # and config is kept, so a re-run after more models are trained computes only what is new; plots
@@ -73,6 +73,9 @@ step() {
 }
 count() { local IFS=,; set -- $1; echo $#; }  # the lengths in a comma-separated list
 quietly() { "$@" > /dev/null; }  # a command whose stdout the files hold
+# A per-trial record (pass-key, RULER): pert writes FILE, which is kept as FILE.gz (gzip -9n: the
+# same bytes every run; tools/lib/__init__.py's open_result reads either).
+gzipped() { local f=$1; shift; quietly "$@" && gzip -9nf "$f"; }
 
 # What 4 and 5 run: "NAME CONFIG" pairs (CONFIG "" for plain), each config of 3 that METHODS keeps and
 # pert inspect accepts for the model (RoPE's scalings and the key re-encodings need a rotary
@@ -115,15 +118,15 @@ plot_sweep() {  # FILE TITLE
 }
 passkey_tables() {
   local family=() all=() n
-  for n in "${SCHEMES[@]}"; do [ "$n" = learned ] || family+=($(existing $OUT/passkey/$n.json)); done
+  for n in "${SCHEMES[@]}"; do [ "$n" = learned ] || family+=($(existing $OUT/passkey/$n.json.gz)); done
   [ ${#family[@]} = 0 ] || $PY tools/plot/plot_passkey.py "${family[@]}" --cols 2 --out $OUT/passkey_family.png
   [ ! -s $OUT/family_wikitext.json ] || $PY tools/results/paper_shapes.py ratios $OUT/family_wikitext.json
   [ ! -s $OUT/family_wikitext_key.json ] || $PY tools/results/paper_shapes.py keys $OUT/family_wikitext_key.json
-  all=($(existing $OUT/passkey/*.json))
+  all=($(existing $OUT/passkey/*.json.gz))
   [ ${#all[@]} = 0 ] || $PY tools/results/paper_shapes.py passkey "${all[@]}"
 }
 ruler_tables() {
-  [ ! -s $OUT/ruler/rope.json ] || $PY tools/plot/plot_passkey.py $OUT/ruler/rope.json --out $OUT/ruler_rope.png
+  [ ! -s $OUT/ruler/rope.json.gz ] || $PY tools/plot/plot_passkey.py $OUT/ruler/rope.json.gz --out $OUT/ruler_rope.png
   $PY tools/results/claims.py kept --data $OUT --plot $OUT/retrieval_kept.png
   $PY tools/results/claims.py grid --data $OUT --out $OUT/retrieval_grid.csv
 }
@@ -134,7 +137,7 @@ claims_tables() {  # those of 3 need its sweep (and streaming its WikiText-2 one
     for t in rerope ntk pi; do $PY tools/results/claims.py $t --data $OUT; done
     [ ! -s $OUT/streaming_wikitext.json ] || $PY tools/results/claims.py streaming --data $OUT
   fi
-  [ "$OUT" != models/extrapolation ] || $PY tools/lib/results_tables.py --write docs/results/extrapolation.md \
+  [ "$OUT" != docs/results/data/extrapolation ] || $PY tools/lib/results_tables.py --write docs/results/extrapolation.md \
     docs/results/passkey.md docs/results/claims.md docs/results/hybrid.md
 }
 
@@ -212,8 +215,8 @@ body() {
     pair "$run"
     lengths=64,128,256,512,1024,2048,4096
     [ "$run" = "learned " ] && lengths=$learned_passkey
-    fresh $OUT/passkey/$name.json models/$n/model.safetensors $c && continue
-    step $(count $lengths) "pert passkey $name" quietly $PERT passkey -m models/$n "${config[@]}" --lengths $lengths \
+    fresh $OUT/passkey/$name.json.gz models/$n/model.safetensors $c && continue
+    step $(count $lengths) "pert passkey $name" gzipped $OUT/passkey/$name.json $PERT passkey -m models/$n "${config[@]}" --lengths $lengths \
       --json-out $OUT/passkey/$name.json -q "${threads[@]}"
   done
   step 0 "pass-key plot and tables" passkey_tables
@@ -225,8 +228,8 @@ body() {
     pair "$run"
     lengths=128,256,512,1024,2048,4096
     [ "$run" = "learned " ] && lengths=$learned_ruler
-    fresh $OUT/ruler/$name.json models/$n/model.safetensors $c && continue
-    step $(count $lengths) "pert ruler $name" quietly $PERT "${ruler[@]}" -m models/$n "${config[@]}" --lengths $lengths \
+    fresh $OUT/ruler/$name.json.gz models/$n/model.safetensors $c && continue
+    step $(count $lengths) "pert ruler $name" gzipped $OUT/ruler/$name.json $PERT "${ruler[@]}" -m models/$n "${config[@]}" --lengths $lengths \
       --json-out $OUT/ruler/$name.json "${threads[@]}"
   done
   step 0 "retrieval plot and tables" ruler_tables

@@ -22,6 +22,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
+from lib import open_result  # noqa: E402  (NAME.json or NAME.json.gz)
+
 # ALiBi paper, Table 2 (WikiText-103 valid, trained at L = 512): PPL at L, 2L, 5L, 11L, 30L.
 ALIBI_TABLE2 = {
     "sinusoidal": [20.05, 43.54, 132.41, 240.44, 406.01],
@@ -33,9 +36,9 @@ TABLE2_MULTIPLES = [1, 2, 5, 11, 30]
 
 
 def load(path):
-    """A result file's JSON, or a one-line error naming the file (and the tool that read it)."""
+    """A result file's JSON (plain or .json.gz), or a one-line error naming the file (and the tool that read it)."""
     try:
-        with open(path) as f:
+        with open_result(path) as f:
             return json.load(f)
     except (OSError, ValueError) as e:
         sys.exit(f"{os.path.basename(sys.argv[0])}: {path}: {e}")
