@@ -9,7 +9,7 @@
 #include "pert/gguf.hpp"
 #include "pert/tokenizer.hpp"
 #include "test_util.hpp"
-#include "../src/tokenizer/internal.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-"""The Python module's str and path arguments (src/python/convert.cpp: text_arg, path_arg): a str
+"""The Python module's str and path arguments (src/python/convert_bindings.cpp: text_arg, path_arg): a str
 that is not text (a lone surrogate) or not a str at all is a one-line pert.Error naming the
 argument, never pybind11's "Unable to cast Python instance to C++ type"; a path is the bytes
 os.fsencode gives, so a file whose name is not UTF-8 opens, by str (surrogate-escaped) or bytes.

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pert/error.hpp"
-#include "../src/kernels/quants_blocks.hpp"
+#include "kernels/quants_blocks.hpp"
 #include "kernels/quants.hpp"
 #include "test_util.hpp"
 

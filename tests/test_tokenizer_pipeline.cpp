@@ -8,7 +8,7 @@
 #include "pert/error.hpp"
 #include "pert/tokenizer.hpp"
 #include "test_util.hpp"
-#include "../src/tokenizer/internal.hpp"
+#include "tokenizer/internal.hpp"
 
 using namespace pert;
 

@@ -16,7 +16,7 @@ class SchemeConfig;     // positions.hpp: a scheme's own typed block
 class ExtensionConfig;  // positions.hpp: an attention-time method of the "extend" block
 
 // The "position" block (or the HF RoPE keys it stands for): its type picks a scheme from the
-// registry (src/attention/registry.cpp), and that scheme's file parses, validates, describes
+// registry (src/attention/positions_registry.cpp), and that scheme's file parses, validates, describes
 // and builds the rest. The config layer knows only the type.
 struct PositionConfig {
   std::shared_ptr<const SchemeConfig> scheme;  // set by parse_model_config

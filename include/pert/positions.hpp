@@ -7,7 +7,7 @@
 //   6. weights by stick-breaking instead of a softmax                             (stick-breaking)
 //   7. positions counted by gates on each query's scores, their embeddings a bias (CoPE)
 // The model and the attention kernel call these hooks and never name a scheme. Each scheme
-// lives in its own file under src/attention/positions/ and has one entry in the registry (registry.cpp).
+// lives in its own file under src/attention/positions/ and has one entry in the registry (src/attention/positions_registry.cpp).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -190,7 +190,7 @@ enum class SchemeKind {
 std::string past_position_table(const std::string& scheme, int max, const std::string& instead);
 
 // A scheme's own block of the config, parsed and validated by the scheme's file (one parse
-// function registered in src/attention/registry.cpp), which also says what the block means,
+// function registered in src/attention/positions_registry.cpp), which also says what the block means,
 // which tensors the scheme adds to the model and how to build its encoder.
 class SchemeConfig {
  public:

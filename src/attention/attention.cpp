@@ -14,7 +14,7 @@
 //                             by the kernel, block by block as it reads them, far keys too; a step over
 //                             several length classes: by the kernel, for each query at its own)
 //   6. the kernel             kernel.cpp: scores, mask and bias, softmax (and sink logits), weighted sum
-#include "attention.hpp"
+#include "attention/attention.hpp"
 
 #include <omp.h>
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include "attention/kv_cache.hpp"
 #include "pert/config.hpp"
-#include "kv_cache.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {

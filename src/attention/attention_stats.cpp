@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "attention.hpp"
+#include "attention/attention.hpp"
 #include "kernels/ops.hpp"
 
 namespace pert {

@@ -19,11 +19,11 @@
 #include <algorithm>
 #include <limits>
 
-#include "attention.hpp"
-#include "pert/attention_stats.hpp"
+#include "attention/attention.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
+#include "pert/attention_stats.hpp"
 #include "pert/positions.hpp"
-#include "../kernels/parallel.hpp"
 
 namespace pert {
 

@@ -1,18 +1,18 @@
-#include "kv_cache.hpp"
+#include "attention/kv_cache.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "pert/error.hpp"
 #include "kernels/fp16.hpp"
 #include "kernels/lane_sums.hpp"
 #include "kernels/ops.hpp"
+#include "pert/error.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
-#include "../kernels/dispatch.hpp"
+#include "kernels/dispatch.hpp"
 #include "pert/kernels.hpp"
 
 namespace pert {
@@ -129,7 +129,7 @@ inline Vec load_values(const KvRows& v, size_t row, int i) {
   if constexpr (T == CacheType::F32) return _mm256_loadu_ps(v.f32 + at);
 }
 
-#include "kv_cache_simd.inc"
+#include "attention/kv_cache_simd.inc"
 }  // namespace avx2
 
 #pragma GCC pop_options
@@ -158,7 +158,7 @@ inline Vec load_values(const KvRows& v, size_t row, int i) {
   if constexpr (T == CacheType::F32) return _mm512_loadu_ps(v.f32 + at);
 }
 
-#include "kv_cache_simd.inc"
+#include "attention/kv_cache_simd.inc"
 }  // namespace avx512
 
 #pragma GCC pop_options

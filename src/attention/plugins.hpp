@@ -1,11 +1,11 @@
 // Private to src/: attention's plug-ins, the positional schemes (positions/, the config's
 // "position" block) and the methods of the "extend" block (extend/). Each file has one parse
-// function, registered once in registry.cpp; it reads its fields through `f`, which words its
+// function, registered once in positions_registry.cpp; it reads its fields through `f`, which words its
 // errors and, after the parse, refuses fields the plug-in did not read.
 #pragma once
 #include <memory>
 
-#include "../model/config_fields.hpp"
+#include "model/config_fields.hpp"
 #include "pert/positions.hpp"
 
 namespace pert {

@@ -1,4 +1,4 @@
-#include "evaluate.hpp"
+#include "cli/evaluate.hpp"
 
 #include <cmath>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common.hpp"
+#include "cli/cli_common.hpp"
 #include "pert/evaluation.hpp"
 
 namespace pert::cli {

@@ -10,10 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common.hpp"
+#include "cli/cli_common.hpp"
 #include "pert/error.hpp"
-#include "pert/kernels.hpp"
 #include "pert/json_util.hpp"
+#include "pert/kernels.hpp"
 #include "pert/output_file.hpp"
 
 namespace {

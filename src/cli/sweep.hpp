@@ -1,7 +1,7 @@
 // A grid command: the CLI's front end of the library's grid (pert/grid.hpp), a measure of every
 // (model, config, length) cell, resumable (cells already in --out are skipped), shardable
-// (--shard K/N) and mergeable (--merge, --status). `pert sweep` measures perplexity (sweep.cpp),
-// `pert attention` the statistics of the attention weights (attention.cpp).
+// (--shard K/N) and mergeable (--merge, --status). `pert sweep` measures perplexity (cmd_sweep.cpp),
+// `pert attention` the statistics of the attention weights (cmd_attention.cpp).
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "task_grid.hpp"
+#include "cli/task_grid.hpp"
 
 #include "pert/error.hpp"
 #include "pert/grid.hpp"

@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common.hpp"
+#include "cli/cli_common.hpp"
 #include "pert/grid_shards.hpp"
 #include "pert/output_file.hpp"
 #include "pert/progress.hpp"

@@ -6,10 +6,10 @@
 #include <map>
 #include <set>
 
+#include "model/architectures/architecture.hpp"
+#include "model/mla.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
-#include "../model/architectures/architecture.hpp"
-#include "../model/mla.hpp"
 
 namespace pert {
 

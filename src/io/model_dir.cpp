@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <set>
 
+#include "model/architectures/architecture.hpp"
+#include "model/mla.hpp"
 #include "pert/error.hpp"
 #include "pert/gguf_model.hpp"
 #include "pert/json_util.hpp"
-#include "../model/architectures/architecture.hpp"
-#include "../model/mla.hpp"
 
 namespace pert {
 

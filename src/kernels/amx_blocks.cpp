@@ -6,7 +6,7 @@
 // A work item is 32 weight rows (four panels; fewer at a product's end) of one product: it
 // decodes their codes and scales once, configures the tiles on its thread, runs every 32 rows
 // of x over all the (super-)blocks and releases the tiles.
-#include "amx_blocks.hpp"
+#include "kernels/amx_blocks.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "amx_tiles.hpp"
-#include "parallel.hpp"
+#include "kernels/amx_tiles.hpp"
+#include "kernels/parallel.hpp"
 
 namespace pert {
 

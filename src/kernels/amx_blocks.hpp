@@ -20,9 +20,9 @@
 #pragma once
 #include <cstddef>
 
-#include "amx_gemm.hpp"
-#include "quants.hpp"
-#include "quants_blocks.hpp"
+#include "kernels/amx_gemm.hpp"
+#include "kernels/quants.hpp"
+#include "kernels/quants_blocks.hpp"
 
 namespace pert {
 

@@ -5,7 +5,7 @@
 //   tiles 6, 7  B: weight blocks 0 and 1 (16 output rows each)
 // Each work item (two weight blocks of one product) configures the tiles on its thread, runs
 // every 32 rows of x and releases them.
-#include "amx_gemm.hpp"
+#include "kernels/amx_gemm.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "amx_tiles.hpp"
-#include "fp16.hpp"
-#include "parallel.hpp"
+#include "kernels/amx_tiles.hpp"
+#include "kernels/fp16.hpp"
+#include "kernels/parallel.hpp"
 
 #if defined(__linux__) && defined(__x86_64__)
 #include <sys/syscall.h>

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops.hpp"
+#include "kernels/ops.hpp"
 
 namespace pert {
 

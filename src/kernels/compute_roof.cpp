@@ -14,7 +14,7 @@
 #include "pert/kernels.hpp"
 
 #if defined(__x86_64__)
-#include "amx_tiles.hpp"
+#include "kernels/amx_tiles.hpp"
 #endif
 
 #if defined(__x86_64__)

@@ -12,10 +12,10 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "kernels/amx_gemm.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/quants.hpp"
 #include "pert/error.hpp"
-#include "amx_gemm.hpp"
-#include "ops.hpp"
-#include "quants.hpp"
 
 namespace pert {
 

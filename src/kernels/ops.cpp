@@ -1,10 +1,10 @@
 // Element-wise ops and softmax (the matrix products: ops_*.cpp; attention: src/attention/).
-#include "ops.hpp"
+#include "kernels/ops.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "parallel.hpp"
+#include "kernels/parallel.hpp"
 
 namespace pert {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "fp16.hpp"
-#include "quants.hpp"
+#include "kernels/fp16.hpp"
+#include "kernels/quants.hpp"
 
 namespace pert {
 

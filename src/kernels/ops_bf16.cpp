@@ -20,12 +20,12 @@
 #include <cstring>
 #include <vector>
 
-#include "amx_gemm.hpp"
-#include "dispatch.hpp"
-#include "ops_f32.hpp"
-#include "parallel.hpp"
+#include "kernels/amx_gemm.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/ops_f32.hpp"
+#include "kernels/parallel.hpp"
 #include "pert/kernels.hpp"
-#include "ops.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

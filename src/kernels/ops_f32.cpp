@@ -18,13 +18,13 @@
 #include <immintrin.h>
 #endif
 
-#include "dispatch.hpp"
-#include "lane_sums.hpp"
-#include "ops_f32.hpp"
-#include "parallel.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/lane_sums.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/ops_f32.hpp"
+#include "kernels/parallel.hpp"
 #include "pert/error.hpp"
 #include "pert/kernels.hpp"
-#include "ops.hpp"
 
 namespace pert {
 
@@ -64,8 +64,8 @@ void sgemm_nn(float* y, int ldy, const float* x, int ldx, int T, int K, const fl
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
-#include "lanes_avx2.inc"
-#include "ops_f32_simd.inc"
+#include "kernels/lanes_avx2.inc"
+#include "kernels/ops_f32_simd.inc"
 
 // y[r][j] (+)= Σ_k x[r][k]·w[k][j] for R rows of x and one block of 16 columns (w [K][16]), the
 // first `valid` columns stored: 12 accumulators, two columns' vectors and x broadcast, 15 of the

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "ops.hpp"
+#include "kernels/ops.hpp"
 
 namespace pert {
 

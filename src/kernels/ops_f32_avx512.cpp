@@ -5,7 +5,7 @@
 // hold the columns side by side (attention's values) in place. That runs at twice the rate of
 // OpenBLAS's AVX2 (Haswell) kernels, which some machines are held to (OPENBLAS_CORETYPE: older
 // OpenBLAS builds' AVX-512 kernels fail on some CPUs). Decoding: ops_f32_simd.inc on 16 lanes.
-#include "ops_f32.hpp"
+#include "kernels/ops_f32.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "lane_sums.hpp"
+#include "kernels/lane_sums.hpp"
 
 namespace pert {
 
@@ -157,8 +157,8 @@ void gemm_packed(float* y, int ldy, const float* x, int ldx, int T, const float*
                std::min(16 * kPanelBlocks, cols - n0), 1.0f, accumulate);
 }
 
-#include "lanes_avx512.inc"
-#include "ops_f32_simd.inc"
+#include "kernels/lanes_avx512.inc"
+#include "kernels/ops_f32_simd.inc"
 
 }  // namespace avx512
 }  // namespace

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "amx_gemm.hpp"
-#include "parallel.hpp"
-#include "fp16.hpp"
+#include "kernels/amx_gemm.hpp"
+#include "kernels/fp16.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
 #include "pert/kernels.hpp"
-#include "ops.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/ops.hpp"
+#include "kernels/quants.hpp"
+#include "kernels/quants_blocks.hpp"
 #include "pert/error.hpp"
-#include "ops.hpp"
-#include "quants.hpp"
-#include "quants_blocks.hpp"
 
 namespace pert {
 

@@ -9,12 +9,12 @@
 //   blocks      4 blocks (legacy) or super-blocks (K-quants) a step: their int32 totals summed
 //               at once (hadd) and scaled by one vfmadd into 4 float lanes — the plain kernels'
 //               Lanes, lane for lane, so both give the same float.
-#include "quants_blocks.hpp"
+#include "kernels/quants_blocks.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "quants.hpp"
+#include "kernels/quants.hpp"
 
 namespace pert::quants {
 

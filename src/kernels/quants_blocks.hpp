@@ -23,8 +23,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "fp16.hpp"
-#include "quants.hpp"
+#include "kernels/fp16.hpp"
+#include "kernels/quants.hpp"
 
 namespace pert::quants {
 

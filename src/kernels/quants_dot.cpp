@@ -23,13 +23,13 @@
 #include <stdexcept>
 #include <vector>
 
-#include "amx_blocks.hpp"
-#include "parallel.hpp"
+#include "kernels/amx_blocks.hpp"
+#include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
+#include "kernels/quants.hpp"
+#include "kernels/quants_blocks.hpp"
 #include "pert/error.hpp"
 #include "pert/kernels.hpp"
-#include "ops.hpp"
-#include "quants.hpp"
-#include "quants_blocks.hpp"
 
 namespace pert {
 

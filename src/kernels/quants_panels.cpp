@@ -23,10 +23,10 @@
 // codes 0..15 before the table): 136 bytes.
 #include <vector>
 
-#include "parallel.hpp"
+#include "kernels/parallel.hpp"
+#include "kernels/quants.hpp"
+#include "kernels/quants_blocks.hpp"
 #include "pert/error.hpp"
-#include "quants.hpp"
-#include "quants_blocks.hpp"
 
 namespace pert {
 

@@ -6,12 +6,12 @@
 // before one vpmaddwd by the 8 rows' scales. The int32 totals and the float steps are the row
 // kernels' (quants_blocks.hpp: Lanes), so the float is the same, bit for bit. Compiled for any
 // x86-64 (`target` pragma), chosen at run time.
-#include "quants_blocks.hpp"
+#include "kernels/quants_blocks.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "quants.hpp"
+#include "kernels/quants.hpp"
 
 namespace pert::quants {
 

@@ -4,12 +4,12 @@
 // 16 rows' 4 codes in one vpdpbusd. Why two panels rather than a new 16-row layout: every other
 // path keeps its 8-row panels, and an odd panel at the end of a matrix runs the AVX2 kernel.
 // Compiled for any x86-64 (`target` pragma), chosen at run time.
-#include "quants_blocks.hpp"
+#include "kernels/quants_blocks.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "quants.hpp"
+#include "kernels/quants.hpp"
 
 namespace pert::quants {
 
@@ -80,7 +80,7 @@ inline void prefetch_blocks(const uint8_t* a, const uint8_t* b) {  // as the AVX
   }
 }
 
-#include "quants_panels_vnni.inc"
+#include "kernels/quants_panels_vnni.inc"
 
 template <BlockType T> PairKernelSet pairs() {
   return {{VnniPanels<T, 1>::run, VnniPanels<T, 2>::run, VnniPanels<T, 3>::run, VnniPanels<T, 4>::run}};

@@ -2,12 +2,12 @@
 // registers with the VEX vpdpbusd of CPUs that have it without AVX-512 (Intel client CPUs from
 // Alder Lake; Zen 5 has both). The same code as the avx512vnni path's two panels, at half the
 // width. Compiled for any x86-64 (`target` pragma), chosen at run time.
-#include "quants_blocks.hpp"
+#include "kernels/quants_blocks.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "quants.hpp"
+#include "kernels/quants.hpp"
 
 namespace pert::quants {
 
@@ -68,7 +68,7 @@ inline void prefetch_blocks(const uint8_t* a, const uint8_t*) {  // as the AVX2 
   for (size_t at = 0; at < Bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(a + at), _MM_HINT_T0);
 }
 
-#include "quants_panels_vnni.inc"
+#include "kernels/quants_panels_vnni.inc"
 
 template <BlockType T, int R> void one_panel(const uint8_t* w, const QuantizedX& x, int t0, float* out) {
   VnniPanels<T, R>::run(w, w, x, t0, out);

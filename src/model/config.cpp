@@ -7,10 +7,10 @@
 #include <set>
 #include <sstream>
 
-#include "config_fields.hpp"
-#include "architectures/architecture.hpp"
-#include "mla.hpp"
-#include "../attention/plugins.hpp"
+#include "attention/plugins.hpp"
+#include "model/architectures/architecture.hpp"
+#include "model/config_fields.hpp"
+#include "model/mla.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 

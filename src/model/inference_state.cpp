@@ -4,14 +4,14 @@
 #include <cstring>
 
 #include "attention/attention.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
+#include "model/mla.hpp"
+#include "model/moe.hpp"
+#include "model/weights.hpp"
 #include "pert/error.hpp"
 #include "pert/interrupt.hpp"
 #include "pert/memory.hpp"
 #include "pert/model.hpp"
 #include "pert/positions.hpp"
-#include "weights.hpp"
 
 namespace pert {
 

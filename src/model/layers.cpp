@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <map>
 
-#include "../attention/plugins.hpp"
-#include "config_fields.hpp"
+#include "attention/plugins.hpp"
+#include "model/config_fields.hpp"
 #include "pert/config.hpp"
 
 namespace pert {

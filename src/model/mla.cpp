@@ -1,6 +1,6 @@
 // Multi-head latent attention's projections (mla.hpp), from HF's DeepseekV3Attention with
 // kv_b_proj absorbed: the same scores and outputs, the latent cached.
-#include "mla.hpp"
+#include "model/mla.hpp"
 
 #include <algorithm>
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "model/weights.hpp"
 #include "pert/config.hpp"
-#include "weights.hpp"
 
 namespace pert {
 

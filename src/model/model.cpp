@@ -11,15 +11,15 @@
 #include <map>
 #include <set>
 
+#include "model/architectures/architecture.hpp"
+#include "model/mla.hpp"
+#include "model/tensor_names.hpp"
+#include "model/weights.hpp"
 #include "pert/error.hpp"
 #include "pert/interrupt.hpp"
 #include "pert/memory.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/safetensors.hpp"
-#include "architectures/architecture.hpp"
-#include "mla.hpp"
-#include "tensor_names.hpp"
-#include "weights.hpp"
 
 namespace pert {
 

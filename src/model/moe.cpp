@@ -2,13 +2,13 @@
 // sort of the (token, slot) pairs), each expert's tokens gathered into one matrix and run through
 // its MLP in one product, the outputs scattered back by weight. Decoding (one token per
 // sequence) reads only the n_used experts' rows.
-#include "moe.hpp"
+#include "model/moe.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "../kernels/ops.hpp"
+#include "kernels/ops.hpp"
 
 namespace pert {
 

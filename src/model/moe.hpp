@@ -4,8 +4,8 @@
 #pragma once
 #include <vector>
 
+#include "model/weights.hpp"
 #include "pert/config.hpp"
-#include "weights.hpp"
 
 namespace pert {
 

@@ -5,7 +5,7 @@
 // released while pert computes; every pert::Error reaches Python as pert.Error with the CLI's
 // one-line message. src/python/pert/__init__.py adds sweep and merge (over grid.cpp's calls)
 // and the thread settings.
-#include "bindings.hpp"
+#include "python/bindings.hpp"
 
 #include <omp.h>
 

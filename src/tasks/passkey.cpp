@@ -12,11 +12,11 @@
 #include <string>
 
 #include "pert/error.hpp"
-#include "pert/positions.hpp"
-#include "pert/json_util.hpp"
 #include "pert/generate.hpp"
+#include "pert/json_util.hpp"
+#include "pert/positions.hpp"
 #include "pert/sampler.hpp"
-#include "pieces.hpp"
+#include "tasks/pieces.hpp"
 
 namespace pert {
 

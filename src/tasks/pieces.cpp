@@ -1,4 +1,4 @@
-#include "pieces.hpp"
+#include "tasks/pieces.hpp"
 
 #include "pert/error.hpp"
 

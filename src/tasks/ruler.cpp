@@ -6,14 +6,14 @@
 #include <map>
 
 #include "pert/error.hpp"
-#include "pert/positions.hpp"
 #include "pert/generate.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
 #include "pert/passkey.hpp"
+#include "pert/positions.hpp"
 #include "pert/ruler.hpp"
 #include "pert/sampler.hpp"
-#include "pieces.hpp"
+#include "tasks/pieces.hpp"
 
 namespace pert {
 

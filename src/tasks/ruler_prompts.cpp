@@ -11,7 +11,7 @@
 
 #include "pert/error.hpp"
 #include "pert/ruler.hpp"
-#include "pieces.hpp"
+#include "tasks/pieces.hpp"
 
 namespace pert {
 

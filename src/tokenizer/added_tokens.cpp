@@ -2,8 +2,8 @@
 // single_word, lstrip and rstrip rules.
 #include <algorithm>
 
-#include "internal.hpp"
 #include "pert/interrupt.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert::tokenizer {
 

@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "internal.hpp"
 #include "pert/interrupt.hpp"
 #include "pert/json_util.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert::tokenizer {
 

@@ -1,6 +1,6 @@
 // Decoders: HF's decode_chain over the tokens' strings, and how each chain can stream.
-#include "internal.hpp"
 #include "pert/tokenizer.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert::tokenizer {
 

@@ -58,12 +58,12 @@
 #include <set>
 #include <unordered_map>
 
-#include "internal.hpp"
 #include "pert/error.hpp"
-#include "pert/memory.hpp"
 #include "pert/gguf.hpp"
 #include "pert/json_util.hpp"
+#include "pert/memory.hpp"
 #include "pert/tokenizer.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert {
 namespace tokenizer {

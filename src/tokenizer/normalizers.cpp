@@ -1,5 +1,5 @@
 // Normalizers: string -> string, as HF's (offsets aside).
-#include "internal.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert::tokenizer {
 

@@ -1,6 +1,6 @@
 // Post-processors: the special tokens HF puts around a single sequence.
-#include "internal.hpp"
 #include "pert/json_util.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert::tokenizer {
 

@@ -1,8 +1,8 @@
 // Pre-tokenizers: each splits a piece into parts, with HF's split behaviours, streaming them.
 #include <algorithm>
 
-#include "internal.hpp"
 #include "pert/tokenizer.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert::tokenizer {
 

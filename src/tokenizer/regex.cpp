@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "internal.hpp"
 #include "pert/interrupt.hpp"
 #include "pert/tokenizer.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert::tokenizer {
 

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "internal.hpp"
 #include "pert/error.hpp"
 #include "pert/interrupt.hpp"
 #include "pert/json_util.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert {
 

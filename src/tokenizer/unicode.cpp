@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "internal.hpp"
 #include "pert/tokenizer.hpp"
+#include "tokenizer/internal.hpp"
 
 namespace pert {
 

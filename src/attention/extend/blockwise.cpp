@@ -1,7 +1,7 @@
 // Blockwise causal attention (Sun et al. 2022, "A Length-Extrapolatable Transformer", §3.3):
 // queries are cut into blocks of B (half the trained length by default) and each sees the keys
 // of its own block and the one before, so no distance reaches 2B. Positions are kept.
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

@@ -1,7 +1,7 @@
 // Leaky ReRoPE (Su 2023, kexue.fm/archives/9728; bojone/rerope leaky_rerope_patch.py): within
 // the window w relative positions are kept; beyond, they grow k times slower, w + (m − n − w)/k,
 // by encoding the query at (m + w(k − 1))/k and the key at n/k (fractional positions).
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

@@ -4,7 +4,7 @@
 // longer context as it was over L. Keys and values are untouched.
 #include <cmath>
 
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

@@ -1,7 +1,7 @@
 // ReRoPE (Su 2023, kexue.fm/archives/9708; bojone/rerope): the relative position is
 // min(m − n, w): pairs within the window w keep theirs, farther ones all sit at distance w
 // (query at position w, key unrotated at 0), so no distance exceeds what the model saw.
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

@@ -8,7 +8,7 @@
 // cached key positions in place each time W more tokens arrive, emulated token by token: after
 // K = ⌊m/W⌋ compressions keys n < K·W sit at ⌊n/G⌋ and the rest at n − K(W − W/G), as the
 // query does, so the exact window is the keys since the last block boundary (1 to W of them).
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

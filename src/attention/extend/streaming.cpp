@@ -3,7 +3,7 @@
 // positions "cache" (StreamingLLM's pos-shift): positions are slots in that cache, so window
 // keys keep their distance m − n and the sinks sit just before the window, at distance
 // min(m, S + W − 1) − n; "original": every pair at its text positions.
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

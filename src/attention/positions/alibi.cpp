@@ -2,7 +2,7 @@
 // Slopes as in the paper's repository and BLOOM's build_alibi_tensor, for any head count.
 #include <cmath>
 
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

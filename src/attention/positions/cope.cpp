@@ -17,8 +17,8 @@
 #include <cmath>
 #include <limits>
 
-#include "../../model/tensor_names.hpp"
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
+#include "model/tensor_names.hpp"
 
 namespace pert {
 

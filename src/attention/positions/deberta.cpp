@@ -8,8 +8,8 @@
 // rows k..2k−1 of P are read; distances from k − 1 on share the last.
 #include <algorithm>
 
-#include "../../model/tensor_names.hpp"
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
+#include "model/tensor_names.hpp"
 
 namespace pert {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../../model/tensor_names.hpp"
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
+#include "model/tensor_names.hpp"
 
 namespace pert {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "attention/plugins.hpp"
 #include "pert/error.hpp"
-#include "../plugins.hpp"
 
 namespace pert {
 

@@ -1,6 +1,6 @@
 // NoPE (Kazemnejad et al. 2023): no positional signal; the causal mask alone orders tokens.
 // Every hook keeps its default, which does nothing.
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

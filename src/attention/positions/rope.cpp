@@ -18,9 +18,9 @@
 #include <cmath>
 #include <limits>
 
+#include "attention/positions/rope.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
-#include "rope.hpp"
 
 namespace pert {
 

@@ -3,8 +3,8 @@
 // here already turned into this block (config.cpp's position_from_hf).
 #include <cmath>
 
-#include "rope.hpp"
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
+#include "attention/positions/rope.hpp"
 
 namespace pert {
 

@@ -3,7 +3,7 @@
 // added to the token embeddings after scaling them by embed_scale.
 #include <cmath>
 
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

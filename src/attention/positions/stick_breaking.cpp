@@ -13,8 +13,8 @@
 #include <cmath>
 #include <limits>
 
-#include "../attention.hpp"
-#include "../plugins.hpp"
+#include "attention/attention.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

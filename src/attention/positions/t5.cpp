@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../plugins.hpp"
+#include "attention/plugins.hpp"
 
 namespace pert {
 

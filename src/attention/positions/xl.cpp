@@ -6,9 +6,9 @@
 // hook adds the other three terms.
 #include <cmath>
 
+#include "attention/plugins.hpp"
+#include "model/tensor_names.hpp"
 #include "pert/memory.hpp"
-#include "../../model/tensor_names.hpp"
-#include "../plugins.hpp"
 
 namespace pert {
 

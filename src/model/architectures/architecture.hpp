@@ -1,7 +1,7 @@
 // An HF architecture pert reads, as one plug-in: its names (HF class, model_type, GGUF
 // general.architecture), the config keys it reads, how those keys set the block's extras and
 // which layers see a window, and what its GGUF metadata and tensor names mean. Each lives in its
-// own file in this folder, listed once in registry.cpp (docs/adding-an-architecture.md).
+// own file in this folder, listed once in architecture_registry.cpp (docs/adding-an-architecture.md).
 // The forward pass itself is one for all: an architecture is llama's block plus the ModelConfig
 // flags it sets (biases, norms, fused projections, windows, ...).
 #pragma once
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "../config_fields.hpp"
-#include "../tensor_names.hpp"
+#include "model/config_fields.hpp"
+#include "model/tensor_names.hpp"
 #include "pert/config.hpp"
 #include "pert/safetensors.hpp"
 
@@ -22,7 +22,7 @@ class Checkpoint;  // safetensors.hpp
 struct VisionLanguageLayout;  // below
 
 // A GGUF layer part ("ffn_up") and the HF part it holds in this architecture, where that differs
-// from llama's table (registry.cpp) or the part exists only here (Gemma's post norms).
+// from llama's table (architecture_registry.cpp) or the part exists only here (Gemma's post norms).
 struct GgufPart {
   const char* gguf;
   tensor_names::Part hf;
@@ -87,7 +87,7 @@ struct VisionLanguageLayout {
 // language model under model.language_model. (v5, Qwen3-VL as published) or model. (v4).
 extern const VisionLanguageLayout kQwenVisionLanguage;
 
-// The registry (registry.cpp).
+// The registry (architecture_registry.cpp).
 const std::vector<const ArchitectureSpec*>& architectures();
 // By HF name, else by model_type when the name is empty; Llama when both are (pert's own
 // configs); null when unknown.
@@ -105,7 +105,7 @@ std::string expert_tensor(const ModelConfig& c, int layer, int expert, ExpertPar
 std::string shared_expert_tensor(const ModelConfig& c, int layer, ExpertPart part);
 std::string shared_expert_gate_tensor(int layer);
 
-// Helpers the architecture files share (common.cpp).
+// Helpers the architecture files share (architecture_common.cpp).
 // The experts' count from `count_key` (HF's default def_experts) and num_experts_per_tok
 // (def_used), every layer sparse; their width is set by the caller.
 void read_experts(Fields& f, ModelConfig& mc, const char* count_key, int def_experts, int def_used);

@@ -2,7 +2,7 @@
 // MLP side by side on one norm's output, logits × logit_scale, head_dim = hidden / heads; a window
 // on all but every sliding_window_pattern-th layer (4), RoPE (interleaved) only in those local
 // layers: the global ones have no positions.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

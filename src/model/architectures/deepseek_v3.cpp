@@ -10,8 +10,8 @@
 #include <cctype>
 #include <cmath>
 
-#include "architecture.hpp"
-#include "../mla.hpp"
+#include "model/architectures/architecture.hpp"
+#include "model/mla.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

@@ -1,7 +1,7 @@
 // Gemma2ForCausalLM (HF models/gemma2): GeGLU (tanh GELU), RMSNorm gains 1 + w, a norm on each
 // branch's output (post_attention_layernorm, pre_/post_feedforward_layernorm), embeddings × √hidden,
 // q·k × query_pre_attn_scalar^−½, scores and logits soft-capped (50, 30), a window on even layers.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 
 namespace pert {
 

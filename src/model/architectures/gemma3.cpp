@@ -6,7 +6,7 @@
 // below), its tensors under language_model.model. (v4, as published) or model.language_model.
 // (transformers >= 4.52, v5); the SigLIP tower and projector skipped. Image tokens are the
 // tokenizer's: text alone runs as Gemma3ForCausalLM.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

@@ -13,8 +13,8 @@
 #include <cctype>
 #include <cstring>
 
-#include "architecture.hpp"
-#include "../../kernels/quants.hpp"
+#include "kernels/quants.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

@@ -1,7 +1,7 @@
 // LlamaForCausalLM (HF models/llama): the block every other architecture extends. attention_bias
 // gives q/k/v and o biases, mlp_bias gate/up/down biases. GGUF `llama` also holds Mistral (a
 // window) and other LlamaModel conversions; its q/k rows were permuted by the converter.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

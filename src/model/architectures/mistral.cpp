@@ -1,6 +1,6 @@
 // MistralForCausalLM (HF models/mistral): Llama's block with sliding_window on every layer.
 // llama.cpp writes it as GGUF `llama` with attention.sliding_window (llama.cpp).
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 
 namespace pert {
 

@@ -4,7 +4,7 @@
 // largest kept and always renormalised. Tensors under block_sparse_moe (gate: the router; experts
 // w1 gate, w3 up, w2 down; transformers v5 fused: fused_experts_checkpoint). llama.cpp writes it as
 // GGUF `llama` with expert_count (llama.cpp).
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 
 namespace pert {
 

@@ -2,7 +2,7 @@
 // k projections (not each head), then q, k and v are clamped to ±clip_qkv when it is set; every
 // layer a mixture of num_experts SwiGLU experts of width intermediate_size, num_experts_per_tok
 // per token (softmax over all, the largest kept, renormalised iff norm_topk_prob). GGUF `olmoe`.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

@@ -1,7 +1,7 @@
 // Phi3ForCausalLM (HF models/phi3): fused qkv_proj and gate_up_proj (gate first), split into
 // llama's parts at load; sliding_window on every layer; its longrope and partial_rotary_factor go
 // through the rope block. GGUF `phi3`: ffn_up holds gate, then up.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

@@ -1,6 +1,6 @@
 // Qwen2ForCausalLM (HF models/qwen2): q/k/v biases always; sliding_window only with
 // use_sliding_window, and only on layers i >= max_window_layers.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

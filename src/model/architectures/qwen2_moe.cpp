@@ -3,7 +3,7 @@
 // SwiGLU experts of width moe_intermediate_size, num_experts_per_tok per token (softmax over all,
 // the largest kept, renormalised iff norm_topk_prob), plus a shared expert of width
 // shared_expert_intermediate_size behind σ(x·shared_expert_gate). GGUF `qwen2moe`.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

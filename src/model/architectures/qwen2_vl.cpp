@@ -4,7 +4,7 @@
 // 1e6 by default. The vision tower's tensors (visual.*, model.visual.* in v5) are skipped.
 // GGUF `qwen2vl` (both; text model files, no mmproj): Qwen2's keys and tensors with M-RoPE's
 // rope.dimension_sections.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 
 namespace pert {
 

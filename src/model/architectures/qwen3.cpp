@@ -1,6 +1,6 @@
 // Qwen3ForCausalLM (HF models/qwen3): Qwen2's windows; RMSNorm of each query and key head before
 // RoPE (q_norm, k_norm over head_dim); attention_bias as Llama's, no q/k/v biases otherwise.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

@@ -3,7 +3,7 @@
 // sparse, num_experts SwiGLU experts of width moe_intermediate_size, num_experts_per_tok per
 // token (softmax over all, the largest kept, renormalised iff norm_topk_prob: false in the class,
 // true in the published configs). GGUF `qwen3moe`.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

@@ -15,7 +15,7 @@
 // read as per-expert matrices (input_first_experts_checkpoint); v5's in-memory layout and
 // per-expert tensors are read too. The vision tower (model.visual.*) is skipped; text alone
 // leaves DeepStack unused. No GGUF here (llama.cpp's qwen3vlmoe is not read).
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 
 namespace pert {
 

@@ -1,7 +1,7 @@
 // SmolLM3ForCausalLM (HF models/smollm3): Llama's blocks; no RoPE in the layers where
 // no_rope_layers[i] is 0 (by default every no_rope_layer_interval-th: (i + 1) % 4 == 0); a window
 // (use_sliding_window) only on those layers. GGUF `smollm3`: llama.cpp's fixed step of 4.
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

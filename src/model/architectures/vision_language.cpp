@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/error.hpp"
 #include "pert/gguf.hpp"
 #include "pert/json_util.hpp"

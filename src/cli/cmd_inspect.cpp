@@ -6,7 +6,7 @@
 #include <iostream>
 #include <set>
 
-#include "common.hpp"
+#include "cli/cli_common.hpp"
 #include "pert/config.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"

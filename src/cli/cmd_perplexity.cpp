@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "evaluate.hpp"
+#include "cli/evaluate.hpp"
 #include "pert/error.hpp"
 
 namespace pert::cli {

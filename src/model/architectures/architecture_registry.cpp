@@ -4,7 +4,7 @@
 // each reads (another one's key is refused, never dropped: a model that would load here but
 // compute something else is the worst outcome), windows by `layer_types`, biases.
 // A window W lets the query at m see keys m − W < n <= m (HF masking_utils).
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 
 namespace pert {
 

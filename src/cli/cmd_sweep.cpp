@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <iostream>
 
-#include "common.hpp"
-#include "evaluate.hpp"
-#include "sweep.hpp"
+#include "cli/cli_common.hpp"
+#include "cli/evaluate.hpp"
+#include "cli/sweep.hpp"
 #include "pert/error.hpp"
 #include "pert/grid_file.hpp"
 #include "pert/json_util.hpp"

@@ -8,7 +8,7 @@
 #include <iterator>
 #include <random>
 
-#include "common.hpp"
+#include "cli/cli_common.hpp"
 #include "pert/error.hpp"
 #include "pert/output_file.hpp"
 #include "pert/text_generation.hpp"

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "common.hpp"
+#include "cli/cli_common.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"

@@ -2,8 +2,8 @@
 // one file, one entry here (and its parse function in plugins.hpp), one reference test.
 #include <algorithm>
 
-#include "plugins.hpp"
-#include "positions/rope.hpp"
+#include "attention/plugins.hpp"
+#include "attention/positions/rope.hpp"
 
 namespace pert {
 

@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "bindings.hpp"
 #include "pert/attention_report.hpp"
 #include "pert/error.hpp"
 #include "pert/evaluation.hpp"
@@ -12,6 +11,7 @@
 #include "pert/passkey.hpp"
 #include "pert/positions.hpp"
 #include "pert/ruler.hpp"
+#include "python/bindings.hpp"
 
 namespace pert::python {
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
-#include "common.hpp"
-#include "task_grid.hpp"
+#include "cli/cli_common.hpp"
+#include "cli/task_grid.hpp"
 #include "pert/output_file.hpp"
 #include "pert/passkey.hpp"
 

@@ -5,10 +5,10 @@
 #include <tuple>
 #include <vector>
 
-#include "bindings.hpp"
 #include "pert/error.hpp"
 #include "pert/grid.hpp"
 #include "pert/grid_file.hpp"
+#include "python/bindings.hpp"
 
 namespace pert::python {
 

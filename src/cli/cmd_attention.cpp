@@ -7,10 +7,10 @@
 #include <sstream>
 #include <vector>
 
-#include "common.hpp"
-#include "sweep.hpp"
-#include "pert/grid_file.hpp"
+#include "cli/cli_common.hpp"
+#include "cli/sweep.hpp"
 #include "pert/attention_report.hpp"
+#include "pert/grid_file.hpp"
 #include "pert/progress.hpp"
 
 namespace pert::cli {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <set>
 
-#include "architecture.hpp"
+#include "model/architectures/architecture.hpp"
 #include "pert/gguf.hpp"
 
 namespace pert {

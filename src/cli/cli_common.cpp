@@ -1,4 +1,4 @@
-#include "common.hpp"
+#include "cli/cli_common.hpp"
 
 #include <omp.h>
 #include <unistd.h>

@@ -21,14 +21,14 @@
 #include <random>
 #include <tuple>
 
-#include "evaluate.hpp"
+#include "cli/evaluate.hpp"
 #include "pert/bandwidth.hpp"
 #include "pert/compute_roof.hpp"
-#include "pert/kernels.hpp"
 #include "pert/error.hpp"
 #include "pert/gguf_model.hpp"
-#include "pert/model_dir.hpp"
 #include "pert/grid_file.hpp"
+#include "pert/kernels.hpp"
+#include "pert/model_dir.hpp"
 
 namespace pert::cli {
 

@@ -6,9 +6,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "bindings.hpp"
 #include "pert/error.hpp"
 #include "pert/memory.hpp"
+#include "python/bindings.hpp"
 
 namespace pert::python {
 

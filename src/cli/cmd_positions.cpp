@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <sstream>
 
-#include "evaluate.hpp"
+#include "cli/evaluate.hpp"
 #include "pert/error.hpp"
-#include "pert/positions.hpp"
 #include "pert/output_file.hpp"
+#include "pert/positions.hpp"
 
 namespace pert::cli {
 
