@@ -5,7 +5,10 @@
   include/pert lives in one folder of src/, plus at most its public header include/pert/NAME.hpp;
 - every include names its file from one of the two roots, include/ or src/ ("pert/model.hpp",
   "kernels/ops.hpp"), never from the including file's folder or with "../" (the generated word list
-  of the retrieval tasks, from the build folder, is the one exception).
+  of the retrieval tasks, from the build folder, is the one exception);
+- src/io/ reads files and nothing else: what its sources include, and what that includes in turn,
+  is io's own, the runtime's or the kernels' (a public header counts as the folder of its source,
+  or as what it includes where it has none).
 
     source_layout_test.py     exit 0 when every rule holds, 1 naming each file that breaks one
 """
@@ -28,6 +31,25 @@ def sources():
                     yield os.path.relpath(os.path.join(folder, f), ROOT)
 
 
+def below_io(name, seen=None):
+    """Whether an include of src/io/ stays in io, the runtime and the kernels, with all it includes."""
+    seen = set() if seen is None else seen
+    if name in seen or name in GENERATED:
+        return True
+    seen.add(name)
+    if name.startswith(("io/", "runtime/", "kernels/")):
+        return True
+    if not name.startswith("pert/"):
+        return False
+    stem = os.path.splitext(os.path.basename(name))[0]
+    homes = [d for d in ("io", "runtime", "kernels", "model", "attention", "tasks", "tokenizer")
+             if os.path.isfile(os.path.join(ROOT, "src", d, stem + ".cpp"))]
+    if homes:
+        return all(h in ("io", "runtime", "kernels") for h in homes)
+    text = open(os.path.join(ROOT, "include", name), encoding="utf-8").read()
+    return all(below_io(n, seen) for n in INCLUDE.findall(text))
+
+
 def main():
     failures = []
     folders = collections.defaultdict(set)
@@ -44,6 +66,11 @@ def main():
                 continue
             if name.startswith("../") or not any(os.path.isfile(os.path.join(ROOT, r, name)) for r in ("include", "src")):
                 failures.append(f"{path}: #include \"{name}\": name it from include/ or src/")
+    for path in sources():
+        if path.startswith("src/io/"):
+            for name in INCLUDE.findall(open(os.path.join(ROOT, path), encoding="utf-8").read()):
+                if not below_io(name):
+                    failures.append(f"{path}: #include \"{name}\": io/ reads files; that is a layer above it")
     for f in failures:
         print("FAILED:", f)
     n = sum(1 for _ in sources())

@@ -10,6 +10,7 @@
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "pert/model_dir.hpp"
+#include "pert/positions.hpp"
 
 using namespace pert;
 

@@ -1,5 +1,6 @@
 #include "pert/error.hpp"
 #include "pert/model_dir.hpp"
+#include "pert/positions.hpp"
 #include "test_util.hpp"
 
 using namespace pert;

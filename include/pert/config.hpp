@@ -18,6 +18,12 @@ class ExtensionConfig;  // positions.hpp: an attention-time method of the "exten
 // The "position" block (or the HF RoPE keys it stands for): its type picks a scheme from the
 // registry (src/attention/positions_registry.cpp), and that scheme's file parses, validates, describes
 // and builds the rest. The config layer knows only the type.
+// A tensor a config expects: its HF name and shape (a scheme's own, the architecture's, the model's).
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
 struct PositionConfig {
   std::shared_ptr<const SchemeConfig> scheme;  // set by parse_model_config
   std::string type() const;                    // "rope", "alibi", ...

@@ -9,7 +9,6 @@
 
 #include "pert/config.hpp"
 #include "pert/gguf.hpp"
-#include "pert/positions.hpp"
 #include "pert/safetensors.hpp"
 
 namespace pert {

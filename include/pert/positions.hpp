@@ -24,11 +24,6 @@
 
 namespace pert {
 
-struct ExpectedTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-};
-
 // A scheme's own weights, looked up by tensor name (already F32, shape checked).
 using TensorLookup = std::function<const float*(const std::string& name)>;
 

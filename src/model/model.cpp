@@ -20,6 +20,7 @@
 #include "pert/memory.hpp"
 #include "pert/model_dir.hpp"
 #include "pert/safetensors.hpp"
+#include "pert/positions.hpp"
 
 namespace pert {
 

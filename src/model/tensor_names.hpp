@@ -1,6 +1,6 @@
 // HF's tensor names, the one place they are spelled. The checkpoint's expected tensors
-// (io/model_dir.cpp), the weights the forward pass takes (model/model.cpp) and a GGUF file's
-// names mapped onto HF's (io/gguf_model.cpp) all go through these; the architectures differ
+// (model/model_dir.cpp), the weights the forward pass takes (model/model.cpp) and a GGUF file's
+// names mapped onto HF's (model/gguf_model.cpp) all go through these; the architectures differ
 // only in which parts they have (architectures/: biases, q/k norms, Phi-3's fused parts).
 #pragma once
 #include <string>

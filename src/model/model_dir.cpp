@@ -8,6 +8,7 @@
 #include "pert/error.hpp"
 #include "pert/gguf_model.hpp"
 #include "pert/json_util.hpp"
+#include "pert/positions.hpp"
 
 namespace pert {
 
