@@ -83,6 +83,11 @@ std::string ppl_text(double ppl, double stderr_);
 // The result as JSON; llama mode adds running_ppl, key tokens their count and perplexity.
 nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode);
 
+// What every task's report opens with (perplexity, passkey, ruler; the module's too): the model,
+// its positions as run and its trained length, the threads, the weights' and the cache's number types.
+nlohmann::json run_header(const std::string& model_dir, const ModelConfig& config, const std::string& dtype,
+                          const std::string& cache_type);
+
 // What `pert perplexity --json` and the module's perplexity() report: the model, its positions,
 // the window, the text's length, threads and precision, the spec's settings and the result.
 nlohmann::json perplexity_report(const std::string& model_dir, const ModelConfig& config, const EvalSpec& spec,

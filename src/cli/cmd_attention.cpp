@@ -1,5 +1,5 @@
 // pert attention: what each head's attention does (pert/attention_report.hpp) for every model x
-// config x length, as a grid command (sweep.hpp): the cells' summary as a table, each (layer,
+// config x length, as a grid command (grid_command.hpp): the cells' summary as a table, each (layer,
 // head) in the JSON and the CSV.
 #include <cmath>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/cli_common.hpp"
-#include "cli/sweep.hpp"
+#include "cli/grid_command.hpp"
 #include "pert/attention_report.hpp"
 #include "pert/grid_file.hpp"
 #include "pert/progress.hpp"

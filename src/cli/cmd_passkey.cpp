@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "cli/cli_common.hpp"
-#include "cli/task_grid.hpp"
+#include "cli/grid_shards_command.hpp"
 #include "pert/output_file.hpp"
 #include "pert/passkey.hpp"
 

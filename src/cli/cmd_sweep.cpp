@@ -1,11 +1,11 @@
-// The grid commands' front end (sweep.hpp): their flags checked and turned into a request of
+// The grid commands' front end (grid_command.hpp): their flags checked and turned into a request of
 // the library's grid (pert/grid.hpp), its result printed.
 #include <cstdio>
 #include <iostream>
 
 #include "cli/cli_common.hpp"
 #include "cli/evaluate.hpp"
-#include "cli/sweep.hpp"
+#include "cli/grid_command.hpp"
 #include "pert/error.hpp"
 #include "pert/grid_file.hpp"
 #include "pert/json_util.hpp"

@@ -152,18 +152,22 @@ nlohmann::json perplexity_json(const PerplexityResult& r, PerplexityMode mode) {
   return j;
 }
 
+nlohmann::json run_header(const std::string& model_dir, const ModelConfig& config, const std::string& dtype,
+                          const std::string& cache_type) {
+  return {{"model_dir", model_dir},
+          {"position", describe_position(config)},
+          {"position_label", position_label(config)},
+          {"trained_length", config.max_position_embeddings},
+          {"threads", omp_get_max_threads()},
+          {"dtype", dtype},
+          {"cache_type", cache_type}};
+}
+
 nlohmann::json perplexity_report(const std::string& model_dir, const ModelConfig& config, const EvalSpec& spec,
                                  const PerplexityOptions& options, size_t text_tokens, const std::string& dtype,
                                  const std::string& cache_type, const PerplexityResult& result) {
-  nlohmann::json j = {{"model_dir", model_dir},
-                      {"position", describe_position(config)},
-                      {"position_label", position_label(config)},
-                      {"trained_length", config.max_position_embeddings},
-                      {"n_ctx", options.n_ctx},
-                      {"text_tokens", text_tokens},
-                      {"threads", omp_get_max_threads()},
-                      {"dtype", dtype},
-                      {"cache_type", cache_type}};
+  nlohmann::json j = run_header(model_dir, config, dtype, cache_type);
+  j.update({{"n_ctx", options.n_ctx}, {"text_tokens", text_tokens}});
   j.update(spec.settings());
   j.update(perplexity_json(result, options.mode));
   if (result.has_key) j["key_token_indices"] = result.key.indices;  // (a sweep's cells keep only the count)

@@ -1,8 +1,6 @@
 // Pass-key retrieval: prompts built by the rules in passkey.hpp, answered greedily, scored.
 #include "pert/passkey.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,6 +10,7 @@
 #include <string>
 
 #include "pert/error.hpp"
+#include "pert/evaluation.hpp"
 #include "pert/generate.hpp"
 #include "pert/json_util.hpp"
 #include "pert/positions.hpp"
@@ -230,19 +229,14 @@ nlohmann::json passkey_report(const std::string& model_dir, const ModelConfig& c
     if (!cell.skipped.empty()) j["skipped"] = cell.skipped;
     out.push_back(std::move(j));
   }
-  return {{"model_dir", model_dir},
-          {"position", describe_position(c)},
-          {"position_label", position_label(c)},
-          {"trained_length", c.max_position_embeddings},
-          {"lengths", p.lengths},
-          {"depths", p.depths},
-          {"trials", p.trials},
-          {"seed", p.seed},
-          {"answer_tokens", kPasskeyAnswerTokens},
-          {"threads", omp_get_max_threads()},
-          {"dtype", dtype},
-          {"cache_type", cache_type_name(p.cache_type)},
-          {"cells", out}};
+  nlohmann::json report = run_header(model_dir, c, dtype, cache_type_name(p.cache_type));
+  report.update({{"lengths", p.lengths},
+                 {"depths", p.depths},
+                 {"trials", p.trials},
+                 {"seed", p.seed},
+                 {"answer_tokens", kPasskeyAnswerTokens},
+                 {"cells", out}});
+  return report;
 }
 
 }  // namespace pert

@@ -1,11 +1,10 @@
 // Retrieval tasks: every prompt checked against the model before any runs, answered greedily,
 // scored by RULER's string_match_all (prompts: ruler_prompts.cpp).
-#include <omp.h>
-
 #include <algorithm>
 #include <map>
 
 #include "pert/error.hpp"
+#include "pert/evaluation.hpp"
 #include "pert/generate.hpp"
 #include "pert/json_util.hpp"
 #include "pert/loaded_model.hpp"
@@ -200,22 +199,17 @@ nlohmann::json ruler_report(const std::string& model_dir, const ModelConfig& c, 
     if (!cell.skipped.empty()) j["skipped"] = cell.skipped;
     out.push_back(std::move(j));
   }
-  return {{"model_dir", model_dir},
-          {"position", describe_position(c)},
-          {"position_label", position_label(c)},
-          {"trained_length", c.max_position_embeddings},
-          {"tasks", p.tasks},
-          {"lengths", p.lengths},
-          {"depths", p.depths},
-          {"trials", p.trials},
-          {"seed", p.seed},
-          {"template", ruler_template_name(p.wording)},
-          {"essay", p.essay_path},
-          {"answer_slack", kRulerAnswerSlack},
-          {"threads", omp_get_max_threads()},
-          {"dtype", dtype},
-          {"cache_type", cache_type_name(p.cache_type)},
-          {"cells", out}};
+  nlohmann::json report = run_header(model_dir, c, dtype, cache_type_name(p.cache_type));
+  report.update({{"tasks", p.tasks},
+                 {"lengths", p.lengths},
+                 {"depths", p.depths},
+                 {"trials", p.trials},
+                 {"seed", p.seed},
+                 {"template", ruler_template_name(p.wording)},
+                 {"essay", p.essay_path},
+                 {"answer_slack", kRulerAnswerSlack},
+                 {"cells", out}});
+  return report;
 }
 
 }  // namespace pert

@@ -1,4 +1,4 @@
-#include "cli/task_grid.hpp"
+#include "cli/grid_shards_command.hpp"
 
 #include "pert/error.hpp"
 #include "pert/grid.hpp"

@@ -1,11 +1,10 @@
+// A sweep file read and checked field by field, its older forms completed, the grid its runs
+// asked for and what of it is missing, its cells in table order (pert/grid_file.hpp).
 #include "pert/grid_file.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -17,12 +16,6 @@ namespace pert {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-std::string real_path(const std::string& p) {
-  std::error_code ec;
-  const fs::path r = fs::weakly_canonical(p, ec);
-  return ec ? fs::path(p).lexically_normal().string() : r.string();
-}
 
 namespace {
 
@@ -138,99 +131,7 @@ void complete_cell(json& c, Completions& known) {
   }
 }
 
-std::string csv_number(const json& v) { return v.is_null() ? "" : v.dump(); }
-
-
 }  // namespace
-
-std::string config_stem(const std::string& config) {
-  if (config == kPlain) return kPlain;
-  return is_inline_config(config) ? read_config_patch(config).dump() : fs::path(config).stem().string();
-}
-
-std::string config_hash(const std::string& config) {
-  if (config == kPlain) return kPlain;
-  if (is_inline_config(config)) return bytes_hash(read_config_patch(config).dump());
-  std::error_code ec;
-  return fs::is_regular_file(config, ec) ? content_hash(config) : "missing " + config;
-}
-
-std::string model_name(const std::string& dir) {
-  const fs::path p = fs::path(dir).lexically_normal();
-  return (p.has_filename() ? p : p.parent_path()).filename().string();
-}
-
-std::map<std::string, std::string> model_names(const json& cells) {
-  std::map<std::string, std::string> path_of_name, name;
-  std::map<std::string, bool> clash;
-  for (const json& c : cells) {
-    const std::string model = c["model"], key = real_path(model), n = model_name(model);
-    if (path_of_name.count(n) && path_of_name[n] != key) clash[n] = true;
-    path_of_name[n] = key;
-  }
-  for (const json& c : cells) {
-    const std::string model = c["model"];
-    name[model] = clash[model_name(model)] ? fs::path(model).lexically_normal().string() : model_name(model);
-  }
-  return name;
-}
-
-namespace {
-
-constexpr uint64_t kFnvBasis = 14695981039346656037ull;
-uint64_t fnv(uint64_t h, const char* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(p[i])) * 1099511628211ull;
-  return h;
-}
-
-std::string hex16(uint64_t h) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-  return hex;
-}
-
-}  // namespace
-
-std::string bytes_hash(std::string_view bytes) { return hex16(fnv(kFnvBasis, bytes.data(), bytes.size())); }
-
-std::string content_hash(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path.string() + ": cannot open");
-  uint64_t h = kFnvBasis;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    h = fnv(h, buf, size_t(in.gcount()));
-    if (in.eof()) break;
-  }
-  return hex16(h);
-}
-
-std::string model_hash(const std::string& dir) {
-  std::error_code ec;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().filename() == "config.json" || e.path().extension() == ".safetensors") files.push_back(e.path());
-  if (ec || files.empty()) return "missing " + dir;
-  std::sort(files.begin(), files.end());
-  uint64_t h = kFnvBasis;
-  std::vector<char> block(1 << 16);
-  for (const fs::path& f : files) {
-    const std::string name = f.filename().string();
-    const uintmax_t size = fs::file_size(f, ec);
-    if (ec) return "missing " + f.string();
-    h = fnv(fnv(h, name.data(), name.size()), reinterpret_cast<const char*>(&size), sizeof size);
-    std::ifstream in(f, std::ios::binary);
-    // The whole file when small, else its first block (the header) and 64 spread over the rest.
-    const uintmax_t blocks = (size + block.size() - 1) / block.size();
-    for (uintmax_t i = 0, step = std::max<uintmax_t>(1, blocks / 64); i < blocks; i += (i == 0 ? 1 : step)) {
-      in.seekg(std::streamoff(i * block.size()));
-      in.read(block.data(), std::streamsize(block.size()));
-      h = fnv(h, block.data(), size_t(in.gcount()));
-      in.clear();
-    }
-  }
-  return hex16(h);
-}
 
 json read_sweep(const fs::path& path) { return parse_sweep(read_json_file(path), path.string()); }
 
@@ -321,38 +222,7 @@ std::string cell_name(const json& c) {
   return model_name(c["model"]) + " " + c.value("label", config_stem(c["config"])) + " @" + std::to_string(c["length"].get<int>());
 }
 
-json comparable_settings(const json& settings) {
-  json s = settings;
-  if (!s.contains("text_hash")) {
-    std::error_code ec;
-    const std::string text = s.value("text", "");
-    s["text_hash"] = fs::is_regular_file(text, ec) ? content_hash(text) : "missing " + text;
-  }
-  s.erase("text");
-  s.erase("text_path");
-  // It only lets a cell run that would otherwise be refused: a cell that ran either way is the
-  // same, so a grid may be re-run with it into the file that has its refused cells.
-  s.erase("allow_scheme_change");
-  return s;
-}
-
 bool scheme_refused(const json& cell) { return cell.contains("error") && !cell.contains("position"); }
-
-std::string cell_key(const std::string& model, const std::string& config_hash, int length) {
-  return real_path(model) + "\n" + config_hash + "\n" + std::to_string(length);
-}
-
-std::string cell_key(const json& c) { return cell_key(c["model"], c["config_hash"], c["length"]); }
-
-void check_same_weights(const json& cells, const std::string& where) {
-  std::map<std::string, std::string> hash_of;
-  for (const json& c : cells) {
-    const std::string model = c["model"], hash = c["model_hash"];
-    if (hash_of.emplace(real_path(model), hash).first->second != hash)
-      throw FormatError(where + ": cells of " + model + " come from other weights than its directory holds now (or " +
-                        "than other cells'); re-run them into another --out, or delete that file");
-  }
-}
 
 void order_cells(json& cells) {
   std::map<std::string, size_t> model_rank, row_rank;
@@ -374,118 +244,6 @@ void order_cells(json& cells) {
   json sorted = json::array();
   for (const auto& [rank, i] : order) sorted.push_back(std::move(cells[i]));
   cells = std::move(sorted);
-}
-
-std::string markdown_table(const json& cells, const std::string& value) {
-  struct Row {
-    std::string model, label, positions;
-    int trained = 0;
-    std::map<int, const json*> at;
-  };
-  std::vector<Row> rows;
-  std::map<std::string, size_t> row_of;
-  std::vector<int> lengths;
-  const std::map<std::string, std::string> names = model_names(cells);
-  for (const json& c : cells) {
-    const std::string key = real_path(c["model"]) + "\n" +
-                            c["config_hash"].get<std::string>();
-    if (!row_of.count(key)) {
-      row_of[key] = rows.size();
-      rows.push_back({names.at(c["model"]), c["label"], c.value("position_label", "?"), 0, {}});
-    }
-    Row& row = rows[row_of[key]];
-    row.at[c["length"]] = &c;
-    if (c.contains("trained_length")) row.trained = c["trained_length"];
-    if (std::find(lengths.begin(), lengths.end(), c["length"].get<int>()) == lengths.end()) lengths.push_back(c["length"]);
-  }
-  std::sort(lengths.begin(), lengths.end());
-  int shared_L = -1;  // the trained length every row that knows one shares, else 0
-  for (const Row& r : rows)
-    if (r.trained > 0) shared_L = shared_L < 0 || shared_L == r.trained ? r.trained : 0;
-  shared_L = std::max(shared_L, 0);
-  std::ostringstream o;
-  o << "| model | config | positions |";
-  for (int n : lengths) o << ' ' << n << (n == shared_L ? " (L)" : "") << " |";
-  o << "\n|---|---|---|";
-  for (size_t i = 0; i < lengths.size(); ++i) o << "---:|";
-  o << '\n';
-  bool any_trained = false;
-  for (const Row& row : rows) {
-    o << "| " << row.model << " | " << row.label << " | " << row.positions << " |";
-    any_trained |= row.trained > 0;
-    for (int n : lengths) {
-      auto it = row.at.find(n);
-      const json* c = it == row.at.end() ? nullptr : it->second;
-      char v[64] = "";
-      if (c && c->contains(value) && (*c)[value].is_number())
-        std::snprintf(v, sizeof v, shared_L == 0 && row.trained == n ? "**%.2f**" : "%.2f", (*c)[value].get<double>());
-      else if (c)
-        std::snprintf(v, sizeof v, "—");
-      o << ' ' << v;
-      if (c && value != "ppl" && c->contains("key_tokens")) o << " (" << (*c)["key_tokens"].get<long long>() << ")";
-      o << " |";
-    }
-    o << '\n';
-  }
-  if (shared_L == 0 && any_trained) o << "\nBold: the model's trained length.\n";
-  std::map<std::string, bool> told;  // each distinct reason once
-  for (const json& c : cells)
-    if (c.contains("error") && !told[c["error"]]) {
-      told[c["error"]] = true;
-      o << "\n— " << names.at(c["model"]) << " " << c["label"].get<std::string>() << " @" << c["length"].get<int>()
-        << ": " << c["error"].get<std::string>() << "\n";
-    }
-  return o.str();
-}
-
-// The evaluator's configs (settings.key_config) in one CSV field, space-separated as on the command line.
-std::string key_configs(const json& settings) {
-  std::string joined;
-  for (const json& c : settings.value("key_config", json::array())) joined += (joined.empty() ? "" : " ") + c.get<std::string>();
-  return joined;
-}
-
-std::string csv_text(const json& sweep) {
-  const json& s = sweep["settings"];
-  const std::string shared = csv_field(s.value("mode", "chunks")) + ',' + (s.value("split_docs", false) ? "true" : "false") +
-                             ',' + csv_field(s.value("dtype", "f32")) + ',' + csv_field(s.value("cache_type", "f32"));
-  std::ostringstream o;
-  // Key tokens (LongPPL), where the sweep chose them: their settings and results after the rest.
-  const bool keys = s.value("key_tokens", false);
-  const char* key_fields[] = {"key_tokens", "key_candidates", "key_ppl", "key_ppl_stderr", "key_nll"};
-  std::string key_shared;
-  if (keys)
-    key_shared = ',' + csv_number(s.value("key_short", json())) + ',' + csv_number(s.value("key_step", json())) + ',' +
-                 csv_number(s.value("key_alpha", json())) + ',' + csv_number(s.value("key_beta", json())) + ',' +
-                 csv_field(s.value("key_model", "")) + ',' + csv_field(key_configs(s));
-  o << "model,config,label,positions,length,trained_length,mode,split_docs,dtype,cache_type,ppl,ppl_stderr,nll,tokens,windows,"
-       "seconds,tokens_per_second,pert_version,error"
-    << (keys ? ",key_short,key_step,key_alpha,key_beta,key_model,key_config,key_tokens,key_candidates,key_ppl,key_ppl_stderr,"
-               "key_nll"
-             : "")
-    << '\n';
-  for (const json& c : sweep["cells"]) {
-    o << csv_field(c["model"]) << ',' << csv_field(c["config"]) << ',' << csv_field(c["label"]) << ','
-      << csv_field(c.value("position_label", "")) << ',' << c["length"] << ',' << csv_number(c.value("trained_length", json()))
-      << ',' << shared;
-    for (const char* key : {"ppl", "ppl_stderr", "nll", "tokens", "windows", "seconds", "tokens_per_second"})
-      o << ',' << csv_number(c.value(key, json()));
-    o << ',' << csv_field(c.value("pert_version", "")) << ',' << csv_field(c.value("error", ""));
-    if (keys) {
-      o << key_shared;
-      for (const char* key : key_fields) o << ',' << csv_number(c.value(key, json()));
-    }
-    o << '\n';
-  }
-  return o.str();
-}
-
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
 }
 
 }  // namespace pert
