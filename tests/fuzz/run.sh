@@ -33,7 +33,7 @@ done
 mapfile -t sources < <(sed -n '/^add_library(pert$/,/^)$/p' CMakeLists.txt | grep -o 'src/[^ ]*\.cpp' |
   grep -vE '^src/(kernels/(kernels|ops(_[a-z0-9]+)*|quants_(dot|avx2|panels[a-z0-9_]*)|amx_[a-z_]+|compute_roof)|attention/(attention|attention_stats|kernel|kv_cache)|model/(model|inference_state|loaded_model|moe|mla)|tasks/[a-z_]+|grid/[a-z_]+|runtime/(threads|bandwidth))\.cpp$')
 ((${#sources[@]})) || { echo "tests/fuzz/run.sh: no library sources found in CMakeLists.txt" >&2; exit 1; }
-sources+=(src/grid/grid_file.cpp src/grid/grid_identity.cpp)  # of the grid, the results files' parser (the sweep harness's)
+sources+=(src/grid/grid_file.cpp src/grid/grid_identity.cpp src/grid/grid_tables.cpp)  # of the grid, the results files' parser and tables (the sweep harness's)
 flags=(-std=c++17 -gline-tables-only -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Iinclude -Isrc -DPERT_SOURCE_DIR="\"$root\"" -Wno-unknown-pragmas)
 
