@@ -100,7 +100,7 @@ TEST_CASE("layers: every layout of configs/layers loads on the models configs/RE
   // The family's models, one per scheme (five layers, L = 128; --allow-scheme-change where a layer's
   // scheme changes). (The hybrid members have a block of their own, which a file's rules merge with.)
   const std::vector<std::string> family = {"none", "learned", "sinusoidal", "rope", "alibi", "xpos",
-                                           "t5", "xl", "deberta", "kerple", "fire", "cope", "fox"};
+                                           "t5", "xl", "deberta", "kerple", "fire", "cope", "fox", "stick_breaking"};
   const std::set<std::string> for_family = {"nope-every-4th.json", "rnope-swa.json", "irope.json", "local-global.json"};
   std::set<std::string> files;
   for (const auto& e : fs::directory_iterator(kLayouts)) files.insert(e.path().filename().string());

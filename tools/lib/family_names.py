@@ -11,7 +11,8 @@ and HYBRID, shell scripts read the printed names.
 """
 import argparse
 
-FAMILY = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire", "cope", "fox"]
+FAMILY = ["none", "learned", "sinusoidal", "rope", "alibi", "xpos", "t5", "xl", "deberta", "kerple", "fire", "cope", "fox",
+          "stick_breaking"]
 HYBRID = ["rnope_swa", "irope", "local_global"]
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ pair() {  # a run "NAME [CONFIG]": its file's name (NAME or NAME+METHOD) and its
 # Plots and tables of what $OUT holds (those with nothing to show yet left out).
 plot_positions() {
   local P=$OUT/positions panels=() f g files
-  for f in none learned sinusoidal t5 rope+xpos alibi kerple fire xl deberta cope fox; do
+  for f in none learned sinusoidal t5 rope+xpos alibi kerple fire xl deberta cope fox stick_breaking; do
     files=()
     for g in ${f//+/ }; do [ ! -s $P/$g.json ] || files+=($P/$g.json); done
     [ ${#files[@]} = 0 ] || panels+=("$(IFS=+; echo "${files[*]}")")
