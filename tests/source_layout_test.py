@@ -31,9 +31,9 @@ def sources():
                     yield os.path.relpath(os.path.join(folder, f), ROOT)
 
 
-def below_io(name, seen=None):
-    """Whether an include of src/io/ stays in io, the runtime and the kernels, with all it includes."""
-    seen = set() if seen is None else seen
+def below_io(name, homes, seen):
+    """Whether an include of src/io/ stays in io, the runtime and the kernels, with all it includes.
+    homes: {stem: the src/ folders (first level) of its .cpp files}, a public header's layer."""
     if name in seen or name in GENERATED:
         return True
     seen.add(name)
@@ -42,39 +42,36 @@ def below_io(name, seen=None):
     if not name.startswith("pert/"):
         return False
     stem = os.path.splitext(os.path.basename(name))[0]
-    homes = [d for d in ("io", "runtime", "kernels", "model", "attention", "tasks", "tokenizer")
-             if os.path.isfile(os.path.join(ROOT, "src", d, stem + ".cpp"))]
-    if homes:
-        return all(h in ("io", "runtime", "kernels") for h in homes)
+    if stem in homes:
+        return homes[stem] <= {"io", "runtime", "kernels"}
     text = open(os.path.join(ROOT, "include", name), encoding="utf-8").read()
-    return all(below_io(n, seen) for n in INCLUDE.findall(text))
+    return all(below_io(n, homes, seen) for n in INCLUDE.findall(text))
 
 
 def main():
     failures = []
-    folders = collections.defaultdict(set)
-    for path in sources():
+    includes = {path: INCLUDE.findall(open(os.path.join(ROOT, path), encoding="utf-8").read()) for path in sources()}
+    folders, homes = collections.defaultdict(set), collections.defaultdict(set)
+    for path in includes:
         stem = os.path.splitext(os.path.basename(path))[0]
         folders[stem].add(os.path.dirname(path))
+        if path.startswith("src/") and path.endswith(".cpp"):
+            homes[stem].add(path.split("/")[1])
     for stem, where in sorted(folders.items()):
         inside = sorted(d for d in where if d != "include/pert")
         if len(inside) > 1:
             failures.append(f"'{stem}' names files in {', '.join(inside)}: one name, one folder (a front end's file says its layer: cli/cmd_NAME.cpp)")
-    for path in sources():
-        for name in INCLUDE.findall(open(os.path.join(ROOT, path), encoding="utf-8").read()):
+    for path, names in includes.items():
+        for name in names:
             if name in GENERATED:
                 continue
             if name.startswith("../") or not any(os.path.isfile(os.path.join(ROOT, r, name)) for r in ("include", "src")):
                 failures.append(f"{path}: #include \"{name}\": name it from include/ or src/")
-    for path in sources():
-        if path.startswith("src/io/"):
-            for name in INCLUDE.findall(open(os.path.join(ROOT, path), encoding="utf-8").read()):
-                if not below_io(name):
-                    failures.append(f"{path}: #include \"{name}\": io/ reads files; that is a layer above it")
+            elif path.startswith("src/io/") and not below_io(name, homes, set()):
+                failures.append(f"{path}: #include \"{name}\": io/ reads files; that is a layer above it")
     for f in failures:
         print("FAILED:", f)
-    n = sum(1 for _ in sources())
-    print(f"source_layout_test: {n} files, {len(folders)} names, {len(failures)} broken rules")
+    print(f"source_layout_test: {len(includes)} files, {len(folders)} names, {len(failures)} broken rules")
     return 1 if failures else 0
 
 

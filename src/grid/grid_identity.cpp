@@ -11,7 +11,6 @@
 
 #include "pert/config.hpp"
 #include "pert/error.hpp"
-#include "pert/json_util.hpp"
 
 namespace pert {
 

@@ -11,7 +11,6 @@
 namespace pert {
 
 using nlohmann::json;
-namespace fs = std::filesystem;
 
 namespace {
 

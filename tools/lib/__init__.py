@@ -24,6 +24,12 @@ def open_result(path):
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
 
 
-def result_name(filename):
-    """NAME of NAME.json or NAME.json.gz; None for any other file."""
-    return next((filename[:-len(s)] for s in RESULT_SUFFIXES if filename.endswith(s)), None)
+def result_files(folder):
+    """{NAME: path} of the results in folder (NAME.json or NAME.json.gz; the .gz where both are), in
+    the order of their file names; {} where there is no folder."""
+    files = {}
+    for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        name = next((f[:-len(s)] for s in RESULT_SUFFIXES if f.endswith(s)), None)
+        if name is not None:
+            files[name] = os.path.join(folder, f)
+    return files

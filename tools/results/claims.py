@@ -42,7 +42,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
 from lib import ROOT  # noqa: E402
 from lib.family_names import FAMILY, HYBRID
-from lib import result_name  # noqa: E402
+from lib import result_files  # noqa: E402
 from results.paper_shapes import load  # noqa: E402  (plain or .json.gz)
 
 TABLES = ("selfextend", "rerope", "streaming", "ntk", "pi", "effective", "kept", "grid", "hybrid", "dca", "content")
@@ -80,8 +80,7 @@ class Results:
         """{NAME: report} of every pass-key file, read once."""
         if self._passkey is None:
             d = os.path.join(self.data, "passkey")
-            files = sorted(os.listdir(d)) if os.path.isdir(d) else []
-            self._passkey = {result_name(f): load(os.path.join(d, f)) for f in files if result_name(f)}
+            self._passkey = {name: load(path) for name, path in result_files(d).items()}
         return self._passkey
 
     def passkey_counts(self):
@@ -117,9 +116,8 @@ class Results:
     def ruler(self):
         """[(name, result)] of every ruler file, schemes first, in name order."""
         d = os.path.join(self.data, "ruler")
-        files = {result_name(f): f for f in sorted(os.listdir(d)) if result_name(f)} if os.path.isdir(d) else {}
-        names = sorted(files, key=lambda n: ("+" in n, n))
-        return [(n, load(os.path.join(d, files[n]))) for n in names]
+        files = result_files(d)
+        return [(n, load(files[n])) for n in sorted(files, key=lambda n: ("+" in n, n))]
 
 
 def tail_nll(cell, L):
