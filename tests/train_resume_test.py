@@ -12,7 +12,8 @@ to the weights the longer run reaches from scratch.
 
 A tiny model (2 layers of 32) on a slice of each text source (a temporary --data-dir) with the
 family's tokenizer, for rope and kerple (the scheme whose tensors are clamped after each step;
-its mix adds the copy rows, its model attention biases). Also: each copy row's examples say
+its mix adds the copy rows and a curriculum phase that ends between the stops, its model attention
+biases). Also: mix_phases draw each phase's batches from its own mix; also: each copy row's examples say
 their numbers twice, the same; and each model in models/ is its run file's run
 (configs/train/NAME.json's run hash is its card's).
 Exit 77 when ../shared/data/text is missing.
@@ -126,6 +127,37 @@ def copy_rows(base):
     check("copy rows: 1 to 4 numbers an example", counts == {1, 2, 3, 4}, str(counts))
 
 
+def mix_phases(base, data):
+    """mix_phases: the batches of a phase draw from its mix, then from the next; a run without
+    phases draws every step from "mix"; a bad phase exits with one line naming it."""
+    import numpy as np
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, base["tokenizer"]["dir"], "tokenizer.model"))
+    cfg = dict(base, mix={"tinystories": 1.0},
+               mix_phases=[{"steps": 2, "mix": {"copy": 1.0}}, {"steps": 1, "mix": {"shakespeare": 1.0}}])
+    mix = train_data.Mix(cfg, sp, data)
+    rng = np.random.default_rng(3)
+    said = [{sp.decode(r.tolist()).lstrip().split(":")[0] == "Numbers" for r in mix.batch(rng, rng, 4, step)}
+            for step in range(5)]
+    stories = set(mix.streams["tinystories"].tolist())
+    check("mix_phases: steps 0-1 draw copy rows only, step 2 on none",
+          said == [{True}, {True}, {False}, {False}, {False}], str(said))
+    check("mix_phases: from the last phase's end the final mix (tinystories) holds",
+          all(set(mix.batch(rng, rng, 2, s).ravel().tolist()) <= stories for s in (3, 100)))
+    check("mix_phases: the summary lists each phase",
+          "steps 0..1: copy 1.00" in mix.summary(10, 4) and "steps 2..2: shakespeare 1.00" in mix.summary(10, 4),
+          mix.summary(10, 4))
+    plain = train_data.Mix(dict(base, mix={"tinystories": 0.5, "copy": 0.5}), sp, data)
+    check("mix_phases: none, and every step draws from the mix",
+          [list(plain.p_at(s)) for s in (0, 10**6)] == [[0.5, 0.5]] * 2)
+    bad = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from train import train_data; "
+                          "train_data.mix_schedule({'mix': {'copy': 1}, 'mix_phases': [{'steps': 0, 'mix': {}}]})",
+                          os.path.join(ROOT, "tools")], capture_output=True, text=True)
+    err = bad.stderr.strip().splitlines()
+    check("mix_phases: a phase of 0 steps exits with one line naming it",
+          bad.returncode == 1 and len(err) == 1 and "mix_phases entry" in err[0], bad.stderr[-300:])
+
+
 def fgate_init(base):
     """train.fgate_decay_time: FoX's gate biases so that head h's gate forgets by 1/e in t_h tokens,
     t log-spaced from T_min to T_max, the same in every layer; refused for another scheme or a
@@ -185,8 +217,9 @@ def scenario(tmp, data, base, position):
     name = position["type"]
     cfg = dict(base, name=name, position=position)
     biases = name == "kerple"  # one scenario trains on every synthetic source, with attention biases
-    if biases:
+    if biases:  # and a curriculum whose phase ends at step 5, between the stops at 4 and 6
         cfg["mix"] = dict(cfg["mix"], copy=0.1)
+        cfg["mix_phases"] = [{"steps": 5, "mix": {"passkey": 0.5, "copy": 0.3, "wikitext": 0.2}}]
     cfg["model"] = dict(cfg["model"], attention_bias=biases, hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, num_key_value_heads=2, intermediate_size=64)
     cfg["train"] = dict(cfg["train"], context=64, batch_size=4, steps=8, warmup=2, eval_every=3, eval_windows=4)
@@ -262,6 +295,7 @@ def main():
         data = os.path.join(tmp, "data")
         slice_data(base, data)
         copy_rows(base)
+        mix_phases(base, data)
         fgate_init(base)
         stick_reach_init(base)
         family_run_files()

@@ -11,7 +11,8 @@ WikiText-2 valid (split into articles; WikiText-2 test is never trained on), tin
 (one document) and synthetic pass-key rows in `pert passkey`'s prompt format, the key followed by
 its answer (also `pert ruler`'s tasks and short copies of numbers, where the mix names "ruler" and
 "copy"; train_data.py's docstring). Each text source is one token stream, BOS before each document; each training row
-draws its source with the mix's weights, then a random window of context + 1 tokens of it. The
+draws its source with the mix's weights, then a random window of context + 1 tokens of it
+("mix_phases" gives the first steps mixes of their own: a curriculum; train_data.py). The
 files lie in data.dir (relative to the repository root; default ../shared/data/text) or --data-dir.
 
 Default mix (configs/train/family.json): tinystories 0.2, wikitext 0.35, shakespeare 0.35,
@@ -139,9 +140,9 @@ def run_identity(cfg, steps, data_dir, tok_dir):
     c["train"]["steps"] = steps
     for k in ("threads", "max_minutes"):
         c["train"].pop(k, None)
-    weights = train_data.mix_weights(cfg)
-    used = ["tinystories"] + [s for s in weights if s not in ("tinystories",) + train_data.SYNTHETIC]
-    if "ruler" in weights and cfg["ruler"].get("essay") and cfg["ruler"]["essay"] not in used:
+    sources = train_data.mix_sources(cfg)
+    used = ["tinystories"] + [s for s in sources if s not in ("tinystories",) + train_data.SYNTHETIC]
+    if "ruler" in sources and cfg["ruler"].get("essay") and cfg["ruler"]["essay"] not in used:
         used.append(cfg["ruler"]["essay"])  # the essay haystack's text
     ident = {"config": c, "data_sha256": {s: train_data.file_sha256(data_path(cfg, s, data_dir)) for s in used},
              "tokenizer_sha256": train_data.file_sha256(os.path.join(tok_dir, "tokenizer.model"))}
@@ -470,7 +471,7 @@ def main():
     progress = Progress(steps)
     step = start_step
     while step < steps:
-        x = torch.from_numpy(mix.batch(rng, pk_rng, B)).to(device)
+        x = torch.from_numpy(mix.batch(rng, pk_rng, B, step)).to(device)
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
         loss = loss_of(x[:, :-1], x[:, 1:])
@@ -512,7 +513,8 @@ def main():
     copy(os.path.join(tok_dir, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
     card = {"name": cfg["name"], "position": cfg["position"], **({"layers": cfg["layers"]} if cfg.get("layers") else {}),
             "parameters": n_params, "steps": steps,
-            "context": T, "batch_size": B, "mix": mix.weights, "train_loss": train_loss, "val_loss": vl,
+            "context": T, "batch_size": B, "mix": mix.weights,
+            **({"mix_phases": cfg["mix_phases"]} if cfg.get("mix_phases") else {}), "train_loss": train_loss, "val_loss": vl,
             "val_ppl_torch": math.exp(vl), "passkey_loss": pk_loss, "passkey_acc": pk_acc,
             "wall_seconds": round(sum(s["seconds"] for s in segments), 1), "threads": threads,
             "device": segments[-1]["device"], "torch": torch.__version__, "command": segments[-1]["command"],

@@ -25,6 +25,11 @@ root, or --data-dir):
                on its own (issue 33: they took the blur out of xl's copies; not deberta's).
 Each text source is one token stream, BOS before each document. A training row draws its source
 with the "mix" weights, then a random window of context + 1 tokens of that stream.
+
+"mix_phases" (optional): [{"steps": N, "mix": {...}}, ...], mixes for the run's first steps, in
+order, each for its N steps; "mix" holds from the step the last phase ends. A curriculum: more
+retrieval rows early, say, so a copy that a layout learns late is learnt while the learning rate
+is still high (issue 69's hybrids). Without it, a run's rows are as they were.
 """
 import argparse
 import hashlib
@@ -44,7 +49,7 @@ BOS = 1
 
 
 # ----------------------------------------------------------------------------- files
-WHOLE_BLOCKS = ("mix", "position", "layers")  # one distribution, one layout: a run file states them whole
+WHOLE_BLOCKS = ("mix", "mix_phases", "position", "layers")  # one distribution, one layout: a run file states them whole
 
 
 def load_run_config(path):
@@ -129,15 +134,42 @@ def documents(cfg, source, data_dir=None):
     return [text] if text else []
 
 
-def mix_weights(cfg):
-    """The mix as {source: probability}, sources of weight 0 left out; bad mixes exit."""
-    mix = cfg["mix"]
+def mix_weights(cfg, mix=None):
+    """A mix (default: the run's "mix") as {source: probability}, sources of weight 0 left out;
+    bad mixes exit."""
+    mix = cfg["mix"] if mix is None else mix
+    if not isinstance(mix, dict):
+        sys.exit(f"train.py: mix {mix!r}: must be an object of weights")
     unknown = sorted(set(mix) - set(TEXT_SOURCES) - set(SYNTHETIC))
     if unknown or any(not isinstance(w, (int, float)) or w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
         sys.exit(f"train.py: mix {mix}: weights must be numbers >= 0 with a positive sum, over "
                  f"{', '.join(TEXT_SOURCES + SYNTHETIC)}")
     total = sum(mix.values())
     return {k: w / total for k, w in mix.items() if w > 0}
+
+
+def mix_schedule(cfg):
+    """[(end_step, weights)]: each of "mix_phases" up to the step it ends (exclusive), then "mix"
+    (end None). Bad phases exit."""
+    phases = cfg.get("mix_phases", [])
+    if not isinstance(phases, list):
+        sys.exit(f"train.py: mix_phases {phases!r}: must be a list of {{\"steps\": N, \"mix\": {{...}}}}")
+    out, end = [], 0
+    for ph in phases:
+        if not isinstance(ph, dict) or set(ph) != {"steps", "mix"} or not isinstance(ph["steps"], int) \
+                or isinstance(ph["steps"], bool) or ph["steps"] < 1:
+            sys.exit(f"train.py: mix_phases entry {ph!r}: must be {{\"steps\": N >= 1, \"mix\": {{...}}}}")
+        end += ph["steps"]
+        out.append((end, mix_weights(cfg, ph["mix"])))
+    return out + [(None, mix_weights(cfg))]
+
+
+def mix_sources(cfg):
+    """Every source some phase of the run draws from, the final mix's first (in its order)."""
+    names = []
+    for _, weights in reversed(mix_schedule(cfg)):
+        names += [n for n in weights if n not in names]
+    return names
 
 
 # ----------------------------------------------------------------------------- synthetic rows
@@ -272,16 +304,22 @@ class Mix:
 
     def __init__(self, cfg, sp, data_dir=None):
         self.weights = mix_weights(cfg)
-        self.names = list(self.weights)
-        self.p = np.array([self.weights[n] for n in self.names])
+        self.names = mix_sources(cfg)
+        # [(end_step, p over names)]: the phases, then the final mix (end None)
+        self.schedule = [(end, np.array([w.get(n, 0.0) for n in self.names])) for end, w in mix_schedule(cfg)]
+        self.phase_weights = [w for _, w in mix_schedule(cfg)]
         self.width = cfg["train"]["context"] + 1
         self.streams = {n: encode(sp, documents(cfg, n, data_dir)) for n in self.names if n not in SYNTHETIC}
         for n, s in self.streams.items():
             if len(s) < self.width:
                 sys.exit(f"train.py: {n}: {len(s)} tokens, fewer than a window of {self.width}")
-        self.passkey = Passkey(sp, cfg) if "passkey" in self.weights else None
-        self.ruler = RulerRows(sp, cfg, data_dir) if "ruler" in self.weights else None
-        self.copy = CopyRows(sp, cfg) if "copy" in self.weights else None
+        self.passkey = Passkey(sp, cfg) if "passkey" in self.names else None
+        self.ruler = RulerRows(sp, cfg, data_dir) if "ruler" in self.names else None
+        self.copy = CopyRows(sp, cfg) if "copy" in self.names else None
+
+    def p_at(self, step):
+        """The source probabilities of the batch at 0-based `step`."""
+        return next(p for end, p in self.schedule if end is None or step < end)
 
     def row(self, name, rng, pk_rng):
         """One row of a source: synthetic rows draw from pk_rng, text windows from rng."""
@@ -294,25 +332,33 @@ class Mix:
         s = int(rng.integers(0, len(self.streams[name]) - self.width + 1))
         return self.streams[name][s:s + self.width]
 
-    def batch(self, rng, pk_rng, rows):
-        """[rows, context + 1] int64."""
-        which = rng.choice(len(self.names), size=rows, p=self.p)
+    def batch(self, rng, pk_rng, rows, step=0):
+        """[rows, context + 1] int64, the sources drawn with the mix of `step` (0-based)."""
+        which = rng.choice(len(self.names), size=rows, p=self.p_at(step))
         out = np.empty((rows, self.width), dtype=np.int64)
         for r, i in enumerate(which):
             out[r] = self.row(self.names[i], rng, pk_rng)
         return out
 
     def summary(self, steps, batch):
-        """One line per source: tokens, share and passes over it in `steps` batches."""
+        """One line per source: tokens, share and passes over it in `steps` batches (the share a
+        step-weighted mean over the phases, each phase's own shares listed after)."""
+        starts = [0] + [end for end, _ in self.schedule[:-1]]
+        spans = [max(0, min(end if end is not None else steps, steps) - start)
+                 for start, (end, _) in zip(starts, self.schedule)]
+        share = sum(n * p for n, (_, p) in zip(spans, self.schedule)) / max(1, sum(spans))
         lines = []
-        for n in self.names:
-            rows = steps * batch * self.weights[n]
+        for i, n in enumerate(self.names):
+            rows = steps * batch * share[i]
             if n in SYNTHETIC:
-                lines.append(f"  {n:<12} synthetic, share {self.weights[n]:.2f}: ~{rows:,.0f} rows")
+                lines.append(f"  {n:<12} synthetic, share {share[i]:.2f}: ~{rows:,.0f} rows")
             else:
                 size = len(self.streams[n])
-                lines.append(f"  {n:<12} {size:>9,} tokens, share {self.weights[n]:.2f}: "
+                lines.append(f"  {n:<12} {size:>9,} tokens, share {share[i]:.2f}: "
                              f"{rows * self.width / size:.1f} passes")
+        for start, (end, p) in zip(starts, self.schedule[:-1]):
+            lines.append(f"  steps {start}..{end - 1}: " + ", ".join(
+                f"{n} {w:.2f}" for n, w in zip(self.names, p) if w > 0))
         return "\n".join(lines)
 
 
