@@ -241,7 +241,7 @@ void amx_check_q8(TileImpl impl, const std::string& path, int T, int K, const st
     } else {
       quantize_q8(packed[i].data(), scales[i].data(), w.data(), Ns[i], K);
     }
-    weights.push_back(Weight{nullptr, nullptr, packed[i].data(), scales[i].data()});
+    weights.push_back(Weight::of_q8(packed[i].data(), scales[i].data()));
   }
   std::vector<float> x = random_floats(size_t(T) * K, seed, 3.0f);
   if (K >= 32) std::fill(x.begin(), x.begin() + 32, 0.0f);  // a zero block of x: d = 0
@@ -290,7 +290,7 @@ void amx_check_bf16(TileImpl impl, int T, int K, int N, bool accumulate, uint32_
     if (integers) {
       on_each_path("bf16", bf16_kernels, bf16_kernel, select_bf16_kernel, [&] {
         if (bf16_kernel() != "plain") return;
-        matmul(plain.data(), x.data(), Weight{nullptr, packed.data()}, T, K, N, accumulate);
+        matmul(plain.data(), x.data(), Weight::of_bf16(packed.data()), T, K, N, accumulate);
       });
       REQUIRE(y == plain);
       continue;

@@ -169,7 +169,7 @@ TEST_CASE("FP8 matrices: the dequantized F32 twin's logits bit for bit, in every
     const std::vector<float> got = read_f32(down);
     for (const TestTensor& t : twin.f32)
       if (t.name == down.name) CHECK(got == t.values);
-    for (WeightType type : {WeightType::F32, WeightType::BF16, WeightType::Q8, WeightType::Q8_0, WeightType::Q4_0}) {
+    for (WeightType type : {WeightType(WeightType::F32), WeightType(WeightType::BF16), WeightType(WeightType::Q8), WeightType(BlockType::Q8_0), WeightType(BlockType::Q4_0)}) {
       INFO("dtype " << weight_type_name(type));
       CHECK(logits_of(fp8, type) == logits_of(f32, type));
     }

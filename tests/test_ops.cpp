@@ -145,13 +145,25 @@ float to_bf16(float v) { return bf16_to_f32_value(f32_to_bf16(v)); }
 
 // Products of one x (q, k, v) in one call: the columns of all three cut into per-thread slices,
 // a slice crossing from one product into the next; one product accumulates.
+TEST_CASE("ops: a Weight carries its layout, and a product of one without data throws", "[ops]") {
+  const float f = 1.0f;
+  const uint16_t h = 0;
+  const uint8_t q = 0;
+  CHECK(Weight::of_f32(&f).layout == Weight::F32);
+  CHECK(Weight::of_bf16(&h).layout == Weight::BF16);
+  CHECK(Weight::of_q8(&q, &h).layout == Weight::Q8);
+  CHECK(Weight::of_blocks(BlockMatrix{&q, BlockType::Q4_0, 18}).layout == Weight::Blocks);
+  CHECK(!Weight::of_f32(nullptr));
+  CHECK(std::string(layout_name(Weight::Blocks)) == "blocks");
+  float y = 0.0f;
+  CHECK_THROWS_AS(matmul(&y, &f, Weight{}, 1, 1, 1), std::invalid_argument);
+}
+
 TEST_CASE("ops: matmul_shared with F32 weights matches a triple loop per product", "[ops]") {
   on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
     const int Ns[3] = {41, 100, 16};
     check_shared_products(37, Ns, 11, [](std::vector<float>& w, int, std::vector<uint16_t>&) {
-      Weight kept;
-      kept.f32 = w.data();
-      return kept;
+      return Weight::of_f32(w.data());
     }, exact);
   });
 }
@@ -177,7 +189,7 @@ TEST_CASE("ops: matmul with BF16 weights matches a triple loop over the rounded 
         pack_bf16(packed.data(), w.data(), N, K);
         for (int n = 0; n < N; ++n)
           for (int k = 0; k < K; ++k) REQUIRE(bf16_packed_at(packed.data(), K, n, k) == w[size_t(n * K + k)]);
-        matmul(y.data(), x.data(), Weight{nullptr, packed.data()}, T, K, N, accumulate);
+        matmul(y.data(), x.data(), Weight::of_bf16(packed.data()), T, K, N, accumulate);
         for (int t = 0; t < T; ++t)
           for (int n = 0; n < N; ++n) {
             double want = accumulate ? y0[size_t(t * N + n)] : 0.0;
@@ -203,9 +215,7 @@ TEST_CASE("ops: matmul_shared with BF16 weights matches a triple loop per produc
       for (size_t j = 0; j < w.size(); ++j) rows[j] = f32_to_bf16(w[j]), w[j] = bf16_to_f32_value(rows[j]);
       packed.resize(bf16_packed_size(N, K));
       pack_bf16(packed.data(), rows.data(), N, K);
-      Weight kept;
-      kept.bf16 = packed.data();
-      return kept;
+      return Weight::of_bf16(packed.data());
     }, to_bf16);
   });
 }
@@ -236,7 +246,7 @@ TEST_CASE("ops: BF16 prefill at model sizes, on vdpbf16ps each row with decoding
     for (size_t j = 0; j < rows.size(); ++j) rows[j] = f32_to_bf16(w[size_t(i)][j]), w[size_t(i)][j] = bf16_to_f32_value(rows[j]);
     packed[size_t(i)].resize(bf16_packed_size(Ns[i], K));
     pack_bf16(packed[size_t(i)].data(), rows.data(), Ns[i], K);
-    weights[size_t(i)].bf16 = packed[size_t(i)].data();
+    weights[size_t(i)] = Weight::of_bf16(packed[size_t(i)].data());
     y0[size_t(i)] = random_floats(size_t(T * Ns[i]), 75 + uint32_t(i));
   }
   on_each_path("bf16", bf16_kernels, bf16_kernel, select_bf16_kernel, [&] {

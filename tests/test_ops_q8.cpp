@@ -105,7 +105,7 @@ TEST_CASE("q8: matmul matches a triple loop over the quantized values, every ker
         std::vector<uint16_t> scales(q8_scales_size(N, K));
         quantize_q8(packed.data(), scales.data(), w.data(), N, K);
         std::vector<float> y = y0;
-        matmul(y.data(), x.data(), Weight{nullptr, nullptr, packed.data(), scales.data()}, T, K, N, accumulate);
+        matmul(y.data(), x.data(), Weight::of_q8(packed.data(), scales.data()), T, K, N, accumulate);
         for (int t = 0; t < T; ++t) {
           const Blocks xb = quantize_row(x.data() + size_t(t) * K, K, false);
           for (int n = 0; n < N; ++n) {
@@ -142,7 +142,7 @@ TEST_CASE("q8: matmul_shared equals one matmul per weight, every kernel", "[ops]
     packed.emplace_back(q8_packed_size(Ns[i], K));
     scales.emplace_back(q8_scales_size(Ns[i], K));
     quantize_q8(packed[i].data(), scales[i].data(), w.data(), Ns[i], K);
-    weights.push_back(Weight{nullptr, nullptr, packed[i].data(), scales[i].data()});
+    weights.push_back(Weight::of_q8(packed[i].data(), scales[i].data()));
   }
   for (const std::string& kernel : q8_kernels()) {
     select_q8_kernel(kernel);
@@ -180,8 +180,7 @@ TEST_CASE("q8: GGML Q8_0 rows repack into the same values and products", "[q8]")
     for (int k = 0; k < K; ++k) REQUIRE(q8_value_at(packed.data(), scales.data(), K, n, k) == row[size_t(k)]);
   }
   const BlockMatrix m{blocks.data(), BlockType::Q8_0, row_bytes};
-  Weight w;
-  w.q8 = packed.data(), w.q8_scales = scales.data();
+  const Weight w = Weight::of_q8(packed.data(), scales.data());
   for (int t : {1, T}) {
     std::vector<float> by_blocks(size_t(t * N)), by_q8(size_t(t * N));
     matmul_blocks(by_blocks.data(), x.data(), m, t, K, N);

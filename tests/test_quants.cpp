@@ -3,6 +3,7 @@
 // by hand; the legacy quantizers' rounding rules; quantize → dequantize error per type; and
 // matmul_blocks against the float64 product of the dequantized weights with x, for every
 // kernel this CPU has (which must agree bit for bit on the quantized types).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -19,9 +20,12 @@ using namespace pert;
 
 namespace {
 
-const BlockType kAll[] = {BlockType::F32,  BlockType::F16,  BlockType::BF16, BlockType::Q8_0,
-                          BlockType::Q4_0, BlockType::Q4_1, BlockType::Q5_0, BlockType::Q5_1,
-                          BlockType::Q4_K, BlockType::Q5_K, BlockType::Q6_K, BlockType::MXFP4};
+// Every type of the traits table: a type added there runs through every test below.
+const std::vector<BlockType> kAll = [] {
+  std::vector<BlockType> out;
+  for (const BlockTypeInfo& t : block_types()) out.push_back(t.type);
+  return out;
+}();
 
 bool is_float(BlockType t) { return t == BlockType::F32 || t == BlockType::F16 || t == BlockType::BF16; }
 bool is_k(BlockType t) { return t == BlockType::Q4_K || t == BlockType::Q5_K || t == BlockType::Q6_K; }
@@ -85,6 +89,63 @@ TEST_CASE("quants: the table has GGML's numbers, names and sizes", "[quants]") {
   CHECK_THROWS_AS(block_row_bytes(BlockType::Q4_K, 4000), Error);
   CHECK_THROWS_AS(block_row_bytes(BlockType::Q8_0, 33), Error);
   CHECK_THROWS_AS(block_type_info(BlockType(10)), Error);
+}
+
+TEST_CASE("quants: each row's --dtype spelling, family, fallback and scale layout are GGML's", "[quants]") {
+  struct Row {
+    BlockType type;
+    const char* flag;
+    BlockFamily family;
+    BlockType fallback;
+    std::vector<uint16_t> f16_scales;  // byte offsets of the F16 scales (d; d and m or dmin)
+  };
+  using F = BlockFamily;
+  const Row rows[] = {
+      {BlockType::F32, nullptr, F::Float, BlockType::F32, {}},     {BlockType::F16, nullptr, F::Float, BlockType::F16, {}},
+      {BlockType::BF16, nullptr, F::Float, BlockType::BF16, {}},   {BlockType::Q8_0, "q8_0", F::Legacy, BlockType::Q8_0, {0}},
+      {BlockType::Q4_0, "q4_0", F::Legacy, BlockType::Q4_0, {0}},  {BlockType::Q4_1, "q4_1", F::Legacy, BlockType::Q4_1, {0, 2}},
+      {BlockType::Q5_0, "q5_0", F::Legacy, BlockType::Q5_0, {0}},  {BlockType::Q5_1, "q5_1", F::Legacy, BlockType::Q5_1, {0, 2}},
+      {BlockType::Q4_K, "q4_k", F::KQuant, BlockType::Q5_0, {0, 2}}, {BlockType::Q5_K, "q5_k", F::KQuant, BlockType::Q5_1, {0, 2}},
+      {BlockType::Q6_K, "q6_k", F::KQuant, BlockType::Q8_0, {208}}, {BlockType::MXFP4, nullptr, F::Legacy, BlockType::MXFP4, {}}};
+  REQUIRE(block_types().size() == sizeof rows / sizeof rows[0]);
+  for (const Row& r : rows) {
+    const BlockTypeInfo& t = block_type_info(r.type);
+    INFO(t.name);
+    CHECK((t.dtype_flag ? std::string(t.dtype_flag) : "") == (r.flag ? r.flag : ""));
+    CHECK(t.family == r.family);
+    CHECK(t.fallback == r.fallback);
+    if (r.type == BlockType::MXFP4) {
+      CHECK((t.scales.kind == BlockScales::E8M0 && t.scales.count == 1 && t.scales.at[0] == 0));
+      continue;
+    }
+    CHECK(t.scales.kind == (r.f16_scales.empty() ? BlockScales::None : BlockScales::F16));
+    REQUIRE(size_t(t.scales.count) == r.f16_scales.size());
+    for (size_t i = 0; i < r.f16_scales.size(); ++i) CHECK(t.scales.at[i] == r.f16_scales[i]);
+  }
+  CHECK(block_type_names() == "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4");
+}
+
+TEST_CASE("quants: a block's values are finite exactly when the scales its row names are", "[quants]") {
+  // What the loaders' check (require_finite) rests on: an Inf written at a named scale makes the
+  // block's values non-finite; every other byte at 0xff, with the scales at 1, leaves them finite.
+  for (const BlockTypeInfo& t : block_types()) {
+    if (t.scales.kind != BlockScales::F16) continue;
+    INFO(t.name);
+    const std::vector<float> v = gaussian(size_t(t.block_size), 17);
+    std::vector<uint8_t> block(t.block_bytes);
+    t.from_float(v.data(), block.data());
+    std::vector<float> out(size_t(t.block_size));
+    for (int i = 0; i < t.scales.count; ++i) {
+      std::vector<uint8_t> bad = block;
+      put16(bad, t.scales.at[i], 0x7c00);
+      t.to_float(bad.data(), out.data());
+      CHECK(std::any_of(out.begin(), out.end(), [](float x) { return !std::isfinite(x); }));
+    }
+    std::vector<uint8_t> ones(t.block_bytes, 0xff);
+    for (int i = 0; i < t.scales.count; ++i) put16(ones, t.scales.at[i], 0x3c00);
+    t.to_float(ones.data(), out.data());
+    CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+  }
 }
 
 TEST_CASE("quants: blocks built by hand dequantize to the values their layout gives", "[quants]") {

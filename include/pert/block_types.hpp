@@ -1,11 +1,12 @@
 // GGML's block types (llama.cpp's weight formats, as GGUF files store them): each row of a
-// matrix is a run of blocks, each block `block_size` values in `block_bytes` bytes. pert reads
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MXFP4 (its kernels on them:
-// src/kernels/quants.hpp).
+// matrix is a run of blocks, each block `block_size` values in `block_bytes` bytes. The traits
+// table (block_types(): one row per type pert reads) is the one place a type is described; its
+// kernels: src/kernels/quants.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pert {
 
@@ -25,13 +26,41 @@ enum class BlockType : uint32_t {
   MXFP4 = 39,  // OCP microscaling FP4 (gpt-oss's experts): E2M1 values, one E8M0 scale per 32
 };
 
-struct BlockTypeInfo {
-  BlockType type;
-  const char* name;    // "Q4_K", as llama.cpp prints it
-  int block_size;      // values a block
-  size_t block_bytes;  // bytes a block
+// How a type's dot kernels take x (src/kernels/quants_dot.cpp).
+enum class BlockFamily : uint8_t {
+  Float,   // F32, F16, BF16: one value a block, widened to F32
+  Legacy,  // blocks of 32 with one scale (and a min): x quantized per 32, as GGML's Q8_0/Q8_1
+  KQuant,  // super-blocks of 256 with sub-block scales: x quantized per 256, as GGML's Q8_K
 };
 
+// Where a block's scales lie. A quantized block's values are small integers times its scales,
+// so they are finite exactly when the scales are: the loaders check these bytes, not the values.
+struct BlockScales {
+  enum Kind : uint8_t { None, F16, E8M0 } kind = None;  // None: the values are F32/F16/BF16 themselves
+  uint8_t count = 0;                                    // scales a block
+  uint16_t at[2] = {};                                  // their byte offsets in the block
+};
+
+// One row per type: everything else (the --dtype choices, help and error texts, the loaders'
+// checks, the kernels' dispatch) looks the type up here. Adding a type: its row (quants.cpp), its
+// kernels (quants_dot.cpp and the per-CPU files' switches; panels optional) and their tests.
+struct BlockTypeInfo {
+  BlockType type;
+  const char* name;        // "Q4_K", as llama.cpp prints it
+  const char* dtype_flag;  // --dtype's spelling where pert quantizes F32 rows to it at load ("q4_k"), else null
+  int block_size;          // values a block
+  size_t block_bytes;      // bytes a block
+  BlockFamily family;
+  BlockScales scales;
+  BlockType fallback;      // for rows that are not whole blocks of it (llama-quantize's: Q4_K -> Q5_0 ...); itself if none
+  void (*to_float)(const uint8_t* block, float* values);    // one block's values, as GGML's dequantize_row_*
+  void (*from_float)(const float* values, uint8_t* block);  // one block of values
+};
+
+// Every type pert reads, in the table's order (F32, F16, BF16, then the quantized ones).
+const std::vector<BlockTypeInfo>& block_types();
+// Their names, ", "-separated, for error messages ("F32, F16, BF16, Q8_0, ...").
+std::string block_type_names();
 // The types pert reads, or null for any other ggml_type number.
 const BlockTypeInfo* block_type_info(uint32_t ggml_type);
 const BlockTypeInfo& block_type_info(BlockType type);

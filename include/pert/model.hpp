@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pert/block_types.hpp"
 #include "pert/cache_type.hpp"
 #include "pert/config.hpp"
 
@@ -21,16 +22,28 @@ class MoeBlock;        // src/model/moe.hpp: a mixture of experts' scratch
 struct ModelWeights;   // src/model/weights.hpp: the matrices as the forward pass reads them
 
 // What the matrices are kept and multiplied in; norms and positional tables stay F32.
-//   Auto  as stored: a GGUF file's matrices in their own blocks (Q4_K, F16, ...), read in place
-//         from the mapping; a safetensors model's in F32
-//   F32   exact against the reference; BF16: half the memory traffic
-//   Q8    pert's 8-bit packing: Q8_0's numbers (blocks of 32 int8, one F16 scale each, ~0.27 of
-//         F32's bytes) laid out 16 rows side by side for the VNNI/AVX2 kernels (ops.hpp)
-//   Q8_0 ... Q6_K  GGML's blocks (quants.hpp), quantized at load (or kept, when the file has them)
-enum class WeightType { F32, BF16, Q8, Auto, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+//   Auto    as stored: a GGUF file's matrices in their own blocks (Q4_K, F16, ...), read in place
+//           from the mapping; a safetensors model's in F32
+//   F32     exact against the reference; BF16: half the memory traffic
+//   Q8      pert's 8-bit packing: Q8_0's numbers (blocks of 32 int8, one F16 scale each, ~0.27 of
+//           F32's bytes) laid out 16 rows side by side for the VNNI/AVX2 kernels (ops.hpp)
+//   Blocks  GGML's blocks of `blocks` (the block types' rows with a --dtype spelling: Q8_0 ...
+//           Q6_K; quants.hpp), quantized at load (or kept, when the file has them)
+struct WeightType {
+  enum Kind : uint8_t { Auto, F32, BF16, Q8, Blocks };
+  Kind kind = Auto;
+  BlockType blocks = BlockType::F32;  // Blocks only
+
+  WeightType(Kind k = Auto) : kind(k) {}  // NOLINT: WeightType::F32 reads as a type
+  explicit WeightType(BlockType b) : kind(Blocks), blocks(b) {}
+  friend bool operator==(WeightType a, WeightType b) {
+    return a.kind == b.kind && (a.kind != Blocks || a.blocks == b.blocks);
+  }
+  friend bool operator!=(WeightType a, WeightType b) { return !(a == b); }
+};
 const char* weight_type_name(WeightType type);  // "F32", "Q4_K", "auto" ...
-// The --dtype spellings: "auto", "f32", "bf16", "q8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-// "q4_k", "q5_k", "q6_k"; pert::Error "dtype: ..." for anything else.
+// The --dtype spellings: "auto", "f32", "bf16", "q8", then the block types' ("q8_0", "q4_0",
+// ... "q6_k"); pert::Error "dtype: ..." for anything else.
 WeightType parse_weight_type(const std::string& name);
 const std::vector<std::string>& weight_type_flags();  // those spellings, in that order
 // What --dtype `flag` means for `model`, as results record it: "auto" is "f32" for a model

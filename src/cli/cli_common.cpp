@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 
+#include "pert/block_types.hpp"
 #include "pert/error.hpp"
 #include "pert/json_util.hpp"
 #include "pert/kernels.hpp"
@@ -37,10 +38,13 @@ void ConfigFlags::add_to(CLI::App& app, bool with_files) {
 }
 
 void ConfigFlags::add_precision(CLI::App& app) {
+  std::string blocks;  // the block types' rows that --dtype quantizes to
+  for (const BlockTypeInfo& t : block_types())
+    if (t.dtype_flag) blocks += (blocks.empty() ? "" : ", ") + std::string(t.dtype_flag);
   app.add_option("--dtype", dtype,
                  "Weights kept and multiplied as stored (auto: a GGUF file's own types, else f32), in f32 (exact), "
-                 "bf16 (half the memory traffic), q8 (Q8_0's numbers in pert's packing), or GGML's blocks "
-                 "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized at load)")
+                 "bf16 (half the memory traffic), q8 (Q8_0's numbers in pert's packing), or GGML's blocks " +
+                     blocks + " (quantized at load)")
       ->check(CLI::IsMember(weight_type_flags()))
       ->capture_default_str();
   app.add_option("--cache-type", cache_type,

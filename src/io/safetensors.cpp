@@ -387,35 +387,28 @@ void read_f32(const TensorView& t, float* out) {
 }
 
 namespace {
-// A quantized block's values are its small integers times its F16 scales (d, and dmin or m):
-// they are finite exactly when the scales are, which costs 2 to 4 bytes a block to check.
+// A quantized block's values are its small integers times its scales (the type's row says where
+// they lie): they are finite exactly when the scales are, which costs 1 to 4 bytes a block to check.
 int64_t nonfinite_block_scales(const BlockTypeInfo& type, const uint8_t* data, size_t nbytes) {
-  std::vector<size_t> scales;  // byte offsets of the F16 scales in a block
-  switch (type.type) {
-    case BlockType::F32: case BlockType::F16: case BlockType::BF16: return 0;  // views of these carry a DType
-    case BlockType::Q4_0: case BlockType::Q5_0: case BlockType::Q8_0: scales = {0}; break;
-    case BlockType::Q4_1: case BlockType::Q5_1: case BlockType::Q4_K: case BlockType::Q5_K: scales = {0, 2}; break;
-    case BlockType::Q6_K: scales = {type.block_bytes - 2}; break;
-    case BlockType::MXFP4: {  // an E8M0 scale byte: 255 is NaN (OCP MX), and from 2^126 on the larger codes overflow
-      int64_t bad = 0;
-      float values[32];
-      for (size_t b = 0; b + type.block_bytes <= nbytes; b += type.block_bytes) {
-        if (data[b] < 253) continue;
-        dequantize_row(BlockType::MXFP4, data + b, values, 32);
-        bool finite = data[b] != 255;
-        for (float v : values) finite = finite && std::isfinite(v);
-        bad += !finite;
-      }
-      return bad;
-    }
-  }
   int64_t bad = 0;
-  for (size_t b = 0; b + type.block_bytes <= nbytes; b += type.block_bytes)
-    for (size_t at : scales) {
+  const BlockScales& s = type.scales;
+  if (s.kind == BlockScales::None) return 0;  // F32/F16/BF16: views of these carry a DType
+  float values[256];
+  for (size_t b = 0; b + type.block_bytes <= nbytes; b += type.block_bytes) {
+    if (s.kind == BlockScales::E8M0) {  // 255 is NaN (OCP MX), and from 2^126 on the larger codes overflow
+      if (data[b + s.at[0]] < 253) continue;
+      type.to_float(data + b, values);
+      bool finite = data[b + s.at[0]] != 255;
+      for (int i = 0; i < type.block_size; ++i) finite = finite && std::isfinite(values[i]);
+      bad += !finite;
+      continue;
+    }
+    for (int i = 0; i < s.count; ++i) {
       uint16_t h;
-      std::memcpy(&h, data + b + at, 2);
+      std::memcpy(&h, data + b + s.at[i], 2);
       bad += (h & 0x7c00) == 0x7c00;
     }
+  }
   return bad;
 }
 }  // namespace

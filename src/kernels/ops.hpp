@@ -25,13 +25,28 @@ void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool 
 // file (or --dtype q4_k ...) holds them, row after row, or repacked into panels of 8 rows
 // (`blocks`, quants.hpp; its data null when unused): matmul and matmul_shared multiply on them
 // with matmul_blocks.
+// A Weight carries its layout; the named constructors set it with its data, and every product
+// dispatches on it (the other pointers stay null).
 struct Weight {
-  const float* f32 = nullptr;
-  const uint16_t* bf16 = nullptr;
-  const uint8_t* q8 = nullptr;
-  const uint16_t* q8_scales = nullptr;
-  BlockMatrix blocks = {};
+  enum Layout : uint8_t { None, F32, BF16, Q8, Blocks };
+  Layout layout = None;
+  const float* f32 = nullptr;          // F32: [N][K]
+  const uint16_t* bf16 = nullptr;      // BF16: packed (pack_bf16)
+  const uint8_t* q8 = nullptr;         // Q8: packed (quantize_q8) ...
+  const uint16_t* q8_scales = nullptr; // ... and its scales
+  BlockMatrix blocks = {};             // Blocks: GGML's rows or panels
+
+  static Weight of_f32(const float* rows) { Weight w; w.layout = rows ? F32 : None, w.f32 = rows; return w; }
+  static Weight of_bf16(const uint16_t* packed) { Weight w; w.layout = packed ? BF16 : None, w.bf16 = packed; return w; }
+  static Weight of_q8(const uint8_t* packed, const uint16_t* scales) {
+    Weight w;
+    w.layout = packed ? Q8 : None, w.q8 = packed, w.q8_scales = scales;
+    return w;
+  }
+  static Weight of_blocks(const BlockMatrix& m) { Weight w; w.layout = m.data ? Blocks : None, w.blocks = m; return w; }
+  explicit operator bool() const { return layout != None; }
 };
+const char* layout_name(Weight::Layout layout);  // "f32", "bf16", "q8", "blocks" (the kernel families)
 size_t bf16_packed_size(int N, int K);
 size_t weight_bytes(const Weight& w, int N, int K);  // what one product with it reads, as kept
 void pack_bf16(uint16_t* packed, const uint16_t* rows, int N, int K);  // rows: [N][K] BF16

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/amx_gemm.hpp"
@@ -329,7 +330,7 @@ void matmul_bf16(float* y, const float* x, const uint16_t* packed, int T, int K,
   if (T > 1 && choice().name() == "amx") return amx_matmul_bf16(TileImpl::instructions, y, x, packed, T, K, N, accumulate);
   const Bf16Kernels& path = choice().table();
   if (T > 1) {
-    const Weight w{nullptr, packed};
+    const Weight w = Weight::of_bf16(packed);
     const Projection product{y, &w, N, accumulate};
     if (path.widen) return matmul_widened(x, T, K, &product, 1, path.widen);
 #if defined(__x86_64__)
@@ -365,21 +366,31 @@ std::vector<std::string> bf16_kernels() { return choice().names(); }
 const std::string& bf16_kernel() { return choice().name(); }
 void select_bf16_kernel(const std::string& name) { choice().select(name); }
 
-void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products) {
-  bool all_q8 = true, all_f32 = true, all_bf16 = true, all_blocks = products.size() <= 4;
-  for (const Projection& p : products) {
-    all_q8 = all_q8 && p.w->q8, all_f32 = all_f32 && p.w->f32, all_blocks = all_blocks && p.w->blocks.data;
-    all_bf16 = all_bf16 && p.w->bf16;
+const char* layout_name(Weight::Layout layout) {
+  switch (layout) {
+    case Weight::F32: return "f32";
+    case Weight::BF16: return "bf16";
+    case Weight::Q8: return "q8";
+    case Weight::Blocks: return "blocks";
+    case Weight::None: break;
   }
-  if (all_q8) return matmul_q8(x, T, K, products.begin(), products.size());
-  if (all_blocks) {  // x quantized once for all of them
+  return "none";
+}
+
+void matmul_shared(const float* x, int T, int K, std::initializer_list<Projection> products) {
+  auto all = [&](Weight::Layout layout) {
+    return std::all_of(products.begin(), products.end(), [&](const Projection& p) { return p.w->layout == layout; });
+  };
+  if (all(Weight::Q8)) return matmul_q8(x, T, K, products.begin(), products.size());
+  if (all(Weight::Blocks) && products.size() <= 4) {  // x quantized once for all of them
     BlockProduct blocks[4];
     size_t n = 0;
     for (const Projection& p : products) blocks[n++] = {p.y, &p.w->blocks, p.N, p.accumulate};
     return matmul_blocks(x, T, K, blocks, n);
   }
-  if (all_f32) return matmul_f32(x, T, K, products.begin(), products.size());
+  if (all(Weight::F32)) return matmul_f32(x, T, K, products.begin(), products.size());
   const Bf16Kernels& path = choice().table();
+  const bool all_bf16 = all(Weight::BF16);
   if (all_bf16 && T > 1 && path.widen) return matmul_widened(x, T, K, products.begin(), products.size(), path.widen);
 #if defined(__x86_64__)
   // vdpbf16ps: x rounded once for all of them (amx: each product its tiles, through matmul_bf16)
@@ -389,17 +400,25 @@ void matmul_shared(const float* x, int T, int K, std::initializer_list<Projectio
 }
 
 size_t weight_bytes(const Weight& w, int N, int K) {
-  if (w.f32) return size_t(N) * size_t(K) * sizeof(float);
-  if (w.q8) return q8_packed_size(N, K) + q8_scales_size(N, K) * sizeof(uint16_t);
-  if (w.blocks.data) return size_t(N) * w.blocks.row_stride;
-  return bf16_packed_size(N, K) * sizeof(uint16_t);
+  switch (w.layout) {
+    case Weight::F32: return size_t(N) * size_t(K) * sizeof(float);
+    case Weight::Q8: return q8_packed_size(N, K) + q8_scales_size(N, K) * sizeof(uint16_t);
+    case Weight::Blocks: return size_t(N) * w.blocks.row_stride;
+    case Weight::BF16: return bf16_packed_size(N, K) * sizeof(uint16_t);
+    case Weight::None: break;
+  }
+  return 0;
 }
 
 void matmul(float* y, const float* x, const Weight& w, int T, int K, int N, bool accumulate) {
-  if (w.f32) return matmul(y, x, w.f32, T, K, N, accumulate);
-  if (w.q8) return matmul_q8(y, x, w, T, K, N, accumulate);
-  if (w.blocks.data) return matmul_blocks(y, x, w.blocks, T, K, N, accumulate);
-  matmul_bf16(y, x, w.bf16, T, K, N, accumulate);
+  switch (w.layout) {
+    case Weight::F32: return matmul(y, x, w.f32, T, K, N, accumulate);
+    case Weight::Q8: return matmul_q8(y, x, w, T, K, N, accumulate);
+    case Weight::Blocks: return matmul_blocks(y, x, w.blocks, T, K, N, accumulate);
+    case Weight::BF16: return matmul_bf16(y, x, w.bf16, T, K, N, accumulate);
+    case Weight::None: break;
+  }
+  throw std::invalid_argument("matmul: a weight with no data");
 }
 
 }  // namespace pert

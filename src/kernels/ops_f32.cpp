@@ -190,7 +190,7 @@ void gemv_products(const float* x, int K, const Projection* products, size_t cou
 }  // namespace
 
 void matmul(float* y, const float* x, const float* w, int T, int K, int N, bool accumulate) {
-  const Weight weight{w};
+  const Weight weight = Weight::of_f32(w);
   const Projection product{y, &weight, N, accumulate};
   matmul_f32(x, T, K, &product, 1);
 }

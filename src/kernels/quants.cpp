@@ -19,13 +19,6 @@ using namespace quants;
 
 namespace {
 
-const BlockTypeInfo kTypes[] = {
-    {BlockType::F32, "F32", 1, 4},      {BlockType::F16, "F16", 1, 2},      {BlockType::BF16, "BF16", 1, 2},
-    {BlockType::Q8_0, "Q8_0", 32, 34},  {BlockType::Q4_0, "Q4_0", 32, 18},  {BlockType::Q4_1, "Q4_1", 32, 20},
-    {BlockType::Q5_0, "Q5_0", 32, 22},  {BlockType::Q5_1, "Q5_1", 32, 24},  {BlockType::Q4_K, "Q4_K", 256, 144},
-    {BlockType::Q5_K, "Q5_K", 256, 176}, {BlockType::Q6_K, "Q6_K", 256, 210}, {BlockType::MXFP4, "MXFP4", 32, 17},
-};
-
 // a·b rounded to F32 on its own. C++ lets GCC fuse a·b + c into one FMA, which rounds once;
 // GGML's reference rounds the product first, and the quantizers must round as it does.
 inline float product(float a, float b) {
@@ -358,7 +351,51 @@ void dequantize_k(BlockType type, const uint8_t* b, float* y) {
   }
 }
 
+// One block of each type, as the table's to_float and from_float take it.
+template <BlockType Type>
+void to_float(const uint8_t* b, float* y) {
+  if constexpr (Type == BlockType::F32) std::memcpy(y, b, 4);
+  else if constexpr (Type == BlockType::F16) *y = load_f16(b);
+  else if constexpr (Type == BlockType::BF16) *y = bf16_to_f32(load_u16(b));
+  else if constexpr (Type == BlockType::Q4_K || Type == BlockType::Q5_K || Type == BlockType::Q6_K) dequantize_k(Type, b, y);
+  else if constexpr (Type == BlockType::MXFP4) dequantize_mxfp4(b, y);
+  else dequantize_legacy(Type, b, y);
+}
+void f32_from_float(const float* x, uint8_t* b) { std::memcpy(b, x, 4); }
+void f16_from_float(const float* x, uint8_t* b) { store_f16(b, *x); }
+void bf16_from_float(const float* x, uint8_t* b) {
+  const uint16_t h = f32_to_bf16(*x);  // ties to even, NaN kept (as GGML)
+  std::memcpy(b, &h, 2);
+}
+
+using Fam = BlockFamily;
+using S = BlockScales;
+constexpr S kNone{}, kD{S::F16, 1, {0, 0}}, kDm{S::F16, 2, {0, 2}};
+const std::vector<BlockTypeInfo> kTypes = {
+    // type             name     --dtype  values bytes family       scales                 fallback
+    {BlockType::F32,   "F32",   nullptr, 1,   4,   Fam::Float,  kNone,                 BlockType::F32,   to_float<BlockType::F32>,   f32_from_float},
+    {BlockType::F16,   "F16",   nullptr, 1,   2,   Fam::Float,  kNone,                 BlockType::F16,   to_float<BlockType::F16>,   f16_from_float},
+    {BlockType::BF16,  "BF16",  nullptr, 1,   2,   Fam::Float,  kNone,                 BlockType::BF16,  to_float<BlockType::BF16>,  bf16_from_float},
+    {BlockType::Q8_0,  "Q8_0",  "q8_0",  QK,  34,  Fam::Legacy, kD,                    BlockType::Q8_0,  to_float<BlockType::Q8_0>,  quantize_q8_0},
+    {BlockType::Q4_0,  "Q4_0",  "q4_0",  QK,  18,  Fam::Legacy, kD,                    BlockType::Q4_0,  to_float<BlockType::Q4_0>,  quantize_symmetric<4>},
+    {BlockType::Q4_1,  "Q4_1",  "q4_1",  QK,  20,  Fam::Legacy, kDm,                   BlockType::Q4_1,  to_float<BlockType::Q4_1>,  quantize_affine<4>},
+    {BlockType::Q5_0,  "Q5_0",  "q5_0",  QK,  22,  Fam::Legacy, kD,                    BlockType::Q5_0,  to_float<BlockType::Q5_0>,  quantize_symmetric<5>},
+    {BlockType::Q5_1,  "Q5_1",  "q5_1",  QK,  24,  Fam::Legacy, kDm,                   BlockType::Q5_1,  to_float<BlockType::Q5_1>,  quantize_affine<5>},
+    {BlockType::Q4_K,  "Q4_K",  "q4_k",  QK_K, 144, Fam::KQuant, kDm,                  BlockType::Q5_0,  to_float<BlockType::Q4_K>,  quantize_k_affine<4>},
+    {BlockType::Q5_K,  "Q5_K",  "q5_k",  QK_K, 176, Fam::KQuant, kDm,                  BlockType::Q5_1,  to_float<BlockType::Q5_K>,  quantize_k_affine<5>},
+    {BlockType::Q6_K,  "Q6_K",  "q6_k",  QK_K, 210, Fam::KQuant, {S::F16, 1, {208, 0}}, BlockType::Q8_0, to_float<BlockType::Q6_K>,  quantize_q6_k},
+    {BlockType::MXFP4, "MXFP4", nullptr, QK,  17,  Fam::Legacy, {S::E8M0, 1, {0, 0}},  BlockType::MXFP4, to_float<BlockType::MXFP4>, quantize_mxfp4},
+};
+
 }  // namespace
+
+const std::vector<BlockTypeInfo>& block_types() { return kTypes; }
+
+std::string block_type_names() {
+  std::string out;
+  for (const BlockTypeInfo& t : kTypes) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
 
 const BlockTypeInfo* block_type_info(uint32_t ggml_type) {
   for (const BlockTypeInfo& t : kTypes)
@@ -394,16 +431,7 @@ void dequantize_row(BlockType type, const void* blocks, float* out, int64_t n) {
   const BlockTypeInfo& t = block_type_info(type);
   const size_t count = block_row_bytes(type, n) / t.block_bytes;
   const uint8_t* b = static_cast<const uint8_t*>(blocks);
-  for (size_t i = 0; i < count; ++i, b += t.block_bytes, out += t.block_size) switch (type) {
-      case BlockType::F32: std::memcpy(out, b, 4); break;
-      case BlockType::F16: *out = load_f16(b); break;
-      case BlockType::BF16: *out = bf16_to_f32(load_u16(b)); break;
-      case BlockType::Q4_K:
-      case BlockType::Q5_K:
-      case BlockType::Q6_K: dequantize_k(type, b, out); break;
-      case BlockType::MXFP4: dequantize_mxfp4(b, out); break;
-      default: dequantize_legacy(type, b, out);
-    }
+  for (size_t i = 0; i < count; ++i, b += t.block_bytes, out += t.block_size) t.to_float(b, out);
 }
 
 void mxfp4_from_hf(const uint8_t* blocks, const uint8_t* scales, int64_t n_blocks, uint8_t* out) {
@@ -419,25 +447,7 @@ void quantize_row(BlockType type, const float* values, void* blocks, int64_t n) 
   const BlockTypeInfo& t = block_type_info(type);
   const size_t count = block_row_bytes(type, n) / t.block_bytes;
   uint8_t* b = static_cast<uint8_t*>(blocks);
-  const float* x = values;
-  for (size_t i = 0; i < count; ++i, b += t.block_bytes, x += t.block_size) switch (type) {
-      case BlockType::F32: std::memcpy(b, x, 4); break;
-      case BlockType::F16: store_f16(b, *x); break;
-      case BlockType::BF16: {
-        const uint16_t h = f32_to_bf16(*x);  // ties to even, NaN kept (as GGML)
-        std::memcpy(b, &h, 2);
-        break;
-      }
-      case BlockType::Q8_0: quantize_q8_0(x, b); break;
-      case BlockType::Q4_0: quantize_symmetric<4>(x, b); break;
-      case BlockType::Q5_0: quantize_symmetric<5>(x, b); break;
-      case BlockType::Q4_1: quantize_affine<4>(x, b); break;
-      case BlockType::Q5_1: quantize_affine<5>(x, b); break;
-      case BlockType::Q4_K: quantize_k_affine<4>(x, b); break;
-      case BlockType::Q5_K: quantize_k_affine<5>(x, b); break;
-      case BlockType::Q6_K: quantize_q6_k(x, b); break;
-      case BlockType::MXFP4: quantize_mxfp4(x, b); break;
-    }
+  for (size_t i = 0; i < count; ++i, b += t.block_bytes, values += t.block_size) t.from_float(values, b);
 }
 
 }  // namespace pert

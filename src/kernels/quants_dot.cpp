@@ -173,8 +173,8 @@ template <BlockType T, int R> struct Float { static void run(const uint8_t* w, c
 
 // ---- x quantized ----
 
-bool is_k_quant(BlockType t) { return t == BlockType::Q4_K || t == BlockType::Q5_K || t == BlockType::Q6_K; }
-bool is_float(BlockType t) { return t == BlockType::F32 || t == BlockType::F16 || t == BlockType::BF16; }
+bool is_k_quant(BlockType t) { return block_type_info(t).family == BlockFamily::KQuant; }
+bool is_float(BlockType t) { return block_type_info(t).family == BlockFamily::Float; }
 
 // This thread's buffers (grown once, then reused) for x in both formats.
 struct XBuffers {

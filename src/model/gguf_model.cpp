@@ -341,7 +341,7 @@ Checkpoint gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConf
     v.file = f.path();
     if (!t.type)
       throw FormatError(f.path() + ": tensor '" + printable(t.name) + "' has type " + ggml_type_name(t.ggml_type) +
-                        ", which pert does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4)");
+                        ", which pert does not read (" + block_type_names() + ")");
     switch (t.type->type) {
       case BlockType::F32: v.dtype = DType::F32; break;
       case BlockType::F16: v.dtype = DType::F16; break;

@@ -91,8 +91,8 @@ void mla_matrices(const MlaWeights& w, const ModelConfig& c, const std::function
     f(w.q, H * qk, d);
   }
   f(w.kv_a, m.kv_lora_rank + m.qk_rope_head_dim, d);
-  f(Weight{w.k_absorb}, H * m.kv_lora_rank, m.qk_nope_head_dim);  // per head [latent][nope]
-  f(Weight{w.kv_b}, H * m.v_head_dim, m.kv_lora_rank);            // per head its v rows (the k_nope rows not read)
+  f(Weight::of_f32(w.k_absorb), H * m.kv_lora_rank, m.qk_nope_head_dim);  // per head [latent][nope]
+  f(Weight::of_f32(w.kv_b), H * m.v_head_dim, m.kv_lora_rank);            // per head its v rows (the k_nope rows not read)
 }
 
 }  // namespace pert

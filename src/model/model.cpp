@@ -25,44 +25,38 @@
 namespace pert {
 
 namespace {
-struct WeightTypeName {
-  WeightType type;
+// pert's own layouts; the block types' rows with a --dtype spelling follow them.
+struct OwnLayout {
+  WeightType::Kind kind;
   const char* flag;  // --dtype
   const char* name;  // in tables
-  BlockType blocks;  // the GGML type, for Q8_0 ... Q6_K
 };
-const WeightTypeName kWeightTypes[] = {
-    {WeightType::Auto, "auto", "auto", BlockType::F32},  {WeightType::F32, "f32", "F32", BlockType::F32},
-    {WeightType::BF16, "bf16", "BF16", BlockType::BF16}, {WeightType::Q8, "q8", "Q8", BlockType::Q8_0},
-    {WeightType::Q8_0, "q8_0", "Q8_0", BlockType::Q8_0}, {WeightType::Q4_0, "q4_0", "Q4_0", BlockType::Q4_0},
-    {WeightType::Q4_1, "q4_1", "Q4_1", BlockType::Q4_1}, {WeightType::Q5_0, "q5_0", "Q5_0", BlockType::Q5_0},
-    {WeightType::Q5_1, "q5_1", "Q5_1", BlockType::Q5_1}, {WeightType::Q4_K, "q4_k", "Q4_K", BlockType::Q4_K},
-    {WeightType::Q5_K, "q5_k", "Q5_K", BlockType::Q5_K}, {WeightType::Q6_K, "q6_k", "Q6_K", BlockType::Q6_K},
-};
-const WeightTypeName& entry(WeightType type) {
-  for (const WeightTypeName& e : kWeightTypes)
-    if (e.type == type) return e;
-  return kWeightTypes[0];
-}
-// GGML's blocks for the types quantized at load into them.
-bool is_block_type(WeightType type) { return type >= WeightType::Q8_0; }
+const OwnLayout kOwnLayouts[] = {
+    {WeightType::Auto, "auto", "auto"}, {WeightType::F32, "f32", "F32"}, {WeightType::BF16, "bf16", "BF16"},
+    {WeightType::Q8, "q8", "Q8"}};
 
 // The type a row of K values is quantized to: `wanted`, or where K is not whole blocks of it,
-// what llama-quantize falls back to (K-quants to a type with blocks of 32, then F16).
+// what llama-quantize falls back to (the row's fallback, then F16).
 BlockType block_type_for(BlockType wanted, int K) {
   BlockType t = wanted;
-  if (K % block_type_info(t).block_size != 0)
-    t = t == BlockType::Q4_K ? BlockType::Q5_0 : t == BlockType::Q5_K ? BlockType::Q5_1 : t == BlockType::Q6_K ? BlockType::Q8_0 : t;
+  if (K % block_type_info(t).block_size != 0) t = block_type_info(t).fallback;
   return K % block_type_info(t).block_size == 0 ? t : BlockType::F16;
 }
 }  // namespace
 
-const char* weight_type_name(WeightType type) { return entry(type).name; }
+const char* weight_type_name(WeightType type) {
+  if (type.kind == WeightType::Blocks) return block_type_info(type.blocks).name;
+  for (const OwnLayout& e : kOwnLayouts)
+    if (e.kind == type.kind) return e.name;
+  return "?";
+}
 
 const std::vector<std::string>& weight_type_flags() {
   static const std::vector<std::string> flags = [] {
     std::vector<std::string> out;
-    for (const WeightTypeName& e : kWeightTypes) out.push_back(e.flag);
+    for (const OwnLayout& e : kOwnLayouts) out.push_back(e.flag);
+    for (const BlockTypeInfo& t : block_types())
+      if (t.dtype_flag) out.push_back(t.dtype_flag);
     return out;
   }();
   return flags;
@@ -73,11 +67,12 @@ std::string resolved_dtype(const std::string& flag, const std::filesystem::path&
 }
 
 WeightType parse_weight_type(const std::string& name) {
+  for (const OwnLayout& e : kOwnLayouts)
+    if (name == e.flag) return e.kind;
+  for (const BlockTypeInfo& t : block_types())
+    if (t.dtype_flag && name == t.dtype_flag) return WeightType(t.type);
   std::string all;
-  for (const WeightTypeName& e : kWeightTypes) {
-    if (name == e.flag) return e.type;
-    all += (all.empty() ? "" : ", ") + std::string(e.flag);
-  }
+  for (const std::string& f : weight_type_flags()) all += (all.empty() ? "" : ", ") + f;
   throw Error("dtype: must be one of " + all + ", got '" + name + "'");
 }
 
@@ -180,8 +175,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const Confi
       w.mapping = md.checkpoint.storage();
       continue;  // its pages stay: the products read them
     }
-    if (matrix && is_block_type(type)) {
-      const BlockType blocks = block_type_for(entry(type).blocks, K);
+    if (matrix && type.kind == WeightType::Blocks) {
+      const BlockType blocks = block_type_for(type.blocks, K);
       const std::vector<float> f = read_f32(view);
       const size_t row_bytes = block_row_bytes(blocks, K);
       for (const RowSlice& part : slices) {
@@ -301,16 +296,10 @@ const float* ModelWeights::tensor(const std::string& name) const {
 }
 
 Weight ModelWeights::weight(const std::string& name) const {
-  if (auto b = blocks.find(name); b != blocks.end()) {
-    Weight w;
-    w.blocks = b->second;
-    return w;
-  }
-  auto it = bf16.find(name);
-  if (it != bf16.end()) return {nullptr, it->second.data()};
-  auto q = q8.find(name);
-  if (q != q8.end()) return {nullptr, nullptr, q->second.packed.data(), q->second.scales.data()};
-  return {tensor(name), nullptr};
+  if (auto b = blocks.find(name); b != blocks.end()) return Weight::of_blocks(b->second);
+  if (auto it = bf16.find(name); it != bf16.end()) return Weight::of_bf16(it->second.data());
+  if (auto q = q8.find(name); q != q8.end()) return Weight::of_q8(q->second.packed.data(), q->second.scales.data());
+  return Weight::of_f32(tensor(name));
 }
 
 namespace {
@@ -335,10 +324,10 @@ void each_token_matrix(const ModelConfig& c, const ModelWeights& weights,
       continue;
     }
     // A token reads the router (F32), its n_used experts and the shared one.
-    f(Weight{w.moe.router}, c.moe.n_experts, d, 1.0);
+    f(Weight::of_f32(w.moe.router), c.moe.n_experts, d, 1.0);
     for (const ExpertWeights& e : w.moe.experts) mlp(e, c.moe.expert_ffn, double(c.moe.n_used) / double(w.moe.experts.size()));
     if (c.moe.shared_ffn) mlp(w.moe.shared, c.moe.shared_ffn, 1.0);
-    if (w.moe.shared_gate) f(Weight{w.moe.shared_gate}, 1, d, 1.0);
+    if (w.moe.shared_gate) f(Weight::of_f32(w.moe.shared_gate), 1, d, 1.0);
   }
 }
 }  // namespace
@@ -352,7 +341,7 @@ size_t Model::matrix_bytes() const {
 std::string Model::matrix_family() const {
   std::map<std::string, double> macs;  // (a Q4_K_M file mixes blocks with Q8_0, repacked for q8)
   each_token_matrix(config_, *weights_, [&](const Weight& w, int N, int K, double share) {
-    macs[w.blocks.data ? "blocks" : w.q8 ? "q8" : w.bf16 ? "bf16" : "f32"] += double(N) * K * share;
+    macs[layout_name(w.layout)] += double(N) * K * share;
   });
   return std::max_element(macs.begin(), macs.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
 }
@@ -366,14 +355,18 @@ double Model::matrix_macs() const {
 void Model::embedding(int token, float* out) const {
   const size_t d = size_t(config_.hidden_size);
   const Weight& embed = weights_->embed;
-  if (embed.f32) {
-    std::memcpy(out, embed.f32 + size_t(token) * d, sizeof(float) * d);
-  } else if (embed.blocks.data) {
-    dequantize_row(embed.blocks.type, embed.blocks.data + size_t(token) * embed.blocks.row_stride, out, int64_t(d));
-  } else if (embed.q8) {
-    for (size_t i = 0; i < d; ++i) out[i] = q8_value_at(embed.q8, embed.q8_scales, int(d), token, int(i));
-  } else {
-    for (size_t i = 0; i < d; ++i) out[i] = bf16_to_f32_value(bf16_packed_at(embed.bf16, int(d), token, int(i)));
+  switch (embed.layout) {
+    case Weight::F32: std::memcpy(out, embed.f32 + size_t(token) * d, sizeof(float) * d); break;
+    case Weight::Blocks:
+      dequantize_row(embed.blocks.type, embed.blocks.data + size_t(token) * embed.blocks.row_stride, out, int64_t(d));
+      break;
+    case Weight::Q8:
+      for (size_t i = 0; i < d; ++i) out[i] = q8_value_at(embed.q8, embed.q8_scales, int(d), token, int(i));
+      break;
+    case Weight::BF16:
+      for (size_t i = 0; i < d; ++i) out[i] = bf16_to_f32_value(bf16_packed_at(embed.bf16, int(d), token, int(i)));
+      break;
+    case Weight::None: throw std::logic_error("the embedding has no data");
   }
 }
 
