@@ -13,7 +13,8 @@ to the weights the longer run reaches from scratch.
 A tiny model (2 layers of 32) on a slice of each text source (a temporary --data-dir) with the
 family's tokenizer, for rope and kerple (the scheme whose tensors are clamped after each step;
 its mix adds the copy rows and a curriculum phase that ends between the stops, its model attention
-biases). Also: mix_phases draw each phase's batches from its own mix; also: each copy row's examples say
+biases). Also: mix_phases draw each phase's batches from its own mix; passkey.depths places the
+keys; also: each copy row's examples say
 their numbers twice, the same; and each model in models/ is its run file's run
 (configs/train/NAME.json's run hash is its card's).
 Exit 77 when ../shared/data/text is missing.
@@ -158,6 +159,38 @@ def mix_phases(base, data):
           bad.returncode == 1 and len(err) == 1 and "mix_phases entry" in err[0], bad.stderr[-300:])
 
 
+def passkey_depths(base):
+    """passkey.depths [lo, hi]: the key sentence sits where the range says (the share of the
+    prompt's text before it); held-out rows keep every depth; a bad range exits in one line."""
+    import numpy as np
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(ROOT, base["tokenizer"]["dir"], "tokenizer.model"))
+
+    def key_at(depths, n=12):
+        cfg = dict(base, passkey=dict(base["passkey"], lengths=[120, 129], depths=depths))
+        pk, rng, at = train_data.Passkey(sp, cfg), np.random.default_rng(9), []
+        for _ in range(n):
+            ids, prompt, _ = pk.example(rng)
+            text = sp.decode(ids[1:prompt])
+            at.append(text.index("The pass key is") / len(text))
+        return at
+    early, late = key_at([0, 0.2]), key_at([0.8, 1])
+    # (the key sentence and the question take ~40% of a 120-token prompt: depth 1 is ~0.6 of its text)
+    check("passkey.depths: keys at depths 0-0.2 lie in the prompt's first fifth of text, 0.8-1 past 0.45",
+          max(early) < 0.2 and min(late) > 0.45, f"{early} {late}")
+    plain = train_data.Passkey(sp, base)
+    rng_a, rng_b = np.random.default_rng(4), np.random.default_rng(4)
+    same = train_data.Passkey(sp, dict(base, passkey=dict(base["passkey"], depths=[0, 1])))
+    check("passkey.depths: [0, 1] draws the rows a run without it draws",
+          all(np.array_equal(plain.row(rng_a)[0], same.row(rng_b)[0]) for _ in range(3)))
+    bad = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from train import train_data; "
+                          "train_data.Passkey(None, {'train': {'context': 128}, 'passkey': {'lengths': [58, 129], 'depths': [0.7, 0.2]}})",
+                          os.path.join(ROOT, "tools")], capture_output=True, text=True)
+    err = bad.stderr.strip().splitlines()
+    check("passkey.depths [0.7, 0.2] exits with one line naming it",
+          bad.returncode == 1 and len(err) == 1 and "passkey.depths" in err[0], bad.stderr[-300:])
+
+
 def fgate_init(base):
     """train.fgate_decay_time: FoX's gate biases so that head h's gate forgets by 1/e in t_h tokens,
     t log-spaced from T_min to T_max, the same in every layer; refused for another scheme or a
@@ -296,6 +329,7 @@ def main():
         slice_data(base, data)
         copy_rows(base)
         mix_phases(base, data)
+        passkey_depths(base)
         fgate_init(base)
         stick_reach_init(base)
         family_run_files()

@@ -191,13 +191,19 @@ def examples(ids):
 class Passkey:
     """Rows of pass-key examples, each BOS + `pert passkey`'s prompt of N tokens + the answer's
     tokens, N + answer drawn uniformly in passkey.lengths (clamped to what the key sentence and
-    question need and to context + 1), the key 10000..99999, the depth uniform in [0, 1], the
+    question need and to context + 1), the key 10000..99999, the depth uniform in passkey.depths
+    (default [0, 1]; [0, 0.6] puts most keys of long rows past a local layer's window), the
     filler's start in the cycle uniform. A row starts with an example at position 0 (where
     `pert passkey` puts its prompt) and is filled up with more, the last cut at context + 1."""
 
-    def __init__(self, sp, cfg):
+    def __init__(self, sp, cfg, depths=None):
         self.sp, self.width = sp, cfg["train"]["context"] + 1
         self.lo, self.hi = cfg["passkey"]["lengths"]
+        self.depths = cfg["passkey"].get("depths", [0, 1]) if depths is None else depths
+        if not (isinstance(self.depths, list) and len(self.depths) == 2
+                and all(isinstance(d, (int, float)) and not isinstance(d, bool) for d in self.depths)
+                and 0 <= self.depths[0] <= self.depths[1] <= 1):
+            sys.exit(f"train.py: passkey.depths {self.depths!r}: must be [lo, hi] with 0 <= lo <= hi <= 1")
         self.hi = min(self.hi, self.width)
         self.question = sp.encode(passkey_reference.QUESTION)
         longest = self.shortest(99999) + len(self.answer(99999))  # byte-fallback digits: the longest
@@ -218,7 +224,8 @@ class Passkey:
     def example(self, rng):
         """(ids, answer's start, answer's length)."""
         total = int(rng.integers(self.lo, self.hi + 1))
-        key, depth, offset = int(rng.integers(10000, 100000)), float(rng.random()), int(rng.integers(0, 5))
+        lo, hi = self.depths  # [0, 1] draws as rng.random() itself: runs without passkey.depths unchanged
+        key, depth, offset = int(rng.integers(10000, 100000)), lo + (hi - lo) * float(rng.random()), int(rng.integers(0, 5))
         answer = self.answer(key)
         n = max(total - len(answer), self.shortest(key))
         prompt, _ = passkey_reference.rebuild(self.sp, n, depth, key, offset)
@@ -365,7 +372,7 @@ class Mix:
 def heldout_passkey(sp, cfg, rng):
     """passkey.eval_windows rows from their own generator: ids [n, context + 1] and each row's
     first answer (start, length)."""
-    pk = Passkey(sp, cfg)
+    pk = Passkey(sp, cfg, depths=[0, 1])  # every depth, whatever the training rows' range
     rows = [pk.row(rng) for _ in range(cfg["passkey"]["eval_windows"])]
     return np.stack([r[0] for r in rows]), [r[1] for r in rows]
 
