@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The house's layout rules for sources (docs/design.md, "Where to look"), checked on the tree:
+"""The house's layout rules for sources (docs/design.md, "Where to look"), and for the tests, checked
+on the tree:
 
 - no two files of different layers share a name: a name (without its extension) under src/ and
   include/pert lives in one folder of src/, plus at most its public header include/pert/NAME.hpp;
@@ -8,7 +9,9 @@
   of the retrieval tasks, from the build folder, is the one exception);
 - src/io/ reads files and nothing else: what its sources include, and what that includes in turn,
   is io's own, the runtime's or the kernels' (a public header counts as the folder of its source,
-  or as what it includes where it has none).
+  or as what it includes where it has none);
+- tests/ holds its CMakeLists.txt (the map) and one folder per kind of test, nothing loose:
+  unit/, reference/, integration/, helpers/ and fuzz/ (tests/CMakeLists.txt says what each holds).
 
     source_layout_test.py     exit 0 when every rule holds, 1 naming each file that breaks one
 """
@@ -21,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SOURCES = (".cpp", ".hpp", ".inc")
 GENERATED = {"ruler_words.inc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+TEST_KINDS = ("unit", "reference", "integration", "helpers", "fuzz")
 
 
 def sources():
@@ -48,8 +52,15 @@ def below_io(name, homes, seen):
     return all(below_io(n, homes, seen) for n in INCLUDE.findall(text))
 
 
+def loose_in_tests():
+    """What tests/ holds besides its CMakeLists.txt and the kinds' folders (Python's caches aside)."""
+    tests = os.path.join(ROOT, "tests")
+    return sorted(e for e in os.listdir(tests) if e not in ("CMakeLists.txt", "__pycache__", *TEST_KINDS))
+
+
 def main():
-    failures = []
+    failures = [f"tests/{e}: loose in tests/; it belongs in a kind's folder ({', '.join(k + '/' for k in TEST_KINDS)})"
+                for e in loose_in_tests()]
     includes = {path: INCLUDE.findall(open(os.path.join(ROOT, path), encoding="utf-8").read()) for path in sources()}
     folders, homes = collections.defaultdict(set), collections.defaultdict(set)
     for path in includes:
