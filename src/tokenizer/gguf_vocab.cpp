@@ -36,7 +36,7 @@
 // merges list every split (left, right) of every normal piece into two normal pieces, ordered by
 // the merged piece's score, highest first: the candidate a rank-BPE picks is then the one of the
 // best score. This is HF's SentencePieceExtractor construction, ordered as current transformers
-// orders it and as tools/convert/tokenizer_json.py does (tests/tokenizer_test.py checks that against
+// orders it and as tools/convert/tokenizer_json.py does (tests/reference/tokenizer_test.py checks that against
 // SentencePiece on the Llama-2 vocabulary): score descending, then the longer left part, then the
 // longer right part (in characters), then generation order (pieces by id, a piece's splits by
 // (id(left), id(right))).
@@ -47,7 +47,7 @@
 // rank order differs from llama.cpp's leftmost rule only where both are candidates at once on
 // neighbouring symbols (e.g. [a][aa][a] for "aaa"), which the leftmost merges before them mostly
 // prevent: the length order above is the one that makes a run of "▁" grow left to right as
-// SentencePiece merges it, and tests/gguf_tokenizer_test.py checks the result against
+// SentencePiece merges it, and tests/reference/gguf_tokenizer_test.py checks the result against
 // SentencePiece itself (Llama-2, its own scores) and llama2.c's encoder (tok512).
 // Only normal pieces take part in merges, as results or parts: SentencePiece keeps control,
 // unknown, byte (and user-defined: split out before) pieces out of its merge table, so the text

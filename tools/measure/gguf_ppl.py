@@ -10,11 +10,11 @@ directory) beside them.
 
 Models and text:
   stories260K   build/models/stories260K (tools/setup.sh), at 512 on the first 120 stories of
-                ../shared/data/text/tinystories_val.txt (as tests/dtype_test.py);
+                ../shared/data/text/tinystories_val.txt (as tests/reference/dtype_test.py);
   NAME          models/NAME of pert's family (GGUF holds plain RoPE only: rope), at its trained
-                length 128 on the held-out stories (tools/train/heldout.py, as tests/dtype_test.py).
+                length 128 on the held-out stories (tools/train/heldout.py, as tests/reference/dtype_test.py).
 pert's PPL is `pert perplexity -m FILE -f TEXT -c CTX --split-docs --json` (the figure
-tests/dtype_test.py and the README give); `pert perplexity --mode llama` scores as llama-perplexity
+tests/reference/dtype_test.py and the README give); `pert perplexity --mode llama` scores as llama-perplexity
 does (chunks of CTX, BOS first, the second half of each scored), and that column stands beside
 llama-perplexity's `Final estimate` (`-m FILE -f TEXT -c CTX`).
 

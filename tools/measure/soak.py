@@ -9,7 +9,7 @@ quarter of the run on (the cache fills in the first 512 of 20000 tokens), it may
 more than --slack MB until pert prints its stats line (the sanitizer's leak check at exit is not
 generation's memory). Run it on the sanitizer build (build-asan/pert) for the real check, with
 ASan's defaults: its quarantine (freed blocks held back to catch use after free, 256 MB) would
-grow with any allocation made per token, and decoding makes none (tests/alloc_test.cpp).
+grow with any allocation made per token, and decoding makes none (tests/integration/alloc_test.cpp).
 
     /usr/bin/python3 tools/measure/soak.py build-asan/pert [-m models/rope] [-n 20000] [-c 512]
         [--csv rss.csv] [--plot rss.png]

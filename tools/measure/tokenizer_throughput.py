@@ -7,7 +7,7 @@
 Both sides are timed the same way, as whole commands (process start to exit, the median of
 --runs, the two commands alternated run by run so that drift hits both):
     pert tokenize -m DIR -f FILE --lines --json                  (ids to /dev/null)
-    node tests/hf_tokenizers/encode.mjs --dir DIR --input FILE   (ids to /dev/null)
+    node tests/helpers/hf_tokenizers/encode.mjs --dir DIR --input FILE   (ids to /dev/null)
 each on FILE and on an empty file: each line encoded on its own (split on "\n"), or with
 --whole the file as one text (no --lines on pert's side, --whole on the reference's; slow for
 tokenizers with no pre-tokenizer, such as Llama 2's, whose whole file is then one word for BPE). The empty file's time is start-up plus loading
@@ -16,7 +16,7 @@ Wall-clock and CPU (user + sys of the child) seconds are both kept; the table sh
 both (CPU: less disturbed by other load on the machine; node's own threads count in it).
 FILE defaults to the three shared corpora (../shared/data/text: tinystories_val.txt,
 wikitext-2.test.tokens.txt, tinyshakespeare.txt) concatenated, encoded as one text.
-The tokenizers are those of tests/hf_tokenizer_test.py (npm ci --prefix tests/hf_tokenizers).
+The tokenizers are those of tests/reference/hf_tokenizer_test.py (npm ci --prefix tests/helpers/hf_tokenizers).
 Writes a Markdown table to stdout and, with --out, everything as JSON.
 """
 import argparse
@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: import by folder (tools/README.md)
 from lib import ROOT  # noqa: E402
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import hf_tokenizer_test as hft  # noqa: E402
 from lib.outputs import replaced  # noqa: E402  (whole or not at all, as pert's own)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes models/README.md: a card per family model, from models/NAME/card.json (tools/train/train.py)
-and the validation perplexity pert measures (tests/family_test.py), plus a sample story each.
+and the validation perplexity pert measures (tests/reference/family_test.py), plus a sample story each.
 
     family_report.py BUILD_DIR      # e.g. build (needs build/pert, build/tests/pert_logits and the
                                     # Python module, build/python/pert)
@@ -54,7 +54,7 @@ def main():
         names.append(name)
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "ppl.json")
-            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "family_test.py"), name,
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "reference", "family_test.py"), name,
                             os.path.join(build, "tests", "pert_logits"), os.path.join(build, "pert"), "--json-out", out],
                            check=True,
                            stdout=subprocess.DEVNULL)
