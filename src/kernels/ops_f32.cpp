@@ -120,18 +120,27 @@ KernelChoice<F32Kernels>& choice() {
   return c;
 }
 
-// The prefetch hint: PERT_PREFETCH, else T0. T0 took an Intel Xeon's stories110M F32 decode from
-// 22 to 56 t/s (issue 53); on an AMD EPYC Zen 3 the two are about 1% apart (docs/speed.md).
-constexpr const char* kPrefetchNames[] = {"none", "t0", "nta"};  // by Prefetch
+// The prefetch hint: PERT_PREFETCH, else stream on AMD CPUs and T0 elsewhere. T0 took an Intel
+// Xeon's stories110M F32 decode from 22 to 56 t/s (issue 53); on an AMD EPYC Zen 4 stream read
+// 22.6 GB/s on one core where T0 read 14.0 (docs/speed.md); Intel unmeasured with stream.
+constexpr const char* kPrefetchNames[] = {"none", "t0", "nta", "stream"};  // by Prefetch
+constexpr int kPrefetches = sizeof kPrefetchNames / sizeof kPrefetchNames[0];
 Prefetch parse_prefetch(const std::string& hint) {
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kPrefetches; ++i)
     if (hint == kPrefetchNames[i]) return Prefetch(i);
-  throw std::invalid_argument("prefetch hint '" + hint + "' is not one of nta, t0, none");
+  throw std::invalid_argument("prefetch hint '" + hint + "' is not one of nta, t0, none, stream");
+}
+Prefetch default_prefetch() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd")) return Prefetch::Stream;
+#endif
+  return Prefetch::T0;
 }
 Prefetch& prefetch() {
   static Prefetch p = [] {
     const char* env = std::getenv("PERT_PREFETCH");
-    if (!env || !*env) return Prefetch::T0;
+    if (!env || !*env) return default_prefetch();
     try {
       return parse_prefetch(env);
     } catch (const std::invalid_argument& e) {
@@ -148,7 +157,7 @@ std::vector<std::string> f32_kernels() { return choice().names(); }
 const std::string& f32_kernel() { return choice().name(); }
 void select_f32_kernel(const std::string& name) { choice().select(name); }
 const std::string& f32_prefetch() {
-  static const std::string names[] = {kPrefetchNames[0], kPrefetchNames[1], kPrefetchNames[2]};
+  static const std::string names[] = {kPrefetchNames[0], kPrefetchNames[1], kPrefetchNames[2], kPrefetchNames[3]};
   return names[int(prefetch())];
 }
 void select_f32_prefetch(const std::string& hint) { prefetch() = parse_prefetch(hint); }

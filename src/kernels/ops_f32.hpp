@@ -8,8 +8,9 @@
 
 namespace pert {
 
-// How decoding prefetches the rows it streams (kernels.hpp: f32_prefetch).
-enum class Prefetch { None, T0, Nta };
+// How decoding reads the rows it streams (kernels.hpp: f32_prefetch): four rows side by side with
+// a hint two steps ahead (none, T0, NTA), or one row after another with an L2 prefetch (stream).
+enum class Prefetch { None, T0, Nta, Stream };
 
 struct F32Kernels {
   // y[n] (+)= W[n]·x for rows [n0, n1) of W [N][K].

@@ -10,7 +10,8 @@ use. Each precision (F32, BF16 via --dtype bf16) runs `pert bench --roof -p 0 -n
 core: the read probe (each thread streams its slice of 1 GiB) and the decode share one process
 and one minute, so a slower machine, or one a neighbour slows, moves both and the ratio holds.
 Why a floor of 0.6: on 2-core AMD EPYC (Zen 3) machines decoding reads 80-100% of the probe
-(docs/speed.md); the prefetch hint that halved an Intel Xeon's F32 decode left it at 34-46%
+(docs/speed.md); on a Zen 4, whose probe reads 28-56 GB/s from run to run, F32 read 49-59% with
+its rows side by side (PERT_PREFETCH=t0) and 75-80% with `stream`, AMD's default since; the prefetch hint that halved an Intel Xeon's F32 decode left it at 34-46%
 (issue 53). A precision passes on the first of --tries runs at or over the floor, so one run on a
 busy moment does not fail it; a kernel that reads at 0.3-0.45 fails all three.
 Prints each run's figures and the kernels that ran (pert's report). Exit 1 below the floor.

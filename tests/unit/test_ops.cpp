@@ -284,7 +284,7 @@ TEST_CASE("ops: F32 decoding gives the same bits under every prefetch hint", "[o
   const std::vector<float> x = random_floats(size_t(K), 61), w = random_floats(size_t(N * K), 62);
   on_each_path("f32", f32_kernels, f32_kernel, select_f32_kernel, [&] {
     std::vector<std::vector<float>> ys;
-    for (const char* hint : {"nta", "t0", "none"}) {
+    for (const char* hint : {"nta", "t0", "none", "stream"}) {
       select_f32_prefetch(hint);
       REQUIRE(f32_prefetch() == hint);
       ys.emplace_back(size_t(N));
@@ -292,6 +292,7 @@ TEST_CASE("ops: F32 decoding gives the same bits under every prefetch hint", "[o
     }
     CHECK(ys[0] == ys[1]);
     CHECK(ys[0] == ys[2]);
+    CHECK(ys[0] == ys[3]);
   });
   select_f32_prefetch(before);
   CHECK_THROWS_AS(select_f32_prefetch("l2"), std::invalid_argument);

@@ -223,7 +223,7 @@ def main():
     ap.add_argument("--roof", action="store_true",
                     help="pert bench --roof: each tg row's bytes a token, GB/s and %% of the memory's read probe (median of the runs')")
     ap.add_argument("--pert", default=os.path.join(ROOT, "build", "pert"), help="the pert binary (default build/pert)")
-    ap.add_argument("--prefetch", help="comma-separated PERT_PREFETCH hints (nta, t0, none): every precision under each, "
+    ap.add_argument("--prefetch", help="comma-separated PERT_PREFETCH hints (nta, t0, none, stream): every precision under each, "
                                        "labelled \"F32 prefetch t0\"")
     ap.add_argument("--configs", help="comma-separated pert --config files (none: no file): every precision under each, "
                                       "labelled by the file's name")
