@@ -140,7 +140,7 @@ def run_identity(cfg, steps, data_dir, tok_dir):
     c["train"]["steps"] = steps
     for k in ("threads", "max_minutes"):
         c["train"].pop(k, None)
-    sources = train_data.mix_sources(cfg)
+    sources = train_data.mix_sources(train_data.mix_schedule(cfg))
     used = ["tinystories"] + [s for s in sources if s not in ("tinystories",) + train_data.SYNTHETIC]
     if "ruler" in sources and cfg["ruler"].get("essay") and cfg["ruler"]["essay"] not in used:
         used.append(cfg["ruler"]["essay"])  # the essay haystack's text

@@ -164,10 +164,10 @@ def mix_schedule(cfg):
     return out + [(None, mix_weights(cfg))]
 
 
-def mix_sources(cfg):
-    """Every source some phase of the run draws from, the final mix's first (in its order)."""
+def mix_sources(schedule):
+    """Every source some phase of a mix_schedule draws from, the final mix's first (in its order)."""
     names = []
-    for _, weights in reversed(mix_schedule(cfg)):
+    for _, weights in reversed(schedule):
         names += [n for n in weights if n not in names]
     return names
 
@@ -310,11 +310,11 @@ class Mix:
     pass-key rows, so a pass-key share of 0 leaves the text windows as they were."""
 
     def __init__(self, cfg, sp, data_dir=None):
-        self.weights = mix_weights(cfg)
-        self.names = mix_sources(cfg)
+        schedule = mix_schedule(cfg)
+        self.weights = schedule[-1][1]  # the final mix
+        self.names = mix_sources(schedule)
         # [(end_step, p over names)]: the phases, then the final mix (end None)
-        self.schedule = [(end, np.array([w.get(n, 0.0) for n in self.names])) for end, w in mix_schedule(cfg)]
-        self.phase_weights = [w for _, w in mix_schedule(cfg)]
+        self.schedule = [(end, np.array([w.get(n, 0.0) for n in self.names])) for end, w in schedule]
         self.width = cfg["train"]["context"] + 1
         self.streams = {n: encode(sp, documents(cfg, n, data_dir)) for n in self.names if n not in SYNTHETIC}
         for n, s in self.streams.items():
