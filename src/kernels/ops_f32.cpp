@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <vector>
 
@@ -157,8 +158,8 @@ std::vector<std::string> f32_kernels() { return choice().names(); }
 const std::string& f32_kernel() { return choice().name(); }
 void select_f32_kernel(const std::string& name) { choice().select(name); }
 const std::string& f32_prefetch() {
-  static const std::string names[] = {kPrefetchNames[0], kPrefetchNames[1], kPrefetchNames[2], kPrefetchNames[3]};
-  return names[int(prefetch())];
+  static const std::vector<std::string> names(std::begin(kPrefetchNames), std::end(kPrefetchNames));
+  return names[size_t(prefetch())];
 }
 void select_f32_prefetch(const std::string& hint) { prefetch() = parse_prefetch(hint); }
 
