@@ -28,6 +28,22 @@ inline std::string render_fields(const std::string& message, const std::function
   return out + message.substr(std::min(at, message.size()));
 }
 
+// A list as a message names it, "a, b, c": each item in name(item)'s words, those it gives
+// "" for left out (comma_list(items): items that are strings already).
+template <class Items, class Name>
+std::string comma_list(const Items& items, Name name) {
+  std::string out;
+  for (const auto& item : items) {
+    const std::string words = name(item);
+    if (!words.empty()) out += (out.empty() ? "" : ", ") + words;
+  }
+  return out;
+}
+template <class Items>
+std::string comma_list(const Items& items) {
+  return comma_list(items, [](const auto& item) { return std::string(item); });
+}
+
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

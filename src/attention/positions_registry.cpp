@@ -25,12 +25,10 @@ const std::pair<const char*, ParseExtension> kMethods[] = {
 // The entry of `table` named `name` (null if none), with every known name listed in `known`.
 template <class Parse, size_t N>
 Parse find(const std::pair<const char*, Parse> (&table)[N], const std::string& name, std::string& known) {
-  Parse found = nullptr;
-  for (const auto& [n, parse] : table) {
-    if (name == n) found = parse;
-    known += (known.empty() ? "" : ", ") + std::string(n);
-  }
-  return found;
+  known = comma_list(table, [](const std::pair<const char*, Parse>& entry) { return std::string(entry.first); });
+  for (const auto& [n, parse] : table)
+    if (name == n) return parse;
+  return nullptr;
 }
 // The schemes an "extend" method must suit: every layer's, but NoPE layers' where others have
 // positions (a method that moves positions changes nothing there), and the model's when it adds

@@ -38,9 +38,8 @@ void ConfigFlags::add_to(CLI::App& app, bool with_files) {
 }
 
 void ConfigFlags::add_precision(CLI::App& app) {
-  std::string blocks;  // the block types' rows that --dtype quantizes to
-  for (const BlockTypeInfo& t : block_types())
-    if (t.dtype_flag) blocks += (blocks.empty() ? "" : ", ") + std::string(t.dtype_flag);
+  // the block types' rows that --dtype quantizes to
+  const std::string blocks = comma_list(block_types(), [](const BlockTypeInfo& t) { return std::string(t.dtype_flag ? t.dtype_flag : ""); });
   app.add_option("--dtype", dtype,
                  "Weights kept and multiplied as stored (auto: a GGUF file's own types, else f32), in f32 (exact), "
                  "bf16 (half the memory traffic), q8 (Q8_0's numbers in pert's packing), or GGML's blocks " +

@@ -10,6 +10,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/grid_shards_command.hpp"
+#include "pert/error.hpp"
 #include "pert/output_file.hpp"
 #include "pert/passkey.hpp"
 #include "pert/ruler.hpp"
@@ -157,10 +158,8 @@ void add_ruler(CLI::App& app) {
       "Retrieval tasks after RULER (Hsieh et al. 2024) and Lost in the Middle: needles in a haystack, variable "
       "tracking, common and frequent words, JSON key-value lookup; the greedy answer scored by string_match_all, by "
       "task, prompt length and depth");
-  std::string names;
-  for (const std::string& t : ruler_task_names()) names += (names.empty() ? "" : ", ") + t;
   cmd->footer(
-      "Tasks: " + names + " (all: every one). niah_*: 'One of the special magic numbers for KEY is: VALUE.' needles "
+      "Tasks: " + comma_list(ruler_task_names()) + " (all: every one). niah_*: 'One of the special magic numbers for KEY is: VALUE.' needles "
       "(short wording: 'The magic number for KEY is VALUE.') in a haystack of pass-key's noise sentences, of an essay's "
       "sentences (--essay, e.g. WikiText-2) or of distractor needles; keys adjective-noun words, values 7-digit "
       "numbers or uuids; multikey: 4 keys, 1 asked; multivalue: 4 values; multiquery: 4 keys asked. vt: a chain "

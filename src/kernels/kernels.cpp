@@ -26,11 +26,7 @@ const std::vector<std::string>& kernel_levels() {
 
 namespace {
 
-std::string levels_list() {
-  std::string out;
-  for (const std::string& level : kernel_levels()) out += (out.empty() ? "" : ", ") + level;
-  return out;
-}
+std::string levels_list() { return comma_list(kernel_levels()); }
 
 int level_rank(const std::string& level) {
   const auto& levels = kernel_levels();
@@ -174,9 +170,8 @@ std::vector<KernelFamily> kernel_families() {
 }
 
 std::string kernel_summary() {
-  std::string out;
-  for (const KernelFamily& f : kernel_families()) out += (out.empty() ? "" : ", ") + f.name + " " + f.selected;
-  return out + "; f32 decode prefetch " + f32_prefetch();
+  return comma_list(kernel_families(), [](const KernelFamily& f) { return f.name + " " + f.selected; }) +
+         "; f32 decode prefetch " + f32_prefetch();
 }
 
 void select_kernels(const std::string& level) {

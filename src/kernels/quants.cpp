@@ -392,9 +392,7 @@ const std::vector<BlockTypeInfo> kTypes = {
 const std::vector<BlockTypeInfo>& block_types() { return kTypes; }
 
 std::string block_type_names() {
-  std::string out;
-  for (const BlockTypeInfo& t : kTypes) out += (out.empty() ? "" : ", ") + std::string(t.name);
-  return out;
+  return comma_list(kTypes, [](const BlockTypeInfo& t) { return std::string(t.name); });
 }
 
 const BlockTypeInfo* block_type_info(uint32_t ggml_type) {

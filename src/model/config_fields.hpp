@@ -113,11 +113,7 @@ class Fields {
   // Every key of a strict object (pert's own blocks) must have been read.
   void reject_unknown(const std::string& context) const {
     for (const auto& [key, _] : obj_.items())
-      if (!used_.count(key)) {
-        std::string known;
-        for (const std::string& k : used_) known += (known.empty() ? "" : ", ") + k;
-        fail(key, "is not a field of " + context + " (fields: " + known + ")");
-      }
+      if (!used_.count(key)) fail(key, "is not a field of " + context + " (fields: " + comma_list(used_) + ")");
   }
 
  private:

@@ -71,9 +71,7 @@ WeightType parse_weight_type(const std::string& name) {
     if (name == e.flag) return e.kind;
   for (const BlockTypeInfo& t : block_types())
     if (t.dtype_flag && name == t.dtype_flag) return WeightType(t.type);
-  std::string all;
-  for (const std::string& f : weight_type_flags()) all += (all.empty() ? "" : ", ") + f;
-  throw Error("dtype: must be one of " + all + ", got '" + name + "'");
+  throw Error("dtype: must be one of " + comma_list(weight_type_flags()) + ", got '" + name + "'");
 }
 
 namespace {

@@ -29,9 +29,7 @@ std::vector<std::string> read_essay(const RulerSettings& p) {
   for (const std::string& t : p.tasks) needed = needed || ruler_task_needs_essay(t);
   if (!needed) return {};
   if (p.essay_path.empty()) {
-    std::string which;
-    for (const std::string& t : p.tasks)
-      if (ruler_task_needs_essay(t)) which += (which.empty() ? "" : ", ") + t;
+    const std::string which = comma_list(p.tasks, [](const std::string& t) { return ruler_task_needs_essay(t) ? t : ""; });
     throw Error("ruler: `tasks` " + which + ": the essay haystack needs a text; give `essay` (a text file, e.g. "
                 "WikiText-2's articles, which tools/setup.sh writes to build/data/wikitext2_test_prefix.txt)");
   }
@@ -98,11 +96,7 @@ double ruler_score(const std::string& answer, const std::vector<std::string>& re
 }
 
 void validate(const RulerSettings& p) {
-  if (p.tasks.empty()) throw Error("ruler: `tasks` is empty; give at least one of " + [] {
-    std::string all;
-    for (const std::string& t : ruler_task_names()) all += (all.empty() ? "" : ", ") + t;
-    return all;
-  }());
+  if (p.tasks.empty()) throw Error("ruler: `tasks` is empty; give at least one of " + comma_list(ruler_task_names()));
   for (const std::string& t : p.tasks)
     if (std::find(ruler_task_names().begin(), ruler_task_names().end(), t) == ruler_task_names().end())
       throw Error("ruler: `tasks`: no task \"" + t + "\"");

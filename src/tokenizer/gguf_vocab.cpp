@@ -218,9 +218,7 @@ PreSpec pre_spec(const GgufFile& f, const std::string& name) {
     p.steps.push_back({{"type", "Digits"}, {"individual_digits", true}});
     p.steps.push_back(byte_level(true));
   } else {
-    std::string known;
-    for (const std::string& k : kPreNames) known += (known.empty() ? "" : ", ") + k;
-    fail(f, kPre, shown(name) + " is not a pre-tokenizer pert knows (" + known + ")");
+    fail(f, kPre, shown(name) + " is not a pre-tokenizer pert knows (" + comma_list(kPreNames) + ")");
   }
   return p;
 }

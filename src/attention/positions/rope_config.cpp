@@ -16,12 +16,9 @@ const std::pair<const char*, RopeScalingType> kScalingTypes[] = {
     {"longrope", RopeScalingType::LongRope}};
 
 RopeScalingType scaling_type(const std::string& name, Fields& f) {
-  std::string names;
-  for (const auto& [n, type] : kScalingTypes) {
+  for (const auto& [n, type] : kScalingTypes)
     if (name == n) return type;
-    names += (names.empty() ? "" : ", ") + std::string(n);
-  }
-  f.fail("type", "'" + name + "' is not one of: " + names);
+  f.fail("type", "'" + name + "' is not one of: " + comma_list(kScalingTypes, [](const auto& entry) { return std::string(entry.first); }));
 }
 
 bool positive(double x) { return x > 0; }

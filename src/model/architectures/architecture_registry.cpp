@@ -5,6 +5,7 @@
 // compute something else is the worst outcome), windows by `layer_types`, biases.
 // A window W lets the query at m see keys m − W < n <= m (HF masking_utils).
 #include "model/architectures/architecture.hpp"
+#include "pert/error.hpp"
 
 namespace pert {
 
@@ -74,9 +75,7 @@ const ArchitectureSpec& architecture_of(const json& config) {
 }
 
 std::string known_architectures() {
-  std::string s;
-  for (const ArchitectureSpec* a : kRegistry) s += (s.empty() ? "" : ", ") + std::string(a->hf_name);
-  return s;
+  return comma_list(kRegistry, [](const ArchitectureSpec* a) { return std::string(a->hf_name); });
 }
 
 }  // namespace
@@ -102,10 +101,7 @@ const ArchitectureSpec* gguf_architecture(const std::string& gguf_name) {
 }
 
 std::string known_gguf_architectures() {
-  std::string s;
-  for (const ArchitectureSpec* a : kRegistry)
-    if (*a->gguf_name) s += (s.empty() ? "" : ", ") + std::string(a->gguf_name);
-  return s;
+  return comma_list(kRegistry, [](const ArchitectureSpec* a) { return std::string(a->gguf_name); });
 }
 
 bool architecture_reads(const json& config, const std::string& key) { return reads(architecture_of(config), key); }
