@@ -29,7 +29,7 @@ SPM = os.path.join(ROOT, "models", "tokenizer", "tokenizer.model")
 ESSAY = os.path.join(ROOT, "..", "shared", "data", "text", "wikitext-2.test.tokens.txt")
 SELF_EXTEND = os.path.join(ROOT, "configs", "extend", "self-extend.json")
 # (model, flags, lengths, tasks, depths, trials)
-RUNS = [("rope", ["--template", "short"], "128,320", "all", "0.25,1", "2"),
+RUNS = [("rope", ["--template", "short"], "128,320", "all", "0.25,1", "1"),
         ("rope", ["--template", "ruler"], "320", "all", "0.5", "1"),
         ("rope", ["--config", SELF_EXTEND], "256", "niah_single_1,niah_multikey_2,vt", "0,1", "1"),
         ("alibi", [], "200", "niah_single_1,niah_single_2,vt,fwe", "0.5", "2")]

@@ -120,6 +120,8 @@ def greedy_batch(config, W, prompts, n, eos):
     answers, ties = [[] for _ in prompts], [None] * len(prompts)
     with torch.no_grad():
         for step in range(n):
+            if all(a and a[-1] in eos for a in answers):
+                break  # every answer has ended: the steps left would add nothing
             last = reference.forward(config, W, ids)[:, -1]
             top2 = torch.topk(last, 2, dim=-1)
             nxt = top2.indices[:, 0]
