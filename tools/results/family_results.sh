@@ -3,8 +3,8 @@
 #   0. each scheme's attention logit against distance (pert positions), plotted;
 #   1. WikiText-2 test (its first ~150k tokens, tools/train/wikitext_prefix.py) at 1x..32x L, every scheme,
 #      and again with key-token perplexity (LongPPL) beside it;
-#   2. held-out TinyStories at 1x..16x L, every scheme (and learned with "clamp"); 1 and 2 for the
-#      hybrid members too, beside rope, none and alibi, in files of their own (hybrid_*.json);
+#   2. held-out TinyStories at 1x..16x L, every scheme (and learned with "clamp"); 1 (with key
+#      tokens too) and 2 for the hybrid members, beside rope, none and alibi, in files of their own (hybrid_*.json);
 #   3. the rope model under every RoPE scaling and "extend" method, held-out TinyStories, 1x..32x L;
 #   4. pass-key accuracy at 64..4096 tokens for every scheme, plain and under each config of 3
 #      that applies to it;
@@ -181,6 +181,8 @@ body() {
   if [ ${#hybrids[@]} != 0 ]; then
     step $((${#hybrids[@]} / 2 * 6)) "sweep the hybrid layouts, WikiText-2" \
       $PERT sweep "${hybrids[@]}" "${W[@]}" --lengths $wiki --out $OUT/hybrid_wikitext.json "${threads[@]}"
+    step $((${#hybrids[@]} / 2 * 6)) "sweep the hybrid layouts, WikiText-2 with key tokens" \
+      $PERT sweep "${hybrids[@]}" "${W[@]}" --lengths $wiki "${keys[@]}" --out $OUT/hybrid_wikitext_key.json "${threads[@]}"
     step $((${#hybrids[@]} / 2 * 5)) "sweep the hybrid layouts, held-out stories" \
       $PERT sweep "${hybrids[@]}" "${S[@]}" --lengths $stories --out $OUT/hybrid.json "${threads[@]}"
   fi
