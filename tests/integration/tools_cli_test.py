@@ -430,7 +430,7 @@ def plot_attention_checks():
 
 def family_results_checks():
     """tools/results/family_results.sh -n: docs/results/hybrid.md's NAMES subset plans only those
-    models' cells (their sweeps beside rope, none and alibi, pass-key, RULER), none of rope's
+    models' cells (their sweeps beside rope, none and alibi, plain and with key tokens, pass-key, RULER), none of rope's
     extension rows, learned's clamp rows or the other members'; every step numbered of the whole;
     a name outside the family is one line."""
     script = os.path.join(TOOLS, "results", "family_results.sh")
@@ -444,8 +444,8 @@ def family_results_checks():
               and os.listdir(tmp) == [], f"exit {r.returncode}, {r.stdout[-800:]!r} {r.stderr[-300:]!r}")
         runs = [s for s in steps if " sweep " in s or " passkey " in s or " ruler " in s]
         check("family_results.sh -n, NAMES=\"rnope_swa irope\" METHODS=none: their cells only",
-              len(runs) == 6 and sum("-m models/rnope_swa -m models/irope -m models/rope -m models/none -m models/alibi "
-                                     in s for s in runs) == 2
+              len(runs) == 7 and sum("-m models/rnope_swa -m models/irope -m models/rope -m models/none -m models/alibi "
+                                     in s for s in runs) == 3
               and all("models/irope" in s or "models/rnope_swa" in s for s in runs)
               and not any(w in s for s in steps for w in ("extend_family_rope.json", "clamp", "local_global", "--config")),
               runs)
