@@ -181,7 +181,7 @@ TEST_CASE("amx blocks: the tile GEMM through the model equals the plain kernel, 
   amx_blocks_test::check_mixed_products(TileImpl::model);
 }
 
-TEST_CASE("amx blocks: products not in panels are refused; the blocks family has amx where AMX runs",
+TEST_CASE("amx blocks: products not in panels are refused, the blocks family has amx where AMX runs",
           "[amx][blocks]") {
   const std::vector<float> x = random_floats(2 * 256, 3);
   const amx_blocks_test::QuantizedRows xq(x, 2, 256);

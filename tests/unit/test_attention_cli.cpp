@@ -25,7 +25,7 @@ std::vector<std::string> lines_of(const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("attention: table, JSON and CSV; within L only all queries, past L in_L and past_L too", "[attention][cli]") {
+TEST_CASE("attention: table, JSON and CSV, within L only all queries, past L in_L and past_L too", "[attention][cli]") {
   const TempDir tmp;
   const std::string text = attention_text(tmp).string(), out = (tmp / "a.json").string();
   const Run r = run_pert(attention_args(text, out, "64,256"));
@@ -84,7 +84,7 @@ TEST_CASE("attention: table, JSON and CSV; within L only all queries, past L in_
   CHECK(json::parse(again.out)["cells"] == a["cells"]);
 }
 
-TEST_CASE("attention: shards merge to the whole run's figures exactly; --sink 0 takes no sink", "[attention][cli]") {
+TEST_CASE("attention: shards merge to the whole run's figures exactly, --sink 0 takes no sink", "[attention][cli]") {
   const TempDir tmp;
   const std::string text = attention_text(tmp).string(), whole = (tmp / "w.json").string();
   REQUIRE(run_pert(attention_args(text, whole, "32,64,200")).exit_code == 0);
@@ -104,7 +104,8 @@ TEST_CASE("attention: shards merge to the whole run's figures exactly; --sink 0 
   auto args = attention_args(text, (tmp / "z.json").string(), "64");
   args.insert(args.end(), {"--sink", "0"});
   REQUIRE(run_pert(args).exit_code == 0);
-  for (const json& layer : json::parse(slurp(tmp / "z.json"))["cells"][0]["attention"]["all"]["sink_mass"])
+  const json z = json::parse(slurp(tmp / "z.json"));  // named: a range-for over a temporary's member dangles
+  for (const json& layer : z["cells"][0]["attention"]["all"]["sink_mass"])
     for (const json& v : layer) CHECK(v.get<double>() == 0.0);
 }
 
@@ -137,7 +138,7 @@ TEST_CASE("attention: a text too short for a length names --lengths, the flag pe
   CHECK(r.err.find("-c 64") == std::string::npos);
 }
 
-TEST_CASE("attention: without --out the table alone, no file; --heads lists the sink heads; the CSV records --sink",
+TEST_CASE("attention: without --out the table alone, no file, --heads lists the sink heads, the CSV records --sink",
           "[attention][cli]") {
   const TempDir tmp;
   const std::string text = attention_text(tmp).string();

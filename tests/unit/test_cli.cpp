@@ -313,7 +313,7 @@ TEST_CASE("threads: the default stays within a Slurm task's SLURM_CPUS_PER_TASK"
 // The CPU and the kernel paths a run took, in bench's and inspect's JSON and at the end of bench's
 // table; PERT_KERNELS holds every family at a level, and a value that is no level (or no prefetch
 // hint) stops the command with one line naming the variable.
-TEST_CASE("cli: bench and inspect name the CPU and the kernel paths; PERT_KERNELS and PERT_PREFETCH", "[cli]") {
+TEST_CASE("cli: bench and inspect name the CPU and the kernel paths, PERT_KERNELS and PERT_PREFETCH", "[cli]") {
   const Run plain = run_shell("PERT_KERNELS=plain PERT_PREFETCH=nta exec " +
                               pert_line({"bench", "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--json"}));
   INFO(plain.err);

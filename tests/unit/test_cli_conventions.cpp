@@ -506,7 +506,7 @@ static size_t count_of(const std::string& text, const std::string& needle) {
   return n;
 }
 
-TEST_CASE("conventions: -t past the cores not busy warns once; the default and -t 1 do not", "[cli][conventions]") {
+TEST_CASE("conventions: -t past the cores not busy warns once, the default and -t 1 do not", "[cli][conventions]") {
   TempDir tmp;
   const std::string text = story_text(tmp).string();
   cpu_set_t set;

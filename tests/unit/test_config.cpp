@@ -960,7 +960,7 @@ TEST_CASE("config: Dual Chunk Attention, as an extend method and as Qwen2.5-1M's
   REQUIRE_THROWS_NAMING(parse(c), ConfigError, kSource, "dual_chunk_attention_config has 'chunk', which pert does not read");
 }
 
-TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes; other shapes and choices refused", "[config][deepseek]") {
+TEST_CASE("DeepSeek V3 / V2: MLA's shapes and the routers pert computes, other shapes and choices refused", "[config][deepseek]") {
   json c = tiny_config();  // DeepSeek-V3's keys, shrunk (tools/reference/deepseek.py's)
   c["architectures"] = {"DeepseekV3ForCausalLM"};
   c["model_type"] = "deepseek_v3";

@@ -152,7 +152,7 @@ json gpt_oss_config() {
   return c;
 }
 
-TEST_CASE("gpt-oss: MXFP4 experts read as shipped; a scale out of range or a misshapen part refused by tensor", "[moe][mxfp4]") {
+TEST_CASE("gpt-oss: MXFP4 experts read as shipped, a scale out of range or a misshapen part refused by tensor", "[moe][mxfp4]") {
   TempDir tmp;
   write_model_dir(tmp.path / "ok", gpt_oss_config(), gpt_oss_tensors(120));
   auto model = Model::load(tmp.path / "ok");

@@ -446,7 +446,7 @@ TEST_CASE("quants: panels hold the rows' bytes and give their floats bit for bit
   CHECK_THROWS_AS(matmul_blocks(y.data(), x.data(), BlockMatrix{panels.data(), BlockType::Q4_K, 148, true}, 1, 256, 12), Error);
 }
 
-TEST_CASE("quants: matmul_blocks of several products equals one call per product; bad shapes refused", "[quants]") {
+TEST_CASE("quants: matmul_blocks of several products equals one call per product, bad shapes refused", "[quants]") {
   const int K = 512, T = 6;
   const std::vector<float> x = gaussian(size_t(T) * K, 3);
   const BlockType types[] = {BlockType::Q4_K, BlockType::Q6_K, BlockType::Q8_0, BlockType::F16};

@@ -65,7 +65,7 @@ TEST_CASE("vision-language: Gemma 3 4B's sparse text_config with Gemma3TextConfi
   }
 }
 
-TEST_CASE("vision-language: Gemma 3 27B's keys win over the defaults; the top level's over text_config's", "[config][vl]") {
+TEST_CASE("vision-language: Gemma 3 27B's keys win over the defaults, the top level's over text_config's", "[config][vl]") {
   using namespace vl_test;
   json c = gemma3_4b();
   c["text_config"].update(json{{"head_dim", 128}, {"hidden_size", 5376}, {"intermediate_size", 21504},
