@@ -37,10 +37,12 @@ TEXT = os.path.join(ROOT, "build", "data", "tinystories_heldout.txt")
 GRIDS = {
     "array": ["-m", "models/rope", "-m", "models/alibi", "--config", "plain", "--config",
               "configs/extend/streaming.json", "--lengths", "128,256", "--chunks", "4"],
-    # Cells of a few seconds each (one thread), so task 2 is still running when it is requeued after its first.
+    # Cells of 0.2-2 s each (one thread; three windows of the text, where the whole text took five times as
+    # long), so task 2, whose cells are plain at 2048, NTK at 4096 and linear at 1024 (cell k goes to task
+    # k mod 4 + 1), has ~2 s left when it is requeued after its first.
     "requeue": ["-m", "models/rope"] + [a for c in ("plain", "configs/rope/ntk-x2.json", "configs/rope/yarn-x2.json",
                                                     "configs/rope/linear-x2.json") for a in ("--config", c)]
-               + ["--lengths", "1024,2048,4096"],
+               + ["--lengths", "1024,2048,4096", "--chunks", "3"],
 }
 
 
@@ -212,9 +214,22 @@ def main():
             first = cells_of(shard)[0]
             r = cluster.run(["scontrol", "requeue", f"{array}_2"])
             check("requeue: scontrol requeue of task 2 mid-run accepted", r.returncode == 0, r.stderr)
-            # A requeued job waits out a begin time (Slurm's guard against requeue loops); now, here.
-            cluster.wait_for(lambda: cluster.run(["scontrol", "update", f"JobId={array}_2", "StartTime=now"]).returncode == 0,
-                             30, "task 2 released")
+            # A requeued job waits out a begin time (Slurm's guard against requeue loops, ~2 minutes); now,
+            # here, once it is pending for it (an update while the requeue is under way is overwritten by it).
+            def task2():  # "STATE REASON", or "" once the task has left the queue
+                return cluster.run(["squeue", "-h", "-j", f"{array}_2", "-o", "%T %r"]).stdout.strip()
+
+            pending = []  # seen pending: the requeue has taken effect
+
+            def released():
+                state = task2()
+                if state == "PENDING BeginTime":
+                    cluster.run(["scontrol", "update", f"JobId={array}_2", "StartTime=now"])
+                if state.startswith("PENDING"):
+                    pending.append(state)
+                    return False
+                return bool(pending) or state == ""
+            cluster.wait_for(released, 90, "task 2 requeued and released from its begin time")
             wait_done(cluster, [array, merge], 300)
             with open(os.path.join(run, "logs", "shard-2.log"), errors="replace") as f:
                 log = f.read()
