@@ -229,7 +229,7 @@ def main():
                     pending.append(state)
                     return False
                 return bool(pending) or state == ""
-            cluster.wait_for(released, 90, "task 2 requeued and released from its begin time")
+            cluster.wait_for(released, 180, "task 2 requeued and released from its begin time")  # or its begin time past
             wait_done(cluster, [array, merge], 300)
             with open(os.path.join(run, "logs", "shard-2.log"), errors="replace") as f:
                 log = f.read()
