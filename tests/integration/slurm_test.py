@@ -38,8 +38,8 @@ GRIDS = {
     "array": ["-m", "models/rope", "-m", "models/alibi", "--config", "plain", "--config",
               "configs/extend/streaming.json", "--lengths", "128,256", "--chunks", "4"],
     # Cells of 0.2-2 s each (one thread; three windows of the text, a third of the whole text's time:
-    # ~9 s for the 12, not 29), so task 2, whose cells are plain at 2048, NTK at 4096 and linear at 1024 (cell k goes to task
-    # k mod 4 + 1), has ~2 s left when it is requeued after its first.
+    # ~9 s for the 12, not 29), so task 2, whose cells are plain at 2048, NTK at 4096 and linear at
+    # 1024 (cell k goes to task k mod 4 + 1), has ~2 s left when it is requeued after its first.
     "requeue": ["-m", "models/rope"] + [a for c in ("plain", "configs/rope/ntk-x2.json", "configs/rope/yarn-x2.json",
                                                     "configs/rope/linear-x2.json") for a in ("--config", c)]
                + ["--lengths", "1024,2048,4096", "--chunks", "3"],
